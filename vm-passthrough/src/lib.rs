@@ -1,0 +1,1 @@
+//! Assign host PCI devices to virtual machines through VFIO.
