@@ -1,0 +1,403 @@
+//! Can this device be given to a VM? Each precondition is one named check.
+
+use std::fmt;
+
+use crate::address::PciAddress;
+use crate::bar::{format_size, BarKind};
+use crate::device::PciDevice;
+use crate::error::Result;
+use crate::host::{Host, VfioPciModule};
+use crate::iommu::{viability_blockers, Blocker, InterruptRemapping, VFIO_SAFE_DRIVERS};
+use crate::sysfs::read_optional_attr;
+
+/// OVMF's default 64-bit PCI MMIO aperture. BARs beyond it need the VMM to enlarge
+/// the window (`-fw_cfg name=opt/ovmf/X-PciMmio64Mb,...` in QEMU).
+pub const DEFAULT_GUEST_MMIO64_WINDOW: u64 = 32 << 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum CheckStatus {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Pass => "pass",
+            Self::Warn => "warn",
+            Self::Fail => "fail",
+        })
+    }
+}
+
+/// One precondition and what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Check {
+    pub name: &'static str,
+    pub status: CheckStatus,
+    pub detail: String,
+}
+
+/// How a group member relates to the device being checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum MemberRole {
+    /// The device itself.
+    Target,
+    /// Another function of the same slot (a GPU's audio or USB function).
+    Companion,
+    /// A bridge or port: ignored by the group rule.
+    Bridge,
+    /// An unrelated endpoint that shares the group.
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GroupMember {
+    pub address: PciAddress,
+    pub role: MemberRole,
+    pub driver: Option<String>,
+    /// True when this member's current driver keeps the group from being viable.
+    pub blocks_now: bool,
+}
+
+/// The verdict of `vmgpu check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Assessment {
+    pub device: PciAddress,
+    /// No check failed.
+    pub assignable: bool,
+    pub iommu_group: Option<u32>,
+    /// The group is viable right now, as the kernel would judge it.
+    pub group_viable_now: bool,
+    pub group: Vec<GroupMember>,
+    /// Other functions of the same slot, in the group or not.
+    pub companions: Vec<PciAddress>,
+    /// Endpoints outside the device's slot that share its group under a host driver.
+    pub blockers: Vec<Blocker>,
+    pub checks: Vec<Check>,
+}
+
+impl Assessment {
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+}
+
+fn check(name: &'static str, status: CheckStatus, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// Runs every check for `address`.
+pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
+    let device = host.device(address)?;
+    let iommu = host.iommu()?;
+    let companions: Vec<PciAddress> = host
+        .addresses()?
+        .into_iter()
+        .filter(|a| *a != address && a.same_slot(&address))
+        .collect();
+
+    let mut checks = Vec::new();
+    checks.push(if iommu.enabled() {
+        check(
+            "iommu",
+            CheckStatus::Pass,
+            format!(
+                "IOMMU on ({}), {} groups",
+                if iommu.units.is_empty() { "units not listed".to_string() } else { iommu.units.join(", ") },
+                iommu.group_count
+            ),
+        )
+    } else {
+        check(
+            "iommu",
+            CheckStatus::Fail,
+            "no IOMMU groups: the IOMMU is off or absent (enable VT-d/AMD-Vi in firmware; boot with intel_iommu=on on Intel)",
+        )
+    });
+    checks.push(remapping_check(
+        iommu.interrupt_remapping,
+        iommu.allow_unsafe_interrupts,
+    ));
+
+    let (group, blockers, group_viable_now, group_check) = match device.iommu_group {
+        Some(id) => {
+            let members = host.group_members(id)?;
+            let (group, blockers, viable_now) = classify_members(&device, &members);
+            let status = if blockers.is_empty() {
+                CheckStatus::Pass
+            } else {
+                CheckStatus::Fail
+            };
+            let detail = group_detail(id, &group, &blockers);
+            (
+                group,
+                blockers,
+                viable_now,
+                check("iommu_group", status, detail),
+            )
+        }
+        None => (
+            Vec::new(),
+            Vec::new(),
+            false,
+            check(
+                "iommu_group",
+                CheckStatus::Fail,
+                format!("{address} is in no IOMMU group"),
+            ),
+        ),
+    };
+    checks.push(group_check);
+    checks.push(companion_check(host, &companions, &group)?);
+    checks.push(driver_check(&device));
+    checks.push(reset_check(&device));
+    checks.push(vfio_module_check(host.vfio_pci_module()?));
+    checks.push(bar_check(&device));
+    if let Some(c) = boot_display_check(host, &device)? {
+        checks.push(c);
+    }
+
+    Ok(Assessment {
+        device: address,
+        assignable: checks.iter().all(|c| c.status != CheckStatus::Fail),
+        iommu_group: device.iommu_group,
+        group_viable_now,
+        group,
+        companions,
+        blockers,
+        checks,
+    })
+}
+
+fn remapping_check(state: InterruptRemapping, allow_unsafe: Option<bool>) -> Check {
+    match (state, allow_unsafe) {
+        (InterruptRemapping::Enabled, _) => check(
+            "interrupt_remapping",
+            CheckStatus::Pass,
+            "MSI interrupts are remapped by the IOMMU",
+        ),
+        (InterruptRemapping::Disabled, Some(true)) => check(
+            "interrupt_remapping",
+            CheckStatus::Warn,
+            "off, but vfio_iommu_type1.allow_unsafe_interrupts=Y: a guest can forge host interrupts",
+        ),
+        (InterruptRemapping::Disabled, _) => check(
+            "interrupt_remapping",
+            CheckStatus::Fail,
+            "off: VFIO refuses the device unless vfio_iommu_type1.allow_unsafe_interrupts=1",
+        ),
+        (InterruptRemapping::Unknown, _) => check(
+            "interrupt_remapping",
+            CheckStatus::Warn,
+            "cannot tell from sysfs (no MSI irq in use and no VT-d capability to read)",
+        ),
+    }
+}
+
+fn classify_members(
+    device: &PciDevice,
+    members: &[PciDevice],
+) -> (Vec<GroupMember>, Vec<Blocker>, bool) {
+    let now = viability_blockers(members);
+    let group: Vec<GroupMember> = members
+        .iter()
+        .map(|m| GroupMember {
+            address: m.address,
+            role: if m.address == device.address {
+                MemberRole::Target
+            } else if m.is_bridge() {
+                MemberRole::Bridge
+            } else if m.address.same_slot(&device.address) {
+                MemberRole::Companion
+            } else {
+                MemberRole::Other
+            },
+            driver: m.driver.clone(),
+            blocks_now: now.iter().any(|b| b.address == m.address),
+        })
+        .collect();
+    // The device and its companions get bound together; anything else on a host
+    // driver would have to be taken from the host.
+    let blockers = now
+        .iter()
+        .filter(|b| !b.address.same_slot(&device.address))
+        .cloned()
+        .collect();
+    (group, blockers, now.is_empty())
+}
+
+fn group_detail(id: u32, group: &[GroupMember], blockers: &[Blocker]) -> String {
+    let endpoints = group
+        .iter()
+        .filter(|m| m.role != MemberRole::Bridge)
+        .count();
+    let bridges = group.len() - endpoints;
+    if blockers.is_empty() {
+        format!("group {id}: {endpoints} endpoint(s) to bind together, {bridges} bridge(s) ignored")
+    } else {
+        let names: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
+        format!(
+            "group {id} also holds {}: the whole group goes to the VM, so these would leave the host",
+            names.join(", ")
+        )
+    }
+}
+
+fn companion_check(host: &Host, companions: &[PciAddress], group: &[GroupMember]) -> Result<Check> {
+    if companions.is_empty() {
+        return Ok(check(
+            "companions",
+            CheckStatus::Pass,
+            "no other functions in this slot",
+        ));
+    }
+    let mut parts = Vec::new();
+    for address in companions {
+        let companion = host.device(*address)?;
+        let kind = companion
+            .nvidia
+            .map(|n| n.function.to_string())
+            .or_else(|| companion.class_name.map(str::to_string))
+            .unwrap_or_else(|| format!("class {}", companion.class));
+        let in_group = group.iter().any(|m| m.address == *address);
+        parts.push(format!(
+            "{address} {kind} ({}){}",
+            companion.driver.as_deref().unwrap_or("no driver"),
+            if in_group {
+                ", same group: bound with it"
+            } else {
+                ", own group: stays with the host"
+            }
+        ));
+    }
+    Ok(check("companions", CheckStatus::Pass, parts.join("; ")))
+}
+
+fn driver_check(device: &PciDevice) -> Check {
+    match device.driver.as_deref() {
+        Some(d) if VFIO_SAFE_DRIVERS.contains(&d) => {
+            check("driver", CheckStatus::Pass, format!("bound to {d}"))
+        }
+        Some(d) => check(
+            "driver",
+            CheckStatus::Pass,
+            format!("bound to {d}; `vmgpu bind` moves it to vfio-pci"),
+        ),
+        None => check(
+            "driver",
+            CheckStatus::Pass,
+            "no driver; `vmgpu bind` binds vfio-pci",
+        ),
+    }
+}
+
+fn reset_check(device: &PciDevice) -> Check {
+    match &device.reset_methods {
+        Some(methods) if !methods.is_empty() => check(
+            "reset",
+            CheckStatus::Pass,
+            format!("reset methods: {}", methods.join(" ")),
+        ),
+        Some(_) => check(
+            "reset",
+            CheckStatus::Warn,
+            "no reset method: device state can leak from one VM to the next",
+        ),
+        None => check(
+            "reset",
+            CheckStatus::Warn,
+            "kernel does not report reset methods (reset_method needs Linux 5.15)",
+        ),
+    }
+}
+
+fn vfio_module_check(module: VfioPciModule) -> Check {
+    match module {
+        VfioPciModule::Loaded => check("vfio_pci", CheckStatus::Pass, "vfio-pci loaded"),
+        VfioPciModule::BuiltIn => check(
+            "vfio_pci",
+            CheckStatus::Pass,
+            "vfio-pci built into the kernel",
+        ),
+        VfioPciModule::Available { path } => check(
+            "vfio_pci",
+            CheckStatus::Pass,
+            format!("vfio-pci not loaded; module at {}", path.display()),
+        ),
+        VfioPciModule::Missing { modules_dir } => check(
+            "vfio_pci",
+            CheckStatus::Fail,
+            format!("vfio-pci neither loaded nor in {}", modules_dir.display()),
+        ),
+        VfioPciModule::Unknown => check(
+            "vfio_pci",
+            CheckStatus::Warn,
+            "vfio-pci not loaded and no modules directory to look in",
+        ),
+    }
+}
+
+fn bar_check(device: &PciDevice) -> Check {
+    let mmio64: u64 = device
+        .bars
+        .iter()
+        .filter(|b| b.kind == BarKind::Mem64)
+        .map(|b| b.size)
+        .sum();
+    let list: Vec<String> = device
+        .bars
+        .iter()
+        .map(|b| {
+            let kind = match b.kind {
+                BarKind::Io => "io",
+                BarKind::Mem32 => "32-bit",
+                BarKind::Mem64 => "64-bit",
+            };
+            let pref = if b.prefetchable { " prefetchable" } else { "" };
+            format!("BAR{} {} {kind}{pref}", b.index, format_size(b.size))
+        })
+        .collect();
+    let listing = if list.is_empty() {
+        "no BARs".to_string()
+    } else {
+        list.join(", ")
+    };
+    if mmio64 > DEFAULT_GUEST_MMIO64_WINDOW {
+        check(
+            "bars",
+            CheckStatus::Warn,
+            format!(
+                "{listing}; the guest needs a 64-bit MMIO window of at least {} (OVMF's default is {})",
+                format_size(mmio64.next_power_of_two()),
+                format_size(DEFAULT_GUEST_MMIO64_WINDOW)
+            ),
+        )
+    } else {
+        check("bars", CheckStatus::Pass, listing)
+    }
+}
+
+fn boot_display_check(host: &Host, device: &PciDevice) -> Result<Option<Check>> {
+    let path = PciDevice::sysfs_dir(host.sysfs(), &device.address).join("boot_vga");
+    Ok(match read_optional_attr(&path)?.as_deref() {
+        Some("1") => Some(check(
+            "boot_display",
+            CheckStatus::Warn,
+            "the host's boot display: its console goes dark when the device leaves",
+        )),
+        _ => None,
+    })
+}
