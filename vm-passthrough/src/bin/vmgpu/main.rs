@@ -1,1 +1,92 @@
-fn main() {}
+//! `vmgpu`: inspect the host's GPUs and IOMMU, and prepare devices for VMs.
+
+mod check;
+mod list;
+mod show;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use pcie::{Host, PciAddress};
+
+#[derive(Parser)]
+#[command(
+    name = "vmgpu",
+    version,
+    about = "Give virtual machines GPUs: inspect, check and bind PCI devices"
+)]
+struct Cli {
+    #[command(flatten)]
+    host: HostArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct HostArgs {
+    /// Root of the sysfs tree to read (a fixture tree in tests).
+    #[arg(long, global = true, env = "VMGPU_SYSFS", value_name = "DIR")]
+    sysfs: Option<PathBuf>,
+    /// Kernel modules directory searched for vfio-pci [default: /lib/modules/$(uname -r) with /sys]
+    #[arg(long, global = true, env = "VMGPU_MODULES", value_name = "DIR")]
+    modules: Option<PathBuf>,
+}
+
+impl HostArgs {
+    fn host(&self) -> Host {
+        let host = match &self.sysfs {
+            Some(root) => Host::new(root),
+            None => Host::local(),
+        };
+        match &self.modules {
+            Some(dir) => host.with_modules_dir(dir),
+            None => host,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List NVIDIA PCI functions (all functions with --all)
+    List(list::ListArgs),
+    /// Show everything known about one device
+    Show(show::ShowArgs),
+    /// Tell whether a device can be assigned to a VM (exit 0: yes, 1: no, 2: usage error)
+    Check(check::CheckArgs),
+}
+
+/// Exit status for bad invocations, the same that clap uses.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let host = cli.host.host();
+    let result = match &cli.command {
+        Command::List(args) => list::run(&host, cli.host.sysfs.is_some(), args),
+        Command::Show(args) => show::run(&host, args),
+        Command::Check(args) => check::run(&host, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("vmgpu: {err:#}");
+            match err.downcast_ref::<pcie::Error>() {
+                Some(pcie::Error::DeviceNotFound { .. }) => ExitCode::from(EXIT_USAGE),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+/// Parses a BDF argument, so a typo is a usage error with clap's exit status.
+fn parse_address(s: &str) -> Result<PciAddress, String> {
+    s.parse::<PciAddress>().map_err(|e| e.to_string())
+}
+
+/// Prints a value as pretty JSON on stdout.
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

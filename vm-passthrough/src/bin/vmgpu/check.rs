@@ -1,0 +1,47 @@
+//! `vmgpu check BDF`
+
+use std::process::ExitCode;
+
+use clap::Args;
+use pcie::check::{assess, CheckStatus};
+use pcie::{Host, PciAddress};
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// PCI address, e.g. 0000:1b:00.0
+    #[arg(value_parser = crate::parse_address)]
+    bdf: PciAddress,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let assessment = assess(host, args.bdf)?;
+    if args.json {
+        crate::print_json(&assessment)?;
+    } else {
+        for c in &assessment.checks {
+            let mark = match c.status {
+                CheckStatus::Pass => "ok  ",
+                CheckStatus::Warn => "warn",
+                CheckStatus::Fail => "FAIL",
+            };
+            println!("{mark}  {:<20} {}", c.name, c.detail);
+        }
+        println!(
+            "{}: {}",
+            assessment.device,
+            if assessment.assignable {
+                "can be assigned to a VM"
+            } else {
+                "cannot be assigned to a VM"
+            }
+        );
+    }
+    Ok(if assessment.assignable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
