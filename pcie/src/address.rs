@@ -118,10 +118,16 @@ impl FromStr for PciAddress {
     }
 }
 
-#[cfg(feature = "serde")]
 impl serde::Serialize for PciAddress {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PciAddress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -14,9 +14,8 @@ const IORESOURCE_MEM_64: u64 = 0x0010_0000;
 const BAR_LINES: usize = 6;
 
 /// What a BAR decodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BarKind {
     Io,
     Mem32,
@@ -24,8 +23,7 @@ pub enum BarKind {
 }
 
 /// One assigned BAR.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Bar {
     pub index: u8,
     /// Host physical (or I/O port) start address.

@@ -14,9 +14,8 @@ use crate::sysfs::read_optional_attr;
 /// the window (`-fw_cfg name=opt/ovmf/X-PciMmio64Mb,...` in QEMU).
 pub const DEFAULT_GUEST_MMIO64_WINDOW: u64 = 32 << 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CheckStatus {
     Pass,
     Warn,
@@ -34,8 +33,7 @@ impl fmt::Display for CheckStatus {
 }
 
 /// One precondition and what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
     pub name: &'static str,
     pub status: CheckStatus,
@@ -43,9 +41,8 @@ pub struct Check {
 }
 
 /// How a group member relates to the device being checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum MemberRole {
     /// The device itself.
     Target,
@@ -57,8 +54,7 @@ pub enum MemberRole {
     Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupMember {
     pub address: PciAddress,
     pub role: MemberRole,
@@ -68,8 +64,7 @@ pub struct GroupMember {
 }
 
 /// The verdict of `vmgpu check`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Assessment {
     pub device: PciAddress,
     /// No check failed.

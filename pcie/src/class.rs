@@ -50,7 +50,6 @@ impl fmt::Display for ClassCode {
     }
 }
 
-#[cfg(feature = "serde")]
 impl serde::Serialize for ClassCode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -11,25 +11,23 @@ use crate::nvidia::NvidiaInfo;
 use crate::sysfs::{self, link_name, read_hex, read_optional_attr, Sysfs};
 
 /// SR-IOV capability state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Sriov {
     pub total_vfs: u32,
     pub num_vfs: u32,
 }
 
 /// Everything sysfs tells about one PCI function.
-#[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciDevice {
     pub address: PciAddress,
-    #[cfg_attr(feature = "serde", serde(serialize_with = "hex4"))]
+    #[serde(serialize_with = "hex4")]
     pub vendor_id: u16,
-    #[cfg_attr(feature = "serde", serde(serialize_with = "hex4"))]
+    #[serde(serialize_with = "hex4")]
     pub device_id: u16,
-    #[cfg_attr(feature = "serde", serde(serialize_with = "hex4"))]
+    #[serde(serialize_with = "hex4")]
     pub subsystem_vendor_id: u16,
-    #[cfg_attr(feature = "serde", serde(serialize_with = "hex4"))]
+    #[serde(serialize_with = "hex4")]
     pub subsystem_device_id: u16,
     pub class: ClassCode,
     pub revision: u8,
@@ -57,7 +55,6 @@ pub struct PciDevice {
     pub nvidia: Option<NvidiaInfo>,
 }
 
-#[cfg(feature = "serde")]
 fn hex4<S: serde::Serializer>(v: &u16, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{v:04x}"))
 }

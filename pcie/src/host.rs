@@ -9,9 +9,8 @@ use crate::iommu::{IommuGroup, IommuState};
 use crate::sysfs::{list_dir, read_optional_attr, Sysfs, DEFAULT_ROOT};
 
 /// Whether vfio-pci can drive devices on this host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case", tag = "state"))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
 pub enum VfioPciModule {
     /// The driver is registered (`bus/pci/drivers/vfio-pci` exists).
     Loaded,

@@ -14,9 +14,8 @@ pub const VFIO_SAFE_DRIVERS: [&str; 2] = ["vfio-pci", "pci-stub"];
 
 /// Whether MSI/MSI-X writes from devices are remapped by the IOMMU. Without it a
 /// guest-controlled device can inject arbitrary interrupts into the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InterruptRemapping {
     /// MSI irq chips carry the `IR-` prefix.
     Enabled,
@@ -27,8 +26,7 @@ pub enum InterruptRemapping {
 }
 
 /// The host's IOMMU as sysfs shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IommuState {
     /// IOMMU units under `class/iommu` (`dmar0`, `ivhd0`, ...).
     pub units: Vec<String>,
@@ -114,8 +112,7 @@ fn read_interrupt_remapping(sysfs: &Sysfs, units: &[String]) -> Result<Interrupt
 }
 
 /// One IOMMU group: the smallest set of devices the IOMMU can isolate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IommuGroup {
     pub id: u32,
     pub devices: Vec<PciAddress>,
@@ -148,8 +145,7 @@ impl IommuGroup {
 }
 
 /// Why a group member keeps the group from being used through VFIO.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Blocker {
     pub address: PciAddress,
     pub driver: String,

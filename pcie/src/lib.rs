@@ -8,12 +8,14 @@
 
 pub mod address;
 pub mod bar;
+pub mod bind;
 pub mod check;
 pub mod class;
 pub mod device;
 pub mod error;
 pub mod host;
 pub mod iommu;
+pub mod kernel;
 pub mod link;
 pub mod nvidia;
 pub mod sysfs;

@@ -67,7 +67,6 @@ impl fmt::Display for LinkSpeed {
     }
 }
 
-#[cfg(feature = "serde")]
 impl serde::Serialize for LinkSpeed {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_f64(self.gts())
@@ -75,8 +74,7 @@ impl serde::Serialize for LinkSpeed {
 }
 
 /// A PCIe link: what it runs at now and what it could run at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Link {
     /// GT/s in JSON; `None` when the kernel says `Unknown`.
     pub current_speed: Option<LinkSpeed>,

@@ -10,9 +10,8 @@ pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
 /// The role of one NVIDIA PCI function. A GPU board exposes the GPU and often an
 /// HDA audio function, an xHCI controller and a USB-C (UCSI) serial-bus function;
 /// HGX baseboards add NVSwitches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum NvidiaFunction {
     Gpu,
     Audio,
@@ -59,9 +58,8 @@ impl fmt::Display for NvidiaFunction {
 }
 
 /// NVIDIA GPU architectures, oldest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum GpuArchitecture {
     Kepler,
     Maxwell,
@@ -135,8 +133,7 @@ impl fmt::Display for GpuArchitecture {
 }
 
 /// What we know of an NVIDIA function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct NvidiaInfo {
     pub function: NvidiaFunction,
     /// Only for GPUs, and only when the id is in a known block.
