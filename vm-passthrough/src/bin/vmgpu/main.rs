@@ -1,5 +1,6 @@
 //! `vmgpu`: inspect the host's GPUs and IOMMU, and prepare devices for VMs.
 
+mod bind;
 mod check;
 mod list;
 mod show;
@@ -54,6 +55,10 @@ enum Command {
     Show(show::ShowArgs),
     /// Tell whether a device can be assigned to a VM (exit 0: yes, 1: no, 2: usage error)
     Check(check::CheckArgs),
+    /// Bind a device and the rest of its IOMMU group to vfio-pci
+    Bind(bind::BindArgs),
+    /// Give the functions bound by `bind` back to their original drivers
+    Unbind(bind::UnbindArgs),
 }
 
 /// Exit status for bad invocations, the same that clap uses.
@@ -67,14 +72,23 @@ fn main() -> ExitCode {
         Command::List(args) => list::run(&host, cli.host.sysfs.is_some(), args),
         Command::Show(args) => show::run(&host, args),
         Command::Check(args) => check::run(&host, args),
+        Command::Bind(args) => bind::run_bind(&host, args),
+        Command::Unbind(args) => bind::run_unbind(&host, args),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("vmgpu: {err:#}");
-            match err.downcast_ref::<pcie::Error>() {
-                Some(pcie::Error::DeviceNotFound { .. }) => ExitCode::from(EXIT_USAGE),
-                _ => ExitCode::FAILURE,
+            let not_found = |e: &pcie::Error| matches!(e, pcie::Error::DeviceNotFound { .. });
+            let usage = err.downcast_ref::<pcie::Error>().is_some_and(not_found)
+                || matches!(
+                    err.downcast_ref::<pcie::bind::BindError>(),
+                    Some(pcie::bind::BindError::Sysfs(e)) if not_found(e)
+                );
+            if usage {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
             }
         }
     }

@@ -1,0 +1,125 @@
+//! `vmgpu bind BDF` and `vmgpu unbind BDF`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use pcie::bind::{self, BindPlan, BindRecord, DEFAULT_STATE_DIR};
+use pcie::kernel::SysfsKernel;
+use pcie::{Host, PciAddress};
+use serde::Serialize;
+
+#[derive(Args)]
+pub struct BindArgs {
+    /// PCI address, e.g. 0000:1b:00.0
+    #[arg(value_parser = crate::parse_address)]
+    bdf: PciAddress,
+    /// Show what would be done, change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Take group members the host needs (storage, an active NIC, a display)
+    #[arg(long)]
+    force: bool,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: StateDir,
+}
+
+#[derive(Args)]
+pub struct UnbindArgs {
+    /// PCI address given to `bind`, or any function bound along with it
+    #[arg(value_parser = crate::parse_address)]
+    bdf: PciAddress,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: StateDir,
+}
+
+#[derive(Args)]
+struct StateDir {
+    /// Where bind records (the original drivers) are kept
+    #[arg(long, env = "VMGPU_STATE_DIR", default_value = DEFAULT_STATE_DIR, value_name = "DIR")]
+    state_dir: PathBuf,
+}
+
+#[derive(Serialize)]
+struct BindOutput<'a> {
+    dry_run: bool,
+    plan: &'a BindPlan,
+    /// Absent on a dry run.
+    record: Option<BindRecord>,
+}
+
+pub fn run_bind(host: &Host, args: &BindArgs) -> anyhow::Result<ExitCode> {
+    let plan = bind::plan_bind(host, args.bdf, args.force)?;
+    let record = if args.dry_run {
+        None
+    } else {
+        Some(bind::bind(
+            host,
+            &SysfsKernel,
+            &plan,
+            &args.state.state_dir,
+        )?)
+    };
+    if args.json {
+        crate::print_json(&BindOutput {
+            dry_run: args.dry_run,
+            plan: &plan,
+            record,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if args.dry_run { "would bind" } else { "bound" };
+    if plan.nothing_to_do() {
+        println!(
+            "{}: IOMMU group {} is already on vfio-pci",
+            plan.device, plan.iommu_group
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if plan.load_vfio_pci {
+        println!(
+            "{} load vfio-pci",
+            if args.dry_run { "would" } else { "did" }
+        );
+    }
+    for f in &plan.functions {
+        let from = f.driver.as_deref().unwrap_or("no driver");
+        if f.rebind {
+            println!("{verb} {} ({:?}) {from} -> vfio-pci", f.address, f.role);
+        } else {
+            println!("{} already on vfio-pci", f.address);
+        }
+    }
+    for need in &plan.taken_from_host {
+        println!(
+            "warning: {} taken from the host: {}",
+            need.address, need.reason
+        );
+    }
+    if !args.dry_run {
+        println!(
+            "record: {}",
+            bind::record_path(&args.state.state_dir, plan.device).display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_unbind(host: &Host, args: &UnbindArgs) -> anyhow::Result<ExitCode> {
+    let record = bind::unbind(host, &SysfsKernel, args.bdf, &args.state.state_dir)?;
+    if args.json {
+        crate::print_json(&record)?;
+    } else {
+        for f in &record.functions {
+            let to = f.driver.as_deref().unwrap_or("no driver");
+            println!("restored {} -> {to}", f.address);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
