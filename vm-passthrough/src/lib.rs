@@ -1,1 +1,3 @@
 //! Assign host PCI devices to virtual machines through VFIO.
+
+pub mod vfio;

@@ -1,0 +1,139 @@
+//! [`AssignedDevice`]: one PCI function opened through VFIO, and its region accesses and reset.
+//! Configuration space, BARs, DMA and interrupts add their methods in their own modules.
+
+use std::sync::Arc;
+
+use crate::vfio::backend::{DeviceInfo, RegionInfo, VfioBackend};
+use crate::vfio::error::{AssignError, Result};
+
+/// A PCI function assigned through VFIO, driven by a [`VfioBackend`] (the kernel's VFIO in
+/// production, an emulated device in tests).
+///
+/// Mappings made from it ([`crate::vfio::MappedBar`], [`crate::vfio::DmaMappings`]) share the
+/// backend, so the device file stays open until the last of them is gone.
+pub struct AssignedDevice<B: VfioBackend> {
+    pub(crate) bdf: String,
+    pub(crate) backend: Arc<B>,
+    info: DeviceInfo,
+}
+
+impl<B: VfioBackend> AssignedDevice<B> {
+    /// Wraps an already opened backend; `bdf` names the device in errors and logs.
+    pub fn new(bdf: impl Into<String>, backend: B) -> Self {
+        let info = backend.device_info();
+        let bdf = bdf.into();
+        log::debug!("{bdf}: assigned, {info:?}");
+        AssignedDevice {
+            bdf,
+            backend: Arc::new(backend),
+            info,
+        }
+    }
+
+    /// The device's PCI address.
+    pub fn bdf(&self) -> &str {
+        &self.bdf
+    }
+
+    /// The backend, for backend-specific inspection (e.g. the fake's IOMMU fault log).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// What `VFIO_DEVICE_GET_INFO` reported when the device was opened.
+    pub fn device_info(&self) -> DeviceInfo {
+        self.info
+    }
+
+    /// Size, file offset, permissions and mmappable areas of region `index`.
+    pub fn region_info(&self, index: u32) -> Result<RegionInfo> {
+        self.backend
+            .region_info(index)
+            .ok_or_else(|| AssignError::NoSuchRegion {
+                bdf: self.bdf.clone(),
+                index,
+            })
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of region `index` through the device file (trapped,
+    /// never through a mapping).
+    pub fn read_region(&self, index: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let info = self.checked_region(index, offset, buf.len() as u64)?;
+        if !info.flags.read {
+            return Err(self.access_denied(index, "readable"));
+        }
+        self.backend
+            .region_read(index, offset, buf)
+            .map_err(|source| self.region_io(index, "read", offset, buf.len(), source))
+    }
+
+    /// Writes `data` at `offset` of region `index` through the device file.
+    pub fn write_region(&self, index: u32, offset: u64, data: &[u8]) -> Result<()> {
+        let info = self.checked_region(index, offset, data.len() as u64)?;
+        if !info.flags.write {
+            return Err(self.access_denied(index, "writable"));
+        }
+        self.backend
+            .region_write(index, offset, data)
+            .map_err(|source| self.region_io(index, "write", offset, data.len(), source))
+    }
+
+    /// Resets the device with `VFIO_DEVICE_RESET`.
+    ///
+    /// Fails with [`AssignError::ResetNotSupported`] without touching the device when it has no
+    /// reset method, and with [`AssignError::Reset`] (carrying the errno) when the reset failed.
+    pub fn reset(&self) -> Result<()> {
+        if !self.info.reset_supported {
+            return Err(AssignError::ResetNotSupported {
+                bdf: self.bdf.clone(),
+            });
+        }
+        self.backend.reset().map_err(|source| AssignError::Reset {
+            bdf: self.bdf.clone(),
+            source,
+        })?;
+        log::info!("{}: device reset", self.bdf);
+        Ok(())
+    }
+
+    /// The region's info, after checking that `[offset, offset + len)` lies inside it.
+    pub(crate) fn checked_region(&self, index: u32, offset: u64, len: u64) -> Result<RegionInfo> {
+        let info = self.region_info(index)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= info.size => Ok(info),
+            _ => Err(AssignError::RegionOutOfBounds {
+                bdf: self.bdf.clone(),
+                index,
+                offset,
+                len,
+                size: info.size,
+            }),
+        }
+    }
+
+    fn access_denied(&self, index: u32, access: &'static str) -> AssignError {
+        AssignError::RegionAccessDenied {
+            bdf: self.bdf.clone(),
+            index,
+            access,
+        }
+    }
+
+    fn region_io(
+        &self,
+        index: u32,
+        op: &'static str,
+        offset: u64,
+        len: usize,
+        source: std::io::Error,
+    ) -> AssignError {
+        AssignError::RegionIo {
+            bdf: self.bdf.clone(),
+            index,
+            op,
+            offset,
+            len: len as u64,
+            source,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Guest memory made reachable by device DMA: each region of a [`GuestMemoryMmap`] is mapped in
+//! the IOMMU at IOVA = guest physical address, tracked, and unmapped explicitly or on drop.
+
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use vm_memory::{
+    Address, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress,
+};
+
+use crate::vfio::backend::VfioBackend;
+use crate::vfio::device::AssignedDevice;
+use crate::vfio::error::{AssignError, Result};
+
+/// One IOVA range mapped for DMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRange {
+    /// First IOVA (= guest physical address).
+    pub iova: u64,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+/// The IOMMU mappings of one guest memory. Dropping it unmaps whatever is still mapped.
+///
+/// It holds a clone of the guest memory (the regions are reference counted), so the host
+/// memory the device may DMA into cannot be freed while it is still mapped.
+pub struct DmaMappings<B: VfioBackend> {
+    bdf: String,
+    backend: Arc<B>,
+    mapped: Vec<DmaRange>,
+    // Released in `Drop::drop` only once nothing is mapped any more.
+    memory: ManuallyDrop<GuestMemoryMmap>,
+}
+
+impl<B: VfioBackend> AssignedDevice<B> {
+    /// Maps every region of `memory` for DMA at IOVA = guest physical address.
+    ///
+    /// All or nothing: if one region fails (overlap with an existing mapping → `EEXIST`, ...),
+    /// the regions mapped so far are unmapped again and the error names the failing range.
+    pub fn map_guest_memory(&self, memory: &GuestMemoryMmap) -> Result<DmaMappings<B>> {
+        let mut mappings = DmaMappings {
+            bdf: self.bdf.clone(),
+            backend: Arc::clone(&self.backend),
+            mapped: Vec::new(),
+            memory: ManuallyDrop::new(memory.clone()),
+        };
+        for region in memory.iter() {
+            let iova = region.start_addr().raw_value();
+            let size = region.len();
+            let host_addr = region
+                .get_host_address(MemoryRegionAddress(0))
+                .map_err(|source| AssignError::GuestMemory {
+                    bdf: self.bdf.clone(),
+                    gpa: iova,
+                    source,
+                })?;
+            // On error, dropping `mappings` unmaps the regions mapped so far (all or nothing).
+            // SAFETY: the region belongs to `mappings.memory`, a clone holding a reference on
+            // the region's mmap, so the host range stays allocated until `mappings` is dropped,
+            // and `DmaMappings::drop` unmaps it from the IOMMU before that clone goes away.
+            // vm-memory never hands out Rust references to guest memory (only volatile slices),
+            // so device writes cannot alias a live reference.
+            unsafe { self.backend.dma_map(iova, size, host_addr) }.map_err(|source| {
+                AssignError::DmaMap {
+                    bdf: self.bdf.clone(),
+                    iova,
+                    size,
+                    source,
+                }
+            })?;
+            log::debug!(
+                "{}: DMA mapped IOVA {iova:#x} (+{size:#x}) -> {host_addr:p}",
+                self.bdf
+            );
+            mappings.mapped.push(DmaRange { iova, size });
+        }
+        Ok(mappings)
+    }
+}
+
+impl<B: VfioBackend> DmaMappings<B> {
+    /// The ranges currently mapped.
+    pub fn ranges(&self) -> &[DmaRange] {
+        &self.mapped
+    }
+
+    /// Unmaps everything, reporting the first failure (the remaining ranges are still tried;
+    /// ranges that failed are retried once more on drop).
+    pub fn unmap(mut self) -> Result<()> {
+        self.unmap_all()
+    }
+
+    fn unmap_all(&mut self) -> Result<()> {
+        let mut first_error = None;
+        let mut still_mapped = Vec::new();
+        for range in std::mem::take(&mut self.mapped) {
+            match self.backend.dma_unmap(range.iova, range.size) {
+                Ok(()) => log::debug!(
+                    "{}: DMA unmapped IOVA {:#x} (+{:#x})",
+                    self.bdf,
+                    range.iova,
+                    range.size
+                ),
+                Err(source) => {
+                    still_mapped.push(range);
+                    first_error.get_or_insert(AssignError::DmaUnmap {
+                        bdf: self.bdf.clone(),
+                        iova: range.iova,
+                        size: range.size,
+                        source,
+                    });
+                }
+            }
+        }
+        self.mapped = still_mapped;
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl<B: VfioBackend> Drop for DmaMappings<B> {
+    fn drop(&mut self) {
+        match self.unmap_all() {
+            // SAFETY: nothing is mapped any more, so the device can no longer reach the memory
+            // and our reference to it may go; `memory` is not used after this.
+            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.memory) },
+            Err(e) => {
+                // The device may still reach these pages: leak our reference rather than let
+                // the memory be freed under a live IOMMU mapping.
+                log::error!(
+                    "{e}; leaking the guest memory of {} range(s) still mapped",
+                    self.mapped.len()
+                );
+            }
+        }
+    }
+}
