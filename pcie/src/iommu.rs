@@ -131,12 +131,13 @@ impl IommuGroup {
         let mut devices = Vec::new();
         for name in list_dir(&devices_dir)? {
             let path = devices_dir.join(&name);
+            let address = name.parse().map_err(|source| Error::BadAddress {
+                path: path.clone(),
+                source,
+            })?;
             // The entries are links to device directories; a dangling one means the
             // device vanished under us.
             sysfs::link_name(&path)?;
-            let address = name
-                .parse()
-                .map_err(|source| Error::BadAddress { path, source })?;
             devices.push(address);
         }
         devices.sort();
