@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use pcie::BarKind;
 use pcie::Host;
-use vmgpu_tests::{bracket_id, fixture_trees, lspci_records};
+use vmgpu_tests::{bracket_id, fixture_trees, lspci_details, lspci_records, LspciDetail};
 
 /// Compares one tree; returns the mismatches, one line each.
 fn compare(root: &Path) -> (usize, Vec<String>) {
@@ -76,7 +77,53 @@ fn compare(root: &Path) -> (usize, Vec<String>) {
             field("IOMMUGroup").map(str::to_string),
         );
     }
+    errors.extend(compare_details(root, &ours));
     (ours.len(), errors)
+}
+
+/// Regions and link state against `lspci -vv`, which reads them from config space.
+fn compare_details(root: &Path, ours: &[pcie::PciDevice]) -> Vec<String> {
+    let theirs = lspci_details(root);
+    let mut errors = Vec::new();
+    for d in ours {
+        let slot = d.address.to_string();
+        let Some(t) = theirs.get(&slot) else { continue };
+        let regions: Vec<(u8, String)> = d
+            .bars
+            .iter()
+            .map(|b| {
+                let kind = match b.kind {
+                    BarKind::Io => "I/O".to_string(),
+                    BarKind::Mem32 | BarKind::Mem64 => format!(
+                        "Memory {}{}",
+                        if b.is_64bit() { "64-bit" } else { "32-bit" },
+                        if b.prefetchable { " prefetchable" } else { "" }
+                    ),
+                };
+                (b.index, format!("{kind} {}", lspci_size(b.size)))
+            })
+            .collect();
+        let link = |speed: Option<pcie::LinkSpeed>, width: Option<u8>| Some((speed?.gts(), width?));
+        let ours_detail = LspciDetail {
+            regions,
+            link_cap: d.link.and_then(|l| link(l.max_speed, l.max_width)),
+            link_sta: d.link.and_then(|l| link(l.current_speed, l.current_width)),
+        };
+        if &ours_detail != t {
+            errors.push(format!("{slot} -vv: ours {ours_detail:?}, lspci {t:?}"));
+        }
+    }
+    errors
+}
+
+/// lspci's size notation: the largest unit that divides exactly.
+fn lspci_size(mut size: u64) -> String {
+    let mut unit = 0;
+    while unit < 4 && size % 1024 == 0 {
+        size /= 1024;
+        unit += 1;
+    }
+    format!("{size}{}", ["", "K", "M", "G", "T"][unit])
 }
 
 #[test]

@@ -1,0 +1,280 @@
+//! Binding on fixture trees through the simulated kernel: the group moves to
+//! vfio-pci, unbind restores exactly what was there, and a failure at any step
+//! leaves the host as it was.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use pcie::bind::{self, BindError, BindRecord};
+use pcie::kernel::{copy_tree, SimulatedKernel};
+use pcie::{Host, PciAddress};
+
+const RTX4090: &str = "0000:01:00.0";
+const RTX4090_AUDIO: &str = "0000:01:00.1";
+const A2000: &str = "0000:06:00.0";
+const SATA_IN_A2000_GROUP: &str = "0000:07:00.0";
+
+struct Scratch {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+/// A writable copy of a fixture host, plus a state directory.
+fn scratch(host: &str) -> Scratch {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/sysfs")
+        .join(host);
+    let root = dir.path().join("sys");
+    copy_tree(&fixture, &root).unwrap();
+    let state = dir.path().join("state");
+    Scratch {
+        _dir: dir,
+        root,
+        state,
+    }
+}
+
+fn addr(s: &str) -> PciAddress {
+    s.parse().unwrap()
+}
+
+/// What binding can change: each device's driver and override, and which drivers
+/// and modules exist.
+fn snapshot(root: &Path) -> BTreeMap<String, String> {
+    let host = Host::new(root);
+    let mut snap = BTreeMap::new();
+    for d in host.devices().unwrap() {
+        snap.insert(
+            d.address.to_string(),
+            format!("driver={:?} override={:?}", d.driver, d.driver_override),
+        );
+    }
+    for dir in ["bus/pci/drivers", "module"] {
+        let mut names: Vec<String> = fs::read_dir(root.join(dir))
+            .map(|e| {
+                e.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        snap.insert(dir.to_string(), names.join(","));
+    }
+    snap
+}
+
+fn driver(root: &Path, bdf: &str) -> Option<String> {
+    Host::new(root).device(addr(bdf)).unwrap().driver
+}
+
+#[test]
+fn binds_gpu_with_its_audio_function_and_restores_them() {
+    let s = scratch("workstation");
+    let before = snapshot(&s.root);
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+
+    let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
+    assert!(
+        plan.load_vfio_pci,
+        "vfio-pci is not loaded on the workstation fixture"
+    );
+    let planned: Vec<(String, bool)> = plan
+        .functions
+        .iter()
+        .map(|f| (f.address.to_string(), f.rebind))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            (RTX4090.to_string(), true),
+            (RTX4090_AUDIO.to_string(), true)
+        ]
+    );
+
+    let record = bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    assert_eq!(driver(&s.root, RTX4090).as_deref(), Some("vfio-pci"));
+    assert_eq!(driver(&s.root, RTX4090_AUDIO).as_deref(), Some("vfio-pci"));
+    assert!(record.loaded_vfio_pci);
+    let originals: Vec<Option<&str>> = record
+        .functions
+        .iter()
+        .map(|f| f.driver.as_deref())
+        .collect();
+    assert_eq!(originals, [Some("nvidia"), Some("snd_hda_intel")]);
+    let on_disk: BindRecord = serde_json::from_str(
+        &fs::read_to_string(bind::record_path(&s.state, addr(RTX4090))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(on_disk, record);
+    assert_ne!(snapshot(&s.root), before);
+
+    // Unbind through the companion's address finds the same record.
+    let restored = bind::unbind(&host, &kernel, addr(RTX4090_AUDIO), &s.state).unwrap();
+    assert_eq!(restored, record);
+    assert_eq!(
+        snapshot(&s.root),
+        before,
+        "unbind must restore the host exactly"
+    );
+    assert!(!bind::record_path(&s.state, addr(RTX4090)).exists());
+}
+
+#[test]
+fn failure_at_every_step_rolls_back_to_the_original_host() {
+    let s = scratch("workstation");
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
+    kernel.fail_operation(usize::MAX);
+    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    let steps = kernel.operations();
+    // load module + (override, unbind, probe) for each of the two functions
+    assert_eq!(steps, 7);
+
+    for step in 0..steps {
+        let s = scratch("workstation");
+        let before = snapshot(&s.root);
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
+        kernel.fail_operation(step);
+        let err = bind::bind(&host, &kernel, &plan, &s.state).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("injected failure"), "step {step}: {text}");
+        assert!(
+            !matches!(err, BindError::RollbackIncomplete { .. }),
+            "step {step}: {text}"
+        );
+        assert_eq!(snapshot(&s.root), before, "step {step}: host not restored");
+        assert!(
+            !bind::record_path(&s.state, addr(RTX4090)).exists(),
+            "step {step}: record left behind"
+        );
+    }
+}
+
+#[test]
+fn failed_restore_keeps_the_record_and_names_the_device() {
+    let s = scratch("workstation");
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
+    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    kernel.fail_operation(0);
+    match bind::unbind(&host, &kernel, addr(RTX4090), &s.state) {
+        Err(BindError::RestoreIncomplete {
+            address,
+            failures,
+            record,
+        }) => {
+            assert_eq!(address, addr(RTX4090));
+            assert!(
+                failures.iter().any(|f| f.contains("injected failure")),
+                "{failures:?}"
+            );
+            assert!(record.exists());
+        }
+        other => panic!("expected RestoreIncomplete, got {other:?}"),
+    }
+    // A second attempt finishes the job.
+    bind::unbind(&host, &kernel, addr(RTX4090), &s.state).unwrap();
+    assert_eq!(driver(&s.root, RTX4090).as_deref(), Some("nvidia"));
+    assert_eq!(
+        driver(&s.root, RTX4090_AUDIO).as_deref(),
+        Some("snd_hda_intel")
+    );
+}
+
+#[test]
+fn refuses_group_with_host_storage_unless_forced() {
+    let s = scratch("shared-group");
+    let host = Host::new(&s.root);
+    match bind::plan_bind(&host, addr(A2000), false) {
+        Err(BindError::HostNeedsGroupMember { needed, .. }) => {
+            let who: Vec<String> = needed.iter().map(|n| n.address.to_string()).collect();
+            assert_eq!(who, [SATA_IN_A2000_GROUP]);
+            assert!(needed[0].reason.contains("ahci"), "{:?}", needed[0]);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+
+    let before = snapshot(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    let plan = bind::plan_bind(&host, addr(A2000), true).unwrap();
+    assert_eq!(plan.taken_from_host.len(), 1);
+    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    assert_eq!(
+        driver(&s.root, SATA_IN_A2000_GROUP).as_deref(),
+        Some("vfio-pci")
+    );
+    bind::unbind(&host, &kernel, addr(A2000), &s.state).unwrap();
+    assert_eq!(
+        driver(&s.root, SATA_IN_A2000_GROUP).as_deref(),
+        Some("ahci")
+    );
+    assert_eq!(snapshot(&s.root), before);
+}
+
+#[test]
+fn no_iommu_means_no_binding() {
+    let s = scratch("no-iommu");
+    let host = Host::new(&s.root);
+    let gpu = host
+        .devices()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.nvidia.is_some())
+        .unwrap();
+    assert!(matches!(
+        bind::plan_bind(&host, gpu.address, true),
+        Err(BindError::NoIommuGroup { address }) if address == gpu.address
+    ));
+}
+
+#[test]
+fn already_bound_gpu_is_left_alone_and_unbind_without_record_is_clear() {
+    let s = scratch("dgx-h100");
+    let host = Host::new(&s.root);
+    let bound = host
+        .devices()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.driver.as_deref() == Some("vfio-pci"))
+        .expect("the dgx-h100 fixture has one GPU on vfio-pci");
+    let before = snapshot(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    let plan = bind::plan_bind(&host, bound.address, false).unwrap();
+    assert!(plan.nothing_to_do());
+    let record = bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    assert!(record.functions.is_empty());
+    assert_eq!(kernel.operations(), 0);
+    assert_eq!(snapshot(&s.root), before);
+    match bind::unbind(&host, &kernel, bound.address, &s.state) {
+        Err(BindError::NoRecord { address, .. }) => assert_eq!(address, bound.address),
+        other => panic!("expected NoRecord, got {other:?}"),
+    }
+}
+
+#[test]
+fn unbind_keeps_vfio_pci_loaded_while_another_device_uses_it() {
+    let s = scratch("dgx-h100");
+    let host = Host::new(&s.root);
+    let gpu = host
+        .devices()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.driver.as_deref() == Some("nvidia"))
+        .unwrap();
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    let plan = bind::plan_bind(&host, gpu.address, false).unwrap();
+    assert!(!plan.load_vfio_pci);
+    let before = snapshot(&s.root);
+    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    bind::unbind(&host, &kernel, gpu.address, &s.state).unwrap();
+    assert_eq!(snapshot(&s.root), before);
+    assert!(s.root.join("bus/pci/drivers/vfio-pci").is_dir());
+}
