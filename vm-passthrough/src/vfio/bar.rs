@@ -39,7 +39,7 @@ pub fn mmap_plan(
                 (a.offset < end).then_some(a.offset..end)
             })
             .collect(),
-        None => vec![0..info.size],
+        None => std::iter::once(0..info.size).collect(),
     };
     let holes = msix
         .into_iter()
@@ -250,5 +250,88 @@ impl<B: VfioBackend> MappedBar<B> {
             len: len as u64,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfio::backend::{RegionFlags, SparseMmapArea};
+    use crate::vfio::config::MsixStructure;
+
+    fn bar(size: u64, mmap: bool, sparse: Option<Vec<SparseMmapArea>>) -> RegionInfo {
+        RegionInfo {
+            index: 0,
+            size,
+            file_offset: 0,
+            flags: RegionFlags {
+                read: true,
+                write: true,
+                mmap,
+            },
+            sparse_mmap: sparse,
+            msix_mappable: false,
+        }
+    }
+
+    fn msix(table_bar: u32, table: u64, pba: u64) -> MsixCapability {
+        MsixCapability {
+            cap_offset: 0x50,
+            vectors: 4,
+            table: MsixStructure {
+                bar: table_bar,
+                offset: table,
+                size: 64,
+            },
+            pba: MsixStructure {
+                bar: table_bar,
+                offset: pba,
+                size: 8,
+            },
+        }
+    }
+
+    #[test]
+    fn table_and_pba_sharing_a_page_leave_one_hole() {
+        let plan = mmap_plan(
+            &bar(0x4000, true, None),
+            Some(&msix(0, 0x2000, 0x2800)),
+            4096,
+        );
+        assert_eq!(plan, vec![0..0x2000, 0x3000..0x4000]);
+    }
+
+    #[test]
+    fn msix_in_another_bar_leaves_this_one_whole() {
+        let plan = mmap_plan(
+            &bar(0x4000, true, None),
+            Some(&msix(2, 0x2000, 0x2800)),
+            4096,
+        );
+        assert_eq!(plan.as_slice(), std::slice::from_ref(&(0..0x4000)));
+    }
+
+    #[test]
+    fn unmappable_or_empty_bars_map_nothing() {
+        assert!(mmap_plan(&bar(0x4000, false, None), None, 4096).is_empty());
+        assert!(mmap_plan(&bar(0, true, None), None, 4096).is_empty());
+    }
+
+    #[test]
+    fn sparse_areas_are_clamped_to_the_region() {
+        let sparse = vec![
+            SparseMmapArea {
+                offset: 0x3000,
+                size: 0x4000,
+            },
+            SparseMmapArea {
+                offset: u64::MAX,
+                size: 2,
+            },
+        ];
+        assert_eq!(
+            mmap_plan(&bar(0x4000, true, Some(sparse)), None, 4096),
+            vec![0x3000..0x4000]
+        );
     }
 }
