@@ -33,3 +33,43 @@ pub fn unregister_irqfds(vm: &VmFd, routes: &[(&EventFd, u32)]) -> Result<()> {
     }
     first_error.map_or(Ok(()), Err)
 }
+
+#[cfg(test)]
+mod tests {
+    use kvm_ioctls::Kvm;
+
+    use super::*;
+
+    /// A VM with an in-kernel interrupt controller, or `None` on a host without `/dev/kvm`
+    /// (the only case this test does not cover; it says so on stderr).
+    fn vm_with_irqchip() -> Option<VmFd> {
+        let kvm = match Kvm::new() {
+            Ok(kvm) => kvm,
+            Err(e) if e.errno() == libc::ENOENT => {
+                eprintln!("irqfd test not run: no /dev/kvm on this host");
+                return None;
+            }
+            Err(e) => panic!("opening /dev/kvm failed: {e}"),
+        };
+        let vm = kvm.create_vm().expect("KVM_CREATE_VM");
+        vm.create_irq_chip().expect("KVM_CREATE_IRQCHIP");
+        Some(vm)
+    }
+
+    #[test]
+    fn failed_registration_rolls_back_the_earlier_ones() {
+        let Some(vm) = vm_with_irqchip() else { return };
+        let (first, second) = (EventFd::new(0).unwrap(), EventFd::new(0).unwrap());
+        // The same eventfd cannot back two irqfds: the second route fails with EBUSY...
+        let err = register_irqfds(&vm, &[(&first, 5), (&second, 6), (&first, 7)]).unwrap_err();
+        match err {
+            AssignError::Irqfd { gsi, source } => {
+                assert_eq!((gsi, source.errno()), (7, libc::EBUSY))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // ...and the routes registered before it are gone again, so they can be re-registered.
+        register_irqfds(&vm, &[(&first, 5), (&second, 6)]).unwrap();
+        unregister_irqfds(&vm, &[(&first, 5), (&second, 6)]).unwrap();
+    }
+}

@@ -14,6 +14,8 @@
 //! runs against the kernel ([`KernelVfio`]) and, with the `fake` feature, against an emulated
 //! device (`fake::FakeVfio`).
 
+#![deny(missing_docs)]
+
 mod backend;
 mod bar;
 mod config;
