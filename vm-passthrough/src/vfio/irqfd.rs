@@ -60,7 +60,7 @@ mod tests {
     fn failed_registration_rolls_back_the_earlier_ones() {
         let Some(vm) = vm_with_irqchip() else { return };
         let (first, second) = (EventFd::new(0).unwrap(), EventFd::new(0).unwrap());
-        // The same eventfd cannot back two irqfds: the second route fails with EBUSY...
+        // One eventfd cannot back two irqfds: the third route reuses `first`, fails with EBUSY...
         let err = register_irqfds(&vm, &[(&first, 5), (&second, 6), (&first, 7)]).unwrap_err();
         match err {
             AssignError::Irqfd { gsi, source } => {
