@@ -18,6 +18,7 @@ pub enum NvidiaFunction {
     Usb,
     SerialBus,
     /// NVSwitch (class 0x0680, "other bridge").
+    #[serde(rename = "nvswitch")]
     NvSwitch,
     /// Any other NVIDIA bridge (e.g. an NF200 PCIe switch).
     Bridge,

@@ -195,9 +195,17 @@ fn refuses_group_with_host_storage_unless_forced() {
     let host = Host::new(&s.root);
     match bind::plan_bind(&host, addr(A2000), false) {
         Err(BindError::HostNeedsGroupMember { needed, .. }) => {
-            let who: Vec<String> = needed.iter().map(|n| n.address.to_string()).collect();
-            assert_eq!(who, [SATA_IN_A2000_GROUP]);
-            assert!(needed[0].reason.contains("ahci"), "{:?}", needed[0]);
+            let who: Vec<(String, &str)> = needed
+                .iter()
+                .map(|n| (n.address.to_string(), n.reason.as_str()))
+                .collect();
+            assert_eq!(
+                who,
+                [
+                    (A2000.to_string(), "the host's boot display"),
+                    (SATA_IN_A2000_GROUP.to_string(), "SATA controller on ahci"),
+                ]
+            );
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -205,12 +213,16 @@ fn refuses_group_with_host_storage_unless_forced() {
     let before = snapshot(&s.root);
     let kernel = SimulatedKernel::new(&s.root).unwrap();
     let plan = bind::plan_bind(&host, addr(A2000), true).unwrap();
-    assert_eq!(plan.taken_from_host.len(), 1);
+    assert_eq!(plan.taken_from_host.len(), 2);
+    // Every endpoint of the chipset group goes: NIC, USB, GPU, its audio, SATA.
+    assert_eq!(plan.functions.len(), 5);
     bind::bind(&host, &kernel, &plan, &s.state).unwrap();
-    assert_eq!(
-        driver(&s.root, SATA_IN_A2000_GROUP).as_deref(),
-        Some("vfio-pci")
-    );
+    for f in &plan.functions {
+        assert_eq!(
+            driver(&s.root, &f.address.to_string()).as_deref(),
+            Some("vfio-pci")
+        );
+    }
     bind::unbind(&host, &kernel, addr(A2000), &s.state).unwrap();
     assert_eq!(
         driver(&s.root, SATA_IN_A2000_GROUP).as_deref(),

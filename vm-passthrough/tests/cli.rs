@@ -178,10 +178,26 @@ fn check_json_lists_group_roles_and_blockers() {
     let out = vmgpu("shared-group", &["check", "0000:06:00.0", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["assignable"], false);
+    // The A2000 sits behind the chipset with its NIC, USB and SATA controllers.
     assert_eq!(
         v["blockers"],
-        serde_json::json!([{"address": "0000:07:00.0", "driver": "ahci"}])
+        serde_json::json!([
+            {"address": "0000:04:00.0", "driver": "igb"},
+            {"address": "0000:05:00.0", "driver": "xhci_hcd"},
+            {"address": "0000:07:00.0", "driver": "ahci"},
+        ])
     );
+    let status = |name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("iommu_group"), "fail");
+    assert_eq!(status("boot_display"), "warn");
     let role = |bdf: &str| {
         v["group"]
             .as_array()
@@ -253,10 +269,13 @@ fn bind_dry_run_and_refusal() {
         "shared-group",
         &["bind", "0000:06:00.0", "--dry-run", "--force", "--json"],
     );
-    assert_eq!(
-        forced["plan"]["taken_from_host"][0]["address"],
-        "0000:07:00.0"
-    );
+    let taken: Vec<&str> = forced["plan"]["taken_from_host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(taken, ["0000:06:00.0", "0000:07:00.0"]);
 }
 
 #[test]
