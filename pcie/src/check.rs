@@ -54,6 +54,17 @@ pub enum MemberRole {
     Other,
 }
 
+impl fmt::Display for MemberRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Target => "target",
+            Self::Companion => "companion",
+            Self::Bridge => "bridge",
+            Self::Other => "other",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupMember {
     pub address: PciAddress,

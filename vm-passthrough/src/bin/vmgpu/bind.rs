@@ -91,7 +91,7 @@ pub fn run_bind(host: &Host, args: &BindArgs) -> anyhow::Result<ExitCode> {
     for f in &plan.functions {
         let from = f.driver.as_deref().unwrap_or("no driver");
         if f.rebind {
-            println!("{verb} {} ({:?}) {from} -> vfio-pci", f.address, f.role);
+            println!("{verb} {} ({}) {from} -> vfio-pci", f.address, f.role);
         } else {
             println!("{} already on vfio-pci", f.address);
         }
