@@ -288,3 +288,42 @@ fn unbind_without_record_names_device_and_state_dir() {
         "{err}"
     );
 }
+
+#[test]
+fn check_looks_for_vfio_pci_in_the_modules_dir() {
+    let modules = tempfile::tempdir().unwrap();
+    let dir = modules.path().to_str().unwrap();
+    let status_of = |out: &Output| -> (Option<i32>, Value) {
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let check = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "vfio_pci")
+            .unwrap()
+            .clone();
+        (out.status.code(), check)
+    };
+
+    let (code, check) = status_of(&vmgpu(
+        "workstation",
+        &["--modules", dir, "check", "01:00.0", "--json"],
+    ));
+    assert_eq!((code, check["status"].as_str()), (Some(1), Some("fail")));
+    assert!(check["detail"].as_str().unwrap().contains(dir));
+
+    std::fs::write(
+        modules.path().join("modules.dep"),
+        "kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/pci/vfio-pci-core.ko.xz kernel/drivers/vfio/vfio.ko.xz\n",
+    )
+    .unwrap();
+    let (code, check) = status_of(&vmgpu(
+        "workstation",
+        &["--modules", dir, "check", "01:00.0", "--json"],
+    ));
+    assert_eq!((code, check["status"].as_str()), (Some(0), Some("pass")));
+    assert!(check["detail"]
+        .as_str()
+        .unwrap()
+        .ends_with("kernel/drivers/vfio/pci/vfio-pci.ko.xz"));
+}
