@@ -33,6 +33,16 @@ fn json(host: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The entry of `check --json` output named `name`.
+fn check_named<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check named {name} in {v}"))
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -163,13 +173,7 @@ fn json_status(host: &str) -> Option<i32> {
     let out = vmgpu(host, &["check", &gpu, "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["assignable"], false);
-    let iommu = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "iommu")
-        .unwrap();
-    assert_eq!(iommu["status"], "fail");
+    assert_eq!(check_named(&v, "iommu")["status"], "fail");
     out.status.code()
 }
 
@@ -187,17 +191,8 @@ fn check_json_lists_group_roles_and_blockers() {
             {"address": "0000:07:00.0", "driver": "ahci"},
         ])
     );
-    let status = |name: &str| {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap()["status"]
-            .clone()
-    };
-    assert_eq!(status("iommu_group"), "fail");
-    assert_eq!(status("boot_display"), "warn");
+    assert_eq!(check_named(&v, "iommu_group")["status"], "fail");
+    assert_eq!(check_named(&v, "boot_display")["status"], "warn");
     let role = |bdf: &str| {
         v["group"]
             .as_array()
@@ -222,19 +217,10 @@ fn check_json_lists_group_roles_and_blockers() {
         &["check", gpu["address"].as_str().unwrap(), "--json"],
     );
     assert_eq!(v["assignable"], true);
-    let status = |name: &str| {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap()["status"]
-            .clone()
-    };
-    assert_eq!(status("interrupt_remapping"), "pass");
-    assert_eq!(status("vfio_pci"), "pass");
+    assert_eq!(check_named(&v, "interrupt_remapping")["status"], "pass");
+    assert_eq!(check_named(&v, "vfio_pci")["status"], "pass");
     assert_eq!(
-        status("bars"),
+        check_named(&v, "bars")["status"],
         "warn",
         "128 GiB BAR1 exceeds OVMF's default 64-bit window"
     );
@@ -295,14 +281,7 @@ fn check_looks_for_vfio_pci_in_the_modules_dir() {
     let dir = modules.path().to_str().unwrap();
     let status_of = |out: &Output| -> (Option<i32>, Value) {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let check = v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "vfio_pci")
-            .unwrap()
-            .clone();
-        (out.status.code(), check)
+        (out.status.code(), check_named(&v, "vfio_pci").clone())
     };
 
     let (code, check) = status_of(&vmgpu(
