@@ -46,7 +46,8 @@ impl Kernel for SysfsKernel {
         modprobe(&[name])
     }
     fn unload_module(&self, name: &str) -> io::Result<()> {
-        modprobe(&["-r", name])
+        // The kernel knows modules by their underscore names; busybox modprobe needs that.
+        modprobe(&["-r", &name.replace('-', "_")])
     }
 }
 

@@ -18,6 +18,7 @@ finish() {
 for m in $(cat /lib/modules/load-order); do
   insmod "/lib/modules/$m" || echo "GUEST: insmod $m failed"
 done
+mkdir -p /run/vmgpu
 if dmesg | grep -q "DMAR: IOMMU enabled"; then
   pass iommu_enabled "$(ls /sys/kernel/iommu_groups | wc -l) groups"
 else
@@ -37,9 +38,15 @@ pass edu_present "$BDF, IOMMU group $GROUP"
 
 driver() { basename "$(readlink "/sys/bus/pci/devices/$BDF/driver" 2>/dev/null)" 2>/dev/null; }
 
-# (1) bind to vfio-pci
-if out=$(/bin/vmgpu bind "$BDF" --json 2>&1) && [ "$(driver)" = vfio-pci ]; then
-  pass vmgpu_bind "driver now $(driver)"
+vfio_pci_loaded() { [ -d /sys/bus/pci/drivers/vfio-pci ]; }
+if vfio_pci_loaded; then
+  fail vfio_pci_not_preloaded "vfio-pci is loaded before vmgpu bind: the test of loading it is void"
+fi
+
+# (1) bind to vfio-pci: vmgpu loads the module itself
+if out=$(/bin/vmgpu bind "$BDF" --json 2>&1) && [ "$(driver)" = vfio-pci ] && vfio_pci_loaded &&
+  echo "$out" | grep -q '"loaded_vfio_pci": true'; then
+  pass vmgpu_bind "driver now $(driver), vfio-pci loaded by vmgpu"
 else
   fail vmgpu_bind "exit/driver '$(driver)': $(echo "$out" | tr '\n' ' ' | cut -c1-300)"
 fi
@@ -50,8 +57,9 @@ echo "GUEST: vfio-edu-guest exit $?"
 dmesg | grep -iE "vfio|DMAR.*(fault|DMA Write|DMA Read)" | tail -n 8 | sed 's/^/GUEST-DMESG: /'
 
 # (7) back to the original driver (edu has none in this guest: it ends up unbound)
-if out=$(/bin/vmgpu unbind "$BDF" --json 2>&1) && [ "$(driver)" != vfio-pci ]; then
-  pass vmgpu_unbind "driver now '$(driver)'"
+if out=$(/bin/vmgpu unbind "$BDF" --json 2>&1) && [ -z "$(driver)" ] && ! vfio_pci_loaded &&
+  [ "$(cat "/sys/bus/pci/devices/$BDF/driver_override")" = "(null)" ]; then
+  pass vmgpu_unbind "no driver and no override, as before; vfio-pci unloaded again"
 else
   fail vmgpu_unbind "exit/driver '$(driver)': $(echo "$out" | tr '\n' ' ' | cut -c1-300)"
 fi

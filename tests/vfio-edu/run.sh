@@ -107,17 +107,24 @@ queue_module() {
   done
   load_order+=("$rel")
 }
-for m in vfio_iommu_type1 vfio-pci; do queue_module "$m"; done
+# vfio_iommu_type1 (and what it needs) is loaded by /init; vfio-pci is left for
+# `vmgpu bind` to load through modprobe, as it would on a host.
+queue_module vfio_iommu_type1
+preload=${#load_order[@]}
+queue_module vfio-pci
+guest_moddir=$initrd/lib/modules/$kver
 : >"$initrd/lib/modules/load-order"
-for rel in "${load_order[@]}"; do
-  name=$(basename "$rel")
-  cp "$moddir/$rel" "$initrd/lib/modules/"
-  case $name in
-    *.xz) "$busybox" unxz "$initrd/lib/modules/$name" && name=${name%.xz} ;;
-    *.zst) zstd -q -d --rm "$initrd/lib/modules/$name" && name=${name%.zst} ;;
+for i in "${!load_order[@]}"; do
+  rel=${load_order[$i]}
+  mkdir -p "$guest_moddir/$(dirname "$rel")"
+  cp "$moddir/$rel" "$guest_moddir/$rel"
+  case $rel in
+    *.xz) "$busybox" unxz "$guest_moddir/$rel" && rel=${rel%.xz} ;;
+    *.zst) zstd -q -d --rm "$guest_moddir/$rel" && rel=${rel%.zst} ;;
   esac
-  echo "$name" >>"$initrd/lib/modules/load-order"
+  [ "$i" -lt "$preload" ] && echo "$kver/$rel" >>"$initrd/lib/modules/load-order"
 done
+"$busybox" depmod -b "$initrd" "$kver" || setup_failed "depmod failed for the guest's modules"
 (cd "$initrd" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.gz" ||
   setup_failed "building the initramfs failed"
 
