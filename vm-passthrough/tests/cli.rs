@@ -306,3 +306,34 @@ fn check_looks_for_vfio_pci_in_the_modules_dir() {
         .unwrap()
         .ends_with("kernel/drivers/vfio/pci/vfio-pci.ko.xz"));
 }
+
+#[test]
+fn list_without_a_tree_falls_back_to_the_demo_host_only_without_nvidia() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmgpu"))
+        .args(["list", "--json"])
+        .env_remove("VMGPU_SYSFS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host_has_nvidia = pcie::Host::new("/sys")
+        .devices()
+        .unwrap()
+        .iter()
+        .any(|d| d.nvidia.is_some());
+    assert_eq!(v["demo"], !host_has_nvidia);
+    if host_has_nvidia {
+        assert_eq!(v["sysfs_root"], "/sys");
+    } else {
+        assert!(v["sysfs_root"]
+            .as_str()
+            .unwrap()
+            .ends_with("fixtures/sysfs/dgx-h100"));
+        assert_eq!(v["devices"].as_array().unwrap().len(), 12);
+        assert!(
+            stderr(&out).contains("no NVIDIA device under /sys"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
