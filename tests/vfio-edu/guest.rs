@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use pcie::{Host, PciAddress};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 use vm_passthrough::vfio::{
     AssignError, AssignedDevice, IrqKind, KernelVfio, MappedBar, BAR0_REGION_INDEX,
@@ -144,9 +145,21 @@ fn dmar_faults() -> Vec<String> {
         .collect()
 }
 
-fn run(bdf: &str, group: u32, report: &mut Report) {
+fn run(address: PciAddress, group: u32, report: &mut Report) {
     // (2) open, identify, compute
-    let dev = match AssignedDevice::open(bdf, group) {
+    let host = Host::local();
+    let wrong_group = group.wrapping_add(1);
+    report.check(
+        "open_wrong_group_refused",
+        match AssignedDevice::open_group(&host, address, wrong_group) {
+            Ok(_) => Err(format!("opened as a member of group {wrong_group}")),
+            Err(AssignError::IommuGroupMismatch {
+                expected, actual, ..
+            }) if (expected, actual) == (wrong_group, group) => Ok(String::new()),
+            Err(e) => Err(format!("unexpected error: {e}")),
+        },
+    );
+    let dev = match AssignedDevice::open(&host, address) {
         Ok(dev) => dev,
         Err(e) => {
             report.check("open_device", Err(e.to_string()));
@@ -155,7 +168,7 @@ fn run(bdf: &str, group: u32, report: &mut Report) {
     };
     report.check(
         "open_device",
-        Ok(format!("{bdf}, group {group}, {:?}", dev.device_info())),
+        Ok(format!("{address}, group {group}, {:?}", dev.device_info())),
     );
     report.check(
         "config_ids",
@@ -390,14 +403,22 @@ fn run(bdf: &str, group: u32, report: &mut Report) {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let (Some(bdf), Some(group)) = (args.get(1), args.get(2).and_then(|g| g.parse::<u32>().ok()))
-    else {
+    let usage = |why: String| {
+        eprintln!("vfio-edu-guest: {why}");
         eprintln!("usage: vfio-edu-guest <BDF> <IOMMU group>");
         println!("vfio-edu: 0 passed, 1 failed");
-        return ExitCode::from(2);
+        ExitCode::from(2)
+    };
+    let address = match args.get(1).map(|a| a.parse::<PciAddress>()) {
+        Some(Ok(address)) => address,
+        Some(Err(e)) => return usage(format!("invalid PCI address {e}")),
+        None => return usage("no PCI address given".to_owned()),
+    };
+    let Some(group) = args.get(2).and_then(|g| g.parse::<u32>().ok()) else {
+        return usage("missing or invalid IOMMU group number".to_owned());
     };
     let mut report = Report::default();
-    run(bdf, group, &mut report);
+    run(address, group, &mut report);
     println!(
         "vfio-edu: {} passed, {} failed",
         report.passed, report.failed

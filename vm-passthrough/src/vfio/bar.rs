@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use pcie::PciAddress;
 use vm_memory::ByteValued;
 
 use crate::vfio::backend::{MmapArea, RegionInfo, VfioBackend, BAR0_REGION_INDEX, BAR_COUNT};
@@ -70,7 +71,7 @@ pub fn mmap_plan(
 
 /// A BAR of an assigned device, with its mappable parts mapped. Mappings are removed on drop.
 pub struct MappedBar<B: VfioBackend> {
-    bdf: String,
+    address: PciAddress,
     backend: Arc<B>,
     index: u32,
     size: u64,
@@ -86,7 +87,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
     pub fn map_bar(&self, bar: u32) -> Result<MappedBar<B>> {
         if bar >= BAR_COUNT {
             return Err(AssignError::NotABar {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 index: bar,
             });
         }
@@ -100,7 +101,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
                 .map_err(|_| std::io::Error::from_raw_os_error(libc::EOVERFLOW))
                 .and_then(|len| self.backend.region_mmap(index, range.start, len))
                 .map_err(|source| AssignError::RegionMmap {
-                    bdf: self.bdf.clone(),
+                    address: self.address,
                     index,
                     offset: range.start,
                     len,
@@ -110,7 +111,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         }
         log::debug!(
             "{}: BAR{bar} ({:#x} bytes) mapped at {:?}",
-            self.bdf,
+            self.address,
             info.size,
             areas
                 .iter()
@@ -118,7 +119,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
                 .collect::<Vec<_>>()
         );
         Ok(MappedBar {
-            bdf: self.bdf.clone(),
+            address: self.address,
             backend: Arc::clone(&self.backend),
             index,
             size: info.size,
@@ -207,7 +208,7 @@ impl<B: VfioBackend> MappedBar<B> {
     fn check_access(&self, offset: u64, width: u64) -> Result<()> {
         if offset % width != 0 {
             return Err(AssignError::MisalignedAccess {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 index: self.index,
                 offset,
                 width,
@@ -216,7 +217,7 @@ impl<B: VfioBackend> MappedBar<B> {
         match offset.checked_add(width) {
             Some(end) if end <= self.size => Ok(()),
             _ => Err(AssignError::RegionOutOfBounds {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 index: self.index,
                 offset,
                 len: width,
@@ -243,7 +244,7 @@ impl<B: VfioBackend> MappedBar<B> {
         source: std::io::Error,
     ) -> AssignError {
         AssignError::RegionIo {
-            bdf: self.bdf.clone(),
+            address: self.address,
             index: self.index,
             op,
             offset,

@@ -99,7 +99,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         let command = self.config_read_u16(PCI_COMMAND)?;
         if command & PCI_COMMAND_MASTER == 0 {
             self.config_write_u16(PCI_COMMAND, command | PCI_COMMAND_MASTER)?;
-            log::debug!("{}: bus mastering enabled", self.bdf);
+            log::debug!("{}: bus mastering enabled", self.address);
         }
         Ok(())
     }

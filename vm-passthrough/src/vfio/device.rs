@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use pcie::PciAddress;
+
 use crate::vfio::backend::{DeviceInfo, RegionInfo, VfioBackend};
 use crate::vfio::error::{AssignError, Result};
 
@@ -12,27 +14,26 @@ use crate::vfio::error::{AssignError, Result};
 /// Mappings made from it ([`crate::vfio::MappedBar`], [`crate::vfio::DmaMappings`]) share the
 /// backend, so the device file stays open until the last of them is gone.
 pub struct AssignedDevice<B: VfioBackend> {
-    pub(crate) bdf: String,
+    pub(crate) address: PciAddress,
     pub(crate) backend: Arc<B>,
     info: DeviceInfo,
 }
 
 impl<B: VfioBackend> AssignedDevice<B> {
-    /// Wraps an already opened backend; `bdf` names the device in errors and logs.
-    pub fn new(bdf: impl Into<String>, backend: B) -> Self {
+    /// Wraps an already opened backend; `address` names the device in errors and logs.
+    pub fn new(address: PciAddress, backend: B) -> Self {
         let info = backend.device_info();
-        let bdf = bdf.into();
-        log::debug!("{bdf}: assigned, {info:?}");
+        log::debug!("{address}: assigned, {info:?}");
         AssignedDevice {
-            bdf,
+            address,
             backend: Arc::new(backend),
             info,
         }
     }
 
     /// The device's PCI address.
-    pub fn bdf(&self) -> &str {
-        &self.bdf
+    pub fn address(&self) -> PciAddress {
+        self.address
     }
 
     /// The backend, for backend-specific inspection (e.g. the fake's IOMMU fault log).
@@ -49,8 +50,8 @@ impl<B: VfioBackend> AssignedDevice<B> {
     pub fn region_info(&self, index: u32) -> Result<RegionInfo> {
         self.backend
             .region_info(index)
-            .ok_or_else(|| AssignError::NoSuchRegion {
-                bdf: self.bdf.clone(),
+            .ok_or(AssignError::NoSuchRegion {
+                address: self.address,
                 index,
             })
     }
@@ -85,14 +86,14 @@ impl<B: VfioBackend> AssignedDevice<B> {
     pub fn reset(&self) -> Result<()> {
         if !self.info.reset_supported {
             return Err(AssignError::ResetNotSupported {
-                bdf: self.bdf.clone(),
+                address: self.address,
             });
         }
         self.backend.reset().map_err(|source| AssignError::Reset {
-            bdf: self.bdf.clone(),
+            address: self.address,
             source,
         })?;
-        log::info!("{}: device reset", self.bdf);
+        log::info!("{}: device reset", self.address);
         Ok(())
     }
 
@@ -102,7 +103,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         match offset.checked_add(len) {
             Some(end) if end <= info.size => Ok(info),
             _ => Err(AssignError::RegionOutOfBounds {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 index,
                 offset,
                 len,
@@ -113,7 +114,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
 
     fn access_denied(&self, index: u32, access: &'static str) -> AssignError {
         AssignError::RegionAccessDenied {
-            bdf: self.bdf.clone(),
+            address: self.address,
             index,
             access,
         }
@@ -128,7 +129,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         source: std::io::Error,
     ) -> AssignError {
         AssignError::RegionIo {
-            bdf: self.bdf.clone(),
+            address: self.address,
             index,
             op,
             offset,

@@ -4,6 +4,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+use pcie::PciAddress;
 use vm_memory::{
     Address, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress,
 };
@@ -26,7 +27,7 @@ pub struct DmaRange {
 /// It holds a clone of the guest memory (the regions are reference counted), so the host
 /// memory the device may DMA into cannot be freed while it is still mapped.
 pub struct DmaMappings<B: VfioBackend> {
-    bdf: String,
+    address: PciAddress,
     backend: Arc<B>,
     mapped: Vec<DmaRange>,
     // Released in `Drop::drop` only once nothing is mapped any more.
@@ -40,7 +41,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
     /// the regions mapped so far are unmapped again and the error names the failing range.
     pub fn map_guest_memory(&self, memory: &GuestMemoryMmap) -> Result<DmaMappings<B>> {
         let mut mappings = DmaMappings {
-            bdf: self.bdf.clone(),
+            address: self.address,
             backend: Arc::clone(&self.backend),
             mapped: Vec::new(),
             memory: ManuallyDrop::new(memory.clone()),
@@ -51,7 +52,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             let host_addr = region
                 .get_host_address(MemoryRegionAddress(0))
                 .map_err(|source| AssignError::GuestMemory {
-                    bdf: self.bdf.clone(),
+                    address: self.address,
                     gpa: iova,
                     source,
                 })?;
@@ -63,7 +64,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             // so device writes cannot alias a live reference.
             unsafe { self.backend.dma_map(iova, size, host_addr) }.map_err(|source| {
                 AssignError::DmaMap {
-                    bdf: self.bdf.clone(),
+                    address: self.address,
                     iova,
                     size,
                     source,
@@ -71,7 +72,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             })?;
             log::debug!(
                 "{}: DMA mapped IOVA {iova:#x} (+{size:#x}) -> {host_addr:p}",
-                self.bdf
+                self.address
             );
             mappings.mapped.push(DmaRange { iova, size });
         }
@@ -98,14 +99,14 @@ impl<B: VfioBackend> DmaMappings<B> {
             match self.backend.dma_unmap(range.iova, range.size) {
                 Ok(()) => log::debug!(
                     "{}: DMA unmapped IOVA {:#x} (+{:#x})",
-                    self.bdf,
+                    self.address,
                     range.iova,
                     range.size
                 ),
                 Err(source) => {
                     still_mapped.push(range);
                     first_error.get_or_insert(AssignError::DmaUnmap {
-                        bdf: self.bdf.clone(),
+                        address: self.address,
                         iova: range.iova,
                         size: range.size,
                         source,

@@ -1,88 +1,84 @@
-//! The error type of the assignment API: every variant names the device and the resource
-//! (region, IOVA range, interrupt kind) involved, and keeps the OS error (errno) as its source.
+//! The error type of the assignment API: every variant names the device by its PCI address and
+//! the resource (region, IOVA range, interrupt kind) involved, and keeps the underlying error
+//! (errno, sysfs error) as its source.
 
 use std::io;
-use std::path::PathBuf;
+
+use pcie::PciAddress;
 
 use crate::vfio::irq::IrqKind;
 
 /// Why an operation on an assigned device failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AssignError {
-    /// The PCI address is not of the form `DDDD:BB:DD.F`.
-    #[error("invalid PCI address {bdf:?}: expected DDDD:BB:DD.F (hexadecimal)")]
-    InvalidBdf {
-        /// The rejected address.
-        bdf: String,
-    },
-    /// The device's `iommu_group` link in sysfs could not be read.
-    #[error("{bdf}: cannot read IOMMU group link {}: {source}", path.display())]
-    IommuGroupLookup {
+    /// The device could not be read from sysfs (unknown address, unreadable attribute,
+    /// malformed `iommu_group` link, ...).
+    #[error("{address}: reading the device from sysfs failed: {source}")]
+    Sysfs {
         /// The device.
-        bdf: String,
-        /// The link that was read.
-        path: PathBuf,
-        /// The OS error.
+        address: PciAddress,
+        /// What the `pcie` crate reported; it names the file.
         #[source]
-        source: io::Error,
+        source: pcie::Error,
     },
-    /// The `iommu_group` link does not end in a group number.
-    #[error("{bdf}: IOMMU group link {} does not point at a numbered group", path.display())]
-    IommuGroupMalformed {
+    /// The device has no `iommu_group` link: the IOMMU is off (or does not cover the device),
+    /// and VFIO cannot assign a device without one.
+    #[error("{address}: the device has no IOMMU group (is the IOMMU enabled?); VFIO needs one")]
+    NoIommuGroup {
         /// The device.
-        bdf: String,
-        /// The link that was read.
-        path: PathBuf,
+        address: PciAddress,
     },
     /// The caller's IOMMU group number is not the device's.
-    #[error("{bdf}: device is in IOMMU group {actual}, not in group {expected}")]
+    #[error("{address}: device is in IOMMU group {actual}, not in group {expected}")]
     IommuGroupMismatch {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The group the caller named.
         expected: u32,
         /// The group sysfs reports.
         actual: u32,
     },
     /// Opening the device through VFIO (container, group or cdev) failed.
-    #[error("{bdf}: opening the device through VFIO failed: {source}")]
+    #[error("{address}: opening the device through VFIO failed: {source}")]
     Open {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// What vfio-ioctls reported.
         #[source]
         source: vfio_ioctls::VfioError,
     },
     /// `VFIO_DEVICE_GET_INFO` failed.
-    #[error("{bdf}: VFIO_DEVICE_GET_INFO failed: {source}")]
+    #[error("{address}: VFIO_DEVICE_GET_INFO failed: {source}")]
     DeviceInfo {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The OS error.
         #[source]
         source: io::Error,
     },
     /// The device has no region with this index.
-    #[error("{bdf}: the device has no region {index}")]
+    #[error("{address}: the device has no region {index}")]
     NoSuchRegion {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index asked for.
         index: u32,
     },
     /// The region index does not name a BAR (0-5).
-    #[error("{bdf}: region {index} is not a BAR")]
+    #[error("{address}: region {index} is not a BAR")]
     NotABar {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index asked for.
         index: u32,
     },
     /// An access reaches outside its region.
-    #[error("{bdf}: region {index}: {len} bytes at {offset:#x} lie outside its {size:#x} bytes")]
+    #[error(
+        "{address}: region {index}: {len} bytes at {offset:#x} lie outside its {size:#x} bytes"
+    )]
     RegionOutOfBounds {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index.
         index: u32,
         /// Offset of the access within the region.
@@ -93,10 +89,10 @@ pub enum AssignError {
         size: u64,
     },
     /// A register access is not naturally aligned.
-    #[error("{bdf}: region {index}: {width}-byte access at {offset:#x} is not aligned")]
+    #[error("{address}: region {index}: {width}-byte access at {offset:#x} is not aligned")]
     MisalignedAccess {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index.
         index: u32,
         /// Offset of the access within the region.
@@ -105,20 +101,20 @@ pub enum AssignError {
         width: u64,
     },
     /// The region does not allow this kind of access.
-    #[error("{bdf}: region {index} is not {access}")]
+    #[error("{address}: region {index} is not {access}")]
     RegionAccessDenied {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index.
         index: u32,
         /// `"readable"` or `"writable"`.
         access: &'static str,
     },
     /// `pread`/`pwrite` on the device file failed.
-    #[error("{bdf}: region {index}: {op} of {len} bytes at {offset:#x} failed: {source}")]
+    #[error("{address}: region {index}: {op} of {len} bytes at {offset:#x} failed: {source}")]
     RegionIo {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index.
         index: u32,
         /// `"read"` or `"write"`.
@@ -132,10 +128,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// `mmap` of a region area failed.
-    #[error("{bdf}: region {index}: mmap of {len:#x} bytes at {offset:#x} failed: {source}")]
+    #[error("{address}: region {index}: mmap of {len:#x} bytes at {offset:#x} failed: {source}")]
     RegionMmap {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The region index.
         index: u32,
         /// Offset within the region.
@@ -147,10 +143,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region could not be mapped for DMA.
-    #[error("{bdf}: DMA map of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{address}: DMA map of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
     DmaMap {
         /// The device whose IOMMU domain was targeted.
-        bdf: String,
+        address: PciAddress,
         /// Start of the IOVA range (= guest physical address).
         iova: u64,
         /// Length of the range.
@@ -160,10 +156,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A DMA mapping could not be removed.
-    #[error("{bdf}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{address}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
     DmaUnmap {
         /// The device whose IOMMU domain was targeted.
-        bdf: String,
+        address: PciAddress,
         /// Start of the IOVA range.
         iova: u64,
         /// Length of the range.
@@ -173,10 +169,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region has no host address to map.
-    #[error("{bdf}: guest memory at {gpa:#x} has no host mapping: {source}")]
+    #[error("{address}: guest memory at {gpa:#x} has no host mapping: {source}")]
     GuestMemory {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// Guest physical address of the region.
         gpa: u64,
         /// What vm-memory reported.
@@ -184,18 +180,18 @@ pub enum AssignError {
         source: vm_memory::GuestMemoryError,
     },
     /// The device does not support this kind of interrupt.
-    #[error("{bdf}: the device has no {kind} interrupts")]
+    #[error("{address}: the device has no {kind} interrupts")]
     IrqUnsupported {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The interrupt kind.
         kind: IrqKind,
     },
     /// More (or no) eventfds than the device has vectors.
-    #[error("{bdf}: {kind} has {available} vector(s); {requested} eventfd(s) given")]
+    #[error("{address}: {kind} has {available} vector(s); {requested} eventfd(s) given")]
     IrqVectorCount {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The interrupt kind.
         kind: IrqKind,
         /// Number of eventfds passed.
@@ -204,10 +200,10 @@ pub enum AssignError {
         available: u32,
     },
     /// `VFIO_DEVICE_SET_IRQS` failed.
-    #[error("{bdf}: {action} of {kind} interrupts failed: {source}")]
+    #[error("{address}: {action} of {kind} interrupts failed: {source}")]
     SetIrqs {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The interrupt kind.
         kind: IrqKind,
         /// `"enable"`, `"disable"` or `"unmask"`.
@@ -217,16 +213,16 @@ pub enum AssignError {
         source: io::Error,
     },
     /// The device cannot be reset through VFIO (`VFIO_DEVICE_FLAGS_RESET` is clear).
-    #[error("{bdf}: the device does not support reset (no FLR, PM or bus reset available)")]
+    #[error("{address}: the device does not support reset (no FLR, PM or bus reset available)")]
     ResetNotSupported {
         /// The device.
-        bdf: String,
+        address: PciAddress,
     },
     /// `VFIO_DEVICE_RESET` failed.
-    #[error("{bdf}: VFIO_DEVICE_RESET failed: {source}")]
+    #[error("{address}: VFIO_DEVICE_RESET failed: {source}")]
     Reset {
         /// The device.
-        bdf: String,
+        address: PciAddress,
         /// The OS error.
         #[source]
         source: io::Error,

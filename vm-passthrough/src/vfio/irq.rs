@@ -49,7 +49,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         match self.backend.irq_info(kind.vfio_index()) {
             Some(info) if info.count > 0 => Ok(info),
             _ => Err(AssignError::IrqUnsupported {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 kind,
             }),
         }
@@ -62,7 +62,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         let info = self.irq_info(kind)?;
         if eventfds.is_empty() || eventfds.len() > info.count as usize {
             return Err(AssignError::IrqVectorCount {
-                bdf: self.bdf.clone(),
+                address: self.address,
                 kind,
                 requested: eventfds.len(),
                 available: info.count,
@@ -73,7 +73,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             .map_err(|source| self.set_irqs_error(kind, "enable", source))?;
         log::debug!(
             "{}: {kind} enabled with {} vector(s)",
-            self.bdf,
+            self.address,
             eventfds.len()
         );
         Ok(())
@@ -85,7 +85,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         self.backend
             .irq_disable(kind.vfio_index())
             .map_err(|source| self.set_irqs_error(kind, "disable", source))?;
-        log::debug!("{}: {kind} disabled", self.bdf);
+        log::debug!("{}: {kind} disabled", self.address);
         Ok(())
     }
 
@@ -106,7 +106,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         source: std::io::Error,
     ) -> AssignError {
         AssignError::SetIrqs {
-            bdf: self.bdf.clone(),
+            address: self.address,
             kind,
             action,
             source,

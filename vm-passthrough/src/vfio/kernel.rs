@@ -8,9 +8,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::Arc;
 
+use pcie::{Host, PciAddress, PciDevice};
 use vfio_bindings::bindings::vfio::{
     vfio_device_info, VFIO_BASE, VFIO_DEVICE_FLAGS_RESET, VFIO_IRQ_SET_ACTION_TRIGGER,
     VFIO_IRQ_SET_ACTION_UNMASK, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE,
@@ -26,7 +26,6 @@ use crate::vfio::backend::{
 };
 use crate::vfio::device::AssignedDevice;
 use crate::vfio::error::{AssignError, Result};
-use crate::vfio::sysfs;
 
 vmm_sys_util::ioctl_io_nr!(VFIO_DEVICE_GET_INFO, VFIO_TYPE as u32, VFIO_BASE + 7);
 vmm_sys_util::ioctl_io_nr!(VFIO_DEVICE_SET_IRQS, VFIO_TYPE as u32, VFIO_BASE + 10);
@@ -44,81 +43,108 @@ pub struct KernelVfio {
 }
 
 impl AssignedDevice<KernelVfio> {
-    /// Opens `bdf` (already bound to vfio-pci) through the legacy container/group interface.
-    /// `iommu_group` is the group number the caller read from sysfs; it is checked against
-    /// `/sys/bus/pci/devices/<bdf>/iommu_group`.
-    pub fn open(bdf: &str, iommu_group: u32) -> Result<Self> {
+    /// Opens `address` (already bound to vfio-pci) through the legacy container/group
+    /// interface, in the IOMMU group that `host`'s sysfs reports for it.
+    ///
+    /// Fails with [`AssignError::Sysfs`] when the device cannot be read from sysfs (e.g. no such
+    /// device) and with [`AssignError::NoIommuGroup`] when it has no IOMMU group (IOMMU off).
+    pub fn open(host: &Host, address: PciAddress) -> Result<Self> {
         Ok(AssignedDevice::new(
-            bdf,
-            KernelVfio::open(bdf, iommu_group)?,
+            address,
+            KernelVfio::open(host, address)?,
         ))
     }
 
-    /// Opens `bdf` through its VFIO device cdev bound to a fresh iommufd/IOAS.
+    /// Like [`AssignedDevice::open`], but only if the device is in IOMMU group `iommu_group`
+    /// (e.g. the group recorded when it was bound); fails with
+    /// [`AssignError::IommuGroupMismatch`] before anything is opened when it is not.
+    pub fn open_group(host: &Host, address: PciAddress, iommu_group: u32) -> Result<Self> {
+        Ok(AssignedDevice::new(
+            address,
+            KernelVfio::open_group(host, address, iommu_group)?,
+        ))
+    }
+
+    /// Opens `address` through its VFIO device cdev bound to a fresh iommufd/IOAS.
     #[cfg(feature = "iommufd")]
-    pub fn open_iommufd(bdf: &str) -> Result<Self> {
-        Ok(AssignedDevice::new(bdf, KernelVfio::open_iommufd(bdf)?))
+    pub fn open_iommufd(host: &Host, address: PciAddress) -> Result<Self> {
+        Ok(AssignedDevice::new(
+            address,
+            KernelVfio::open_iommufd(host, address)?,
+        ))
     }
 }
 
+/// The IOMMU group of `address` as `host`'s sysfs reports it.
+fn read_iommu_group(host: &Host, address: PciAddress) -> Result<u32> {
+    host.device(address)
+        .map_err(|source| AssignError::Sysfs { address, source })?
+        .iommu_group
+        .ok_or(AssignError::NoIommuGroup { address })
+}
+
 impl KernelVfio {
-    /// Opens `bdf` through a new VFIO container with the type1v2 IOMMU; see
+    /// Opens `address` through a new VFIO container with the type1v2 IOMMU; see
     /// [`AssignedDevice::open`].
-    pub fn open(bdf: &str, iommu_group: u32) -> Result<Self> {
-        let sysfs_root = Path::new("/sys");
-        let actual = sysfs::iommu_group(sysfs_root, bdf)?;
+    pub fn open(host: &Host, address: PciAddress) -> Result<Self> {
+        let group = read_iommu_group(host, address)?;
+        Self::open_container(host, address, group)
+    }
+
+    /// Opens `address` if it is in IOMMU group `iommu_group`; see
+    /// [`AssignedDevice::open_group`].
+    pub fn open_group(host: &Host, address: PciAddress, iommu_group: u32) -> Result<Self> {
+        let actual = read_iommu_group(host, address)?;
         if actual != iommu_group {
             return Err(AssignError::IommuGroupMismatch {
-                bdf: bdf.to_owned(),
+                address,
                 expected: iommu_group,
                 actual,
             });
         }
-        let open_error = |source| AssignError::Open {
-            bdf: bdf.to_owned(),
-            source,
-        };
-        let container = Arc::new(VfioContainer::new(None).map_err(open_error)?);
-        let device_dir = sysfs::pci_device_dir(sysfs_root, bdf);
-        let device = VfioDevice::new(
-            &device_dir,
-            Arc::clone(&container) as Arc<dyn VfioOps>,
-            false,
-        )
-        .map_err(open_error)?;
-        log::info!("{bdf}: opened through VFIO group {iommu_group}");
-        Self::from_device(bdf, device, container)
+        Self::open_container(host, address, actual)
     }
 
-    /// Opens `bdf` through `/dev/vfio/devices/vfioN` bound to a new iommufd and IOAS.
+    fn open_container(host: &Host, address: PciAddress, group: u32) -> Result<Self> {
+        let container =
+            VfioContainer::new(None).map_err(|source| AssignError::Open { address, source })?;
+        let vfio = Self::open_device(host, address, Arc::new(container), false)?;
+        log::info!("{address}: opened through VFIO group {group}");
+        Ok(vfio)
+    }
+
+    /// Opens `address` through `/dev/vfio/devices/vfioN` bound to a new iommufd and IOAS.
     #[cfg(feature = "iommufd")]
-    pub fn open_iommufd(bdf: &str) -> Result<Self> {
+    pub fn open_iommufd(host: &Host, address: PciAddress) -> Result<Self> {
         use vfio_ioctls::VfioIommufd;
-        sysfs::validate_bdf(bdf)?;
-        let open_error = |source| AssignError::Open {
-            bdf: bdf.to_owned(),
-            source,
-        };
+        let open_error = |source| AssignError::Open { address, source };
         let iommufd =
             iommufd_ioctls::IommuFd::new().map_err(|e| open_error(VfioError::NewVfioIommufd(e)))?;
-        let vfio_iommufd =
-            Arc::new(VfioIommufd::new(Arc::new(iommufd), None, None).map_err(open_error)?);
-        let device_dir = sysfs::pci_device_dir(Path::new("/sys"), bdf);
-        let device = VfioDevice::new(
-            &device_dir,
-            Arc::clone(&vfio_iommufd) as Arc<dyn VfioOps>,
-            true,
-        )
-        .map_err(open_error)?;
-        log::info!("{bdf}: opened through iommufd");
-        Self::from_device(bdf, device, vfio_iommufd)
+        let vfio_iommufd = VfioIommufd::new(Arc::new(iommufd), None, None).map_err(open_error)?;
+        let vfio = Self::open_device(host, address, Arc::new(vfio_iommufd), true)?;
+        log::info!("{address}: opened through iommufd");
+        Ok(vfio)
     }
 
-    fn from_device(bdf: &str, device: VfioDevice, dma: Arc<dyn VfioOps>) -> Result<Self> {
-        let info_error = |source| AssignError::DeviceInfo {
-            bdf: bdf.to_owned(),
-            source,
-        };
+    /// Opens the device file of `address` (through its group, or its cdev when `cdev`) with
+    /// `dma` as the IOMMU interface its DMA mappings go to.
+    fn open_device(
+        host: &Host,
+        address: PciAddress,
+        dma: Arc<dyn VfioOps>,
+        cdev: bool,
+    ) -> Result<Self> {
+        let device = VfioDevice::new(
+            &PciDevice::sysfs_dir(host.sysfs(), &address),
+            Arc::clone(&dma),
+            cdev,
+        )
+        .map_err(|source| AssignError::Open { address, source })?;
+        Self::from_device(address, device, dma)
+    }
+
+    fn from_device(address: PciAddress, device: VfioDevice, dma: Arc<dyn VfioOps>) -> Result<Self> {
+        let info_error = |source| AssignError::DeviceInfo { address, source };
         // SAFETY: `device` owns this fd and outlives the borrow, which only lasts for the dup.
         let device_fd = unsafe { BorrowedFd::borrow_raw(device.as_raw_fd()) };
         let device_file = File::from(device_fd.try_clone_to_owned().map_err(info_error)?);
@@ -311,5 +337,173 @@ impl VfioBackend for KernelVfio {
         let size =
             usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         self.dma.vfio_dma_unmap(iova, size).map_err(dma_errno)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn fixture(name: &str) -> Host {
+        Host::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../fixtures/sysfs")
+                .join(name),
+        )
+    }
+
+    fn address(text: &str) -> PciAddress {
+        text.parse().unwrap()
+    }
+
+    /// The error of an open that must fail (`AssignedDevice<KernelVfio>` is not `Debug`).
+    fn open_error(result: Result<AssignedDevice<KernelVfio>>) -> AssignError {
+        result.err().expect("opening succeeded")
+    }
+
+    /// A sysfs tree holding one edu-like device at `address`, whose `iommu_group` link points
+    /// at `kernel/iommu_groups/<group>`.
+    fn one_device_tree(address: PciAddress, group: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let dev = root
+            .path()
+            .join("bus/pci/devices")
+            .join(address.to_string());
+        std::fs::create_dir_all(&dev).unwrap();
+        for (name, value) in [
+            ("vendor", "0x1234"),
+            ("device", "0x11e8"),
+            ("subsystem_vendor", "0x1af4"),
+            ("subsystem_device", "0x1100"),
+            ("class", "0x00ff00"),
+            ("revision", "0x10"),
+        ] {
+            std::fs::write(dev.join(name), format!("{value}\n")).unwrap();
+        }
+        std::fs::create_dir_all(root.path().join("kernel/iommu_groups").join(group)).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../../kernel/iommu_groups/{group}"),
+            dev.join("iommu_group"),
+        )
+        .unwrap();
+        root
+    }
+
+    #[test]
+    fn device_without_iommu_group_is_refused_naming_it() {
+        let host = fixture("no-iommu");
+        let a100 = address("0000:18:00.0");
+        for err in [
+            open_error(AssignedDevice::open(&host, a100)),
+            open_error(AssignedDevice::open_group(&host, a100, 0)),
+        ] {
+            assert!(
+                matches!(err, AssignError::NoIommuGroup { address } if address == a100),
+                "{err:?}"
+            );
+            let message = err.to_string();
+            assert!(message.starts_with("0000:18:00.0: "), "{message}");
+            assert!(message.contains("no IOMMU group"), "{message}");
+        }
+    }
+
+    #[test]
+    fn unknown_device_reports_the_sysfs_path() {
+        let host = fixture("dgx-h100");
+        let missing = address("0000:00:1f.7");
+        match open_error(AssignedDevice::open(&host, missing)) {
+            AssignError::Sysfs {
+                address,
+                source:
+                    pcie::Error::DeviceNotFound {
+                        address: inner,
+                        path,
+                    },
+            } => {
+                assert_eq!((address, inner), (missing, missing));
+                assert!(
+                    path.ends_with("bus/pci/devices/0000:00:1f.7"),
+                    "{}",
+                    path.display()
+                );
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn group_number_comes_from_the_link_target() {
+        let gpu = address("0000:1b:00.0");
+        let err = open_error(AssignedDevice::open_group(&fixture("dgx-h100"), gpu, 40));
+        match &err {
+            AssignError::IommuGroupMismatch {
+                address,
+                expected,
+                actual,
+            } => assert_eq!((*address, *expected, *actual), (gpu, 40, 19)),
+            other => panic!("unexpected error {other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "0000:1b:00.0: device is in IOMMU group 19, not in group 40"
+        );
+    }
+
+    #[test]
+    fn the_right_group_gets_as_far_as_vfio() {
+        // Past the sysfs checks the next step is VFIO itself (`/dev/vfio/vfio`, then the
+        // group file), which cannot open a fixture's device.
+        let host = fixture("dgx-h100");
+        let gpu = address("0000:1b:00.0");
+        for err in [
+            open_error(AssignedDevice::open(&host, gpu)),
+            open_error(AssignedDevice::open_group(&host, gpu, 19)),
+        ] {
+            assert!(
+                matches!(err, AssignError::Open { address, .. } if address == gpu),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_numeric_group_is_rejected() {
+        let edu = address("0000:00:03.0");
+        let root = one_device_tree(edu, "abc");
+        match open_error(AssignedDevice::open(&Host::new(root.path()), edu)) {
+            AssignError::Sysfs {
+                address,
+                source: pcie::Error::Parse { path, value, .. },
+            } => {
+                assert_eq!(address, edu);
+                assert!(
+                    path.ends_with("bus/pci/devices/0000:00:03.0/iommu_group"),
+                    "{}",
+                    path.display()
+                );
+                assert_eq!(value, "abc");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn numeric_group_of_a_minimal_tree_is_read() {
+        let edu = address("0000:00:03.0");
+        let root = one_device_tree(edu, "7");
+        let err = open_error(AssignedDevice::open_group(&Host::new(root.path()), edu, 8));
+        assert!(
+            matches!(
+                err,
+                AssignError::IommuGroupMismatch {
+                    expected: 8,
+                    actual: 7,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

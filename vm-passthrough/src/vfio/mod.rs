@@ -1,6 +1,8 @@
 //! Device assignment through VFIO.
 //!
-//! Open a device already bound to vfio-pci with [`AssignedDevice::open`], then:
+//! Open a device already bound to vfio-pci with [`AssignedDevice::open`] (its
+//! [`pcie::PciAddress`] and IOMMU group come from a [`pcie::Host`], normally
+//! [`pcie::Host::local`]), then:
 //! - inspect and access its regions ([`AssignedDevice::region_info`],
 //!   [`AssignedDevice::read_region`]) and configuration space
 //!   ([`AssignedDevice::config_read_u16`], [`AssignedDevice::enable_bus_master`]);
@@ -24,7 +26,6 @@ mod dma;
 mod error;
 mod irq;
 mod kernel;
-mod sysfs;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -42,4 +43,3 @@ pub use dma::{DmaMappings, DmaRange};
 pub use error::{AssignError, Result};
 pub use irq::IrqKind;
 pub use kernel::KernelVfio;
-pub use sysfs::{iommu_group, pci_device_dir, validate_bdf};

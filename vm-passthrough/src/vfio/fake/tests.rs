@@ -1,12 +1,18 @@
 //! The assignment code ([`AssignedDevice`] and friends) exercised against the fake edu device.
 
+use pcie::PciAddress;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::*;
 use crate::vfio::{AssignError, AssignedDevice, IrqKind, MappedBar};
 
-const BDF: &str = "0000:00:03.0";
+const BDF: PciAddress = PciAddress {
+    domain: 0,
+    bus: 0,
+    device: 3,
+    function: 0,
+};
 const RAM_BASE: u64 = 0x10_0000;
 const RAM_SIZE: usize = 0x2000;
 const DMA_LEN: usize = 2048;
@@ -271,12 +277,12 @@ fn overlapping_dma_map_fails_with_eexist_and_rolls_back() {
     let err = dev.map_guest_memory(&overlapping).map(|_| ()).unwrap_err();
     match &err {
         AssignError::DmaMap {
-            bdf, iova, size, ..
+            address,
+            iova,
+            size,
+            ..
         } => {
-            assert_eq!(
-                (bdf.as_str(), *iova, *size),
-                (BDF, RAM_BASE + 0x1000, 0x1000)
-            );
+            assert_eq!((*address, *iova, *size), (BDF, RAM_BASE + 0x1000, 0x1000));
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -520,7 +526,7 @@ fn reset_is_reported_as_unsupported_for_plain_edu() {
     assert!(!dev.device_info().reset_supported);
     let err = dev.reset().unwrap_err();
     assert!(
-        matches!(&err, AssignError::ResetNotSupported { bdf } if bdf == BDF),
+        matches!(&err, AssignError::ResetNotSupported { address } if *address == BDF),
         "{err:?}"
     );
     assert_eq!(dev.backend().reset_count(), 0, "the device was touched");
