@@ -10,30 +10,14 @@ use std::time::{Duration, Instant};
 
 use pcie::{Host, PciAddress};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+// edu's register map, shared with the fake edu device of vm_passthrough's own tests.
+use vm_passthrough::vfio::fake::edu::{
+    dma_cmd, reg, status, DMA_BUFFER_ADDR, EDU_DEVICE_ID, EDU_ID, EDU_VENDOR_ID,
+};
 use vm_passthrough::vfio::{
     AssignError, AssignedDevice, IrqKind, KernelVfio, MappedBar, BAR0_REGION_INDEX,
 };
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-
-/// edu's register map (QEMU docs/specs/edu.rst).
-mod edu {
-    pub const ID: u64 = 0x00;
-    pub const ID_VALUE: u32 = 0x0100_00ed;
-    pub const LIVENESS: u64 = 0x04;
-    pub const FACTORIAL: u64 = 0x08;
-    pub const STATUS: u64 = 0x20;
-    pub const STATUS_COMPUTING: u32 = 0x01;
-    pub const IRQ_STATUS: u64 = 0x24;
-    pub const IRQ_RAISE: u64 = 0x60;
-    pub const IRQ_ACK: u64 = 0x64;
-    pub const DMA_SRC: u64 = 0x80;
-    pub const DMA_DST: u64 = 0x88;
-    pub const DMA_COUNT: u64 = 0x90;
-    pub const DMA_CMD: u64 = 0x98;
-    pub const DMA_START: u64 = 0x1;
-    pub const DMA_TO_RAM: u64 = 0x2;
-    pub const DMA_BUFFER: u64 = 0x40000;
-}
 
 /// Guest memory handed to the device: below edu's 28-bit DMA mask.
 const RAM_GPA: u64 = 0x10_0000;
@@ -65,6 +49,18 @@ impl Report {
                 self.failed += 1;
                 println!("FAIL {name}: {reason}");
                 false
+            }
+        }
+    }
+
+    /// The value of a step the checks after it need; a failure is recorded as check `name`
+    /// (success is left for the caller to report, with what it learnt).
+    fn require<T, E: std::fmt::Display>(&mut self, name: &str, step: Result<T, E>) -> Option<T> {
+        match step {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.check(name, Err(e.to_string()));
+                None
             }
         }
     }
@@ -107,18 +103,18 @@ fn run_dma(
     cmd: u64,
 ) -> Result<Duration, String> {
     let program = || -> Result<(), AssignError> {
-        bar.write_u64(edu::DMA_SRC, src)?;
-        bar.write_u64(edu::DMA_DST, dst)?;
-        bar.write_u64(edu::DMA_COUNT, len)?;
-        bar.write_u64(edu::DMA_CMD, cmd)
+        bar.write_u64(reg::DMA_SRC, src)?;
+        bar.write_u64(reg::DMA_DST, dst)?;
+        bar.write_u64(reg::DMA_COUNT, len)?;
+        bar.write_u64(reg::DMA_CMD, cmd)
     };
     program().map_err(|e| e.to_string())?;
-    wait_until(|| Ok(bar.read_u64(edu::DMA_CMD)? & edu::DMA_START == 0))
+    wait_until(|| Ok(bar.read_u64(reg::DMA_CMD)? & dma_cmd::START == 0))
 }
 
 fn read_id(dev: &AssignedDevice<KernelVfio>) -> Result<u32, AssignError> {
     let mut id = [0u8; 4];
-    dev.read_region(BAR0_REGION_INDEX, edu::ID, &mut id)?;
+    dev.read_region(BAR0_REGION_INDEX, reg::ID, &mut id)?;
     Ok(u32::from_le_bytes(id))
 }
 
@@ -159,12 +155,8 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
             Err(e) => Err(format!("unexpected error: {e}")),
         },
     );
-    let dev = match AssignedDevice::open(&host, address) {
-        Ok(dev) => dev,
-        Err(e) => {
-            report.check("open_device", Err(e.to_string()));
-            return;
-        }
+    let Some(dev) = report.require("open_device", AssignedDevice::open(&host, address)) else {
+        return;
     };
     report.check(
         "open_device",
@@ -174,18 +166,17 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
         "config_ids",
         dev.config_read_u32(0)
             .map_err(|e| e.to_string())
-            .and_then(|ids| expect("vendor/device", ids, 0x11e8_1234)),
+            .and_then(|ids| {
+                let want = u32::from(EDU_DEVICE_ID) << 16 | u32::from(EDU_VENDOR_ID);
+                expect("vendor/device", ids, want)
+            }),
     );
-    let bar = match dev.map_bar(0) {
-        Ok(bar) => bar,
-        Err(e) => {
-            report.check("bar0_mmap", Err(e.to_string()));
-            return;
-        }
+    let Some(bar) = report.require("bar0_mmap", dev.map_bar(0)) else {
+        return;
     };
     report.check(
         "bar0_mmap",
-        if bar.is_mapped(edu::ID, 4) {
+        if bar.is_mapped(reg::ID, 4) {
             Ok(format!(
                 "size {:#x}, mapped {:x?}",
                 bar.size(),
@@ -200,19 +191,19 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
     );
     report.check(
         "id_via_mmap",
-        bar.read_u32(edu::ID)
+        bar.read_u32(reg::ID)
             .map_err(|e| e.to_string())
-            .and_then(|id| expect("ID", id, edu::ID_VALUE)),
+            .and_then(|id| expect("ID", id, EDU_ID)),
     );
     report.check(
         "id_via_region_read",
         read_id(&dev)
             .map_err(|e| e.to_string())
-            .and_then(|id| expect("ID", id, edu::ID_VALUE)),
+            .and_then(|id| expect("ID", id, EDU_ID)),
     );
     let liveness = bar
-        .write_u32(edu::LIVENESS, 0x1234_5678)
-        .and_then(|()| bar.read_u32(edu::LIVENESS));
+        .write_u32(reg::LIVENESS, 0x1234_5678)
+        .and_then(|()| bar.read_u32(reg::LIVENESS));
     report.check(
         "liveness",
         liveness
@@ -220,11 +211,11 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
             .and_then(|v| expect("liveness", v, !0x1234_5678)),
     );
     let factorial = bar
-        .write_u32(edu::FACTORIAL, 10)
+        .write_u32(reg::FACTORIAL, 10)
         .map_err(|e| e.to_string())
         .and_then(|()| {
-            wait_until(|| Ok(bar.read_u32(edu::STATUS)? & edu::STATUS_COMPUTING == 0))?;
-            bar.read_u32(edu::FACTORIAL).map_err(|e| e.to_string())
+            wait_until(|| Ok(bar.read_u32(reg::STATUS)? & status::COMPUTING == 0))?;
+            bar.read_u32(reg::FACTORIAL).map_err(|e| e.to_string())
         });
     report.check(
         "factorial",
@@ -238,19 +229,14 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
             .map(|()| String::new())
             .map_err(|e| e.to_string()),
     );
-    let memory = match GuestMemoryMmap::from_ranges(&[(GuestAddress(RAM_GPA), RAM_SIZE)]) {
-        Ok(memory) => memory,
-        Err(e) => {
-            report.check("guest_memory", Err(e.to_string()));
-            return;
-        }
+    let Some(memory) = report.require(
+        "guest_memory",
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(RAM_GPA), RAM_SIZE)]),
+    ) else {
+        return;
     };
-    let mappings = match dev.map_guest_memory(&memory) {
-        Ok(m) => m,
-        Err(e) => {
-            report.check("dma_map", Err(e.to_string()));
-            return;
-        }
+    let Some(mappings) = report.require("dma_map", dev.map_guest_memory(&memory)) else {
+        return;
     };
     report.check("dma_map", Ok(format!("{:x?}", mappings.ranges())));
     let pattern: Vec<u8> = (0..DMA_LEN).map(|i| (i * 7 + 3) as u8).collect();
@@ -263,16 +249,16 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
             let to_device = run_dma(
                 &bar,
                 RAM_GPA,
-                edu::DMA_BUFFER,
+                DMA_BUFFER_ADDR,
                 DMA_LEN as u64,
-                edu::DMA_START,
+                dma_cmd::START,
             )?;
             let to_ram = run_dma(
                 &bar,
-                edu::DMA_BUFFER,
+                DMA_BUFFER_ADDR,
                 back,
                 DMA_LEN as u64,
-                edu::DMA_START | edu::DMA_TO_RAM,
+                dma_cmd::START | dma_cmd::TO_RAM,
             )?;
             let mut copied = vec![0u8; DMA_LEN];
             memory
@@ -310,12 +296,12 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
         Ok(eventfd) => {
             report.check("msi_enable", Ok(String::new()));
             let delivered = bar
-                .write_u32(edu::IRQ_RAISE, 0x1000)
+                .write_u32(reg::IRQ_RAISE, 0x1000)
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
                     let (count, latency) = wait_eventfd(&eventfd)?;
-                    let status = bar.read_u32(edu::IRQ_STATUS).map_err(|e| e.to_string())?;
-                    bar.write_u32(edu::IRQ_ACK, status)
+                    let status = bar.read_u32(reg::IRQ_STATUS).map_err(|e| e.to_string())?;
+                    bar.write_u32(reg::IRQ_ACK, status)
                         .map_err(|e| e.to_string())?;
                     expect("irq status", status & 0x1000, 0x1000)?;
                     Ok(format!("eventfd count {count} after {latency:?}"))
@@ -336,10 +322,10 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
         .and_then(|eventfd| {
             dev.enable_irq(IrqKind::Intx, &[&eventfd])
                 .map_err(|e| e.to_string())?;
-            bar.write_u32(edu::IRQ_RAISE, 0x2)
+            bar.write_u32(reg::IRQ_RAISE, 0x2)
                 .map_err(|e| e.to_string())?;
             let (count, latency) = wait_eventfd(&eventfd)?;
-            bar.write_u32(edu::IRQ_ACK, 0x2)
+            bar.write_u32(reg::IRQ_ACK, 0x2)
                 .map_err(|e| e.to_string())?;
             dev.unmask_intx().map_err(|e| e.to_string())?;
             dev.disable_irq(IrqKind::Intx).map_err(|e| e.to_string())?;
@@ -362,10 +348,10 @@ fn run(address: PciAddress, group: u32, report: &mut Report) {
         .and_then(|()| {
             run_dma(
                 &bar,
-                edu::DMA_BUFFER,
+                DMA_BUFFER_ADDR,
                 back,
                 256,
-                edu::DMA_START | edu::DMA_TO_RAM,
+                dma_cmd::START | dma_cmd::TO_RAM,
             )
         })
         .and_then(|_| {

@@ -186,7 +186,9 @@ impl<B: VfioBackend> MappedBar<B> {
         let mut value = T::default();
         self.backend
             .region_read(self.index, offset, value.as_mut_slice())
-            .map_err(|source| self.io_error("read", offset, width, source))?;
+            .map_err(|source| {
+                AssignError::region_io(self.address, self.index, "read", offset, width, source)
+            })?;
         Ok(value)
     }
 
@@ -202,7 +204,9 @@ impl<B: VfioBackend> MappedBar<B> {
         }
         self.backend
             .region_write(self.index, offset, value.as_slice())
-            .map_err(|source| self.io_error("write", offset, width, source))
+            .map_err(|source| {
+                AssignError::region_io(self.address, self.index, "write", offset, width, source)
+            })
     }
 
     fn check_access(&self, offset: u64, width: u64) -> Result<()> {
@@ -234,23 +238,6 @@ impl<B: VfioBackend> MappedBar<B> {
             // `wrapping_add` stays in bounds here: `within + len <= mapping.len()`.
             (end <= mapping.len() as u64).then(|| mapping.as_ptr().wrapping_add(within as usize))
         })
-    }
-
-    fn io_error(
-        &self,
-        op: &'static str,
-        offset: u64,
-        len: usize,
-        source: std::io::Error,
-    ) -> AssignError {
-        AssignError::RegionIo {
-            address: self.address,
-            index: self.index,
-            op,
-            offset,
-            len: len as u64,
-            source,
-        }
     }
 }
 

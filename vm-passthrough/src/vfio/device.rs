@@ -65,7 +65,9 @@ impl<B: VfioBackend> AssignedDevice<B> {
         }
         self.backend
             .region_read(index, offset, buf)
-            .map_err(|source| self.region_io(index, "read", offset, buf.len(), source))
+            .map_err(|source| {
+                AssignError::region_io(self.address, index, "read", offset, buf.len(), source)
+            })
     }
 
     /// Writes `data` at `offset` of region `index` through the device file.
@@ -76,7 +78,9 @@ impl<B: VfioBackend> AssignedDevice<B> {
         }
         self.backend
             .region_write(index, offset, data)
-            .map_err(|source| self.region_io(index, "write", offset, data.len(), source))
+            .map_err(|source| {
+                AssignError::region_io(self.address, index, "write", offset, data.len(), source)
+            })
     }
 
     /// Resets the device with `VFIO_DEVICE_RESET`.
@@ -117,24 +121,6 @@ impl<B: VfioBackend> AssignedDevice<B> {
             address: self.address,
             index,
             access,
-        }
-    }
-
-    fn region_io(
-        &self,
-        index: u32,
-        op: &'static str,
-        offset: u64,
-        len: usize,
-        source: std::io::Error,
-    ) -> AssignError {
-        AssignError::RegionIo {
-            address: self.address,
-            index,
-            op,
-            offset,
-            len: len as u64,
-            source,
         }
     }
 }

@@ -239,5 +239,27 @@ pub enum AssignError {
     },
 }
 
+impl AssignError {
+    /// [`AssignError::RegionIo`]: `op` (`"read"`/`"write"`) of `len` bytes at `offset` of
+    /// region `index` of device `address` failed with `source`.
+    pub(crate) fn region_io(
+        address: PciAddress,
+        index: u32,
+        op: &'static str,
+        offset: u64,
+        len: usize,
+        source: io::Error,
+    ) -> Self {
+        AssignError::RegionIo {
+            address,
+            index,
+            op,
+            offset,
+            len: len as u64,
+            source,
+        }
+    }
+}
+
 /// Result of the assignment API.
 pub type Result<T> = std::result::Result<T, AssignError>;

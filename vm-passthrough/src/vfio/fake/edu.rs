@@ -1,22 +1,15 @@
-//! QEMU's `edu` teaching device (docs/specs/edu.rst in QEMU), register for register: its ID,
-//! liveness and factorial registers, interrupt raise/acknowledge, and its DMA engine that
-//! copies between RAM (through the IOMMU) and a 4 KiB buffer inside the device.
+//! QEMU's `edu` teaching device (docs/specs/edu.rst in QEMU).
+//!
+//! Its register map is public: it is the one definition that drivers of edu use, the fake's
+//! tests here and the real-kernel VFIO suite (`tests/vfio-edu`) alike. The emulation behind it
+//! follows QEMU register for register: the ID, liveness and factorial registers, interrupt
+//! raise/acknowledge, and the DMA engine that copies between RAM (through the IOMMU) and a
+//! 4 KiB buffer inside the device.
 
-/// What the device can do on its PCI bus: DMA (through bus mastering and the IOMMU) and
-/// asserting/deasserting its interrupt.
-pub(crate) trait DeviceBus {
-    /// Reads guest memory at `iova`; `false` if the transfer was blocked (fault recorded).
-    fn dma_read(&mut self, iova: u64, buf: &mut [u8]) -> bool;
-    /// Writes guest memory at `iova`; `false` if the transfer was blocked (fault recorded).
-    fn dma_write(&mut self, iova: u64, data: &[u8]) -> bool;
-    /// Signals the device's interrupt (MSI message or INTx assertion).
-    fn raise_irq(&mut self);
-    /// Deasserts INTx once nothing is pending.
-    fn lower_irq(&mut self);
-    /// Records a DMA the device itself refused (QEMU aborts the whole VM here).
-    fn device_error(&mut self, addr: u64, len: u64);
-}
-
+/// edu's PCI vendor ID.
+pub const EDU_VENDOR_ID: u16 = 0x1234;
+/// edu's PCI device ID.
+pub const EDU_DEVICE_ID: u16 = 0x11e8;
 /// Size of BAR0.
 pub(crate) const BAR0_SIZE: u64 = 1 << 20;
 /// Value of the identification register: version 1.0, "ed".
@@ -29,7 +22,7 @@ pub mod reg {
     pub const LIVENESS: u64 = 0x04;
     /// Factorial: a written n reads back as n! (32-bit, wrapping).
     pub const FACTORIAL: u64 = 0x08;
-    /// Status: bit 0 factorial busy (RO), bit 7 raise interrupt 0x1 after a factorial.
+    /// Status; bits in [`super::status`].
     pub const STATUS: u64 = 0x20;
     /// Interrupt status (RO): the OR of all raised, unacknowledged values.
     pub const IRQ_STATUS: u64 = 0x24;
@@ -43,11 +36,17 @@ pub mod reg {
     pub const DMA_DST: u64 = 0x88;
     /// DMA transfer length.
     pub const DMA_COUNT: u64 = 0x90;
-    /// DMA command: bit 0 start (clears when done), bit 1 direction (1 = device to RAM),
-    /// bit 2 raise interrupt 0x100 when done.
+    /// DMA command; bits in [`super::dma_cmd`].
     pub const DMA_CMD: u64 = 0x98;
 }
-/// DMA command bits.
+/// Bits of the STATUS register.
+pub mod status {
+    /// The factorial is being computed (RO; the fake computes at once, so never set there).
+    pub const COMPUTING: u32 = 0x01;
+    /// Raise interrupt [`super::FACTORIAL_IRQ`] after each factorial.
+    pub const IRQ_FACTORIAL: u32 = 0x80;
+}
+/// Bits of the DMA command register.
 pub mod dma_cmd {
     /// Start the transfer; reads back set while it runs.
     pub const START: u64 = 0x1;
@@ -64,9 +63,23 @@ pub const DMA_BUFFER_SIZE: u64 = 4096;
 pub const DMA_IRQ: u32 = 0x100;
 /// Interrupt status value of a completed factorial (when enabled in STATUS).
 pub const FACTORIAL_IRQ: u32 = 0x1;
-const STATUS_IRQ_FACTORIAL: u32 = 0x80;
 /// edu's DMA mask: RAM addresses are truncated to 28 bits.
 pub const DMA_MASK: u64 = (1 << 28) - 1;
+
+/// What the device can do on its PCI bus: DMA (through bus mastering and the IOMMU) and
+/// asserting/deasserting its interrupt.
+pub(crate) trait DeviceBus {
+    /// Reads guest memory at `iova`; `false` if the transfer was blocked (fault recorded).
+    fn dma_read(&mut self, iova: u64, buf: &mut [u8]) -> bool;
+    /// Writes guest memory at `iova`; `false` if the transfer was blocked (fault recorded).
+    fn dma_write(&mut self, iova: u64, data: &[u8]) -> bool;
+    /// Signals the device's interrupt (MSI message or INTx assertion).
+    fn raise_irq(&mut self);
+    /// Deasserts INTx once nothing is pending.
+    fn lower_irq(&mut self);
+    /// Records a DMA the device itself refused (QEMU aborts the whole VM here).
+    fn device_error(&mut self, addr: u64, len: u64);
+}
 
 /// The device's registers and DMA buffer.
 pub(crate) struct Edu {
@@ -136,11 +149,11 @@ impl Edu {
             reg::FACTORIAL => {
                 // Computed at once, so the busy bit is never seen set.
                 self.factorial = (1..=value32).fold(1u32, |acc, n| acc.wrapping_mul(n));
-                if self.status & STATUS_IRQ_FACTORIAL != 0 {
+                if self.status & status::IRQ_FACTORIAL != 0 {
                     self.raise(FACTORIAL_IRQ, bus);
                 }
             }
-            reg::STATUS => self.status = value32 & STATUS_IRQ_FACTORIAL,
+            reg::STATUS => self.status = value32 & status::IRQ_FACTORIAL,
             reg::IRQ_RAISE => self.raise(value32, bus),
             reg::IRQ_ACK => {
                 self.irq_status &= !value32;

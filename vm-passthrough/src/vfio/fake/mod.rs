@@ -1,7 +1,7 @@
 //! A fake VFIO backend: QEMU's `edu` device behind an IOMMU, both emulated in process.
 //!
 //! It is a real implementation of [`VfioBackend`], not a stub:
-//! - BAR0 holds edu's registers (ID, liveness, factorial, interrupt raise/ack, DMA engine). It
+//! - BAR0 holds edu's registers ([`edu`]: ID, liveness, factorial, interrupt raise/ack, DMA). It
 //!   is reported without the mmap flag so that every access is trapped and takes effect at once
 //!   (a trapped BAR is also what VFIO gives for BARs it will not map).
 //! - DMA goes through a fake IOMMU that translates only currently mapped IOVAs, with the
@@ -14,7 +14,7 @@
 //!   mmappable 64 KiB BAR2 backed by shared memory, with or without a sparse-mmap capability.
 //! - Reset is either unsupported (like the real edu) or restores the power-on state.
 
-mod edu;
+pub mod edu;
 mod iommu;
 
 use std::fs::File;
@@ -30,10 +30,7 @@ use vfio_bindings::bindings::vfio::{
 };
 use vmm_sys_util::eventfd::EventFd;
 
-pub use edu::{
-    dma_cmd, reg, DMA_BUFFER_ADDR, DMA_BUFFER_SIZE, DMA_IRQ, DMA_MASK, EDU_ID, FACTORIAL_IRQ,
-};
-use edu::{DeviceBus, Edu, BAR0_SIZE};
+use edu::{DeviceBus, Edu, BAR0_SIZE, EDU_DEVICE_ID, EDU_VENDOR_ID};
 use iommu::FakeIommu;
 
 use crate::vfio::backend::{
@@ -42,10 +39,6 @@ use crate::vfio::backend::{
 };
 use crate::vfio::config::{PCI_COMMAND, PCI_COMMAND_MASTER};
 
-/// edu's PCI IDs.
-pub const EDU_VENDOR_ID: u16 = 0x1234;
-/// edu's PCI device ID.
-pub const EDU_DEVICE_ID: u16 = 0x11e8;
 /// Region index of the optional MSI-X BAR.
 pub const MSIX_BAR_REGION_INDEX: u32 = BAR0_REGION_INDEX + 2;
 /// Size of the optional MSI-X BAR.
@@ -343,11 +336,19 @@ impl FakeVfio {
         }
     }
 
-    fn note_msix_access(&self, state: &mut FakeState, offset: u64, len: usize) {
+    /// The MSI-X BAR's backing memory, for a trapped access of `len` bytes at `offset`; counts
+    /// the access when it touches the MSI-X table or PBA.
+    fn trapped_msix_bar(
+        &self,
+        state: &mut FakeState,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<&File> {
         let msix_end = MSIX_PBA_OFFSET + 8;
         if offset < msix_end && offset + len as u64 > MSIX_TABLE_OFFSET {
             state.msix_table_traps += 1;
         }
+        self.msix_bar.as_ref().ok_or_else(|| errno(libc::EINVAL))
     }
 }
 
@@ -444,13 +445,9 @@ impl VfioBackend for FakeVfio {
             CONFIG_REGION_INDEX => {
                 buf.copy_from_slice(&state.config[offset as usize..offset as usize + buf.len()])
             }
-            MSIX_BAR_REGION_INDEX => {
-                self.note_msix_access(&mut state, offset, buf.len());
-                self.msix_bar
-                    .as_ref()
-                    .ok_or_else(|| errno(libc::EINVAL))?
-                    .read_exact_at(buf, offset)?;
-            }
+            MSIX_BAR_REGION_INDEX => self
+                .trapped_msix_bar(&mut state, offset, buf.len())?
+                .read_exact_at(buf, offset)?,
             _ => return Err(errno(libc::EINVAL)),
         }
         Ok(())
@@ -468,13 +465,9 @@ impl VfioBackend for FakeVfio {
                 edu.mmio_write(offset, data.len(), u64::from_le_bytes(value), &mut bus);
             }
             CONFIG_REGION_INDEX => state.config_write(offset as usize, data),
-            MSIX_BAR_REGION_INDEX => {
-                self.note_msix_access(&mut state, offset, data.len());
-                self.msix_bar
-                    .as_ref()
-                    .ok_or_else(|| errno(libc::EINVAL))?
-                    .write_all_at(data, offset)?;
-            }
+            MSIX_BAR_REGION_INDEX => self
+                .trapped_msix_bar(&mut state, offset, data.len())?
+                .write_all_at(data, offset)?,
             _ => return Err(errno(libc::EINVAL)),
         }
         Ok(())

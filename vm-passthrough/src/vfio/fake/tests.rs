@@ -4,6 +4,7 @@ use pcie::PciAddress;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
+use super::edu::{dma_cmd, reg, DMA_BUFFER_ADDR, DMA_IRQ, EDU_ID};
 use super::*;
 use crate::vfio::{AssignError, AssignedDevice, IrqKind, MappedBar};
 
@@ -29,6 +30,17 @@ fn pattern() -> Vec<u8> {
     (0..DMA_LEN).map(|i| (i * 7 + 3) as u8).collect()
 }
 
+/// edu with bus mastering on, and guest memory holding [`pattern`] at `RAM_BASE`.
+fn edu_with_pattern_in_ram() -> (AssignedDevice<FakeVfio>, GuestMemoryMmap) {
+    let dev = edu();
+    dev.enable_bus_master().unwrap();
+    let memory = guest_memory();
+    memory
+        .write_slice(&pattern(), GuestAddress(RAM_BASE))
+        .unwrap();
+    (dev, memory)
+}
+
 /// Runs one edu DMA and waits for START to clear, as a driver would.
 fn run_dma(bar: &MappedBar<FakeVfio>, src: u64, dst: u64, len: u64, cmd: u64) {
     bar.write_u64(reg::DMA_SRC, src).unwrap();
@@ -39,6 +51,34 @@ fn run_dma(bar: &MappedBar<FakeVfio>, src: u64, dst: u64, len: u64, cmd: u64) {
         bar.read_u64(reg::DMA_CMD).unwrap() & dma_cmd::START,
         0,
         "DMA still running"
+    );
+}
+
+/// Fills `len` bytes of `memory` at `gpa` with `fill`, has the device DMA its buffer there, and
+/// asserts that the memory still holds `fill` everywhere: the transfer was blocked.
+fn assert_dma_to_ram_blocked(
+    bar: &MappedBar<FakeVfio>,
+    memory: &GuestMemoryMmap,
+    gpa: u64,
+    len: usize,
+    fill: u8,
+) {
+    memory
+        .write_slice(&vec![fill; len], GuestAddress(gpa))
+        .unwrap();
+    run_dma(
+        bar,
+        DMA_BUFFER_ADDR,
+        gpa,
+        len as u64,
+        dma_cmd::START | dma_cmd::TO_RAM,
+    );
+    let mut after = vec![0u8; len];
+    memory.read_slice(&mut after, GuestAddress(gpa)).unwrap();
+    assert_eq!(
+        after,
+        vec![fill; len],
+        "DMA landed in memory it must not reach"
     );
 }
 
@@ -122,12 +162,7 @@ fn config_space_identifies_edu_and_enables_bus_master() {
 
 #[test]
 fn dma_round_trip_through_guest_memory() {
-    let dev = edu();
-    dev.enable_bus_master().unwrap();
-    let memory = guest_memory();
-    memory
-        .write_slice(&pattern(), GuestAddress(RAM_BASE))
-        .unwrap();
+    let (dev, memory) = edu_with_pattern_in_ram();
     let mappings = dev.map_guest_memory(&memory).unwrap();
     assert_eq!(
         mappings.ranges(),
@@ -166,12 +201,7 @@ fn dma_round_trip_through_guest_memory() {
 
 #[test]
 fn dma_after_unmap_is_blocked_by_the_iommu() {
-    let dev = edu();
-    dev.enable_bus_master().unwrap();
-    let memory = guest_memory();
-    memory
-        .write_slice(&pattern(), GuestAddress(RAM_BASE))
-        .unwrap();
+    let (dev, memory) = edu_with_pattern_in_ram();
     let bar = dev.map_bar(0).unwrap();
     let mappings = dev.map_guest_memory(&memory).unwrap();
     run_dma(
@@ -185,19 +215,7 @@ fn dma_after_unmap_is_blocked_by_the_iommu() {
     assert!(dev.backend().iommu_mappings().is_empty());
 
     let target = RAM_BASE + 0x1000;
-    memory
-        .write_slice(&[0xaa; 256], GuestAddress(target))
-        .unwrap();
-    run_dma(
-        &bar,
-        DMA_BUFFER_ADDR,
-        target,
-        256,
-        dma_cmd::START | dma_cmd::TO_RAM,
-    );
-    let mut after = [0u8; 256];
-    memory.read_slice(&mut after, GuestAddress(target)).unwrap();
-    assert_eq!(after, [0xaa; 256], "DMA landed in unmapped memory");
+    assert_dma_to_ram_blocked(&bar, &memory, target, 256, 0xaa);
     assert_eq!(
         dev.backend().dma_faults(),
         vec![DmaFault::IommuUnmapped {
@@ -241,22 +259,8 @@ fn dma_without_bus_master_is_blocked() {
     let dev = edu();
     let memory = guest_memory();
     let _mappings = dev.map_guest_memory(&memory).unwrap();
-    memory
-        .write_slice(&[0x55; 64], GuestAddress(RAM_BASE))
-        .unwrap();
     let bar = dev.map_bar(0).unwrap();
-    run_dma(
-        &bar,
-        DMA_BUFFER_ADDR,
-        RAM_BASE,
-        64,
-        dma_cmd::START | dma_cmd::TO_RAM,
-    );
-    let mut after = [0u8; 64];
-    memory
-        .read_slice(&mut after, GuestAddress(RAM_BASE))
-        .unwrap();
-    assert_eq!(after, [0x55; 64]);
+    assert_dma_to_ram_blocked(&bar, &memory, RAM_BASE, 64, 0x55);
     assert_eq!(
         dev.backend().dma_faults(),
         vec![DmaFault::BusMasterDisabled]
