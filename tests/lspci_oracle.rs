@@ -119,7 +119,7 @@ fn compare_details(root: &Path, ours: &[pcie::PciDevice]) -> Vec<String> {
 /// lspci's size notation: the largest unit that divides exactly.
 fn lspci_size(mut size: u64) -> String {
     let mut unit = 0;
-    while unit < 4 && size % 1024 == 0 {
+    while unit < 4 && size.is_multiple_of(1024) {
         size /= 1024;
         unit += 1;
     }

@@ -93,7 +93,7 @@ pub fn format_size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes;
     let mut unit = 0;
-    while unit + 1 < UNITS.len() && value >= 1024 && value % 1024 == 0 {
+    while unit + 1 < UNITS.len() && value >= 1024 && value.is_multiple_of(1024) {
         value /= 1024;
         unit += 1;
     }

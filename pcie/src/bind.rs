@@ -248,6 +248,7 @@ pub fn bind(
     plan: &BindPlan,
     state_dir: &Path,
 ) -> Result<BindRecord, BindError> {
+    let _lock = lock_state_dir(state_dir)?;
     let sysfs = host.sysfs();
     let mut record = BindRecord {
         device: plan.device,
@@ -441,6 +442,7 @@ pub fn unbind(
     address: PciAddress,
     state_dir: &Path,
 ) -> Result<BindRecord, BindError> {
+    let _lock = lock_state_dir(state_dir)?;
     let (path, record) = find_record(state_dir, address)?;
     let failures = restore(host, kernel, &record);
     if !failures.is_empty() {
@@ -452,6 +454,25 @@ pub fn unbind(
     }
     fs::remove_file(&path).map_err(|source| BindError::State { path, source })?;
     Ok(record)
+}
+
+/// Serialises binds and unbinds on one host: two at once could each record the
+/// other's vfio-pci as an "original" driver. Released when the file is dropped.
+fn lock_state_dir(state_dir: &Path) -> Result<fs::File, BindError> {
+    let path = state_dir.join("lock");
+    let state_error = |source| BindError::State {
+        path: path.clone(),
+        source,
+    };
+    fs::create_dir_all(state_dir).map_err(state_error)?;
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(state_error)?;
+    file.lock().map_err(state_error)?;
+    Ok(file)
 }
 
 pub fn record_path(state_dir: &Path, device: PciAddress) -> PathBuf {

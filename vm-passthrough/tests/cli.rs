@@ -11,6 +11,11 @@ fn fixture(host: &str) -> PathBuf {
         .join(host)
 }
 
+/// A state directory no test binds into: binds here are dry runs or refusals.
+fn state_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vmgpu-cli-state")
+}
+
 fn vmgpu(host: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vmgpu"))
         .arg("--sysfs")
@@ -18,7 +23,7 @@ fn vmgpu(host: &str, args: &[&str]) -> Output {
         .args(args)
         .env_remove("VMGPU_SYSFS")
         .env_remove("VMGPU_MODULES")
-        .env("VMGPU_STATE_DIR", "/nonexistent/vmgpu-test-state")
+        .env("VMGPU_STATE_DIR", state_dir())
         .output()
         .unwrap()
 }
@@ -270,7 +275,7 @@ fn unbind_without_record_names_device_and_state_dir() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("0000:01:00.0") && err.contains("/nonexistent/vmgpu-test-state"),
+        err.contains("0000:01:00.0") && err.contains(state_dir().to_str().unwrap()),
         "{err}"
     );
 }

@@ -210,7 +210,7 @@ impl<B: VfioBackend> MappedBar<B> {
     }
 
     fn check_access(&self, offset: u64, width: u64) -> Result<()> {
-        if offset % width != 0 {
+        if !offset.is_multiple_of(width) {
             return Err(AssignError::MisalignedAccess {
                 address: self.address,
                 index: self.index,

@@ -43,8 +43,8 @@ impl FakeIommu {
     ) -> io::Result<()> {
         let end = iova.checked_add(size).ok_or_else(|| errno(libc::EINVAL))?;
         if size == 0
-            || iova % IOMMU_PAGE_SIZE != 0
-            || size % IOMMU_PAGE_SIZE != 0
+            || !iova.is_multiple_of(IOMMU_PAGE_SIZE)
+            || !size.is_multiple_of(IOMMU_PAGE_SIZE)
             || host_addr.is_null()
         {
             return Err(errno(libc::EINVAL));

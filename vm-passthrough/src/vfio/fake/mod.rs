@@ -478,7 +478,7 @@ impl VfioBackend for FakeVfio {
         let (Some(file), Some(info)) = (&self.msix_bar, self.region_info(index)) else {
             return Err(errno(libc::EINVAL));
         };
-        if !info.flags.mmap || offset % 4096 != 0 {
+        if !info.flags.mmap || !offset.is_multiple_of(4096) {
             return Err(errno(libc::EINVAL));
         }
         if let Some(areas) = &info.sparse_mmap {
