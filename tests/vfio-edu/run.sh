@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-kernel VFIO suite: boots Debian's kernel under QEMU (TCG, q35 + emulated Intel IOMMU +
-# QEMU's `edu` device) with an initramfs holding busybox, `vmgpu` and `vfio-edu-guest`, which
-# drive edu through vfio-pci (see init.sh and guest.rs).
+# two of QEMU's `edu` devices behind one PCIe-to-PCI bridge, hence in one IOMMU group) with an
+# initramfs holding busybox, `vmgpu` and `vfio-edu-guest`, which drive both edus through
+# vfio-pci in one KVM-registered VFIO container (see init.sh and guest.rs).
 #
 # Prints the guest's PASS/FAIL lines and, as its last line, `N passed, M failed`.
 # Exit status 0 iff every check passed. Never skips: a missing prerequisite is a failure.
@@ -107,9 +108,11 @@ queue_module() {
   done
   load_order+=("$rel")
 }
-# vfio_iommu_type1 (and what it needs) is loaded by /init; vfio-pci is left for
-# `vmgpu bind` to load through modprobe, as it would on a host.
+# vfio_iommu_type1 (and what it needs) and KVM are loaded by /init (TCG's `-cpu max` is an AMD
+# CPU with SVM, so kvm_amd gives the guest a /dev/kvm for the KVM VFIO device); vfio-pci is left
+# for `vmgpu bind` to load through modprobe, as it would on a host.
 queue_module vfio_iommu_type1
+queue_module kvm_amd
 preload=${#load_order[@]}
 queue_module vfio-pci
 guest_moddir=$initrd/lib/modules/$kver
@@ -135,9 +138,10 @@ boot_start=$EPOCHREALTIME
 set +e
 timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -machine q35 -m 512 -smp 2 \
   -nodefaults -display none -no-reboot -serial stdio \
-  -device intel-iommu,intremap=on,caching-mode=on -device edu \
+  -device intel-iommu,intremap=on,caching-mode=on \
+  -device pcie-pci-bridge,id=br0,bus=pcie.0 -device edu,bus=br0,addr=1 -device edu,bus=br0,addr=2 \
   -kernel "$kimage" -initrd "$cache/initramfs.gz" \
-  -append "console=ttyS0 intel_iommu=on iommu=pt panic=-1 loglevel=3" </dev/null 2>&1 |
+  -append "console=ttyS0 intel_iommu=on iommu=pt panic=-1 softlockup_panic=1 loglevel=3" </dev/null 2>&1 |
   while IFS= read -r line; do # timestamped as the lines arrive (no buffering filter in between)
     printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"
   done >"$log"
@@ -157,6 +161,8 @@ if ! grep -qE ' vfio-edu: [0-9]+ passed, [0-9]+ failed$' "$log"; then
 fi
 if ! grep -q ' GUEST: done' "$log"; then
   echo "FAIL guest_finished: the guest did not finish (qemu exit $qemu_rc, 124 = timeout)"
+  # A kernel stall panics the guest (softlockup_panic=1): show where it was stuck.
+  sed 's/^[^ ]* //' "$log" | grep -m1 -A45 -E 'BUG: soft lockup|Kernel panic' | sed 's/^/  | /' || true
   failed=$((failed + 1))
 fi
 init_at=$(awk '/ GUEST: init started/ { print $1; exit }' "$log")

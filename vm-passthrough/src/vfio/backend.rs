@@ -1,15 +1,20 @@
-//! The VFIO boundary: the ioctl-level operations the assignment code needs, as a trait.
+//! The VFIO boundary: the ioctl-level operations the assignment code needs, as two traits —
+//! [`VfioBackend`] for one device, [`DmaBackend`] for the IOMMU domain of the container the
+//! devices are opened in.
 //!
-//! [`crate::vfio::KernelVfio`] implements it with the kernel's VFIO; the `fake` module implements
-//! it with an emulated device behind an emulated IOMMU, so the same [`crate::vfio::AssignedDevice`]
-//! code runs against both. Errors at this boundary are plain [`std::io::Error`]s because every
-//! operation is one system call that fails with an errno; the assignment layer adds the context
-//! (BDF, region index, IOVA) when it turns them into [`crate::vfio::AssignError`].
+//! [`crate::vfio::KernelVfio`] and [`crate::vfio::KernelDma`] implement them with the kernel's
+//! VFIO; the `fake` module implements them with emulated devices behind one emulated IOMMU, so
+//! the same [`crate::vfio::AssignedDevice`] and [`Container`] code runs against both. Errors at
+//! this boundary are plain [`std::io::Error`]s because every operation is one system call that
+//! fails with an errno; the assignment layer adds the context (BDF, group, region index, IOVA)
+//! when it turns them into [`crate::vfio::AssignError`].
 
 use std::io;
 use std::ptr::NonNull;
 
 use vmm_sys_util::eventfd::EventFd;
+
+use crate::vfio::container::Container;
 
 /// VFIO region index of BAR 0; BAR n is `BAR0_REGION_INDEX + n`.
 pub const BAR0_REGION_INDEX: u32 = vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
@@ -159,12 +164,37 @@ impl Drop for MmapArea {
     }
 }
 
-/// The ioctl-level VFIO operations on one device and the IOMMU domain it is attached to.
+/// The IOMMU domain of a VFIO container: DMA map/unmap of host memory at IOVAs, shared by every
+/// device opened in the container (a legacy VFIO container with the type1 IOMMU, an iommufd IOAS,
+/// or the fake's IOMMU).
+///
+/// Implementations must keep the semantics of the kernel interface: DMA map refuses overlapping
+/// IOVA ranges (`EEXIST`) and DMA unmap removes whole mappings.
+pub trait DmaBackend: Send + Sync + 'static {
+    /// Maps `[host_addr, host_addr + size)` for device DMA at `[iova, iova + size)`.
+    ///
+    /// # Safety
+    ///
+    /// The host range must stay allocated until it is unmapped with [`Self::dma_unmap`], and
+    /// while it is mapped no Rust reference to it may exist: the devices read and write it at
+    /// any time, so it may only be accessed through raw pointers / volatile operations.
+    unsafe fn dma_map(&self, iova: u64, size: u64, host_addr: *mut u8) -> io::Result<()>;
+    /// Removes the mapping(s) that exactly cover `[iova, iova + size)`.
+    fn dma_unmap(&self, iova: u64, size: u64) -> io::Result<()>;
+}
+
+/// The ioctl-level VFIO operations on one device, opened in a [`Container`] whose
+/// [`DmaBackend`] its DMA goes through.
 ///
 /// Implementations must keep the semantics of the kernel interface: region accesses are bounded
-/// by the region, DMA map refuses overlapping IOVA ranges (`EEXIST`), DMA unmap removes whole
-/// mappings, and an interrupt index only signals the eventfds most recently set for it.
-pub trait VfioBackend: Send + Sync {
+/// by the region, and an interrupt index only signals the eventfds most recently set for it.
+/// A backend joins its container ([`Container::join`]) before it touches the device and holds the
+/// returned [`crate::vfio::ContainerSlot`] until it is dropped.
+pub trait VfioBackend: Send + Sync + 'static {
+    /// The IOMMU interface of the container the device is open in.
+    type Dma: DmaBackend;
+    /// The container the device is open in.
+    fn container(&self) -> &Container<Self::Dma>;
     /// `VFIO_DEVICE_GET_INFO`.
     fn device_info(&self) -> DeviceInfo;
     /// `VFIO_DEVICE_GET_REGION_INFO`; `None` when the device has no region `index`.
@@ -185,14 +215,4 @@ pub trait VfioBackend: Send + Sync {
     fn irq_unmask(&self, index: u32) -> io::Result<()>;
     /// `VFIO_DEVICE_RESET`.
     fn reset(&self) -> io::Result<()>;
-    /// Maps `[host_addr, host_addr + size)` for device DMA at `[iova, iova + size)`.
-    ///
-    /// # Safety
-    ///
-    /// The host range must stay allocated until it is unmapped with [`Self::dma_unmap`], and
-    /// while it is mapped no Rust reference to it may exist: the device reads and writes it at
-    /// any time, so it may only be accessed through raw pointers / volatile operations.
-    unsafe fn dma_map(&self, iova: u64, size: u64, host_addr: *mut u8) -> io::Result<()>;
-    /// Removes the mapping(s) that exactly cover `[iova, iova + size)`.
-    fn dma_unmap(&self, iova: u64, size: u64) -> io::Result<()>;
 }

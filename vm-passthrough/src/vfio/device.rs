@@ -6,13 +6,15 @@ use std::sync::Arc;
 use pcie::PciAddress;
 
 use crate::vfio::backend::{DeviceInfo, RegionInfo, VfioBackend};
+use crate::vfio::container::Container;
 use crate::vfio::error::{AssignError, Result};
 
 /// A PCI function assigned through VFIO, driven by a [`VfioBackend`] (the kernel's VFIO in
-/// production, an emulated device in tests).
+/// production, an emulated device in tests), open in a [`Container`].
 ///
-/// Mappings made from it ([`crate::vfio::MappedBar`], [`crate::vfio::DmaMappings`]) share the
-/// backend, so the device file stays open until the last of them is gone.
+/// Mappings made from it ([`crate::vfio::MappedBar`]) and the DMA mappings of its container made
+/// while it is open ([`crate::vfio::DmaMappings`]) share the backend, so the device file stays
+/// open until the last of them is gone.
 pub struct AssignedDevice<B: VfioBackend> {
     pub(crate) address: PciAddress,
     pub(crate) backend: Arc<B>,
@@ -20,15 +22,25 @@ pub struct AssignedDevice<B: VfioBackend> {
 }
 
 impl<B: VfioBackend> AssignedDevice<B> {
-    /// Wraps an already opened backend; `address` names the device in errors and logs.
+    /// Wraps an already opened backend, which joined its container at `address`; `address`
+    /// names the device in errors and logs.
     pub fn new(address: PciAddress, backend: B) -> Self {
         let info = backend.device_info();
         log::debug!("{address}: assigned, {info:?}");
+        let backend = Arc::new(backend);
+        let handle: std::sync::Weak<B> = Arc::downgrade(&backend);
+        backend.container().set_device(address, handle);
         AssignedDevice {
             address,
-            backend: Arc::new(backend),
+            backend,
             info,
         }
+    }
+
+    /// The container the device is open in: its DMA mappings
+    /// ([`Container::map_guest_memory`]) are those of every device in it.
+    pub fn container(&self) -> &Container<B::Dma> {
+        self.backend.container()
     }
 
     /// The device's PCI address.

@@ -1,16 +1,17 @@
 //! Guest memory made reachable by device DMA: each region of a [`GuestMemoryMmap`] is mapped in
-//! the IOMMU at IOVA = guest physical address, tracked, and unmapped explicitly or on drop.
+//! the IOMMU domain of a [`Container`] at IOVA = guest physical address, for every device in the
+//! container at once, tracked, and unmapped explicitly or on drop.
 
+use std::any::Any;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use pcie::PciAddress;
 use vm_memory::{
     Address, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress,
 };
 
-use crate::vfio::backend::VfioBackend;
-use crate::vfio::device::AssignedDevice;
+use crate::vfio::backend::DmaBackend;
+use crate::vfio::container::Container;
 use crate::vfio::error::{AssignError, Result};
 
 /// One IOVA range mapped for DMA.
@@ -22,29 +23,41 @@ pub struct DmaRange {
     pub size: u64,
 }
 
-/// The IOMMU mappings of one guest memory. Dropping it unmaps whatever is still mapped.
+/// The IOMMU mappings of one guest memory in one container, used by every device in it.
+/// Dropping it unmaps whatever is still mapped.
 ///
 /// It holds a clone of the guest memory (the regions are reference counted), so the host
-/// memory the device may DMA into cannot be freed while it is still mapped.
-pub struct DmaMappings<B: VfioBackend> {
-    address: PciAddress,
-    backend: Arc<B>,
+/// memory the devices may DMA into cannot be freed while it is still mapped. It also keeps the
+/// devices that were open in the container when it was made open (their files stay open until
+/// it is gone), because the kernel tears the IOMMU domain down with the last group that leaves
+/// the container, and the mappings must be removed from it first.
+pub struct DmaMappings<D: DmaBackend> {
+    container: Container<D>,
     mapped: Vec<DmaRange>,
     // Released in `Drop::drop` only once nothing is mapped any more.
     memory: ManuallyDrop<GuestMemoryMmap>,
+    // Dropped after `Drop::drop` has unmapped everything.
+    _devices: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
-impl<B: VfioBackend> AssignedDevice<B> {
-    /// Maps every region of `memory` for DMA at IOVA = guest physical address.
+impl<D: DmaBackend> Container<D> {
+    /// Maps every region of `memory` for DMA at IOVA = guest physical address, once for all the
+    /// devices of the container (and any opened in it later).
     ///
-    /// All or nothing: if one region fails (overlap with an existing mapping → `EEXIST`, ...),
-    /// the regions mapped so far are unmapped again and the error names the failing range.
-    pub fn map_guest_memory(&self, memory: &GuestMemoryMmap) -> Result<DmaMappings<B>> {
+    /// Fails with [`AssignError::EmptyContainer`] before any device is open in the container
+    /// (VFIO sets the IOMMU up when the first group joins). All or nothing: if one region fails
+    /// (overlap with an existing mapping → `EEXIST`, ...), the regions mapped so far are unmapped
+    /// again and the error names the container and the failing range.
+    pub fn map_guest_memory(&self, memory: &GuestMemoryMmap) -> Result<DmaMappings<D>> {
+        let devices = self.open_devices();
+        if devices.is_empty() {
+            return Err(AssignError::EmptyContainer);
+        }
         let mut mappings = DmaMappings {
-            address: self.address,
-            backend: Arc::clone(&self.backend),
+            container: self.clone(),
             mapped: Vec::new(),
             memory: ManuallyDrop::new(memory.clone()),
+            _devices: devices,
         };
         for region in memory.iter() {
             let iova = region.start_addr().raw_value();
@@ -52,7 +65,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             let host_addr = region
                 .get_host_address(MemoryRegionAddress(0))
                 .map_err(|source| AssignError::GuestMemory {
-                    address: self.address,
+                    container: self.members(),
                     gpa: iova,
                     source,
                 })?;
@@ -62,9 +75,9 @@ impl<B: VfioBackend> AssignedDevice<B> {
             // and `DmaMappings::drop` unmaps it from the IOMMU before that clone goes away.
             // vm-memory never hands out Rust references to guest memory (only volatile slices),
             // so device writes cannot alias a live reference.
-            unsafe { self.backend.dma_map(iova, size, host_addr) }.map_err(|source| {
+            unsafe { self.dma_backend().dma_map(iova, size, host_addr) }.map_err(|source| {
                 AssignError::DmaMap {
-                    address: self.address,
+                    container: self.members(),
                     iova,
                     size,
                     source,
@@ -72,7 +85,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
             })?;
             log::debug!(
                 "{}: DMA mapped IOVA {iova:#x} (+{size:#x}) -> {host_addr:p}",
-                self.address
+                self.members()
             );
             mappings.mapped.push(DmaRange { iova, size });
         }
@@ -80,7 +93,12 @@ impl<B: VfioBackend> AssignedDevice<B> {
     }
 }
 
-impl<B: VfioBackend> DmaMappings<B> {
+impl<D: DmaBackend> DmaMappings<D> {
+    /// The container the memory is mapped in.
+    pub fn container(&self) -> &Container<D> {
+        &self.container
+    }
+
     /// The ranges currently mapped.
     pub fn ranges(&self) -> &[DmaRange] {
         &self.mapped
@@ -96,17 +114,21 @@ impl<B: VfioBackend> DmaMappings<B> {
         let mut first_error = None;
         let mut still_mapped = Vec::new();
         for range in std::mem::take(&mut self.mapped) {
-            match self.backend.dma_unmap(range.iova, range.size) {
+            match self
+                .container
+                .dma_backend()
+                .dma_unmap(range.iova, range.size)
+            {
                 Ok(()) => log::debug!(
                     "{}: DMA unmapped IOVA {:#x} (+{:#x})",
-                    self.address,
+                    self.container.members(),
                     range.iova,
                     range.size
                 ),
                 Err(source) => {
                     still_mapped.push(range);
                     first_error.get_or_insert(AssignError::DmaUnmap {
-                        address: self.address,
+                        container: self.container.members(),
                         iova: range.iova,
                         size: range.size,
                         source,
@@ -119,7 +141,7 @@ impl<B: VfioBackend> DmaMappings<B> {
     }
 }
 
-impl<B: VfioBackend> Drop for DmaMappings<B> {
+impl<D: DmaBackend> Drop for DmaMappings<D> {
     fn drop(&mut self) {
         match self.unmap_all() {
             // SAFETY: nothing is mapped any more, so the device can no longer reach the memory

@@ -1,11 +1,13 @@
-//! The error type of the assignment API: every variant names the device by its PCI address and
-//! the resource (region, IOVA range, interrupt kind) involved, and keeps the underlying error
-//! (errno, sysfs error) as its source.
+//! The error type of the assignment API: every variant names the device by its PCI address (and
+//! IOMMU group), or the container by its devices and groups, and the resource (region, IOVA
+//! range, interrupt kind) involved, and keeps the underlying error (errno, sysfs error) as its
+//! source.
 
 use std::io;
 
 use pcie::PciAddress;
 
+use crate::vfio::container::ContainerMembers;
 use crate::vfio::irq::IrqKind;
 
 /// Why an operation on an assigned device failed.
@@ -38,15 +40,74 @@ pub enum AssignError {
         /// The group sysfs reports.
         actual: u32,
     },
-    /// Opening the device through VFIO (container, group or cdev) failed.
-    #[error("{address}: opening the device through VFIO failed: {source}")]
-    Open {
-        /// The device.
-        address: PciAddress,
+    /// Opening a VFIO container (`/dev/vfio/vfio`, or an iommufd and its IOAS) failed.
+    #[error("opening a VFIO container failed: {source}")]
+    Container {
         /// What vfio-ioctls reported.
         #[source]
         source: vfio_ioctls::VfioError,
     },
+    /// Creating the KVM VFIO pseudo-device failed.
+    #[cfg(feature = "kvm")]
+    #[error(
+        "creating the KVM VFIO device (KVM_CREATE_DEVICE, KVM_DEV_TYPE_VFIO) failed: {source}"
+    )]
+    KvmVfioDevice {
+        /// The KVM error (errno).
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    /// The device is open in this container already.
+    #[error(
+        "{address}: already open in this container (IOMMU group {group}); \
+         a device is opened once per container"
+    )]
+    AlreadyOpen {
+        /// The device.
+        address: PciAddress,
+        /// Its IOMMU group.
+        group: u32,
+    },
+    /// The device's IOMMU group is held by another VFIO container or process: the kernel lets a
+    /// group be opened once.
+    #[error(
+        "{address}: IOMMU group {group} is in use by another VFIO container or process \
+         (/dev/vfio/{group}: {source}); open all devices of a group in one container"
+    )]
+    GroupBusy {
+        /// The device.
+        address: PciAddress,
+        /// Its IOMMU group.
+        group: u32,
+        /// The OS error (`EBUSY`).
+        #[source]
+        source: io::Error,
+    },
+    /// Opening the device through VFIO (group or cdev) failed.
+    #[error("{address}: opening the device through VFIO (IOMMU group {group}) failed: {source}")]
+    Open {
+        /// The device.
+        address: PciAddress,
+        /// Its IOMMU group.
+        group: u32,
+        /// What vfio-ioctls reported.
+        #[source]
+        source: vfio_ioctls::VfioError,
+    },
+    /// The fake backend could not set its device up (the memory behind an emulated BAR).
+    #[cfg(any(test, feature = "fake"))]
+    #[error("{address}: setting up the fake device failed: {source}")]
+    FakeSetup {
+        /// The device.
+        address: PciAddress,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Guest memory cannot be mapped in a container without devices: VFIO sets its IOMMU up
+    /// when the first group joins.
+    #[error("no device is open in the VFIO container: open one before mapping guest memory")]
+    EmptyContainer,
     /// `VFIO_DEVICE_GET_INFO` failed.
     #[error("{address}: VFIO_DEVICE_GET_INFO failed: {source}")]
     DeviceInfo {
@@ -143,10 +204,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region could not be mapped for DMA.
-    #[error("{address}: DMA map of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{container}: DMA map of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
     DmaMap {
-        /// The device whose IOMMU domain was targeted.
-        address: PciAddress,
+        /// The container whose IOMMU domain was targeted.
+        container: ContainerMembers,
         /// Start of the IOVA range (= guest physical address).
         iova: u64,
         /// Length of the range.
@@ -156,10 +217,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A DMA mapping could not be removed.
-    #[error("{address}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{container}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
     DmaUnmap {
-        /// The device whose IOMMU domain was targeted.
-        address: PciAddress,
+        /// The container whose IOMMU domain was targeted.
+        container: ContainerMembers,
         /// Start of the IOVA range.
         iova: u64,
         /// Length of the range.
@@ -169,10 +230,10 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region has no host address to map.
-    #[error("{address}: guest memory at {gpa:#x} has no host mapping: {source}")]
+    #[error("{container}: guest memory at {gpa:#x} has no host mapping: {source}")]
     GuestMemory {
-        /// The device.
-        address: PciAddress,
+        /// The container the memory was to be mapped in.
+        container: ContainerMembers,
         /// Guest physical address of the region.
         gpa: u64,
         /// What vm-memory reported.

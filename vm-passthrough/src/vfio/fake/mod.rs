@@ -1,13 +1,18 @@
-//! A fake VFIO backend: QEMU's `edu` device behind an IOMMU, both emulated in process.
+//! A fake VFIO backend: QEMU's `edu` devices behind an IOMMU, all emulated in process.
 //!
-//! It is a real implementation of [`VfioBackend`], not a stub:
+//! It is a real implementation of [`VfioBackend`] and [`DmaBackend`], not a stub:
+//! - A fake container ([`Container::fake`]) is one IOMMU domain ([`FakeDma`]) that any number of
+//!   fake devices open in ([`FakeEduBuilder::open_in`]), like a VFIO container: a mapping made
+//!   once through [`Container::map_guest_memory`] is what every device in it translates through,
+//!   and a device is opened once per container.
 //! - BAR0 holds edu's registers ([`edu`]: ID, liveness, factorial, interrupt raise/ack, DMA). It
 //!   is reported without the mmap flag so that every access is trapped and takes effect at once
 //!   (a trapped BAR is also what VFIO gives for BARs it will not map).
-//! - DMA goes through a fake IOMMU that translates only currently mapped IOVAs, with the
-//!   kernel's type1 rules (`EEXIST` on overlap, `EINVAL` on partial unmap). A transfer to or
-//!   from an unmapped IOVA, or while bus mastering is off, is blocked and logged as a
-//!   [`DmaFault`] — memory is left untouched, as with a real IOMMU fault.
+//! - DMA goes through the container's fake IOMMU, which translates only currently mapped IOVAs,
+//!   with the kernel's type1 rules (`EEXIST` on overlap, `EINVAL` on partial unmap). A transfer
+//!   to or from an unmapped IOVA, or while bus mastering is off, is blocked and logged as a
+//!   [`DmaFault`] of the device that tried it — memory is left untouched, as with a real IOMMU
+//!   fault.
 //! - Interrupts follow vfio-pci: one kind enabled at a time, eventfds signalled on raise,
 //!   INTx masked on delivery until unmasked and re-delivered if still asserted.
 //! - Optionally ([`FakeEduBuilder::msix`]) an MSI-X capability with its table and PBA in an
@@ -23,6 +28,8 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::{Mutex, MutexGuard};
 
+use pcie::PciAddress;
+
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_INFO_AUTOMASKED, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_MASKABLE,
     VFIO_IRQ_INFO_NORESIZE, VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
@@ -34,10 +41,13 @@ use edu::{DeviceBus, Edu, BAR0_SIZE, EDU_DEVICE_ID, EDU_VENDOR_ID};
 use iommu::FakeIommu;
 
 use crate::vfio::backend::{
-    DeviceInfo, IrqInfo, MmapArea, RegionFlags, RegionInfo, SparseMmapArea, VfioBackend,
-    BAR0_REGION_INDEX, CONFIG_REGION_INDEX,
+    DeviceInfo, DmaBackend, IrqInfo, MmapArea, RegionFlags, RegionInfo, SparseMmapArea,
+    VfioBackend, BAR0_REGION_INDEX, CONFIG_REGION_INDEX,
 };
 use crate::vfio::config::{PCI_COMMAND, PCI_COMMAND_MASTER};
+use crate::vfio::container::{Container, ContainerSlot};
+use crate::vfio::device::AssignedDevice;
+use crate::vfio::error::{AssignError, Result};
 
 /// Region index of the optional MSI-X BAR.
 pub const MSIX_BAR_REGION_INDEX: u32 = BAR0_REGION_INDEX + 2;
@@ -114,25 +124,87 @@ impl FakeEduBuilder {
         self
     }
 
-    /// Builds the device.
-    pub fn build(self) -> io::Result<FakeVfio> {
+    /// Opens the device at `address`, in IOMMU group `group`, in the fake `container`, whose
+    /// IOMMU its DMA goes through. Fails with [`AssignError::AlreadyOpen`] when `address` is open
+    /// in the container already.
+    pub fn open_in(
+        self,
+        container: &Container<FakeDma>,
+        address: PciAddress,
+        group: u32,
+    ) -> Result<AssignedDevice<FakeVfio>> {
+        let slot = container.join(address, group)?;
         let msix_bar = match self.msix_vectors {
-            Some(_) => Some(shared_memory_file(MSIX_BAR_SIZE)?),
+            Some(_) => Some(
+                shared_memory_file(MSIX_BAR_SIZE)
+                    .map_err(|source| AssignError::FakeSetup { address, source })?,
+            ),
             None => None,
         };
-        Ok(FakeVfio {
+        let device = FakeVfio {
             options: self,
             msix_bar,
             state: Mutex::new(FakeState {
                 config: initial_config(self.msix_vectors),
                 edu: Edu::default(),
-                iommu: FakeIommu::default(),
                 irqs: FakeInterrupts::default(),
                 faults: Vec::new(),
                 reset_count: 0,
                 msix_table_traps: 0,
             }),
-        })
+            slot,
+        };
+        Ok(AssignedDevice::new(address, device))
+    }
+
+    /// Opens the device at `address` in a fake container of its own (IOMMU group 0).
+    pub fn open(self, address: PciAddress) -> Result<AssignedDevice<FakeVfio>> {
+        self.open_in(&Container::fake(), address, 0)
+    }
+}
+
+/// The IOMMU domain of a fake container: one type1-like IOMMU that every fake device opened in
+/// the container translates its DMA through.
+#[derive(Default)]
+pub struct FakeDma {
+    iommu: Mutex<FakeIommu>,
+}
+
+impl FakeDma {
+    /// The IOVA ranges currently mapped, as `(iova, size)`.
+    pub fn mappings(&self) -> Vec<(u64, u64)> {
+        self.lock().mappings()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FakeIommu> {
+        // The IOMMU table stays consistent across a panic elsewhere.
+        self.iommu
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl DmaBackend for FakeDma {
+    unsafe fn dma_map(&self, iova: u64, size: u64, host_addr: *mut u8) -> io::Result<()> {
+        // SAFETY: the caller upholds `DmaBackend::dma_map`'s contract, which is
+        // `FakeIommu::map`'s.
+        unsafe { self.lock().map(iova, size, host_addr) }
+    }
+
+    fn dma_unmap(&self, iova: u64, size: u64) -> io::Result<()> {
+        self.lock().unmap(iova, size)
+    }
+}
+
+impl Container<FakeDma> {
+    /// An empty fake container: a fresh fake IOMMU, no devices.
+    pub fn fake() -> Self {
+        Container::with_dma_backend(FakeDma::default())
+    }
+
+    /// The IOVA ranges its IOMMU currently maps, as `(iova, size)`.
+    pub fn iommu_mappings(&self) -> Vec<(u64, u64)> {
+        self.dma_backend().mappings()
     }
 }
 
@@ -141,12 +213,12 @@ pub struct FakeVfio {
     options: FakeEduBuilder,
     msix_bar: Option<File>,
     state: Mutex<FakeState>,
+    slot: ContainerSlot<FakeDma>,
 }
 
 struct FakeState {
     config: [u8; CONFIG_SIZE],
     edu: Edu,
-    iommu: FakeIommu,
     irqs: FakeInterrupts,
     faults: Vec<DmaFault>,
     reset_count: u32,
@@ -192,13 +264,13 @@ impl FakeInterrupts {
 /// The device's view of its bus while it handles one access.
 struct Bus<'a> {
     bus_master: bool,
-    iommu: &'a FakeIommu,
+    iommu: &'a FakeDma,
     irqs: &'a mut FakeInterrupts,
     faults: &'a mut Vec<DmaFault>,
 }
 
 impl Bus<'_> {
-    fn blocked(&mut self, result: Result<(), u64>, write: bool) -> bool {
+    fn blocked(&mut self, result: std::result::Result<(), u64>, write: bool) -> bool {
         match result {
             Ok(()) => true,
             Err(iova) => {
@@ -219,7 +291,7 @@ impl DeviceBus for Bus<'_> {
             self.faults.push(DmaFault::BusMasterDisabled);
             return false;
         }
-        let result = self.iommu.dma_read(iova, buf);
+        let result = self.iommu.lock().dma_read(iova, buf);
         self.blocked(result, false)
     }
 
@@ -228,7 +300,7 @@ impl DeviceBus for Bus<'_> {
             self.faults.push(DmaFault::BusMasterDisabled);
             return false;
         }
-        let result = self.iommu.dma_write(iova, data);
+        let result = self.iommu.lock().dma_write(iova, data);
         self.blocked(result, true)
     }
 
@@ -254,11 +326,11 @@ impl FakeState {
         ])
     }
 
-    fn bus(&mut self) -> (&mut Edu, Bus<'_>) {
+    fn bus<'a>(&'a mut self, iommu: &'a FakeDma) -> (&'a mut Edu, Bus<'a>) {
         let bus_master = self.command() & PCI_COMMAND_MASTER != 0;
         let bus = Bus {
             bus_master,
-            iommu: &self.iommu,
+            iommu,
             irqs: &mut self.irqs,
             faults: &mut self.faults,
         };
@@ -280,19 +352,10 @@ impl FakeState {
 }
 
 impl FakeVfio {
-    /// An edu device as QEMU emulates it: no reset, MSI and INTx, no MSI-X.
-    pub fn edu() -> io::Result<Self> {
-        Self::builder().build()
-    }
-
-    /// Options for a variant of the device.
+    /// Options for the device; by default an edu device as QEMU emulates it: no reset, MSI and
+    /// INTx, no MSI-X. Open it with [`FakeEduBuilder::open_in`] or [`FakeEduBuilder::open`].
     pub fn builder() -> FakeEduBuilder {
         FakeEduBuilder::default()
-    }
-
-    /// The IOVA ranges currently mapped, as `(iova, size)`.
-    pub fn iommu_mappings(&self) -> Vec<(u64, u64)> {
-        self.lock().iommu.mappings()
     }
 
     /// The DMAs blocked so far.
@@ -405,6 +468,12 @@ fn initial_config(msix_vectors: Option<u16>) -> [u8; CONFIG_SIZE] {
 }
 
 impl VfioBackend for FakeVfio {
+    type Dma = FakeDma;
+
+    fn container(&self) -> &Container<FakeDma> {
+        self.slot.container()
+    }
+
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
             reset_supported: self.options.reset_supported,
@@ -461,7 +530,7 @@ impl VfioBackend for FakeVfio {
                 let mut value = [0u8; 8];
                 let len = data.len().min(value.len());
                 value[..len].copy_from_slice(&data[..len]);
-                let (edu, mut bus) = state.bus();
+                let (edu, mut bus) = state.bus(self.slot.container().dma_backend());
                 edu.mmio_write(offset, data.len(), u64::from_le_bytes(value), &mut bus);
             }
             CONFIG_REGION_INDEX => state.config_write(offset as usize, data),
@@ -568,16 +637,6 @@ impl VfioBackend for FakeVfio {
         state.irqs.intx_asserted = false;
         state.reset_count += 1;
         Ok(())
-    }
-
-    unsafe fn dma_map(&self, iova: u64, size: u64, host_addr: *mut u8) -> io::Result<()> {
-        // SAFETY: the caller upholds `VfioBackend::dma_map`'s contract, which is
-        // `FakeIommu::map`'s.
-        unsafe { self.lock().iommu.map(iova, size, host_addr) }
-    }
-
-    fn dma_unmap(&self, iova: u64, size: u64) -> io::Result<()> {
-        self.lock().iommu.unmap(iova, size)
     }
 }
 

@@ -6,7 +6,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::edu::{dma_cmd, reg, DMA_BUFFER_ADDR, DMA_IRQ, EDU_ID};
 use super::*;
-use crate::vfio::{AssignError, AssignedDevice, IrqKind, MappedBar};
+use crate::vfio::{AssignError, AssignedDevice, Container, ContainerMembers, IrqKind, MappedBar};
 
 const BDF: PciAddress = PciAddress {
     domain: 0,
@@ -19,7 +19,7 @@ const RAM_SIZE: usize = 0x2000;
 const DMA_LEN: usize = 2048;
 
 fn edu() -> AssignedDevice<FakeVfio> {
-    AssignedDevice::new(BDF, FakeVfio::edu().unwrap())
+    FakeVfio::builder().open(BDF).unwrap()
 }
 
 fn guest_memory() -> GuestMemoryMmap {
@@ -163,7 +163,7 @@ fn config_space_identifies_edu_and_enables_bus_master() {
 #[test]
 fn dma_round_trip_through_guest_memory() {
     let (dev, memory) = edu_with_pattern_in_ram();
-    let mappings = dev.map_guest_memory(&memory).unwrap();
+    let mappings = dev.container().map_guest_memory(&memory).unwrap();
     assert_eq!(
         mappings.ranges(),
         &[crate::vfio::DmaRange {
@@ -172,7 +172,7 @@ fn dma_round_trip_through_guest_memory() {
         }]
     );
     assert_eq!(
-        dev.backend().iommu_mappings(),
+        dev.container().iommu_mappings(),
         vec![(RAM_BASE, RAM_SIZE as u64)]
     );
 
@@ -203,7 +203,7 @@ fn dma_round_trip_through_guest_memory() {
 fn dma_after_unmap_is_blocked_by_the_iommu() {
     let (dev, memory) = edu_with_pattern_in_ram();
     let bar = dev.map_bar(0).unwrap();
-    let mappings = dev.map_guest_memory(&memory).unwrap();
+    let mappings = dev.container().map_guest_memory(&memory).unwrap();
     run_dma(
         &bar,
         RAM_BASE,
@@ -212,7 +212,7 @@ fn dma_after_unmap_is_blocked_by_the_iommu() {
         dma_cmd::START,
     );
     mappings.unmap().unwrap();
-    assert!(dev.backend().iommu_mappings().is_empty());
+    assert!(dev.container().iommu_mappings().is_empty());
 
     let target = RAM_BASE + 0x1000;
     assert_dma_to_ram_blocked(&bar, &memory, target, 256, 0xaa);
@@ -235,14 +235,14 @@ fn dropping_the_mappings_unmaps_them() {
     ])
     .unwrap();
     {
-        let mappings = dev.map_guest_memory(&memory).unwrap();
+        let mappings = dev.container().map_guest_memory(&memory).unwrap();
         assert_eq!(mappings.ranges().len(), 2);
         assert_eq!(
-            dev.backend().iommu_mappings(),
+            dev.container().iommu_mappings(),
             vec![(0, 0x4000), (RAM_BASE, RAM_SIZE as u64)]
         );
     }
-    assert!(dev.backend().iommu_mappings().is_empty());
+    assert!(dev.container().iommu_mappings().is_empty());
     let bar = dev.map_bar(0).unwrap();
     run_dma(&bar, RAM_BASE, DMA_BUFFER_ADDR, 64, dma_cmd::START);
     assert_eq!(
@@ -258,7 +258,7 @@ fn dropping_the_mappings_unmaps_them() {
 fn dma_without_bus_master_is_blocked() {
     let dev = edu();
     let memory = guest_memory();
-    let _mappings = dev.map_guest_memory(&memory).unwrap();
+    let _mappings = dev.container().map_guest_memory(&memory).unwrap();
     let bar = dev.map_bar(0).unwrap();
     assert_dma_to_ram_blocked(&bar, &memory, RAM_BASE, 64, 0x55);
     assert_eq!(
@@ -271,28 +271,38 @@ fn dma_without_bus_master_is_blocked() {
 fn overlapping_dma_map_fails_with_eexist_and_rolls_back() {
     let dev = edu();
     let memory = guest_memory();
-    let first = dev.map_guest_memory(&memory).unwrap();
+    let first = dev.container().map_guest_memory(&memory).unwrap();
     // A second memory whose first region is free but whose second overlaps `first`.
     let overlapping = GuestMemoryMmap::from_ranges(&[
         (GuestAddress(0), 0x1000),
         (GuestAddress(RAM_BASE + 0x1000), 0x1000),
     ])
     .unwrap();
-    let err = dev.map_guest_memory(&overlapping).map(|_| ()).unwrap_err();
+    let err = dev
+        .container()
+        .map_guest_memory(&overlapping)
+        .map(|_| ())
+        .unwrap_err();
     match &err {
         AssignError::DmaMap {
-            address,
+            container,
             iova,
             size,
             ..
         } => {
-            assert_eq!((*address, *iova, *size), (BDF, RAM_BASE + 0x1000, 0x1000));
+            assert_eq!(container.0, vec![(BDF, 0)]);
+            assert_eq!((*iova, *size), (RAM_BASE + 0x1000, 0x1000));
         }
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(errno_of(&err), Some(libc::EEXIST));
     assert_eq!(
-        dev.backend().iommu_mappings(),
+        err.to_string(),
+        "VFIO container of group 0 (0000:00:03.0): DMA map of IOVA 0x101000 (+0x1000) failed: \
+         File exists (os error 17)"
+    );
+    assert_eq!(
+        dev.container().iommu_mappings(),
         vec![(RAM_BASE, RAM_SIZE as u64)],
         "IOVA 0 not rolled back"
     );
@@ -303,7 +313,11 @@ fn overlapping_dma_map_fails_with_eexist_and_rolls_back() {
 fn misaligned_guest_region_is_refused_with_einval() {
     let dev = edu();
     let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(0x800), 0x1000)]).unwrap();
-    let err = dev.map_guest_memory(&memory).map(|_| ()).unwrap_err();
+    let err = dev
+        .container()
+        .map_guest_memory(&memory)
+        .map(|_| ())
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -336,7 +350,7 @@ fn msi_is_delivered_to_the_eventfd() {
     // DMA completion interrupts too.
     dev.enable_bus_master().unwrap();
     let memory = guest_memory();
-    let _mappings = dev.map_guest_memory(&memory).unwrap();
+    let _mappings = dev.container().map_guest_memory(&memory).unwrap();
     run_dma(
         &bar,
         RAM_BASE,
@@ -426,7 +440,7 @@ fn irq_errors_name_kind_and_errno() {
 
 #[test]
 fn msix_table_is_kept_out_of_the_bar_mapping() {
-    let dev = AssignedDevice::new(BDF, FakeVfio::builder().msix(8, false).build().unwrap());
+    let dev = FakeVfio::builder().msix(8, false).open(BDF).unwrap();
     let cap = dev.msix_capability().unwrap().unwrap();
     assert_eq!((cap.cap_offset, cap.vectors), (0x50, 8));
     assert_eq!(
@@ -471,7 +485,7 @@ fn msix_table_is_kept_out_of_the_bar_mapping() {
 
 #[test]
 fn sparse_mmap_capability_is_honoured() {
-    let dev = AssignedDevice::new(BDF, FakeVfio::builder().msix(8, true).build().unwrap());
+    let dev = FakeVfio::builder().msix(8, true).open(BDF).unwrap();
     let info = dev.region_info(MSIX_BAR_REGION_INDEX).unwrap();
     assert_eq!(
         info.sparse_mmap.as_deref(),
@@ -538,10 +552,7 @@ fn reset_is_reported_as_unsupported_for_plain_edu() {
 
 #[test]
 fn reset_restores_power_on_state() {
-    let dev = AssignedDevice::new(
-        BDF,
-        FakeVfio::builder().reset_supported(true).build().unwrap(),
-    );
+    let dev = FakeVfio::builder().reset_supported(true).open(BDF).unwrap();
     dev.enable_bus_master().unwrap();
     let bar = dev.map_bar(0).unwrap();
     bar.write_u32(reg::LIVENESS, 5).unwrap();
@@ -562,7 +573,7 @@ fn dma_outside_the_device_buffer_is_refused() {
     let dev = edu();
     dev.enable_bus_master().unwrap();
     let memory = guest_memory();
-    let _mappings = dev.map_guest_memory(&memory).unwrap();
+    let _mappings = dev.container().map_guest_memory(&memory).unwrap();
     let bar = dev.map_bar(0).unwrap();
     run_dma(
         &bar,
@@ -578,4 +589,221 @@ fn dma_outside_the_device_buffer_is_refused() {
             len: 0x1000
         }]
     );
+}
+
+// ---- several devices in one container ----
+
+/// The two functions behind one PCIe-to-PCI bridge, as in the real-kernel suite: one IOMMU group.
+const EDU_A: PciAddress = PciAddress {
+    domain: 0,
+    bus: 1,
+    device: 1,
+    function: 0,
+};
+const EDU_B: PciAddress = PciAddress {
+    domain: 0,
+    bus: 1,
+    device: 2,
+    function: 0,
+};
+const GROUP: u32 = 5;
+const PAIR_RAM_SIZE: usize = 0x4000;
+
+/// Fills `len` bytes at `gpa` with a pattern seeded by `seed`.
+fn seeded_pattern(seed: u8) -> Vec<u8> {
+    (0..DMA_LEN)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+/// RAM -> device buffer -> RAM on `bar`'s device; returns what landed at `dst`.
+fn round_trip(bar: &MappedBar<FakeVfio>, memory: &GuestMemoryMmap, src: u64, dst: u64) -> Vec<u8> {
+    run_dma(bar, src, DMA_BUFFER_ADDR, DMA_LEN as u64, dma_cmd::START);
+    run_dma(
+        bar,
+        DMA_BUFFER_ADDR,
+        dst,
+        DMA_LEN as u64,
+        dma_cmd::START | dma_cmd::TO_RAM,
+    );
+    let mut landed = vec![0u8; DMA_LEN];
+    memory.read_slice(&mut landed, GuestAddress(dst)).unwrap();
+    landed
+}
+
+/// Both edus of group [`GROUP`] open in `container`, bus mastering on.
+fn edu_pair(
+    container: &Container<FakeDma>,
+) -> (AssignedDevice<FakeVfio>, AssignedDevice<FakeVfio>) {
+    let a = FakeVfio::builder()
+        .open_in(container, EDU_A, GROUP)
+        .unwrap();
+    let b = FakeVfio::builder()
+        .open_in(container, EDU_B, GROUP)
+        .unwrap();
+    a.enable_bus_master().unwrap();
+    b.enable_bus_master().unwrap();
+    (a, b)
+}
+
+#[test]
+fn devices_of_one_container_dma_through_one_mapping() {
+    let container = Container::fake();
+    let (a, b) = edu_pair(&container);
+    assert!(a.container().same_as(&container) && b.container().same_as(&container));
+    assert_eq!(container.members().0, vec![(EDU_A, GROUP), (EDU_B, GROUP)]);
+    assert_eq!(container.groups(), vec![GROUP]);
+
+    let memory = GuestMemoryMmap::from_ranges(&[(GuestAddress(RAM_BASE), PAIR_RAM_SIZE)]).unwrap();
+    let (pattern_a, pattern_b) = (seeded_pattern(1), seeded_pattern(2));
+    memory
+        .write_slice(&pattern_a, GuestAddress(RAM_BASE))
+        .unwrap();
+    memory
+        .write_slice(&pattern_b, GuestAddress(RAM_BASE + 0x2000))
+        .unwrap();
+    let mappings = container.map_guest_memory(&memory).unwrap();
+    // Mapped once, for both.
+    assert_eq!(
+        container.iommu_mappings(),
+        vec![(RAM_BASE, PAIR_RAM_SIZE as u64)]
+    );
+    assert!(mappings.container().same_as(&container));
+
+    let (bar_a, bar_b) = (a.map_bar(0).unwrap(), b.map_bar(0).unwrap());
+    assert_eq!(
+        round_trip(&bar_a, &memory, RAM_BASE, RAM_BASE + 0x1000),
+        pattern_a
+    );
+    assert_eq!(
+        round_trip(&bar_b, &memory, RAM_BASE + 0x2000, RAM_BASE + 0x3000),
+        pattern_b
+    );
+    // What one device wrote through the mapping, the other reads through it.
+    assert_eq!(
+        round_trip(&bar_b, &memory, RAM_BASE + 0x1000, RAM_BASE + 0x3800),
+        pattern_a
+    );
+    assert!(a.backend().dma_faults().is_empty());
+    assert!(b.backend().dma_faults().is_empty());
+
+    // One unmap blocks both.
+    mappings.unmap().unwrap();
+    assert!(container.iommu_mappings().is_empty());
+    assert_dma_to_ram_blocked(&bar_a, &memory, RAM_BASE + 0x1000, 256, 0xaa);
+    assert_dma_to_ram_blocked(&bar_b, &memory, RAM_BASE + 0x3000, 256, 0xbb);
+    assert_eq!(
+        a.backend().dma_faults(),
+        vec![DmaFault::IommuUnmapped {
+            iova: RAM_BASE + 0x1000,
+            write: true
+        }]
+    );
+    assert_eq!(
+        b.backend().dma_faults(),
+        vec![DmaFault::IommuUnmapped {
+            iova: RAM_BASE + 0x3000,
+            write: true
+        }]
+    );
+}
+
+#[test]
+fn opening_a_device_twice_in_one_container_is_refused() {
+    let container = Container::fake();
+    let first = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .unwrap();
+    let err = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .map(|_| ())
+        .unwrap_err();
+    match &err {
+        AssignError::AlreadyOpen { address, group } => {
+            assert_eq!((*address, *group), (EDU_A, GROUP))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        "0000:01:01.0: already open in this container (IOMMU group 5); \
+         a device is opened once per container"
+    );
+    assert_eq!(container.members().0, vec![(EDU_A, GROUP)]);
+    // Closing frees the address.
+    drop(first);
+    assert!(container.members().0.is_empty());
+    let again = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .unwrap();
+    assert_eq!(again.address(), EDU_A);
+}
+
+#[test]
+fn mapping_needs_a_device_and_keeps_the_devices_open() {
+    let container = Container::fake();
+    let memory = guest_memory();
+    let err = container.map_guest_memory(&memory).map(|_| ()).unwrap_err();
+    assert!(matches!(err, AssignError::EmptyContainer), "{err:?}");
+    assert!(container.iommu_mappings().is_empty());
+
+    let dev = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .unwrap();
+    let mappings = container.map_guest_memory(&memory).unwrap();
+    drop(dev);
+    // The mappings hold the device open (the IOMMU domain lives as long as one device does):
+    // its address is still taken.
+    assert_eq!(container.members().0, vec![(EDU_A, GROUP)]);
+    let err = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, AssignError::AlreadyOpen { .. }), "{err:?}");
+    drop(mappings);
+    assert!(container.iommu_mappings().is_empty());
+    assert!(container.members().0.is_empty());
+}
+
+#[test]
+fn a_device_opened_later_uses_the_existing_mapping() {
+    // Two groups in one container, as a VM with two assigned groups has.
+    let container = Container::fake();
+    let a = FakeVfio::builder()
+        .open_in(&container, EDU_A, GROUP)
+        .unwrap();
+    let memory = guest_memory();
+    memory
+        .write_slice(&pattern(), GuestAddress(RAM_BASE))
+        .unwrap();
+    let _mappings = container.map_guest_memory(&memory).unwrap();
+    let other = PciAddress { bus: 2, ..EDU_A };
+    let b = FakeVfio::builder().open_in(&container, other, 7).unwrap();
+    b.enable_bus_master().unwrap();
+    assert_eq!(container.groups(), vec![GROUP, 7]);
+    assert_eq!(
+        round_trip(&b.map_bar(0).unwrap(), &memory, RAM_BASE, RAM_BASE + 0x1000),
+        pattern()
+    );
+    assert!(b.backend().dma_faults().is_empty());
+    assert_eq!(
+        container.iommu_mappings(),
+        vec![(RAM_BASE, RAM_SIZE as u64)]
+    );
+    drop(a);
+}
+
+#[test]
+fn container_members_name_devices_by_group() {
+    assert_eq!(
+        ContainerMembers::default().to_string(),
+        "empty VFIO container"
+    );
+    let other = PciAddress { bus: 2, ..EDU_A };
+    let members = ContainerMembers(vec![(EDU_A, GROUP), (EDU_B, GROUP), (other, 7)]);
+    assert_eq!(
+        members.to_string(),
+        "VFIO container of groups 5 (0000:01:01.0, 0000:01:02.0), 7 (0000:02:01.0)"
+    );
+    assert_eq!(members.addresses(), vec![EDU_A, EDU_B, other]);
 }
