@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::address::PciAddress;
 use crate::check::MemberRole;
 use crate::class::ClassCode;
-use crate::device::{read_driver, PciDevice};
+use crate::device::{is_boot_display, read_driver, read_driver_override, PciDevice};
 use crate::host::Host;
 use crate::iommu::VFIO_SAFE_DRIVERS;
 use crate::kernel::Kernel;
@@ -165,16 +165,9 @@ pub fn plan_bind(host: &Host, address: PciAddress, force: bool) -> Result<BindPl
                 reason,
             });
         }
-        let role = if member.address == address {
-            MemberRole::Target
-        } else if member.address.same_slot(&address) {
-            MemberRole::Companion
-        } else {
-            MemberRole::Other
-        };
         functions.push(PlannedFunction {
             address: member.address,
-            role,
+            role: MemberRole::of(member, address),
             driver: member.driver.clone(),
             rebind: member.driver.as_deref() != Some(VFIO_PCI),
         });
@@ -196,18 +189,13 @@ pub fn plan_bind(host: &Host, address: PciAddress, force: bool) -> Result<BindPl
 }
 
 fn vfio_pci_registered(host: &Host) -> bool {
-    host.sysfs()
-        .pci_bus()
-        .join("drivers")
-        .join(VFIO_PCI)
-        .is_dir()
+    host.sysfs().pci_driver(VFIO_PCI).is_dir()
 }
 
 /// Why the host needs `member`, if it does: storage, a network interface that is
 /// up, a display the host drives, or the boot display.
 fn host_need(host: &Host, member: &PciDevice, target: PciAddress) -> crate::Result<Option<String>> {
-    let dir = PciDevice::sysfs_dir(host.sysfs(), &member.address);
-    if read_optional_attr(&dir.join("boot_vga"))?.as_deref() == Some("1") {
+    if is_boot_display(host.sysfs(), &member.address)? {
         return Ok(Some("the host's boot display".into()));
     }
     let Some(driver) = member.driver.as_deref() else {
@@ -221,7 +209,7 @@ fn host_need(host: &Host, member: &PciDevice, target: PciAddress) -> crate::Resu
         ClassCode::STORAGE => Some(format!("{what} on {driver}")),
         ClassCode::DISPLAY => Some(format!("{what} driven by {driver}")),
         ClassCode::NETWORK => {
-            let up = interfaces_up(&dir)?;
+            let up = interfaces_up(&PciDevice::sysfs_dir(host.sysfs(), &member.address))?;
             (!up.is_empty()).then(|| format!("network interface {} is up", up.join(", ")))
         }
         _ => None,
@@ -265,12 +253,10 @@ pub fn bind(
         return Ok(record);
     }
     for f in &plan.functions {
-        let dir = PciDevice::sysfs_dir(sysfs, &f.address);
         record.functions.push(FunctionRecord {
             address: f.address,
             driver: read_driver(sysfs, &f.address)?,
-            driver_override: read_optional_attr(&dir.join("driver_override"))?
-                .filter(|v| v != "(null)" && !v.is_empty()),
+            driver_override: read_driver_override(sysfs, &f.address)?,
         });
     }
     let record_path = record_path(state_dir, plan.device);
@@ -287,7 +273,7 @@ pub fn bind(
         if !vfio_pci_registered(host) {
             return Err(BindError::DriverMissing {
                 module: VFIO_PCI,
-                path: sysfs.pci_bus().join("drivers").join(VFIO_PCI),
+                path: sysfs.pci_driver(VFIO_PCI),
             });
         }
         for f in plan.functions.iter().filter(|f| f.rebind) {
@@ -334,11 +320,7 @@ fn move_to_vfio(host: &Host, kernel: &dyn Kernel, address: PciAddress) -> Result
     )?;
     if let Some(driver) = read_driver(sysfs, &address)? {
         if driver != VFIO_PCI {
-            write(
-                kernel,
-                sysfs.pci_bus().join("drivers").join(&driver).join("unbind"),
-                &bdf,
-            )?;
+            write(kernel, sysfs.pci_driver(&driver).join("unbind"), &bdf)?;
         }
     }
     write(kernel, sysfs.pci_bus().join("drivers_probe"), &bdf)?;
@@ -369,8 +351,7 @@ fn restore(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<String>
         })
         .collect();
     if record.loaded_vfio_pci && vfio_pci_registered(host) {
-        let dir = host.sysfs().pci_bus().join("drivers").join(VFIO_PCI);
-        let in_use = list_dir(&dir)
+        let in_use = list_dir(&host.sysfs().pci_driver(VFIO_PCI))
             .map(|names| names.iter().any(|n| n.parse::<PciAddress>().is_ok()))
             .unwrap_or(true);
         if !in_use {
@@ -396,15 +377,9 @@ fn restore_function(host: &Host, kernel: &dyn Kernel, f: &FunctionRecord) -> Res
     let current = read_driver(sysfs, &f.address)?;
     if current.is_some() && current != f.driver {
         let driver = current.unwrap_or_default();
-        write(
-            kernel,
-            sysfs.pci_bus().join("drivers").join(&driver).join("unbind"),
-            &bdf,
-        )?;
+        write(kernel, sysfs.pci_driver(&driver).join("unbind"), &bdf)?;
     }
-    let current_override = read_optional_attr(&dir.join("driver_override"))?
-        .filter(|v| v != "(null)" && !v.is_empty());
-    if current_override != f.driver_override {
+    if read_driver_override(sysfs, &f.address)? != f.driver_override {
         // A lone newline clears the override.
         let value = f
             .driver_override
@@ -416,7 +391,7 @@ fn restore_function(host: &Host, kernel: &dyn Kernel, f: &FunctionRecord) -> Res
         return Ok(());
     };
     if read_driver(sysfs, &f.address)?.as_ref() != Some(original) {
-        let bind_path = sysfs.pci_bus().join("drivers").join(original).join("bind");
+        let bind_path = sysfs.pci_driver(original).join("bind");
         if let Err(e) = write(kernel, bind_path, &bdf) {
             log::warn!("{e}; asking the bus to probe {bdf} instead");
             write(kernel, sysfs.pci_bus().join("drivers_probe"), &bdf)?;

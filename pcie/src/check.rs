@@ -4,11 +4,11 @@ use std::fmt;
 
 use crate::address::PciAddress;
 use crate::bar::{format_size, BarKind};
+use crate::device::is_boot_display;
 use crate::device::PciDevice;
 use crate::error::Result;
 use crate::host::{Host, VfioPciModule};
 use crate::iommu::{viability_blockers, Blocker, InterruptRemapping, VFIO_SAFE_DRIVERS};
-use crate::sysfs::read_optional_attr;
 
 /// OVMF's default 64-bit PCI MMIO aperture. BARs beyond it need the VMM to enlarge
 /// the window (`-fw_cfg name=opt/ovmf/X-PciMmio64Mb,...` in QEMU).
@@ -52,6 +52,21 @@ pub enum MemberRole {
     Bridge,
     /// An unrelated endpoint that shares the group.
     Other,
+}
+
+impl MemberRole {
+    /// How `member` relates to `target`.
+    pub fn of(member: &PciDevice, target: PciAddress) -> Self {
+        if member.address == target {
+            Self::Target
+        } else if member.is_bridge() {
+            Self::Bridge
+        } else if member.address.same_slot(&target) {
+            Self::Companion
+        } else {
+            Self::Other
+        }
+    }
 }
 
 impl fmt::Display for MemberRole {
@@ -109,11 +124,7 @@ fn check(name: &'static str, status: CheckStatus, detail: impl Into<String>) -> 
 pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
     let device = host.device(address)?;
     let iommu = host.iommu()?;
-    let companions: Vec<PciAddress> = host
-        .addresses()?
-        .into_iter()
-        .filter(|a| *a != address && a.same_slot(&address))
-        .collect();
+    let companions = host.companions(address)?;
 
     let mut checks = Vec::new();
     checks.push(if iommu.enabled() {
@@ -222,15 +233,7 @@ fn classify_members(
         .iter()
         .map(|m| GroupMember {
             address: m.address,
-            role: if m.address == device.address {
-                MemberRole::Target
-            } else if m.is_bridge() {
-                MemberRole::Bridge
-            } else if m.address.same_slot(&device.address) {
-                MemberRole::Companion
-            } else {
-                MemberRole::Other
-            },
+            role: MemberRole::of(m, device.address),
             driver: m.driver.clone(),
             blocks_now: now.iter().any(|b| b.address == m.address),
         })
@@ -397,13 +400,11 @@ fn bar_check(device: &PciDevice) -> Check {
 }
 
 fn boot_display_check(host: &Host, device: &PciDevice) -> Result<Option<Check>> {
-    let path = PciDevice::sysfs_dir(host.sysfs(), &device.address).join("boot_vga");
-    Ok(match read_optional_attr(&path)?.as_deref() {
-        Some("1") => Some(check(
+    Ok(is_boot_display(host.sysfs(), &device.address)?.then(|| {
+        check(
             "boot_display",
             CheckStatus::Warn,
             "the host's boot display: its console goes dark when the device leaves",
-        )),
-        _ => None,
-    })
+        )
+    }))
 }

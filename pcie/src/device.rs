@@ -82,8 +82,6 @@ impl PciDevice {
         let class = ClassCode(read_hex(&attr("class"), 0xff_ffff, "a 24-bit class code")?);
         let revision = read_hex(&attr("revision"), 0xff, "an 8-bit revision")? as u8;
 
-        let driver_override = read_optional_attr(&attr("driver_override"))?
-            .filter(|v| v != "(null)" && !v.is_empty());
         let iommu_group = link_name(&attr("iommu_group"))?
             .map(|name| sysfs::parse_decimal(&attr("iommu_group"), &name, "an IOMMU group number"))
             .transpose()?;
@@ -106,7 +104,7 @@ impl PciDevice {
             ),
             class_name: class.name(),
             driver: link_name(&attr("driver"))?,
-            driver_override,
+            driver_override: read_driver_override(sysfs, &address)?,
             iommu_group,
             numa_node: read_numa_node(&attr("numa_node"))?,
             local_cpulist: read_optional_attr(&attr("local_cpulist"))?,
@@ -213,4 +211,16 @@ fn read_sriov(dir: &Path) -> Result<Option<Sriov>> {
 /// binding state matters.
 pub fn read_driver(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
     link_name(&PciDevice::sysfs_dir(sysfs, address).join("driver"))
+}
+
+/// Reads `driver_override`; the kernel's `(null)` (and an empty value) is `None`.
+pub fn read_driver_override(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
+    let path = PciDevice::sysfs_dir(sysfs, address).join("driver_override");
+    Ok(read_optional_attr(&path)?.filter(|v| v != "(null)" && !v.is_empty()))
+}
+
+/// True when the device is the host's boot display (`boot_vga` is `1`).
+pub fn is_boot_display(sysfs: &Sysfs, address: &PciAddress) -> Result<bool> {
+    let path = PciDevice::sysfs_dir(sysfs, address).join("boot_vga");
+    Ok(read_optional_attr(&path)?.as_deref() == Some("1"))
 }

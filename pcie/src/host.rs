@@ -92,6 +92,15 @@ impl Host {
             .collect()
     }
 
+    /// The other functions of `address`'s slot (a GPU's audio or USB function).
+    pub fn companions(&self, address: PciAddress) -> Result<Vec<PciAddress>> {
+        Ok(self
+            .addresses()?
+            .into_iter()
+            .filter(|a| *a != address && a.same_slot(&address))
+            .collect())
+    }
+
     pub fn group(&self, id: u32) -> Result<IommuGroup> {
         IommuGroup::read(&self.sysfs, id)
     }

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use crate::address::PciAddress;
-use crate::sysfs::{link_name, read_attr, Sysfs};
+use crate::sysfs::{link_name, Sysfs};
 
 /// The kernel operations binding needs. Paths are absolute (below the sysfs root).
 pub trait Kernel {
@@ -110,10 +110,6 @@ impl SimulatedKernel {
         Ok(())
     }
 
-    fn driver_dir(&self, driver: &str) -> PathBuf {
-        self.sysfs.pci_bus().join("drivers").join(driver)
-    }
-
     fn device_dir(&self, address: &PciAddress) -> PathBuf {
         self.sysfs
             .pci_bus()
@@ -126,7 +122,7 @@ impl SimulatedKernel {
     }
 
     fn attach(&self, address: &PciAddress, driver: &str) -> io::Result<()> {
-        let driver_dir = self.driver_dir(driver);
+        let driver_dir = self.sysfs.pci_driver(driver);
         if !driver_dir.is_dir() {
             return Err(errno(libc::ENODEV));
         }
@@ -139,13 +135,11 @@ impl SimulatedKernel {
     fn detach(&self, address: &PciAddress, driver: &str) -> io::Result<()> {
         let device_real = fs::canonicalize(self.device_dir(address))?;
         fs::remove_file(device_real.join("driver"))?;
-        fs::remove_file(self.driver_dir(driver).join(address.to_string()))
+        fs::remove_file(self.sysfs.pci_driver(driver).join(address.to_string()))
     }
 
     fn override_of(&self, address: &PciAddress) -> io::Result<Option<String>> {
-        let v = read_attr(&self.device_dir(address).join("driver_override"))
-            .map_err(io::Error::other)?;
-        Ok((v != "(null)" && !v.is_empty()).then_some(v))
+        crate::device::read_driver_override(&self.sysfs, address).map_err(io::Error::other)
     }
 
     /// What `drivers_probe` does: bind the override driver if set (and present),
@@ -159,7 +153,9 @@ impl SimulatedKernel {
             None => self.native_drivers.get(address).cloned(),
         };
         match wanted {
-            Some(driver) if self.driver_dir(&driver).is_dir() => self.attach(address, &driver),
+            Some(driver) if self.sysfs.pci_driver(&driver).is_dir() => {
+                self.attach(address, &driver)
+            }
             // The kernel reports success even when no driver matched.
             _ => Ok(()),
         }
@@ -213,7 +209,7 @@ impl Kernel for SimulatedKernel {
     fn load_module(&self, name: &str) -> io::Result<()> {
         self.count_operation()?;
         let driver = name.replace('_', "-");
-        let dir = self.driver_dir(&driver);
+        let dir = self.sysfs.pci_driver(&driver);
         fs::create_dir_all(&dir)?;
         for file in ["bind", "unbind", "new_id", "remove_id"] {
             fs::write(dir.join(file), "")?;
@@ -223,7 +219,7 @@ impl Kernel for SimulatedKernel {
 
     fn unload_module(&self, name: &str) -> io::Result<()> {
         self.count_operation()?;
-        let dir = self.driver_dir(&name.replace('_', "-"));
+        let dir = self.sysfs.pci_driver(&name.replace('_', "-"));
         if fs::read_dir(&dir)?.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_symlink())))
         {
             return Err(errno(libc::EBUSY));

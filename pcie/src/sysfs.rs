@@ -35,6 +35,11 @@ impl Sysfs {
     pub fn pci_bus(&self) -> PathBuf {
         self.path("bus/pci")
     }
+
+    /// `bus/pci/drivers/<driver>`: where a PCI driver's `bind`/`unbind` live.
+    pub fn pci_driver(&self, driver: &str) -> PathBuf {
+        self.pci_bus().join("drivers").join(driver)
+    }
 }
 
 fn io_error(path: &Path, source: io::Error) -> Error {

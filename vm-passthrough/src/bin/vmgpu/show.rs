@@ -38,11 +38,7 @@ pub fn run(host: &Host, args: &ShowArgs) -> anyhow::Result<ExitCode> {
             .collect(),
         None => Vec::new(),
     };
-    let companions = host
-        .addresses()?
-        .into_iter()
-        .filter(|a| *a != args.bdf && a.same_slot(&args.bdf))
-        .collect();
+    let companions = host.companions(args.bdf)?;
     let shown = Shown {
         device,
         group_peers,
