@@ -5,16 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: lspci is the oracle for the sysfs reader; QEMU and busybox boot
-# the guest of the VFIO suite.
+# the guest of the VFIO suite. apt-install.sh prints what it will install before it does,
+# and never removes or downgrades an installed package (see there).
 missing=()
 command -v lspci >/dev/null || missing+=(pciutils)
 command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  echo "missing: ${missing[*]}"
+  bash tests/apt-install.sh "${missing[@]}"
 fi
 
 cargo fmt --all --check

@@ -27,14 +27,11 @@ setup_failed() {
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # ---- host packages ----
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "vfio-edu: installing ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -q --no-install-recommends "${need[@]}" ||
-    { apt-get update -q && apt-get install -y -q --no-install-recommends "${need[@]}"; }; } >&2 ||
-    setup_failed "cannot install ${need[*]} (needs root and Debian's package archive)"
+# Through apt-install.sh: it prints its plan and never removes an installed package.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  echo "vfio-edu: qemu-system-x86_64 missing"
+  bash "$root/tests/apt-install.sh" qemu-system-x86 ||
+    setup_failed "cannot install qemu-system-x86 (needs root and Debian's package archive; see above)"
 fi
 # The kernel and busybox are only unpacked, never installed; the .debs are cached.
 download() { # download PACKAGE -> path of its cached .deb
