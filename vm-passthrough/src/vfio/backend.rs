@@ -4,7 +4,9 @@
 //!
 //! [`crate::vfio::KernelVfio`] and [`crate::vfio::KernelDma`] implement them with the kernel's
 //! VFIO; the `fake` module implements them with emulated devices behind one emulated IOMMU, so
-//! the same [`crate::vfio::AssignedDevice`] and [`Container`] code runs against both. Errors at
+//! the same [`crate::vfio::AssignedDevice`] and [`crate::vfio::Container`] code runs against
+//! both. The traits know nothing of containers: a backend joins one when it is opened, and the
+//! [`crate::vfio::AssignedDevice`] wrapping it holds the container. Errors at
 //! this boundary are plain [`std::io::Error`]s because every operation is one system call that
 //! fails with an errno; the assignment layer adds the context (BDF, group, region index, IOVA)
 //! when it turns them into [`crate::vfio::AssignError`].
@@ -14,77 +16,8 @@ use std::ptr::NonNull;
 
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::vfio::container::Container;
-
-/// VFIO region index of BAR 0; BAR n is `BAR0_REGION_INDEX + n`.
-pub const BAR0_REGION_INDEX: u32 = vfio_bindings::bindings::vfio::VFIO_PCI_BAR0_REGION_INDEX;
-/// VFIO region index of the expansion ROM.
-pub const ROM_REGION_INDEX: u32 = vfio_bindings::bindings::vfio::VFIO_PCI_ROM_REGION_INDEX;
-/// VFIO region index of PCI configuration space.
-pub const CONFIG_REGION_INDEX: u32 = vfio_bindings::bindings::vfio::VFIO_PCI_CONFIG_REGION_INDEX;
-/// Number of BARs of a type-0 PCI function.
-pub const BAR_COUNT: u32 = 6;
-
-/// Access rights of a device region, as reported by `VFIO_DEVICE_GET_REGION_INFO`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RegionFlags {
-    /// The region can be read with `pread` on the device file.
-    pub read: bool,
-    /// The region can be written with `pwrite` on the device file.
-    pub write: bool,
-    /// (Parts of) the region can be `mmap`ed from the device file.
-    pub mmap: bool,
-}
-
-/// One part of a region that the kernel allows to be mmapped (`VFIO_REGION_INFO_CAP_SPARSE_MMAP`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SparseMmapArea {
-    /// Offset of the area from the start of the region.
-    pub offset: u64,
-    /// Length of the area in bytes.
-    pub size: u64,
-}
-
-/// What the kernel reports about one device region.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegionInfo {
-    /// VFIO region index (BARs 0-5, ROM 6, config 7, VGA 8).
-    pub index: u32,
-    /// Size in bytes; 0 for an unimplemented BAR.
-    pub size: u64,
-    /// Offset of the region within the device file (for `pread`/`pwrite`/`mmap`).
-    pub file_offset: u64,
-    /// Read/write/mmap permissions.
-    pub flags: RegionFlags,
-    /// The only mmappable areas, when the kernel restricts mmap to parts of the region.
-    /// `None` means the whole region may be mapped (if `flags.mmap`).
-    pub sparse_mmap: Option<Vec<SparseMmapArea>>,
-    /// The kernel allows mmap over the MSI-X table (`VFIO_REGION_INFO_CAP_MSIX_MAPPABLE`).
-    /// The table is still kept out of our mappings: it must stay trapped for the VMM.
-    pub msix_mappable: bool,
-}
-
-/// What the kernel reports about one interrupt index (INTx, MSI, MSI-X, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IrqInfo {
-    /// VFIO interrupt index.
-    pub index: u32,
-    /// Number of vectors; 0 when the device does not support this kind of interrupt.
-    pub count: u32,
-    /// Raw `VFIO_IRQ_INFO_*` flags (eventfd, maskable, automasked, noresize).
-    pub flags: u32,
-}
-
-/// The `VFIO_DEVICE_GET_INFO` answer that the assignment code needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceInfo {
-    /// The device supports `VFIO_DEVICE_RESET` (`VFIO_DEVICE_FLAGS_RESET`).
-    pub reset_supported: bool,
-    /// Number of regions the device exposes.
-    pub num_regions: u32,
-    /// Number of interrupt indexes the device exposes.
-    pub num_irqs: u32,
-}
+use crate::vfio::types::{DeviceInfo, IrqInfo, RegionInfo};
+use crate::vfio::util::errno;
 
 /// A shared memory mapping of (part of) a device region; unmapped when dropped.
 #[derive(Debug)]
@@ -107,10 +40,9 @@ impl MmapArea {
         file_offset: u64,
         len: usize,
     ) -> io::Result<Self> {
-        let offset = libc::off_t::try_from(file_offset)
-            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno(libc::EOVERFLOW))?;
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            return Err(errno(libc::EINVAL));
         }
         // SAFETY: a fresh mapping chosen by the kernel (addr = NULL) cannot overlap any existing
         // Rust object; the result is checked for MAP_FAILED before it is used.
@@ -127,8 +59,7 @@ impl MmapArea {
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let addr = NonNull::new(addr.cast::<u8>())
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let addr = NonNull::new(addr.cast::<u8>()).ok_or_else(|| errno(libc::ENOMEM))?;
         Ok(MmapArea { addr, len })
     }
 
@@ -183,18 +114,16 @@ pub trait DmaBackend: Send + Sync + 'static {
     fn dma_unmap(&self, iova: u64, size: u64) -> io::Result<()>;
 }
 
-/// The ioctl-level VFIO operations on one device, opened in a [`Container`] whose
-/// [`DmaBackend`] its DMA goes through.
+/// The ioctl-level VFIO operations on one device, opened in a container whose [`DmaBackend`]
+/// (`Self::Dma`) its DMA goes through.
 ///
 /// Implementations must keep the semantics of the kernel interface: region accesses are bounded
 /// by the region, and an interrupt index only signals the eventfds most recently set for it.
-/// A backend joins its container ([`Container::join`]) before it touches the device and holds the
-/// returned [`crate::vfio::ContainerSlot`] until it is dropped.
+/// A backend joins its container ([`crate::vfio::Container::join`]) before it touches the device
+/// and holds the returned [`crate::vfio::ContainerSlot`] until it is dropped.
 pub trait VfioBackend: Send + Sync + 'static {
-    /// The IOMMU interface of the container the device is open in.
+    /// The IOMMU interface of the containers the device can be open in.
     type Dma: DmaBackend;
-    /// The container the device is open in.
-    fn container(&self) -> &Container<Self::Dma>;
     /// `VFIO_DEVICE_GET_INFO`.
     fn device_info(&self) -> DeviceInfo;
     /// `VFIO_DEVICE_GET_REGION_INFO`; `None` when the device has no region `index`.

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use pcie::PciAddress;
 use vm_memory::ByteValued;
 
-use crate::vfio::backend::{MmapArea, RegionInfo, VfioBackend, BAR0_REGION_INDEX, BAR_COUNT};
+use crate::vfio::backend::{MmapArea, VfioBackend};
 use crate::vfio::config::MsixCapability;
 use crate::vfio::device::AssignedDevice;
 use crate::vfio::error::{AssignError, Result};
+use crate::vfio::types::{RegionInfo, BAR0_REGION_INDEX, BAR_COUNT};
+use crate::vfio::util::in_bounds;
 
 /// The host page size, the granularity of mmap.
 pub(crate) fn page_size() -> u64 {
@@ -76,6 +78,17 @@ pub struct MappedBar<B: VfioBackend> {
     index: u32,
     size: u64,
     areas: Vec<(u64, MmapArea)>,
+}
+
+impl<B: VfioBackend> std::fmt::Debug for MappedBar<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedBar")
+            .field("address", &self.address)
+            .field("index", &self.index)
+            .field("size", &self.size)
+            .field("mapped", &self.mapped_ranges())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<B: VfioBackend> AssignedDevice<B> {
@@ -218,15 +231,16 @@ impl<B: VfioBackend> MappedBar<B> {
                 width,
             });
         }
-        match offset.checked_add(width) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(AssignError::RegionOutOfBounds {
+        if in_bounds(offset, width, self.size) {
+            Ok(())
+        } else {
+            Err(AssignError::RegionOutOfBounds {
                 address: self.address,
                 index: self.index,
                 offset,
                 len: width,
                 size: self.size,
-            }),
+            })
         }
     }
 
@@ -244,8 +258,8 @@ impl<B: VfioBackend> MappedBar<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfio::backend::{RegionFlags, SparseMmapArea};
     use crate::vfio::config::MsixStructure;
+    use crate::vfio::types::{RegionFlags, SparseMmapArea};
 
     fn bar(size: u64, mmap: bool, sparse: Option<Vec<SparseMmapArea>>) -> RegionInfo {
         RegionInfo {

@@ -1,9 +1,10 @@
 //! PCI configuration space through the VFIO config region: typed accessors, bus mastering and
 //! the MSI-X capability (where the MSI-X table and PBA live, so BAR mappings can avoid them).
 
-use crate::vfio::backend::{VfioBackend, BAR_COUNT, CONFIG_REGION_INDEX};
+use crate::vfio::backend::VfioBackend;
 use crate::vfio::device::AssignedDevice;
 use crate::vfio::error::Result;
+use crate::vfio::types::{BAR_COUNT, CONFIG_REGION_INDEX};
 
 /// Offset of the command register.
 pub const PCI_COMMAND: u16 = 0x04;

@@ -13,6 +13,8 @@ use pcie::PciAddress;
 
 use crate::vfio::backend::DmaBackend;
 use crate::vfio::error::{AssignError, Result};
+use crate::vfio::types::ContainerMembers;
+use crate::vfio::util::lock;
 
 /// A VFIO container: one IOMMU domain ([`DmaBackend`]) and the devices opened in it.
 ///
@@ -137,11 +139,7 @@ impl<D: DmaBackend> Container<D> {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<PciAddress, Member>> {
-        // A panic while holding the lock leaves a consistent map behind.
-        self.inner
-            .members
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner.members)
     }
 }
 
@@ -151,6 +149,15 @@ pub struct ContainerSlot<D: DmaBackend> {
     container: Container<D>,
     address: PciAddress,
     group: u32,
+}
+
+impl<D: DmaBackend> fmt::Debug for ContainerSlot<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContainerSlot")
+            .field("address", &self.address)
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<D: DmaBackend> ContainerSlot<D> {
@@ -178,38 +185,5 @@ impl<D: DmaBackend> Drop for ContainerSlot<D> {
             self.address,
             self.group
         );
-    }
-}
-
-/// The devices of a container and their IOMMU groups, in address order; errors about the
-/// container's DMA mappings name it by them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ContainerMembers(pub Vec<(PciAddress, u32)>);
-
-impl ContainerMembers {
-    /// The devices' addresses.
-    pub fn addresses(&self) -> Vec<PciAddress> {
-        self.0.iter().map(|(address, _)| *address).collect()
-    }
-}
-
-impl fmt::Display for ContainerMembers {
-    /// `VFIO container of group 5 (0000:01:01.0, 0000:01:02.0)`,
-    /// `VFIO container of groups 5 (0000:01:01.0), 7 (0000:02:00.0)`, or
-    /// `empty VFIO container`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut groups: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-        for (address, group) in &self.0 {
-            groups.entry(*group).or_default().push(address.to_string());
-        }
-        if groups.is_empty() {
-            return f.write_str("empty VFIO container");
-        }
-        let plural = if groups.len() == 1 { "" } else { "s" };
-        let list: Vec<String> = groups
-            .iter()
-            .map(|(group, devices)| format!("{group} ({})", devices.join(", ")))
-            .collect();
-        write!(f, "VFIO container of group{plural} {}", list.join(", "))
     }
 }

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use pcie::PciAddress;
 
-use crate::vfio::backend::{DeviceInfo, RegionInfo, VfioBackend};
+use crate::vfio::backend::VfioBackend;
 use crate::vfio::container::Container;
 use crate::vfio::error::{AssignError, Result};
+use crate::vfio::types::{DeviceInfo, RegionInfo};
+use crate::vfio::util::in_bounds;
 
 /// A PCI function assigned through VFIO, driven by a [`VfioBackend`] (the kernel's VFIO in
 /// production, an emulated device in tests), open in a [`Container`].
@@ -18,21 +20,33 @@ use crate::vfio::error::{AssignError, Result};
 pub struct AssignedDevice<B: VfioBackend> {
     pub(crate) address: PciAddress,
     pub(crate) backend: Arc<B>,
+    container: Container<B::Dma>,
     info: DeviceInfo,
 }
 
+impl<B: VfioBackend> std::fmt::Debug for AssignedDevice<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AssignedDevice")
+            .field("address", &self.address)
+            .field("container", &self.container)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<B: VfioBackend> AssignedDevice<B> {
-    /// Wraps an already opened backend, which joined its container at `address`; `address`
-    /// names the device in errors and logs.
-    pub fn new(address: PciAddress, backend: B) -> Self {
+    /// Wraps an already opened backend, which joined `container` at `address`
+    /// ([`Container::join`]); `address` names the device in errors and logs.
+    pub fn new(container: &Container<B::Dma>, address: PciAddress, backend: B) -> Self {
         let info = backend.device_info();
         log::debug!("{address}: assigned, {info:?}");
         let backend = Arc::new(backend);
         let handle: std::sync::Weak<B> = Arc::downgrade(&backend);
-        backend.container().set_device(address, handle);
+        container.set_device(address, handle);
         AssignedDevice {
             address,
             backend,
+            container: container.clone(),
             info,
         }
     }
@@ -40,7 +54,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
     /// The container the device is open in: its DMA mappings
     /// ([`Container::map_guest_memory`]) are those of every device in it.
     pub fn container(&self) -> &Container<B::Dma> {
-        self.backend.container()
+        &self.container
     }
 
     /// The device's PCI address.
@@ -116,15 +130,16 @@ impl<B: VfioBackend> AssignedDevice<B> {
     /// The region's info, after checking that `[offset, offset + len)` lies inside it.
     pub(crate) fn checked_region(&self, index: u32, offset: u64, len: u64) -> Result<RegionInfo> {
         let info = self.region_info(index)?;
-        match offset.checked_add(len) {
-            Some(end) if end <= info.size => Ok(info),
-            _ => Err(AssignError::RegionOutOfBounds {
+        if in_bounds(offset, len, info.size) {
+            Ok(info)
+        } else {
+            Err(AssignError::RegionOutOfBounds {
                 address: self.address,
                 index,
                 offset,
                 len,
                 size: info.size,
-            }),
+            })
         }
     }
 

@@ -40,6 +40,15 @@ pub struct DmaMappings<D: DmaBackend> {
     _devices: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
+impl<D: DmaBackend> std::fmt::Debug for DmaMappings<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmaMappings")
+            .field("container", &self.container)
+            .field("mapped", &self.mapped)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: DmaBackend> Container<D> {
     /// Maps every region of `memory` for DMA at IOVA = guest physical address, once for all the
     /// devices of the container (and any opened in it later).

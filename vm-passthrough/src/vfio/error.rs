@@ -3,19 +3,24 @@
 //! range, interrupt kind) involved, and keeps the underlying error (errno, sysfs error) as its
 //! source.
 
+use std::fmt;
 use std::io;
 
 use pcie::PciAddress;
 
-use crate::vfio::container::ContainerMembers;
-use crate::vfio::irq::IrqKind;
+use crate::vfio::types::{ContainerMembers, IrqKind};
 
 /// Why an operation on an assigned device failed.
+///
+/// The message names what failed (device, group, region, IOVA range); the underlying error is
+/// its [`std::error::Error::source`], not repeated in the message, so print the chain (each
+/// source after `: `) to see the errno.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AssignError {
     /// The device could not be read from sysfs (unknown address, unreadable attribute,
     /// malformed `iommu_group` link, ...).
-    #[error("{address}: reading the device from sysfs failed: {source}")]
+    #[error("{address}: reading the device from sysfs failed")]
     Sysfs {
         /// The device.
         address: PciAddress,
@@ -41,7 +46,7 @@ pub enum AssignError {
         actual: u32,
     },
     /// Opening a VFIO container (`/dev/vfio/vfio`, or an iommufd and its IOAS) failed.
-    #[error("opening a VFIO container failed: {source}")]
+    #[error("opening a VFIO container failed")]
     Container {
         /// What vfio-ioctls reported.
         #[source]
@@ -49,9 +54,7 @@ pub enum AssignError {
     },
     /// Creating the KVM VFIO pseudo-device failed.
     #[cfg(feature = "kvm")]
-    #[error(
-        "creating the KVM VFIO device (KVM_CREATE_DEVICE, KVM_DEV_TYPE_VFIO) failed: {source}"
-    )]
+    #[error("creating the KVM VFIO device (KVM_CREATE_DEVICE, KVM_DEV_TYPE_VFIO) failed")]
     KvmVfioDevice {
         /// The KVM error (errno).
         #[source]
@@ -72,7 +75,7 @@ pub enum AssignError {
     /// group be opened once.
     #[error(
         "{address}: IOMMU group {group} is in use by another VFIO container or process \
-         (/dev/vfio/{group}: {source}); open all devices of a group in one container"
+         (/dev/vfio/{group}); open all devices of a group in one container"
     )]
     GroupBusy {
         /// The device.
@@ -84,7 +87,7 @@ pub enum AssignError {
         source: io::Error,
     },
     /// Opening the device through VFIO (group or cdev) failed.
-    #[error("{address}: opening the device through VFIO (IOMMU group {group}) failed: {source}")]
+    #[error("{address}: opening the device through VFIO (IOMMU group {group}) failed")]
     Open {
         /// The device.
         address: PciAddress,
@@ -94,22 +97,12 @@ pub enum AssignError {
         #[source]
         source: vfio_ioctls::VfioError,
     },
-    /// The fake backend could not set its device up (the memory behind an emulated BAR).
-    #[cfg(any(test, feature = "fake"))]
-    #[error("{address}: setting up the fake device failed: {source}")]
-    FakeSetup {
-        /// The device.
-        address: PciAddress,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
     /// Guest memory cannot be mapped in a container without devices: VFIO sets its IOMMU up
     /// when the first group joins.
     #[error("no device is open in the VFIO container: open one before mapping guest memory")]
     EmptyContainer,
     /// `VFIO_DEVICE_GET_INFO` failed.
-    #[error("{address}: VFIO_DEVICE_GET_INFO failed: {source}")]
+    #[error("{address}: VFIO_DEVICE_GET_INFO failed")]
     DeviceInfo {
         /// The device.
         address: PciAddress,
@@ -172,7 +165,7 @@ pub enum AssignError {
         access: &'static str,
     },
     /// `pread`/`pwrite` on the device file failed.
-    #[error("{address}: region {index}: {op} of {len} bytes at {offset:#x} failed: {source}")]
+    #[error("{address}: region {index}: {op} of {len} bytes at {offset:#x} failed")]
     RegionIo {
         /// The device.
         address: PciAddress,
@@ -189,7 +182,7 @@ pub enum AssignError {
         source: io::Error,
     },
     /// `mmap` of a region area failed.
-    #[error("{address}: region {index}: mmap of {len:#x} bytes at {offset:#x} failed: {source}")]
+    #[error("{address}: region {index}: mmap of {len:#x} bytes at {offset:#x} failed")]
     RegionMmap {
         /// The device.
         address: PciAddress,
@@ -204,7 +197,7 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region could not be mapped for DMA.
-    #[error("{container}: DMA map of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{container}: DMA map of IOVA {iova:#x} (+{size:#x}) failed")]
     DmaMap {
         /// The container whose IOMMU domain was targeted.
         container: ContainerMembers,
@@ -217,7 +210,7 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A DMA mapping could not be removed.
-    #[error("{container}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed: {source}")]
+    #[error("{container}: DMA unmap of IOVA {iova:#x} (+{size:#x}) failed")]
     DmaUnmap {
         /// The container whose IOMMU domain was targeted.
         container: ContainerMembers,
@@ -230,7 +223,7 @@ pub enum AssignError {
         source: io::Error,
     },
     /// A guest memory region has no host address to map.
-    #[error("{container}: guest memory at {gpa:#x} has no host mapping: {source}")]
+    #[error("{container}: guest memory at {gpa:#x} has no host mapping")]
     GuestMemory {
         /// The container the memory was to be mapped in.
         container: ContainerMembers,
@@ -261,7 +254,7 @@ pub enum AssignError {
         available: u32,
     },
     /// `VFIO_DEVICE_SET_IRQS` failed.
-    #[error("{address}: {action} of {kind} interrupts failed: {source}")]
+    #[error("{address}: {action} of {kind} interrupts failed")]
     SetIrqs {
         /// The device.
         address: PciAddress,
@@ -280,7 +273,7 @@ pub enum AssignError {
         address: PciAddress,
     },
     /// `VFIO_DEVICE_RESET` failed.
-    #[error("{address}: VFIO_DEVICE_RESET failed: {source}")]
+    #[error("{address}: VFIO_DEVICE_RESET failed")]
     Reset {
         /// The device.
         address: PciAddress,
@@ -290,7 +283,7 @@ pub enum AssignError {
     },
     /// Registering an eventfd as a KVM irqfd failed.
     #[cfg(feature = "kvm")]
-    #[error("registering an eventfd as KVM irqfd for GSI {gsi} failed: {source}")]
+    #[error("registering an eventfd as KVM irqfd for GSI {gsi} failed")]
     Irqfd {
         /// The guest interrupt line.
         gsi: u32,
@@ -324,3 +317,141 @@ impl AssignError {
 
 /// Result of the assignment API.
 pub type Result<T> = std::result::Result<T, AssignError>;
+
+/// Displays an error with its chain of sources, each once: `message: source: source's source`.
+///
+/// A source whose message already ends the text so far is skipped: some dependencies (e.g.
+/// vfio-ioctls) repeat their source in their own message as well.
+///
+/// ```
+/// # use vm_passthrough::vfio::{AssignError, ErrorChain};
+/// let error = AssignError::EmptyContainer;
+/// assert_eq!(ErrorChain(&error).to_string(), error.to_string());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            let message = error.to_string();
+            if !text.ends_with(&message) {
+                text.push_str(": ");
+                text.push_str(&message);
+            }
+            source = error.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io_error(code: i32) -> io::Error {
+        io::Error::from_raw_os_error(code)
+    }
+
+    /// One error of each variant that has a source.
+    fn with_sources() -> Vec<AssignError> {
+        let address: PciAddress = "0000:01:00.0".parse().unwrap();
+        let container = ContainerMembers(vec![(address, 5)]);
+        vec![
+            AssignError::Sysfs {
+                address,
+                source: pcie::Error::DeviceNotFound {
+                    address,
+                    path: "/sys/bus/pci/devices/0000:01:00.0".into(),
+                },
+            },
+            AssignError::Container {
+                source: vfio_ioctls::VfioError::OpenContainer(io_error(libc::ENOENT)),
+            },
+            AssignError::GroupBusy {
+                address,
+                group: 5,
+                source: io_error(libc::EBUSY),
+            },
+            AssignError::Open {
+                address,
+                group: 5,
+                source: vfio_ioctls::VfioError::OpenGroup(io_error(libc::EACCES), "5".into()),
+            },
+            AssignError::DeviceInfo {
+                address,
+                source: io_error(libc::ENOTTY),
+            },
+            AssignError::region_io(address, 0, "read", 0x10, 4, io_error(libc::EIO)),
+            AssignError::RegionMmap {
+                address,
+                index: 2,
+                offset: 0,
+                len: 0x1000,
+                source: io_error(libc::EINVAL),
+            },
+            AssignError::DmaMap {
+                container: container.clone(),
+                iova: 0x10_0000,
+                size: 0x1000,
+                source: io_error(libc::EEXIST),
+            },
+            AssignError::DmaUnmap {
+                container,
+                iova: 0x10_0000,
+                size: 0x1000,
+                source: io_error(libc::EINVAL),
+            },
+            AssignError::SetIrqs {
+                address,
+                kind: IrqKind::Msi,
+                action: "enable",
+                source: io_error(libc::EINVAL),
+            },
+            AssignError::Reset {
+                address,
+                source: io_error(libc::EIO),
+            },
+        ]
+    }
+
+    #[test]
+    fn no_message_repeats_its_source() {
+        for error in with_sources() {
+            let source = std::error::Error::source(&error)
+                .expect("a source")
+                .to_string();
+            let message = error.to_string();
+            assert!(
+                !message.contains(&source),
+                "{error:?}: message {message:?} repeats its source {source:?}"
+            );
+            // The chain has both, the source once.
+            let chain = ErrorChain(&error).to_string();
+            assert!(chain.starts_with(&message), "{chain}");
+            assert_eq!(chain.matches(&source).count(), 1, "{chain}");
+        }
+    }
+
+    #[test]
+    fn the_chain_prints_every_errno_once() {
+        // vfio-ioctls repeats its own source in its message: printed once all the same.
+        let error = AssignError::Container {
+            source: vfio_ioctls::VfioError::OpenContainer(io_error(libc::ENOENT)),
+        };
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "opening a VFIO container failed: failed to open /dev/vfio/vfio container: \
+             No such file or directory (os error 2)"
+        );
+        let address: PciAddress = "0000:01:00.0".parse().unwrap();
+        let error = AssignError::region_io(address, 0, "read", 0x10, 4, io_error(libc::EIO));
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "0000:01:00.0: region 0: read of 4 bytes at 0x10 failed: \
+             Input/output error (os error 5)"
+        );
+    }
+}

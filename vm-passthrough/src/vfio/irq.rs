@@ -1,47 +1,11 @@
 //! Device interrupts (INTx, MSI, MSI-X) delivered to eventfds through `VFIO_DEVICE_SET_IRQS`.
 
-use std::fmt;
-
-use vfio_bindings::bindings::vfio::{
-    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX,
-};
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::vfio::backend::{IrqInfo, VfioBackend};
+use crate::vfio::backend::VfioBackend;
 use crate::vfio::device::AssignedDevice;
 use crate::vfio::error::{AssignError, Result};
-
-/// The PCI interrupt mechanisms VFIO can forward. Only one can be enabled at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IrqKind {
-    /// Legacy level-triggered INTx; VFIO masks it after each delivery until unmasked.
-    Intx,
-    /// Message Signalled Interrupts.
-    Msi,
-    /// MSI-X.
-    Msix,
-}
-
-impl IrqKind {
-    /// The VFIO interrupt index of this kind.
-    pub fn vfio_index(self) -> u32 {
-        match self {
-            IrqKind::Intx => VFIO_PCI_INTX_IRQ_INDEX,
-            IrqKind::Msi => VFIO_PCI_MSI_IRQ_INDEX,
-            IrqKind::Msix => VFIO_PCI_MSIX_IRQ_INDEX,
-        }
-    }
-}
-
-impl fmt::Display for IrqKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            IrqKind::Intx => "INTx",
-            IrqKind::Msi => "MSI",
-            IrqKind::Msix => "MSI-X",
-        })
-    }
-}
+use crate::vfio::types::{IrqInfo, IrqKind};
 
 impl<B: VfioBackend> AssignedDevice<B> {
     /// How many vectors of `kind` the device has; fails if it has none.

@@ -21,7 +21,13 @@
 //! feature, against emulated devices sharing an emulated IOMMU (`fake::FakeVfio`,
 //! `fake::FakeDma`).
 
-#![deny(missing_docs)]
+//!
+//! Module layout, without import cycles: `types` (what VFIO reports, interrupt kinds, container
+//! names) and `util` (bounds check, errno, poison-tolerant lock) are leaves; `error` uses only
+//! them; the backend traits (`backend`) use only those; `container`, `device` and the modules
+//! adding device methods (`config`, `bar`, `irq`, `dma`) build on them; the kernel's backend
+//! (`kernel`) and the fake (`fake`) sit on top. [`edu`] is the register map of QEMU's edu test
+//! device.
 
 mod backend;
 mod bar;
@@ -29,28 +35,31 @@ mod config;
 mod container;
 mod device;
 mod dma;
+pub mod edu;
 mod error;
 mod irq;
 mod kernel;
+mod types;
+mod util;
 
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 #[cfg(feature = "kvm")]
 pub mod irqfd;
 
-pub use backend::{
-    DeviceInfo, DmaBackend, IrqInfo, MmapArea, RegionFlags, RegionInfo, SparseMmapArea,
-    VfioBackend, BAR0_REGION_INDEX, BAR_COUNT, CONFIG_REGION_INDEX, ROM_REGION_INDEX,
-};
+pub use backend::{DmaBackend, MmapArea, VfioBackend};
 pub use bar::{mmap_plan, MappedBar};
 pub use config::{MsixCapability, MsixStructure, PCI_COMMAND, PCI_COMMAND_MASTER};
-pub use container::{Container, ContainerMembers, ContainerSlot};
+pub use container::{Container, ContainerSlot};
 pub use device::AssignedDevice;
 pub use dma::{DmaMappings, DmaRange};
-pub use error::{AssignError, Result};
-pub use irq::IrqKind;
+pub use error::{AssignError, ErrorChain, Result};
 pub use kernel::{KernelDma, KernelVfio};
 /// The kvm-ioctls this crate is built with: [`Container::with_kvm_device`] and
 /// [`irqfd::register_irqfds`] take its `VmFd`.
 #[cfg(feature = "kvm")]
 pub use kvm_ioctls;
+pub use types::{
+    ContainerMembers, DeviceInfo, IrqInfo, IrqKind, RegionFlags, RegionInfo, SparseMmapArea,
+    BAR0_REGION_INDEX, BAR_COUNT, CONFIG_REGION_INDEX, ROM_REGION_INDEX,
+};

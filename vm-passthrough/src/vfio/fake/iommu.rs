@@ -6,6 +6,8 @@ use std::io;
 
 use vm_memory::VolatileSlice;
 
+use crate::vfio::util::errno;
+
 const IOMMU_PAGE_SIZE: u64 = 4096;
 
 #[derive(Clone, Copy)]
@@ -22,10 +24,6 @@ unsafe impl Send for Mapping {}
 #[derive(Default)]
 pub(crate) struct FakeIommu {
     mappings: BTreeMap<u64, Mapping>,
-}
-
-fn errno(code: i32) -> io::Error {
-    io::Error::from_raw_os_error(code)
 }
 
 impl FakeIommu {

@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pcie::PciAddress;
 
@@ -40,14 +40,16 @@ use vmm_sys_util::eventfd::EventFd;
 use edu::{DeviceBus, Edu, BAR0_SIZE, EDU_DEVICE_ID, EDU_VENDOR_ID};
 use iommu::FakeIommu;
 
-use crate::vfio::backend::{
-    DeviceInfo, DmaBackend, IrqInfo, MmapArea, RegionFlags, RegionInfo, SparseMmapArea,
-    VfioBackend, BAR0_REGION_INDEX, CONFIG_REGION_INDEX,
-};
+use crate::vfio::backend::{DmaBackend, MmapArea, VfioBackend};
 use crate::vfio::config::{PCI_COMMAND, PCI_COMMAND_MASTER};
 use crate::vfio::container::{Container, ContainerSlot};
 use crate::vfio::device::AssignedDevice;
-use crate::vfio::error::{AssignError, Result};
+use crate::vfio::error::Result;
+use crate::vfio::types::{
+    DeviceInfo, IrqInfo, RegionFlags, RegionInfo, SparseMmapArea, BAR0_REGION_INDEX,
+    CONFIG_REGION_INDEX,
+};
+use crate::vfio::util::{errno, in_bounds, lock};
 
 /// Region index of the optional MSI-X BAR.
 pub const MSIX_BAR_REGION_INDEX: u32 = BAR0_REGION_INDEX + 2;
@@ -125,7 +127,7 @@ impl FakeEduBuilder {
     }
 
     /// Opens the device at `address`, in IOMMU group `group`, in the fake `container`, whose
-    /// IOMMU its DMA goes through. Fails with [`AssignError::AlreadyOpen`] when `address` is open
+    /// IOMMU its DMA goes through. Fails with [`crate::vfio::AssignError::AlreadyOpen`] when `address` is open
     /// in the container already.
     pub fn open_in(
         self,
@@ -134,16 +136,9 @@ impl FakeEduBuilder {
         group: u32,
     ) -> Result<AssignedDevice<FakeVfio>> {
         let slot = container.join(address, group)?;
-        let msix_bar = match self.msix_vectors {
-            Some(_) => Some(
-                shared_memory_file(MSIX_BAR_SIZE)
-                    .map_err(|source| AssignError::FakeSetup { address, source })?,
-            ),
-            None => None,
-        };
         let device = FakeVfio {
             options: self,
-            msix_bar,
+            msix_bar: self.msix_vectors.map(|_| OnceLock::new()),
             state: Mutex::new(FakeState {
                 config: initial_config(self.msix_vectors),
                 edu: Edu::default(),
@@ -154,7 +149,7 @@ impl FakeEduBuilder {
             }),
             slot,
         };
-        Ok(AssignedDevice::new(address, device))
+        Ok(AssignedDevice::new(container, address, device))
     }
 
     /// Opens the device at `address` in a fake container of its own (IOMMU group 0).
@@ -170,6 +165,14 @@ pub struct FakeDma {
     iommu: Mutex<FakeIommu>,
 }
 
+impl std::fmt::Debug for FakeDma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeDma")
+            .field("mappings", &self.mappings())
+            .finish()
+    }
+}
+
 impl FakeDma {
     /// The IOVA ranges currently mapped, as `(iova, size)`.
     pub fn mappings(&self) -> Vec<(u64, u64)> {
@@ -177,10 +180,7 @@ impl FakeDma {
     }
 
     fn lock(&self) -> MutexGuard<'_, FakeIommu> {
-        // The IOMMU table stays consistent across a panic elsewhere.
-        self.iommu
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.iommu)
     }
 }
 
@@ -211,9 +211,20 @@ impl Container<FakeDma> {
 /// The fake device; see the module documentation.
 pub struct FakeVfio {
     options: FakeEduBuilder,
-    msix_bar: Option<File>,
+    /// The MSI-X BAR's memory when the device has one, created at its first access.
+    msix_bar: Option<OnceLock<File>>,
     state: Mutex<FakeState>,
     slot: ContainerSlot<FakeDma>,
+}
+
+impl std::fmt::Debug for FakeVfio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeVfio")
+            .field("options", &self.options)
+            .field("address", &self.slot.address())
+            .field("group", &self.slot.group())
+            .finish_non_exhaustive()
+    }
 }
 
 struct FakeState {
@@ -374,10 +385,7 @@ impl FakeVfio {
     }
 
     fn lock(&self) -> MutexGuard<'_, FakeState> {
-        // A panic while holding the lock leaves plain data behind, still usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 
     fn region_size(&self, index: u32) -> Option<u64> {
@@ -393,9 +401,10 @@ impl FakeVfio {
     /// Bounds check shared by all region accesses, as the kernel does it.
     fn check_range(&self, index: u32, offset: u64, len: usize) -> io::Result<()> {
         let size = self.region_size(index).ok_or_else(|| errno(libc::EINVAL))?;
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= size => Ok(()),
-            _ => Err(errno(libc::EINVAL)),
+        if in_bounds(offset, len as u64, size) {
+            Ok(())
+        } else {
+            Err(errno(libc::EINVAL))
         }
     }
 
@@ -411,12 +420,20 @@ impl FakeVfio {
         if offset < msix_end && offset + len as u64 > MSIX_TABLE_OFFSET {
             state.msix_table_traps += 1;
         }
-        self.msix_bar.as_ref().ok_or_else(|| errno(libc::EINVAL))
+        self.msix_bar_file()
     }
-}
 
-fn errno(code: i32) -> io::Error {
-    io::Error::from_raw_os_error(code)
+    /// The MSI-X BAR's memory, created at its first use: failing to create it is the error of
+    /// the access (or mmap) that needed it.
+    fn msix_bar_file(&self) -> io::Result<&File> {
+        let cell = self.msix_bar.as_ref().ok_or_else(|| errno(libc::EINVAL))?;
+        if let Some(file) = cell.get() {
+            return Ok(file);
+        }
+        let file = shared_memory_file(MSIX_BAR_SIZE)?;
+        // Under a race the other thread's file wins and this one is closed: both are empty.
+        Ok(cell.get_or_init(|| file))
+    }
 }
 
 /// An anonymous shared-memory file of `size` bytes (device memory that can be mmapped).
@@ -469,10 +486,6 @@ fn initial_config(msix_vectors: Option<u16>) -> [u8; CONFIG_SIZE] {
 
 impl VfioBackend for FakeVfio {
     type Dma = FakeDma;
-
-    fn container(&self) -> &Container<FakeDma> {
-        self.slot.container()
-    }
 
     fn device_info(&self) -> DeviceInfo {
         DeviceInfo {
@@ -544,7 +557,7 @@ impl VfioBackend for FakeVfio {
 
     fn region_mmap(&self, index: u32, offset: u64, len: usize) -> io::Result<MmapArea> {
         self.check_range(index, offset, len)?;
-        let (Some(file), Some(info)) = (&self.msix_bar, self.region_info(index)) else {
+        let Some(info) = self.region_info(index) else {
             return Err(errno(libc::EINVAL));
         };
         if !info.flags.mmap || !offset.is_multiple_of(4096) {
@@ -559,7 +572,7 @@ impl VfioBackend for FakeVfio {
                 return Err(errno(libc::EINVAL));
             }
         }
-        MmapArea::map_shared(file, offset, len)
+        MmapArea::map_shared(self.msix_bar_file()?, offset, len)
     }
 
     fn irq_info(&self, index: u32) -> Option<IrqInfo> {

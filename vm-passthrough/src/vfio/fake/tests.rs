@@ -6,7 +6,9 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use super::edu::{dma_cmd, reg, DMA_BUFFER_ADDR, DMA_IRQ, EDU_ID};
 use super::*;
-use crate::vfio::{AssignError, AssignedDevice, Container, ContainerMembers, IrqKind, MappedBar};
+use crate::vfio::{
+    AssignError, AssignedDevice, Container, ContainerMembers, ErrorChain, IrqKind, MappedBar,
+};
 
 const BDF: PciAddress = PciAddress {
     domain: 0,
@@ -296,8 +298,13 @@ fn overlapping_dma_map_fails_with_eexist_and_rolls_back() {
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(errno_of(&err), Some(libc::EEXIST));
+    // The message says what failed; the errno is its source, printed once by the chain.
     assert_eq!(
         err.to_string(),
+        "VFIO container of group 0 (0000:00:03.0): DMA map of IOVA 0x101000 (+0x1000) failed"
+    );
+    assert_eq!(
+        ErrorChain(&err).to_string(),
         "VFIO container of group 0 (0000:00:03.0): DMA map of IOVA 0x101000 (+0x1000) failed: \
          File exists (os error 17)"
     );
