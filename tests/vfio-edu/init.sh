@@ -59,6 +59,8 @@ override() { cat "/sys/bus/pci/devices/$1/driver_override"; }
 vfio_pci_loaded() { [ -d /sys/bus/pci/drivers/vfio-pci ]; }
 if vfio_pci_loaded; then
   fail vfio_pci_not_preloaded "vfio-pci is loaded before vmgpu bind: the test of loading it is void"
+else
+  pass vfio_pci_not_preloaded "no /sys/bus/pci/drivers/vfio-pci before vmgpu bind"
 fi
 
 # (1) bind to vfio-pci: vmgpu loads the module itself, and binds the group mate along

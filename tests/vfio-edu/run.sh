@@ -151,6 +151,26 @@ boot_end=$EPOCHREALTIME
 sed 's/^[^ ]* //' "$log" | grep -E '^(GUEST|PASS |FAIL |  |vfio-edu: )' || true
 passed=$(grep -c '^[^ ]* PASS ' "$log" || true)
 failed=$(grep -c '^[^ ]* FAIL ' "$log" || true)
+# Every check the suite defines (checks.txt) must have been reported, and only those: a guest
+# that stops early, or a check that silently disappears, fails the run.
+mapfile -t defined < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$here/checks.txt")
+declare -A reported=()
+while read -r name; do reported[$name]=1; done < <(sed -nE 's/^[^ ]* (PASS|FAIL) ([A-Za-z0-9_]+).*/\2/p' "$log")
+declare -A is_defined=()
+for name in "${defined[@]}"; do
+  is_defined[$name]=1
+  if [ -z "${reported[$name]:-}" ]; then
+    echo "FAIL $name: never reported by the guest"
+    failed=$((failed + 1))
+  fi
+done
+for name in "${!reported[@]}"; do
+  if [ -z "${is_defined[$name]:-}" ]; then
+    echo "FAIL $name: reported, but not a check of tests/vfio-edu/checks.txt"
+    failed=$((failed + 1))
+  fi
+done
+echo "vfio-edu: ${#defined[@]} checks defined, ${#reported[@]} reported"
 if ! grep -qE ' vfio-edu: [0-9]+ passed, [0-9]+ failed$' "$log"; then
   echo "FAIL guest_reported: vfio-edu-guest never printed its summary (qemu exit $qemu_rc; log $log)"
   tail -n 20 "$log" | sed 's/^[^ ]* /  | /'
@@ -167,4 +187,4 @@ boot_s=$([ -n "$init_at" ] && echo "$(elapsed "$boot_start" "$init_at")s" || ech
 echo "vfio-edu: kernel $kver; guest build ${build_s}s, boot to init $boot_s," \
   "QEMU run $(elapsed "$boot_start" "$boot_end")s, suite total $(elapsed "$suite_start" "$EPOCHREALTIME")s"
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+[ "$failed" -eq 0 ] && [ "$passed" -ge "${#defined[@]}" ]
