@@ -9,9 +9,7 @@ use vfio_ioctls::{VfioContainer, VfioDeviceFd, VfioError, VfioOps};
 
 use crate::vfio::backend::DmaBackend;
 use crate::vfio::container::Container;
-#[cfg(feature = "kvm")]
-use crate::vfio::error::AssignError;
-use crate::vfio::error::Result;
+use crate::vfio::error::{AssignError, Result};
 use crate::vfio::util::errno;
 
 /// The IOMMU side of a kernel VFIO container: a legacy container (`/dev/vfio/vfio`, type1v2
