@@ -66,7 +66,10 @@ struct Report {
 
 /// Whether `name` is one of the suite's checks (`checks.txt`).
 fn listed(name: &str) -> bool {
-    CHECKS.lines().map(str::trim).any(|line| line == name)
+    CHECKS
+        .lines()
+        .filter_map(|line| line.split('#').next())
+        .any(|line| line.trim() == name)
 }
 
 /// An error with its sources, each once (the errno included).
@@ -256,7 +259,7 @@ fn expect<T: PartialEq + std::fmt::LowerHex>(
     want: T,
 ) -> Result<String, String> {
     if got == want {
-        Ok(format!("{what} {got:#x}, want {want:#x}"))
+        Ok(format!("{what}: read {got:#x}, want {want:#x}"))
     } else {
         Err(format!("{what}: got {got:#x}, want {want:#x}"))
     }
@@ -770,5 +773,57 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_lines_give_their_page_address() {
+        let line = "[    5.528026] DMAR: [DMA Write NO_PASID] Request device [01:00.0] fault addr \
+                    0x101000 [fault reason 0x05] PTE Write access is not set";
+        assert_eq!(fault_address(line), Some(0x10_1000));
+        // Older kernels print the address without 0x.
+        assert_eq!(
+            fault_address("DMAR: [DMA Read] Request device [00:03.0] fault addr 103000"),
+            Some(0x10_3000)
+        );
+        assert_eq!(
+            fault_address("DMAR: DRHD: handling fault status reg 2"),
+            None
+        );
+    }
+
+    #[test]
+    fn every_check_of_the_guest_is_listed() {
+        for name in [
+            "open_device",
+            "dma_blocked_after_unmap",
+            "reset",
+            "teardown",
+        ] {
+            assert!(listed(name), "{name}");
+        }
+        assert!(!listed("kvm"));
+        assert!(!listed("# every"));
+        // A passing check that is not listed is reported as a failure.
+        let mut report = Report::default();
+        assert!(!report.check("not_a_check", Ok(String::new())));
+        assert!(report.check("reset", Ok("not supported".to_owned())));
+        assert_eq!((report.passed, report.failed), (1, 1));
+    }
+
+    #[test]
+    fn expectations_show_both_values() {
+        assert_eq!(
+            expect("ID register", 0x0100_00edu32, EDU_ID),
+            Ok("ID register: read 0x10000ed, want 0x10000ed".to_owned())
+        );
+        assert_eq!(
+            expect("ID register", 0xffff_ffffu32, EDU_ID),
+            Err("ID register: got 0xffffffff, want 0x10000ed".to_owned())
+        );
     }
 }
