@@ -1,6 +1,6 @@
-//! [`KernelVfio`]: the [`VfioBackend`] of a real device bound to vfio-pci, and [`KernelDma`]: the
-//! [`DmaBackend`] of a kernel VFIO container (legacy container/group with the type1v2 IOMMU, or
-//! iommufd).
+//! [`KernelVfio`]: the [`crate::vfio::VfioBackend`] of a real device bound to vfio-pci, and
+//! [`KernelDma`]: the [`crate::vfio::DmaBackend`] of a kernel VFIO container (legacy
+//! container/group with the type1v2 IOMMU, or iommufd).
 //!
 //! Opening (container, group, iommufd, KVM VFIO device registration), region info with its
 //! capabilities and DMA map/unmap come from `vfio-ioctls`. Region I/O, `SET_IRQS`, `GET_INFO` and
