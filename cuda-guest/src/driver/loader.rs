@@ -153,13 +153,17 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    fn library_path(&self) -> PathBuf {
-        match &self.path {
-            Some(p) => p.clone(),
-            None => match std::env::var_os(LIBCUDA_ENV) {
-                Some(p) if !p.is_empty() => PathBuf::from(p),
-                _ => PathBuf::from(DEFAULT_LIBCUDA),
-            },
+    /// The library [`Driver::load`] opens: the option's path, else `VMGPU_LIBCUDA`,
+    /// else `libcuda.so.1`.
+    pub fn library_path(&self) -> PathBuf {
+        self.library_path_with(std::env::var_os(LIBCUDA_ENV))
+    }
+
+    fn library_path_with(&self, env: Option<std::ffi::OsString>) -> PathBuf {
+        match (&self.path, env) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) if !p.is_empty() => PathBuf::from(p),
+            _ => PathBuf::from(DEFAULT_LIBCUDA),
         }
     }
 }
@@ -373,6 +377,47 @@ impl Driver {
             device,
             stream,
             jit_log: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_path_prefers_the_option_then_the_environment() {
+        let default = LoadOptions::default();
+        assert_eq!(
+            default.library_path_with(None),
+            PathBuf::from("libcuda.so.1")
+        );
+        assert_eq!(
+            default.library_path_with(Some("".into())),
+            PathBuf::from("libcuda.so.1")
+        );
+        assert_eq!(
+            default.library_path_with(Some("/opt/x/libcuda.so.1".into())),
+            PathBuf::from("/opt/x/libcuda.so.1")
+        );
+        let explicit = LoadOptions {
+            path: Some("/a/libcuda.so".into()),
+            ..LoadOptions::default()
+        };
+        assert_eq!(
+            explicit.library_path_with(Some("/opt/x/libcuda.so.1".into())),
+            PathBuf::from("/a/libcuda.so")
+        );
+    }
+
+    #[test]
+    fn entry_point_names_are_unique_and_versioned_names_extend_them() {
+        for (i, (name, versioned)) in ENTRY_POINTS.iter().enumerate() {
+            assert!(versioned.starts_with(name), "{name} / {versioned}");
+            assert!(
+                ENTRY_POINTS[i + 1..].iter().all(|(n, _)| n != name),
+                "{name}"
+            );
         }
     }
 }
