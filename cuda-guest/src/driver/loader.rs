@@ -35,6 +35,12 @@ macro_rules! entry_points {
         pub const ENTRY_POINTS: &[(&str, &str)] = &[ $( ($name, $versioned), )* ];
 
         impl DriverApi {
+            /// Every entry point as (name, versioned symbol, address resolved), to check
+            /// the resolution against what `dlsym` gives for each name.
+            pub fn addresses(&self) -> Vec<(&'static str, &'static str, usize)> {
+                vec![ $( ($name, $versioned, self.$field as usize), )* ]
+            }
+
             fn resolve(
                 lookup: &mut dyn FnMut(&'static CStr, &'static CStr) -> Result<*mut c_void, DriverError>,
             ) -> Result<Self, DriverError> {
