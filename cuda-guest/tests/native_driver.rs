@@ -84,7 +84,10 @@ fn device_queries_report_the_gpu() {
     let total = cuda.device_total_mem(dev).unwrap();
     assert!(total > 1 << 30);
     let info = gpu.mem_info().unwrap();
-    assert_eq!(info.total, total);
+    assert!(
+        info.total <= total && info.total >= total / 10 * 9,
+        "{info:?} vs {total}"
+    );
     assert!(info.free > 0 && info.free <= info.total);
     let uuid_s: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
     println!(

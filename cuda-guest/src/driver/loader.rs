@@ -9,7 +9,7 @@
 //! (`cuMemAlloc_v2`, ...) looked up with `dlsym`. Every failure is a [`DriverError`].
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::error::{builtin_text, CudaError, DriverError};
 use super::sys;
@@ -18,6 +18,15 @@ use super::sys;
 pub const LIBCUDA_ENV: &str = "VMGPU_LIBCUDA";
 /// The library loaded when neither the options nor [`LIBCUDA_ENV`] name one.
 pub const DEFAULT_LIBCUDA: &str = "libcuda.so.1";
+/// Where the driver is looked for when [`DEFAULT_LIBCUDA`] is not on the loader's path
+/// (containers mount it at the first; WSL puts it at the last).
+pub const FALLBACK_PATHS: &[&str] = &[
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/wsl/lib/libcuda.so.1",
+];
 
 macro_rules! entry_points {
     ($( $field:ident : $ty:ident = $name:literal, $versioned:literal; )*) => {
@@ -188,17 +197,37 @@ pub struct Driver {
 impl Driver {
     /// Opens the library and resolves every entry point of [`ENTRY_POINTS`].
     pub fn load(options: &LoadOptions) -> Result<Driver, DriverError> {
-        let path_buf = options.library_path();
-        let path = path_buf.display().to_string();
-        // SAFETY: opening a shared library runs its initialisers. The library is the
-        // CUDA driver (or what the operator named in its place): a vendor library meant
-        // to be dlopened by any process, whose initialisers have no preconditions on us.
-        let lib = unsafe { libloading::Library::new(&path_buf) }.map_err(|e| {
-            DriverError::LibraryNotFound {
-                path: path.clone(),
-                reason: e.to_string(),
+        let first = options.library_path();
+        // Only the default name falls back to the driver's usual places: a path named by
+        // the caller or VMGPU_LIBCUDA is the only one tried.
+        let candidates: Vec<PathBuf> = if first == Path::new(DEFAULT_LIBCUDA) {
+            std::iter::once(first)
+                .chain(FALLBACK_PATHS.iter().map(PathBuf::from))
+                .collect()
+        } else {
+            vec![first]
+        };
+        let mut failures = Vec::new();
+        let mut opened = None;
+        for candidate in &candidates {
+            // SAFETY: opening a shared library runs its initialisers. The library is the
+            // CUDA driver (or what the operator named in its place): a vendor library
+            // meant to be dlopened by any process, whose initialisers have no
+            // preconditions on us.
+            match unsafe { libloading::Library::new(candidate) } {
+                Ok(lib) => {
+                    opened = Some((candidate.display().to_string(), lib));
+                    break;
+                }
+                Err(e) => failures.push(e.to_string()),
             }
-        })?;
+        }
+        let Some((path, lib)) = opened else {
+            return Err(DriverError::LibraryNotFound {
+                path: candidates[0].display().to_string(),
+                reason: failures.join("; "),
+            });
+        };
 
         // SAFETY: `cuGetProcAddress_v2` has, when present, exactly the prototype
         // `sys::cuGetProcAddress_v2` (cuda.h 12.x); the symbol is only copied out as a
