@@ -141,6 +141,32 @@ fn entry_points_resolve_to_the_cuda_12_variants() {
     println!(
         "{versioned_matches} of {checked} versioned entry points equal dlsym of their _v2 name"
     );
+    // The per-thread-default-stream flag selects other variants of the stream-ordered
+    // entry points (the _ptsz/_ptds ones).
+    let per_thread = cuda_guest::driver::Driver::load(&cuda_guest::driver::LoadOptions {
+        per_thread_default_stream: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let legacy = native.raw_api().addresses();
+    let mut differing = Vec::new();
+    for ((name, _, a), (_, _, b)) in legacy.iter().zip(per_thread.api().addresses()) {
+        if *a != b {
+            differing.push(*name);
+        }
+    }
+    println!("per-thread default stream variants differ for: {differing:?}");
+    assert!(differing.contains(&"cuLaunchKernel"), "{differing:?}");
+    assert!(differing.contains(&"cuMemcpyDtoDAsync"), "{differing:?}");
+    assert!(!differing.contains(&"cuMemAlloc"), "{differing:?}");
+    for (name, _, addr) in per_thread.api().addresses() {
+        for suffix in ["_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds"] {
+            let sym = format!("{name}{suffix}");
+            if let Some(a) = per_thread.dlsym_address(&sym) {
+                println!("{name:24} per-thread -> {addr:#x}; dlsym({sym}) = {a:#x}");
+            }
+        }
+    }
 }
 
 #[test]
