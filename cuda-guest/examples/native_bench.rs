@@ -484,6 +484,77 @@ fn launches(
         if ok { "met" } else { "NOT met" }
     ));
     cuda.context_synchronize()?;
+
+    // vector_add with n = 0 (touches no memory): four parameters packed per launch, as a
+    // C caller does (`void *args[] = {&a, &b, &c, &n}`) and as the trait takes them.
+    let vector_add: Function = cuda.module_get_function(&module, "vector_add")?;
+    let fv = vector_add.raw() as usize as sys::CUfunction;
+    let (pa, pb, pc, n0): (u64, u64, u64, u32) = (0, 0, 0, 0);
+    let raw4 = || {
+        let mut params: [*mut c_void; 4] = [
+            (&pa as *const u64).cast_mut().cast(),
+            (&pb as *const u64).cast_mut().cast(),
+            (&pc as *const u64).cast_mut().cast(),
+            (&n0 as *const u32).cast_mut().cast(),
+        ];
+        // SAFETY: `fv` takes (ptr, ptr, ptr, u32); each params entry points to a live
+        // value of that size, read by the driver during the call; with n = 0 the kernel
+        // touches no memory.
+        let r = unsafe {
+            (api.launch_kernel)(
+                fv,
+                1,
+                1,
+                1,
+                32,
+                1,
+                1,
+                0,
+                null_stream,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        raw(r, "cuLaunchKernel")
+    };
+    let cfg32 = LaunchConfig::linear(1, 32);
+    let trait4 = || {
+        let args: [&[u8]; 4] = [
+            &pa.to_le_bytes(),
+            &pb.to_le_bytes(),
+            &pc.to_le_bytes(),
+            &n0.to_le_bytes(),
+        ];
+        // SAFETY: as above.
+        unsafe { cuda.launch(&vector_add, &cfg32, &Stream::DEFAULT, &args) }
+    };
+    let mut submit4 = [Vec::new(), Vec::new()];
+    for round in 0..=args.rounds {
+        for (k, launch) in [&raw4 as &dyn Fn() -> Result<(), DriverError>, &trait4]
+            .into_iter()
+            .enumerate()
+        {
+            cuda.context_synchronize()?;
+            let t = Instant::now();
+            for _ in 0..args.launches {
+                launch()?;
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / args.launches as f64;
+            if round > 0 {
+                submit4[k].push(us);
+            }
+        }
+    }
+    let [raw4_us, trait4_us] = submit4.map(median);
+    rep.num("launch4_raw_us", raw4_us);
+    rep.num("launch4_trait_us", trait4_us);
+    rep.num("launch4_ratio", trait4_us / raw4_us);
+    rep.line(format!(
+        "4-parameter launch (us each): raw cuLaunchKernel {raw4_us:.3}, trait {trait4_us:.3} \
+         ({:.3}x)",
+        trait4_us / raw4_us
+    ));
+    cuda.context_synchronize()?;
     // SAFETY: every launch completed (synchronised above).
     unsafe { cuda.module_unload(module) }?;
     Ok(())

@@ -385,6 +385,18 @@ fn invalid_ptx_reports_the_jit_log() {
     assert!(msg.contains("JIT log"), "{msg}");
     assert!(msg.contains("hint"), "{msg}");
     println!("{msg}");
+    // A PTX ISA newer than the driver's JIT.
+    let future =
+        ".version 99.9\n.target sm_52\n.address_size 64\n.visible .entry e()\n{\n    ret;\n}\n";
+    let err = gpu.backend().module_load_ptx(future).unwrap_err();
+    println!("{err}");
+    assert!(
+        matches!(
+            err.cuda_name(),
+            Some("CUDA_ERROR_UNSUPPORTED_PTX_VERSION") | Some("CUDA_ERROR_INVALID_PTX")
+        ),
+        "{err}"
+    );
     // A NUL byte in the text is refused before the driver.
     assert!(gpu.backend().module_load_ptx("ab\0c").is_err());
 }
@@ -486,4 +498,66 @@ fn errors_name_the_failure_and_give_hints() {
     other.stream_destroy(s).unwrap();
     assert!(cuda.stream_destroy(Stream::DEFAULT).is_err());
     other.primary_context_release(ctx).unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored)"]
+fn launch_out_of_resources_has_its_hint() {
+    let (_native, gpu) = native_gpu();
+    let cuda = gpu.backend().clone();
+    let module = cuda.module_load_ptx(KERNELS_PTX).unwrap();
+    let hog = cuda.module_get_function(&module, "register_hog").unwrap();
+    let buf = gpu.alloc_zeroed(1024 * 4).unwrap();
+    let n: i32 = 1;
+    let args: [&[u8]; 2] = [&buf.ptr().0.to_le_bytes(), &n.to_le_bytes()];
+    // SAFETY: register_hog(float*, int) with a buffer of 1024 floats (it touches at most
+    // p[0..1024]).
+    let err = unsafe {
+        cuda.launch(
+            &hog,
+            &LaunchConfig::linear(1, 1024),
+            &Stream::DEFAULT,
+            &args,
+        )
+    }
+    .unwrap_err();
+    println!("{err}");
+    assert_eq!(
+        err.cuda_name(),
+        Some("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("hint: too many registers"),
+        "{err}"
+    );
+    // Not sticky: a smaller block runs.
+    // SAFETY: as above.
+    unsafe { cuda.launch(&hog, &LaunchConfig::linear(1, 64), &Stream::DEFAULT, &args) }.unwrap();
+    gpu.synchronize().unwrap();
+    // SAFETY: every launch completed.
+    unsafe { cuda.module_unload(module) }.unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (run with --ignored)"]
+fn threads_bind_the_context_and_copy_on_their_own_streams() {
+    let (_native, gpu) = native_gpu();
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let gpu = gpu.clone();
+            scope.spawn(move || {
+                // Every safe-layer call makes the context current on this thread.
+                let data: Vec<u8> = (0..(1 << 20)).map(|i: u32| (i as u8) ^ t).collect();
+                let src = gpu.htod(&data).unwrap();
+                let mut dst = gpu.alloc_zeroed(data.len()).unwrap();
+                let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
+                for _ in 0..10 {
+                    dst.copy_from_device_async(&src, &stream).unwrap();
+                }
+                stream.synchronize().unwrap();
+                assert_eq!(dst.to_vec().unwrap(), data, "thread {t}");
+            });
+        }
+    });
 }

@@ -33,3 +33,19 @@ extern "C" __global__ void spin(long long cycles, unsigned *flag, unsigned value
 extern "C" __global__ void oob_write(unsigned *p) {
     p[(1ull << 40) / sizeof(unsigned) + threadIdx.x] = 1u;
 }
+
+// Keeps 96 floats live across a loop: about 100 registers a thread, so 1024-thread
+// blocks exceed the 64K registers of an SM (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES).
+extern "C" __global__ void register_hog(float *p, int n) {
+    float acc[96];
+#pragma unroll
+    for (int j = 0; j < 96; j++) acc[j] = p[j];
+    for (int i = 0; i < n; i++) {
+#pragma unroll
+        for (int j = 0; j < 96; j++) acc[j] = acc[j] * acc[(j + 1) % 96] + p[i];
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 96; j++) s += acc[j];
+    p[threadIdx.x] = s;
+}
