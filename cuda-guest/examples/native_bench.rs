@@ -5,9 +5,9 @@
 //!
 //! ```text
 //! cargo run --release -p cuda-guest --example native_bench -- [--json] [--mib N]
-//!     [--rounds N] [--launches N]
+//!     [--rounds N] [--copies N] [--launches N] [--launch-rounds N] [--roundtrips N]
 //! ```
-//! Each figure is the median of `--rounds` rounds; the variants of one comparison are
+//! Each figure is the median of its rounds; the variants of one comparison are
 //! interleaved round by round. Goals: D2D >= 97% of raw, launch <= 1.05x raw, H2D from
 //! registered memory >= 95% of pinned.
 
@@ -31,6 +31,7 @@ struct Args {
     mib: usize,
     rounds: usize,
     copies: usize,
+    launch_rounds: usize,
     launches: usize,
     roundtrips: usize,
 }
@@ -41,8 +42,9 @@ fn parse_args() -> Result<Args, String> {
         mib: 256,
         rounds: 9,
         copies: 40,
-        launches: 20_000,
-        roundtrips: 2_000,
+        launch_rounds: 31,
+        launches: 5_000,
+        roundtrips: 500,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -58,11 +60,12 @@ fn parse_args() -> Result<Args, String> {
             "--rounds" => a.rounds = num("--rounds")?,
             "--copies" => a.copies = num("--copies")?,
             "--launches" => a.launches = num("--launches")?,
+            "--launch-rounds" => a.launch_rounds = num("--launch-rounds")?,
             "--roundtrips" => a.roundtrips = num("--roundtrips")?,
             "-h" | "--help" => {
                 return Err(
                     "usage: native_bench [--json] [--mib N] [--rounds N] [--copies N] \
-                            [--launches N] [--roundtrips N]"
+                            [--launches N] [--launch-rounds N] [--roundtrips N]"
                         .into(),
                 )
             }
@@ -87,6 +90,43 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Microseconds per call of `a` and of `b` (medians over rounds) and the median of the
+/// per-round ratios b/a: `rounds` rounds (after one warm-up) of `n` calls of each, the
+/// order alternating from round to round, `sync` before each batch.
+fn paired(
+    rounds: usize,
+    n: usize,
+    sync: &dyn Fn() -> Result<(), DriverError>,
+    a: &dyn Fn() -> Result<(), DriverError>,
+    b: &dyn Fn() -> Result<(), DriverError>,
+) -> Result<(f64, f64, f64), DriverError> {
+    let batch = |f: &dyn Fn() -> Result<(), DriverError>| -> Result<f64, DriverError> {
+        sync()?;
+        let t = Instant::now();
+        for _ in 0..n {
+            f()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    let (mut va, mut vb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..=rounds {
+        let (ta, tb) = if round % 2 == 0 {
+            let ta = batch(a)?;
+            (ta, batch(b)?)
+        } else {
+            let tb = batch(b)?;
+            (batch(a)?, tb)
+        };
+        if round > 0 {
+            va.push(ta);
+            vb.push(tb);
+            ratios.push(tb / ta);
+        }
+    }
+    sync()?;
+    Ok((median(va), median(vb), median(ratios)))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -428,59 +468,46 @@ fn launches(
         // SAFETY: `empty` takes no parameters; its module stays loaded until the end.
         unsafe { cuda.launch(&empty, &cfg, &Stream::DEFAULT, &[]) }
     };
-    let mut submit = [Vec::new(), Vec::new()];
-    let mut round_trip = [Vec::new(), Vec::new()];
-    for round in 0..=args.rounds {
-        for (k, launch) in [
-            &raw_launch as &dyn Fn() -> Result<(), DriverError>,
-            &trait_launch,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            cuda.context_synchronize()?;
-            let t = Instant::now();
-            for _ in 0..args.launches {
-                launch()?;
-            }
-            let us = t.elapsed().as_secs_f64() * 1e6 / args.launches as f64;
-            cuda.context_synchronize()?;
-            let t = Instant::now();
-            for _ in 0..args.roundtrips {
-                launch()?;
-                if k == 0 {
-                    // SAFETY: the legacy default stream of the current context.
-                    let r = unsafe { (api.stream_synchronize)(null_stream) };
-                    raw(r, "cuStreamSynchronize")?;
-                } else {
-                    cuda.stream_synchronize(&Stream::DEFAULT)?;
-                }
-            }
-            let rt = t.elapsed().as_secs_f64() * 1e6 / args.roundtrips as f64;
-            if round > 0 {
-                submit[k].push(us);
-                round_trip[k].push(rt);
-            }
-        }
-    }
-    let [raw_us, trait_us] = submit.map(median);
-    let [raw_rt, trait_rt] = round_trip.map(median);
+    let raw_rt = || {
+        raw_launch()?;
+        // SAFETY: the legacy default stream of the current context.
+        let r = unsafe { (api.stream_synchronize)(null_stream) };
+        raw(r, "cuStreamSynchronize")
+    };
+    let trait_rt = || {
+        trait_launch()?;
+        cuda.stream_synchronize(&Stream::DEFAULT)
+    };
+    let sync = || cuda.context_synchronize();
+    let (raw_us, trait_us, ratio) = paired(
+        args.launch_rounds,
+        args.launches,
+        &sync,
+        &raw_launch,
+        &trait_launch,
+    )?;
+    let (raw_rt, trait_rt, ratio_rt) = paired(
+        args.launch_rounds,
+        args.roundtrips,
+        &sync,
+        &raw_rt,
+        &trait_rt,
+    )?;
     rep.num("launch_raw_us", raw_us);
     rep.num("launch_trait_us", trait_us);
-    rep.num("launch_ratio", trait_us / raw_us);
+    rep.num("launch_ratio", ratio);
     rep.num("launch_sync_raw_us", raw_rt);
     rep.num("launch_sync_trait_us", trait_rt);
-    rep.num("launch_sync_ratio", trait_rt / raw_rt);
-    let ok = trait_us / raw_us <= 1.05 && trait_rt / raw_rt <= 1.05;
+    rep.num("launch_sync_ratio", ratio_rt);
+    let ok = ratio <= 1.05 && ratio_rt <= 1.05;
     rep.flag("goal_launch_le_1_05x", ok);
     rep.line(format!(
-        "empty-kernel launch (us each, {} launches x {} rounds): raw cuLaunchKernel {raw_us:.3}, \
-         trait {trait_us:.3} ({:.3}x); launch+sync round trip: raw {raw_rt:.2}, trait \
-         {trait_rt:.2} ({:.3}x) -> goal <= 1.05x: {}",
+        "empty-kernel launch (us each; {} rounds of {} launches, ratio = median of per-round \
+         ratios): raw cuLaunchKernel {raw_us:.3}, trait {trait_us:.3} ({ratio:.3}x); \
+         launch+sync round trip: raw {raw_rt:.2}, trait {trait_rt:.2} ({ratio_rt:.3}x) -> goal \
+         <= 1.05x: {}",
+        args.launch_rounds,
         args.launches,
-        args.rounds,
-        trait_us / raw_us,
-        trait_rt / raw_rt,
         if ok { "met" } else { "NOT met" }
     ));
     cuda.context_synchronize()?;
@@ -528,31 +555,14 @@ fn launches(
         // SAFETY: as above.
         unsafe { cuda.launch(&vector_add, &cfg32, &Stream::DEFAULT, &args) }
     };
-    let mut submit4 = [Vec::new(), Vec::new()];
-    for round in 0..=args.rounds {
-        for (k, launch) in [&raw4 as &dyn Fn() -> Result<(), DriverError>, &trait4]
-            .into_iter()
-            .enumerate()
-        {
-            cuda.context_synchronize()?;
-            let t = Instant::now();
-            for _ in 0..args.launches {
-                launch()?;
-            }
-            let us = t.elapsed().as_secs_f64() * 1e6 / args.launches as f64;
-            if round > 0 {
-                submit4[k].push(us);
-            }
-        }
-    }
-    let [raw4_us, trait4_us] = submit4.map(median);
+    let (raw4_us, trait4_us, ratio4) =
+        paired(args.launch_rounds, args.launches, &sync, &raw4, &trait4)?;
     rep.num("launch4_raw_us", raw4_us);
     rep.num("launch4_trait_us", trait4_us);
-    rep.num("launch4_ratio", trait4_us / raw4_us);
+    rep.num("launch4_ratio", ratio4);
     rep.line(format!(
         "4-parameter launch (us each): raw cuLaunchKernel {raw4_us:.3}, trait {trait4_us:.3} \
-         ({:.3}x)",
-        trait4_us / raw4_us
+         ({ratio4:.3}x)"
     ));
     cuda.context_synchronize()?;
     // SAFETY: every launch completed (synchronised above).
