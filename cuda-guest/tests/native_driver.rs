@@ -39,6 +39,16 @@ fn device_queries_report_the_gpu() {
         .device_attribute(dev, DeviceAttribute::PciDeviceId)
         .unwrap();
     assert_eq!(bus, format!("{domain:04x}:{busn:02x}:{slot:02x}.0"));
+    let addr = cuda.device_pci_address(dev).unwrap();
+    assert_eq!(
+        (
+            addr.domain as i32,
+            addr.bus as i32,
+            addr.device as i32,
+            addr.function
+        ),
+        (domain, busn, slot, 0)
+    );
     assert_eq!(
         cuda.device_attribute(dev, DeviceAttribute::WarpSize)
             .unwrap(),

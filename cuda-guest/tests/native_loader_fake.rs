@@ -222,8 +222,16 @@ fn failing_calls_are_typed_errors_naming_the_operation() {
     assert_eq!(e.name, "CUDA_ERROR_NOT_SUPPORTED");
     assert_eq!(e.description, "fake driver: operation not supported");
     assert_eq!(e.operation, "cuMemAlloc_v2(4096 bytes)");
-    let err = cuda.device_name(Device::new(1)).unwrap_err();
+    assert_eq!(cuda.device_name(Device::new(1)).unwrap(), "Fake GPU 1");
+    assert_eq!(
+        cuda.device_pci_bus_id(Device::new(1)).unwrap(),
+        "0000:1c:00.0"
+    );
+    let addr = cuda.device_pci_address(Device::new(0)).unwrap();
+    assert_eq!(addr, "0000:1b:00.0".parse::<pcie::PciAddress>().unwrap());
+    let err = cuda.device_uuid(Device::new(1)).unwrap_err();
     assert_eq!(err.as_cuda().unwrap().device, Some(1));
+    assert_eq!(err.as_cuda().unwrap().operation, "cuDeviceGetUuid_v2");
     // An ordinal past the count never reaches the driver.
     let err = cuda.device_name(Device::new(7)).unwrap_err();
     assert_eq!(err.cuda_name(), Some("CUDA_ERROR_INVALID_DEVICE"));

@@ -45,6 +45,15 @@ pub enum DriverError {
     /// A CUDA call failed.
     #[error(transparent)]
     Cuda(Box<CudaError>),
+    /// The driver answered with something this crate cannot use (e.g. a PCI address it
+    /// cannot parse).
+    #[error("{operation} returned something unexpected: {reason}")]
+    Unexpected {
+        /// What was being done.
+        operation: &'static str,
+        /// What came back.
+        reason: String,
+    },
     /// An argument was refused before reaching the driver (a handle of another backend,
     /// a name with a NUL byte, a size that does not fit).
     #[error("{operation}: {reason}")]
@@ -285,5 +294,72 @@ pub fn builtin_text(code: i32) -> (&'static str, &'static str) {
             "CUDA_ERROR_UNRECOGNIZED",
             "a CUresult this crate does not know",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(code: i32) -> CudaError {
+        let (name, description) = builtin_text(code);
+        CudaError {
+            code,
+            name: name.into(),
+            description: description.into(),
+            operation: "cuLaunchKernel".into(),
+            device: Some(1),
+            stream: Some(0xabc),
+            jit_log: None,
+        }
+    }
+
+    #[test]
+    fn display_names_operation_device_stream_code_and_hint() {
+        let e = err(sys::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert_eq!(
+            e.to_string(),
+            "cuLaunchKernel failed on device 1 on stream 0xabc: CUDA_ERROR_ILLEGAL_ADDRESS \
+             (700): an illegal memory access was encountered (hint: a kernel accessed memory \
+             outside its allocations; the context is now unusable (sticky error) and must be \
+             reset; compute-sanitizer finds the access)"
+        );
+        let mut e = err(sys::CUDA_ERROR_INVALID_PTX);
+        e.stream = Some(0);
+        e.jit_log = Some("ptxas application ptx input, line 3; error\n".into());
+        let s = e.to_string();
+        assert!(s.contains("on the default stream"), "{s}");
+        assert!(
+            s.ends_with("JIT log:\nptxas application ptx input, line 3; error"),
+            "{s}"
+        );
+        let wrapped = DriverError::from(e);
+        assert_eq!(wrapped.code(), Some(218));
+        assert_eq!(wrapped.cuda_name(), Some("CUDA_ERROR_INVALID_PTX"));
+    }
+
+    #[test]
+    fn common_failures_have_hints_and_names() {
+        for code in [
+            1, 2, 3, 34, 35, 100, 200, 201, 209, 218, 222, 700, 701, 716, 719, 803,
+        ] {
+            let (name, desc) = builtin_text(code);
+            assert!(name.starts_with("CUDA_ERROR_"), "{code}");
+            assert_ne!(name, "CUDA_ERROR_UNRECOGNIZED", "{code}");
+            assert!(!desc.is_empty());
+        }
+        for code in [2, 100, 218, 701, 700] {
+            assert!(hint(code).is_some(), "{code}");
+        }
+        assert!(hint(sys::CUDA_ERROR_NOT_READY).is_none());
+        assert_eq!(builtin_text(123_456).0, "CUDA_ERROR_UNRECOGNIZED");
+        assert_eq!(builtin_text(0).0, "CUDA_SUCCESS");
+    }
+
+    #[test]
+    fn no_device_is_a_cuda_code_too() {
+        let e = DriverError::NoDevice { driver_version: 0 };
+        assert_eq!(e.code(), Some(100));
+        assert!(e.to_string().contains("nvidia-smi"));
     }
 }

@@ -404,6 +404,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn device_uuid(&self, dev: Device) -> Result<[u8; 16]>;
     /// The PCI address, `DDDD:BB:DD.F` (lowercase hex, as sysfs writes it).
     fn device_pci_bus_id(&self, dev: Device) -> Result<String>;
+    /// The PCI address as the `pcie` crate's [`pcie::PciAddress`], to find the device
+    /// in sysfs (IOMMU group, NUMA node, binding).
+    fn device_pci_address(&self, dev: Device) -> Result<pcie::PciAddress> {
+        let id = self.device_pci_bus_id(dev)?;
+        id.parse()
+            .map_err(|e: pcie::AddressError| DriverError::Unexpected {
+                operation: "cuDeviceGetPCIBusId",
+                reason: format!("{id:?} is not a PCI address: {e}"),
+            })
+    }
     /// One attribute.
     fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32>;
     /// Total device memory in bytes.

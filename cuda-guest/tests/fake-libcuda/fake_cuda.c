@@ -11,6 +11,7 @@
  *   DEVICE_COUNT  what cuDeviceGetCount reports (default 1)
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #ifndef INIT_RESULT
@@ -58,6 +59,17 @@ static int fake_cuDeviceGet(int *d, int ordinal) {
     *d = ordinal;
     return CUDA_SUCCESS;
 }
+static int fake_cuDeviceGetName(char *name, int len, int dev) {
+    if (!name || len <= 0 || dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    return CUDA_SUCCESS;
+}
+/* As nvidia-smi writes it: 8-digit domain, uppercase. */
+static int fake_cuDeviceGetPCIBusId(char *id, int len, int dev) {
+    if (!id || len <= 0 || dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(id, (size_t)len, "00000000:%02X:00.0", 0x1b + dev);
+    return CUDA_SUCCESS;
+}
 /* Names are left to the caller's table; descriptions come from here. */
 static int fake_cuGetErrorName(int e, const char **s) {
     (void)e; (void)s;
@@ -90,6 +102,8 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
     else if (strcmp(symbol, "cuDriverGetVersion") == 0) *pfn = (void *)fake_cuDriverGetVersion;
     else if (strcmp(symbol, "cuDeviceGetCount") == 0) *pfn = (void *)fake_cuDeviceGetCount;
     else if (strcmp(symbol, "cuDeviceGet") == 0) *pfn = (void *)fake_cuDeviceGet;
+    else if (strcmp(symbol, "cuDeviceGetName") == 0) *pfn = (void *)fake_cuDeviceGetName;
+    else if (strcmp(symbol, "cuDeviceGetPCIBusId") == 0) *pfn = (void *)fake_cuDeviceGetPCIBusId;
     else if (strcmp(symbol, "cuGetErrorName") == 0) *pfn = (void *)fake_cuGetErrorName;
     else if (strcmp(symbol, "cuGetErrorString") == 0) *pfn = (void *)fake_cuGetErrorString;
     else *pfn = (void *)fake_stub;
