@@ -32,6 +32,20 @@ pub use error::{CudaError, DriverError};
 pub use loader::{Driver, LoadOptions, Resolution};
 pub use native::NativeBackend;
 
+/// Instance ids of every backend in the process.
+static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A fresh backend instance id (never 0) for [`Backend::instance_id`]; every backend of
+/// this crate (native, simulator) draws its id here so that no two instances share one.
+pub(crate) fn next_instance_id() -> u32 {
+    loop {
+        let id = NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if id != 0 && id != u32::MAX {
+            return id;
+        }
+    }
+}
+
 /// Results of the driver boundary.
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;
 

@@ -2,29 +2,15 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use super::error::{CudaError, DriverError};
 use super::loader::{Driver, DriverApi, LoadOptions};
 use super::{
-    sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags,
-    Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, MemInfo, Module, Result,
-    Stream, StreamFlags,
+    next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
+    Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
+    MemInfo, Module, Result, Stream, StreamFlags,
 };
-
-/// Instance ids of every backend in the process (the simulator draws from it too).
-static NEXT_INSTANCE: AtomicU32 = AtomicU32::new(1);
-
-/// A fresh backend instance id (never 0).
-pub(crate) fn next_instance_id() -> u32 {
-    loop {
-        let id = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        if id != 0 {
-            return id;
-        }
-    }
-}
 
 thread_local! {
     /// (backend instance, device ordinal) of the context this thread last made current
