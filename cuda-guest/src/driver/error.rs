@@ -45,6 +45,18 @@ pub enum DriverError {
     /// A CUDA call failed.
     #[error(transparent)]
     Cuda(Box<CudaError>),
+    /// An NVRTC call failed; a failed compilation carries the compiler's log.
+    #[error("{operation} failed: {name} ({code}){}", log.as_deref().filter(|l| !l.trim().is_empty()).map(|l| format!("\nNVRTC log:\n{}", l.trim_end())).unwrap_or_default())]
+    Nvrtc {
+        /// The NVRTC call.
+        operation: &'static str,
+        /// The `nvrtcResult`.
+        code: i32,
+        /// Its name from `nvrtcGetErrorString`, e.g. `NVRTC_ERROR_COMPILATION`.
+        name: String,
+        /// The compilation log.
+        log: Option<String>,
+    },
     /// The driver answered with something this crate cannot use (e.g. a PCI address it
     /// cannot parse).
     #[error("{operation} returned something unexpected: {reason}")]

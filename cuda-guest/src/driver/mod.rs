@@ -11,6 +11,8 @@
 //! one are `unsafe` (see [`Backend`]), and the small safe layer in [`safe`] wraps them
 //! in buffers that free themselves.
 //!
+//! [`nvrtc`] compiles CUDA C++ to PTX with NVRTC, loaded at run time the same way.
+//!
 //! ```no_run
 //! use cuda_guest::driver::{Backend, Device, NativeBackend};
 //! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
@@ -25,6 +27,7 @@
 pub mod error;
 pub mod loader;
 mod native;
+pub mod nvrtc;
 pub mod safe;
 pub mod sys;
 
