@@ -235,8 +235,48 @@ fn failing_calls_are_typed_errors_naming_the_operation() {
     // An ordinal past the count never reaches the driver.
     let err = cuda.device_name(Device::new(7)).unwrap_err();
     assert_eq!(err.cuda_name(), Some("CUDA_ERROR_INVALID_DEVICE"));
-    let err = cuda.primary_context_retain(Device::new(0)).unwrap_err();
-    assert_eq!(err.code(), Some(801));
+}
+
+#[test]
+fn primary_context_references_are_counted_and_given_back() {
+    let fake = build_fake(&["WITH_GPA"], None);
+    // SAFETY: the fake's accessor takes no arguments and returns a plain integer.
+    let refs = || unsafe {
+        let lib = libloading::Library::new(&fake.path).expect("reopen the fake");
+        let f = lib
+            .get::<unsafe extern "C" fn() -> i32>(b"fake_ctx_refs\0")
+            .unwrap();
+        f()
+    };
+    let cuda = backend(&fake).expect("one device");
+    let dev = Device::new(0);
+    let a = cuda.primary_context_retain(dev).unwrap();
+    // The backend's own reference plus the caller's.
+    assert_eq!(refs(), 2);
+    let b = cuda.primary_context_retain(dev).unwrap();
+    assert_eq!(refs(), 3);
+    assert_eq!(a, b);
+    cuda.context_set_current(&a).unwrap();
+    cuda.primary_context_release(a).unwrap();
+    cuda.primary_context_release(b).unwrap();
+    assert_eq!(refs(), 1, "the backend keeps its own reference");
+    // `Context` is Copy: releasing once more than retained is refused, so the backend's
+    // own reference (which keeps every stream and buffer valid) cannot be given away.
+    let err = cuda.primary_context_release(a).unwrap_err();
+    assert!(err.to_string().contains("released more often"), "{err}");
+    assert_eq!(refs(), 1);
+    // A handle of another backend is refused.
+    let other = backend(&fake).expect("one device");
+    let c = other.primary_context_retain(dev).unwrap();
+    assert!(cuda.context_set_current(&c).is_err());
+    assert!(cuda.primary_context_release(c).is_err());
+    // Dropping a backend gives back its own reference and the ones its callers kept.
+    let _kept = cuda.primary_context_retain(dev).unwrap();
+    assert_eq!(refs(), 4);
+    drop(cuda);
+    assert_eq!(refs(), 2);
+    drop(other);
+    assert_eq!(refs(), 0);
 }
 
 #[test]

@@ -18,6 +18,15 @@ thread_local! {
     static CURRENT: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
 }
 
+/// A primary context the backend holds one reference on, and how many references the
+/// callers of [`Backend::primary_context_retain`] hold (so that they cannot release the
+/// backend's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Retained {
+    ctx: u64,
+    user_refs: u64,
+}
+
 /// JIT log buffers, bytes each.
 const JIT_LOG_BYTES: usize = 16 * 1024;
 /// Kernel parameters passed without a heap allocation.
@@ -30,9 +39,9 @@ pub struct NativeBackend {
     id: u32,
     driver_version: i32,
     devices: Vec<sys::CUdevice>,
-    /// The primary context this backend holds a reference on, per device (raw
-    /// `CUcontext`), released when the backend is dropped.
-    retained: Mutex<Vec<Option<u64>>>,
+    /// The primary context this backend holds a reference on, per device, released
+    /// when the backend is dropped.
+    retained: Mutex<Vec<Option<Retained>>>,
     // Declared last: the library is unloaded after everything above is dropped.
     driver: Driver,
 }
@@ -177,15 +186,19 @@ impl Drop for NativeBackend {
             Ok(v) => std::mem::take(v),
             Err(poisoned) => std::mem::take(poisoned.into_inner()),
         };
-        for (ordinal, ctx) in retained.into_iter().enumerate() {
-            if ctx.is_some() {
-                if let Some(dev) = self.devices.get(ordinal) {
-                    // SAFETY: this backend retained the primary context of `dev` once and
-                    // gives that reference back once; `dev` came from cuDeviceGet.
-                    let r = unsafe { (self.api().primary_ctx_release)(*dev) };
-                    if r != sys::CUDA_SUCCESS {
-                        log::warn!("releasing the primary context of device {ordinal}: {r}");
-                    }
+        for (ordinal, held) in retained.into_iter().enumerate() {
+            let (Some(held), Some(dev)) = (held, self.devices.get(ordinal)) else {
+                continue;
+            };
+            // The backend's own reference and every one its callers did not give back
+            // (their `Context` handles are useless without this backend).
+            for _ in 0..=held.user_refs {
+                // SAFETY: each iteration gives back one reference taken through this
+                // backend on the primary context of `dev` (from cuDeviceGet).
+                let r = unsafe { (self.api().primary_ctx_release)(*dev) };
+                if r != sys::CUDA_SUCCESS {
+                    log::warn!("releasing the primary context of device {ordinal}: {r}");
+                    break;
                 }
             }
         }
@@ -260,45 +273,70 @@ impl Backend for NativeBackend {
     fn primary_context_retain(&self, dev: Device) -> Result<Context> {
         let d = self.dev(dev, "cuDevicePrimaryCtxRetain")?;
         let mut retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = &mut retained[dev.ordinal() as usize];
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid, writable CUcontext slot; `d` came from cuDeviceGet.
+        if slot.is_none() {
+            // The backend's own reference, released in Drop.
+            // SAFETY: `ctx` is a valid, writable CUcontext slot; `d` came from cuDeviceGet.
+            let r = unsafe { (self.api().primary_ctx_retain)(&mut ctx, d) };
+            self.check_dev(r, || "cuDevicePrimaryCtxRetain".into(), dev)?;
+            *slot = Some(Retained {
+                ctx: ctx as usize as u64,
+                user_refs: 0,
+            });
+        }
+        // SAFETY: as above.
         let r = unsafe { (self.api().primary_ctx_retain)(&mut ctx, d) };
         self.check_dev(r, || "cuDevicePrimaryCtxRetain".into(), dev)?;
         let raw = ctx as usize as u64;
-        let slot = &mut retained[dev.ordinal() as usize];
-        if slot.is_none() {
-            // The backend's own reference: retain once more, released in Drop.
-            let mut again: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: as above.
-            let r = unsafe { (self.api().primary_ctx_retain)(&mut again, d) };
-            self.check_dev(r, || "cuDevicePrimaryCtxRetain".into(), dev)?;
-            *slot = Some(raw);
+        match slot {
+            Some(held) if held.ctx == raw => {
+                held.user_refs += 1;
+                Ok(Context::from_raw(self.id, raw))
+            }
+            _ => {
+                // SAFETY: gives back the reference just taken, which is not handed out.
+                unsafe { (self.api().primary_ctx_release)(d) };
+                Err(DriverError::Unexpected {
+                    operation: "cuDevicePrimaryCtxRetain",
+                    reason: "the primary context changed while this backend held it".into(),
+                })
+            }
         }
-        Ok(Context::from_raw(self.id, raw))
     }
 
     fn primary_context_release(&self, ctx: Context) -> Result<()> {
         self.owned(ctx.owner(), "cuDevicePrimaryCtxRelease")?;
-        let retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
-        let ordinal = retained.iter().position(|c| *c == Some(ctx.raw())).ok_or(
-            DriverError::InvalidArgument {
+        let mut retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
+        let found = retained
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, r)| r.as_mut().filter(|r| r.ctx == ctx.raw()).map(|r| (i, r)));
+        let Some((ordinal, held)) = found.filter(|(_, r)| r.user_refs > 0) else {
+            return Err(DriverError::InvalidArgument {
                 operation: "cuDevicePrimaryCtxRelease",
-                reason: "not a primary context retained through this backend".into(),
-            },
-        )?;
+                reason: "no reference on this context is held through this backend (released \
+                         more often than retained?)"
+                    .into(),
+            });
+        };
         let dev = Device::new(ordinal as u32);
         let d = self.dev(dev, "cuDevicePrimaryCtxRelease")?;
-        // SAFETY: the caller's reference (from primary_context_retain) is given back; the
-        // backend's own reference keeps the context alive.
+        // SAFETY: one of the caller's references (counted in `user_refs`) is given back;
+        // the backend's own reference keeps the context alive.
         let r = unsafe { (self.api().primary_ctx_release)(d) };
-        self.check_dev(r, || "cuDevicePrimaryCtxRelease_v2".into(), dev)
+        self.check_dev(r, || "cuDevicePrimaryCtxRelease_v2".into(), dev)?;
+        held.user_refs -= 1;
+        Ok(())
     }
 
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
         let ordinal = {
             let retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
-            retained.iter().position(|c| *c == Some(ctx.raw()))
+            retained
+                .iter()
+                .position(|r| r.is_some_and(|r| r.ctx == ctx.raw()))
         };
         let Some(ordinal) = ordinal else {
             return Err(DriverError::InvalidArgument {

@@ -36,6 +36,26 @@ int fake_last_version(void) { return last_version; }
 unsigned long long fake_last_flags(void) { return last_flags; }
 int fake_lookups(void) { return lookups; }
 
+/* One primary context, reference counted. */
+static char primary_ctx;
+static int ctx_refs = 0;
+int fake_ctx_refs(void) { return ctx_refs; }
+static int fake_cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+    if (!ctx || dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    *ctx = &primary_ctx;
+    ctx_refs++;
+    return CUDA_SUCCESS;
+}
+static int fake_cuDevicePrimaryCtxRelease(int dev) {
+    if (dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    if (ctx_refs <= 0) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    ctx_refs--;
+    return CUDA_SUCCESS;
+}
+static int fake_cuCtxSetCurrent(void *ctx) {
+    return ctx == &primary_ctx && ctx_refs > 0 ? CUDA_SUCCESS : 201;
+}
+
 static int fake_stub(void) { return CUDA_ERROR_NOT_SUPPORTED; }
 
 static int fake_cuInit(unsigned flags) {
@@ -102,6 +122,9 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
     else if (strcmp(symbol, "cuDriverGetVersion") == 0) *pfn = (void *)fake_cuDriverGetVersion;
     else if (strcmp(symbol, "cuDeviceGetCount") == 0) *pfn = (void *)fake_cuDeviceGetCount;
     else if (strcmp(symbol, "cuDeviceGet") == 0) *pfn = (void *)fake_cuDeviceGet;
+    else if (strcmp(symbol, "cuDevicePrimaryCtxRetain") == 0) *pfn = (void *)fake_cuDevicePrimaryCtxRetain;
+    else if (strcmp(symbol, "cuDevicePrimaryCtxRelease") == 0) *pfn = (void *)fake_cuDevicePrimaryCtxRelease;
+    else if (strcmp(symbol, "cuCtxSetCurrent") == 0) *pfn = (void *)fake_cuCtxSetCurrent;
     else if (strcmp(symbol, "cuDeviceGetName") == 0) *pfn = (void *)fake_cuDeviceGetName;
     else if (strcmp(symbol, "cuDeviceGetPCIBusId") == 0) *pfn = (void *)fake_cuDeviceGetPCIBusId;
     else if (strcmp(symbol, "cuGetErrorName") == 0) *pfn = (void *)fake_cuGetErrorName;
