@@ -8,9 +8,6 @@ use std::sync::Arc;
 use cuda_guest::driver::safe::Gpu;
 use cuda_guest::driver::{Backend, Device, NativeBackend};
 
-/// Why the native tests are ignored without `--ignored`.
-pub const NEEDS_GPU: &str = "needs an NVIDIA GPU (run with --ignored)";
-
 /// The kernels (generated from native-ptx/kernels.cu by native-ptx/gen.py).
 pub const KERNELS_PTX: &str = include_str!("../native-ptx/kernels.ptx");
 
