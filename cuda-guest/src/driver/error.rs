@@ -1,0 +1,377 @@
+//! Errors of the driver boundary: a library or entry point that is missing, a device
+//! that is not there, and every failing CUDA call with its name, description, what was
+//! being done, on which device and stream, and a hint for the common ones.
+
+use std::fmt;
+
+use super::sys;
+
+/// Everything that can go wrong at the driver boundary. Never a panic: a VMM must keep
+/// running when its host lacks a driver or a GPU.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The driver library could not be opened.
+    #[error(
+        "cannot load the CUDA driver library `{path}`: {reason} (hint: install the NVIDIA \
+         driver, or point VMGPU_LIBCUDA at its libcuda.so.1)"
+    )]
+    LibraryNotFound {
+        /// The path or name that was opened.
+        path: String,
+        /// What the dynamic loader said.
+        reason: String,
+    },
+    /// The library lacks an entry point the backend needs.
+    #[error("the CUDA driver library `{path}` does not provide `{symbol}`: {reason}")]
+    SymbolMissing {
+        /// The library's path or name.
+        path: String,
+        /// The entry point.
+        symbol: String,
+        /// How it was looked up and what came back.
+        reason: String,
+    },
+    /// The driver works but reports no device.
+    #[error(
+        "the CUDA driver (version {driver_version}) reports no device (hint: check \
+         `nvidia-smi`, CUDA_VISIBLE_DEVICES and that the GPU is bound to the nvidia driver, \
+         not vfio-pci)"
+    )]
+    NoDevice {
+        /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0; 0 if unknown.
+        driver_version: i32,
+    },
+    /// A CUDA call failed.
+    #[error(transparent)]
+    Cuda(Box<CudaError>),
+    /// An NVRTC call failed; a failed compilation carries the compiler's log.
+    #[error("{operation} failed: {name} ({code}){}", log.as_deref().filter(|l| !l.trim().is_empty()).map(|l| format!("\nNVRTC log:\n{}", l.trim_end())).unwrap_or_default())]
+    Nvrtc {
+        /// The NVRTC call.
+        operation: &'static str,
+        /// The `nvrtcResult`.
+        code: i32,
+        /// Its name from `nvrtcGetErrorString`, e.g. `NVRTC_ERROR_COMPILATION`.
+        name: String,
+        /// The compilation log.
+        log: Option<String>,
+    },
+    /// The driver answered with something this crate cannot use (e.g. a PCI address it
+    /// cannot parse).
+    #[error("{operation} returned something unexpected: {reason}")]
+    Unexpected {
+        /// What was being done.
+        operation: &'static str,
+        /// What came back.
+        reason: String,
+    },
+    /// An argument was refused before reaching the driver (a handle of another backend,
+    /// a name with a NUL byte, a size that does not fit).
+    #[error("{operation}: {reason}")]
+    InvalidArgument {
+        /// What was being done.
+        operation: &'static str,
+        /// Why the argument was refused.
+        reason: String,
+    },
+}
+
+impl DriverError {
+    /// The `CUresult` when a CUDA call failed.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            DriverError::Cuda(e) => Some(e.code),
+            DriverError::NoDevice { .. } => Some(sys::CUDA_ERROR_NO_DEVICE),
+            _ => None,
+        }
+    }
+
+    /// The CUDA name of the failure, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+    pub fn cuda_name(&self) -> Option<&str> {
+        match self {
+            DriverError::Cuda(e) => Some(&e.name),
+            DriverError::NoDevice { .. } => Some("CUDA_ERROR_NO_DEVICE"),
+            _ => None,
+        }
+    }
+
+    /// The failing CUDA call, when it was one.
+    pub fn as_cuda(&self) -> Option<&CudaError> {
+        match self {
+            DriverError::Cuda(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CudaError> for DriverError {
+    fn from(e: CudaError) -> Self {
+        DriverError::Cuda(Box::new(e))
+    }
+}
+
+/// A CUDA call that returned something other than `CUDA_SUCCESS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CudaError {
+    /// The `CUresult`.
+    pub code: i32,
+    /// Its name, e.g. `CUDA_ERROR_OUT_OF_MEMORY` (from `cuGetErrorName`, else the
+    /// built-in table).
+    pub name: String,
+    /// Its description (from `cuGetErrorString`, else the built-in table).
+    pub description: String,
+    /// What was being done: the entry point and, where it helps, its arguments.
+    pub operation: String,
+    /// The device (ordinal) the call was for, when known.
+    pub device: Option<u32>,
+    /// The stream (raw handle; 0 is the default stream), for stream-ordered calls.
+    pub stream: Option<u64>,
+    /// The JIT error log of a failed module load.
+    pub jit_log: Option<String>,
+}
+
+impl CudaError {
+    /// A short hint for the common failures.
+    pub fn hint(&self) -> Option<&'static str> {
+        hint(self.code)
+    }
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed", self.operation)?;
+        if let Some(d) = self.device {
+            write!(f, " on device {d}")?;
+        }
+        if let Some(s) = self.stream {
+            if s == 0 {
+                write!(f, " on the default stream")?;
+            } else {
+                write!(f, " on stream {s:#x}")?;
+            }
+        }
+        write!(f, ": {} ({}): {}", self.name, self.code, self.description)?;
+        if let Some(h) = self.hint() {
+            write!(f, " (hint: {h})")?;
+        }
+        if let Some(log) = &self.jit_log {
+            let log = log.trim_end();
+            if !log.is_empty() {
+                write!(f, "\nJIT log:\n{log}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CudaError {}
+
+/// A short hint for the common failures.
+pub fn hint(code: i32) -> Option<&'static str> {
+    Some(match code {
+        sys::CUDA_ERROR_NO_DEVICE => {
+            "no usable GPU: check `nvidia-smi`, CUDA_VISIBLE_DEVICES and that the GPU is \
+             bound to the nvidia driver"
+        }
+        sys::CUDA_ERROR_OUT_OF_MEMORY => {
+            "device memory is exhausted: free buffers, use smaller ones, or check `nvidia-smi` \
+             for other processes"
+        }
+        sys::CUDA_ERROR_INVALID_PTX | sys::CUDA_ERROR_INVALID_IMAGE => {
+            "the PTX did not compile: see the JIT log"
+        }
+        sys::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+            "the PTX ISA version is newer than this driver's JIT: update the driver or emit \
+             an older .version"
+        }
+        sys::CUDA_ERROR_NO_BINARY_FOR_GPU => {
+            "the module has no code for this GPU's architecture: load PTX, or build for it"
+        }
+        sys::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+            "too many registers or too much shared memory for this block size: use smaller \
+             blocks or less shared memory"
+        }
+        sys::CUDA_ERROR_ILLEGAL_ADDRESS => {
+            "a kernel accessed memory outside its allocations; the context is now unusable \
+             (sticky error) and must be reset; compute-sanitizer finds the access"
+        }
+        sys::CUDA_ERROR_MISALIGNED_ADDRESS => {
+            "a kernel accessed memory at a misaligned address; the context is now unusable"
+        }
+        sys::CUDA_ERROR_LAUNCH_FAILED | sys::CUDA_ERROR_LAUNCH_TIMEOUT => {
+            "the kernel faulted or ran too long; the context is now unusable"
+        }
+        sys::CUDA_ERROR_INVALID_CONTEXT => {
+            "no context is current on this thread: retain the primary context and make it \
+             current first"
+        }
+        sys::CUDA_ERROR_NOT_INITIALIZED => "cuInit has not succeeded",
+        sys::CUDA_ERROR_STUB_LIBRARY => {
+            "the loaded libcuda is the toolkit's stub, not the driver: point VMGPU_LIBCUDA at \
+             the driver's libcuda.so.1"
+        }
+        sys::CUDA_ERROR_INSUFFICIENT_DRIVER | sys::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            "the user-space driver library and the kernel module do not match or are too old"
+        }
+        _ => return None,
+    })
+}
+
+/// The name and description of a `CUresult` from the built-in table, for when the
+/// library is absent or its `cuGetErrorName` fails.
+pub fn builtin_text(code: i32) -> (&'static str, &'static str) {
+    match code {
+        0 => ("CUDA_SUCCESS", "no error"),
+        1 => ("CUDA_ERROR_INVALID_VALUE", "invalid argument"),
+        2 => ("CUDA_ERROR_OUT_OF_MEMORY", "out of memory"),
+        3 => ("CUDA_ERROR_NOT_INITIALIZED", "initialization error"),
+        4 => ("CUDA_ERROR_DEINITIALIZED", "driver shutting down"),
+        34 => ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"),
+        35 => (
+            "CUDA_ERROR_INSUFFICIENT_DRIVER",
+            "CUDA driver version is insufficient for CUDA runtime version",
+        ),
+        46 => (
+            "CUDA_ERROR_DEVICE_UNAVAILABLE",
+            "CUDA-capable device(s) is/are busy or unavailable",
+        ),
+        100 => ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"),
+        101 => ("CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"),
+        200 => ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"),
+        201 => ("CUDA_ERROR_INVALID_CONTEXT", "invalid device context"),
+        209 => (
+            "CUDA_ERROR_NO_BINARY_FOR_GPU",
+            "no kernel image is available for execution on the device",
+        ),
+        218 => ("CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"),
+        221 => (
+            "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
+            "PTX JIT compiler library not found",
+        ),
+        222 => (
+            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+            "the provided PTX was compiled with an unsupported toolchain.",
+        ),
+        300 => (
+            "CUDA_ERROR_INVALID_SOURCE",
+            "device kernel image is invalid",
+        ),
+        301 => ("CUDA_ERROR_FILE_NOT_FOUND", "file not found"),
+        400 => ("CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"),
+        401 => (
+            "CUDA_ERROR_ILLEGAL_STATE",
+            "the operation cannot be performed in the present state",
+        ),
+        500 => ("CUDA_ERROR_NOT_FOUND", "named symbol not found"),
+        600 => ("CUDA_ERROR_NOT_READY", "device not ready"),
+        700 => (
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            "an illegal memory access was encountered",
+        ),
+        701 => (
+            "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+            "too many resources requested for launch",
+        ),
+        702 => (
+            "CUDA_ERROR_LAUNCH_TIMEOUT",
+            "the launch timed out and was terminated",
+        ),
+        709 => ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"),
+        710 => ("CUDA_ERROR_ASSERT", "device-side assert triggered"),
+        712 => (
+            "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+            "part or all of the requested memory range is already mapped",
+        ),
+        713 => (
+            "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+            "pointer does not correspond to a registered memory region",
+        ),
+        715 => (
+            "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+            "an illegal instruction was encountered",
+        ),
+        716 => ("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"),
+        719 => ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
+        800 => ("CUDA_ERROR_NOT_PERMITTED", "operation not permitted"),
+        801 => ("CUDA_ERROR_NOT_SUPPORTED", "operation not supported"),
+        802 => ("CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"),
+        803 => (
+            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+            "system has unsupported display driver / cuda driver combination",
+        ),
+        999 => ("CUDA_ERROR_UNKNOWN", "unknown error"),
+        _ => (
+            "CUDA_ERROR_UNRECOGNIZED",
+            "a CUresult this crate does not know",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(code: i32) -> CudaError {
+        let (name, description) = builtin_text(code);
+        CudaError {
+            code,
+            name: name.into(),
+            description: description.into(),
+            operation: "cuLaunchKernel".into(),
+            device: Some(1),
+            stream: Some(0xabc),
+            jit_log: None,
+        }
+    }
+
+    #[test]
+    fn display_names_operation_device_stream_code_and_hint() {
+        let e = err(sys::CUDA_ERROR_ILLEGAL_ADDRESS);
+        assert_eq!(
+            e.to_string(),
+            "cuLaunchKernel failed on device 1 on stream 0xabc: CUDA_ERROR_ILLEGAL_ADDRESS \
+             (700): an illegal memory access was encountered (hint: a kernel accessed memory \
+             outside its allocations; the context is now unusable (sticky error) and must be \
+             reset; compute-sanitizer finds the access)"
+        );
+        let mut e = err(sys::CUDA_ERROR_INVALID_PTX);
+        e.stream = Some(0);
+        e.jit_log = Some("ptxas application ptx input, line 3; error\n".into());
+        let s = e.to_string();
+        assert!(s.contains("on the default stream"), "{s}");
+        assert!(
+            s.ends_with("JIT log:\nptxas application ptx input, line 3; error"),
+            "{s}"
+        );
+        let wrapped = DriverError::from(e);
+        assert_eq!(wrapped.code(), Some(218));
+        assert_eq!(wrapped.cuda_name(), Some("CUDA_ERROR_INVALID_PTX"));
+    }
+
+    #[test]
+    fn common_failures_have_hints_and_names() {
+        for code in [
+            1, 2, 3, 34, 35, 100, 200, 201, 209, 218, 222, 700, 701, 716, 719, 803,
+        ] {
+            let (name, desc) = builtin_text(code);
+            assert!(name.starts_with("CUDA_ERROR_"), "{code}");
+            assert_ne!(name, "CUDA_ERROR_UNRECOGNIZED", "{code}");
+            assert!(!desc.is_empty());
+        }
+        for code in [2, 100, 218, 701, 700] {
+            assert!(hint(code).is_some(), "{code}");
+        }
+        assert!(hint(sys::CUDA_ERROR_NOT_READY).is_none());
+        assert_eq!(builtin_text(123_456).0, "CUDA_ERROR_UNRECOGNIZED");
+        assert_eq!(builtin_text(0).0, "CUDA_SUCCESS");
+    }
+
+    #[test]
+    fn no_device_is_a_cuda_code_too() {
+        let e = DriverError::NoDevice { driver_version: 0 };
+        assert_eq!(e.code(), Some(100));
+        assert!(e.to_string().contains("nvidia-smi"));
+    }
+}
