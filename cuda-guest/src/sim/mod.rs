@@ -1,0 +1,1 @@
+//! PTX simulator (in progress).
