@@ -154,7 +154,7 @@ pub(crate) enum Op {
         p: P,
         neg: bool,
     },
-    PredOp {
+    PredLogic {
         op: Option<BoolOp>,
         d: P,
         a: P,
@@ -165,14 +165,6 @@ pub(crate) enum Op {
     PredConst {
         d: P,
         v: bool,
-    },
-    PredToReg {
-        d: R,
-        p: P,
-    },
-    RegToPred {
-        d: P,
-        a: R,
     },
     Cvt {
         d: R,
@@ -269,10 +261,7 @@ pub(crate) struct Program {
     pub npreds: u32,
     pub consts: Vec<(R, u64)>,
     pub shared_static: u32,
-    pub shared_dyn_align: u32,
     pub local_size: u32,
-    /// Registers the kernel ever writes (every other bank slot is a constant or special).
-    pub max_special_used: bool,
 }
 
 /// Reconvergence at the kernel's end.
@@ -704,7 +693,7 @@ impl<'a> Dec<'a> {
         }
     }
 
-    fn body(&mut self, f: &Function, stmts: &[Statement]) -> DResult<()> {
+    fn body(&mut self, stmts: &[Statement]) -> DResult<()> {
         for s in stmts {
             match s {
                 Statement::Decl(d) => self.declare(d)?,
@@ -714,7 +703,7 @@ impl<'a> Dec<'a> {
                 }
                 Statement::Block(b) => {
                     self.scopes.push(HashMap::new());
-                    self.body(f, b)?;
+                    self.body(b)?;
                     self.scopes.pop();
                 }
                 Statement::Inst(i) => self.inst(i)?,
@@ -770,7 +759,7 @@ impl<'a> Dec<'a> {
                         _ => return derr(line, format!("`{}` on predicates", i.opcode)),
                     };
                     self.emit(
-                        Op::PredOp {
+                        Op::PredLogic {
                             op: Some(op),
                             d,
                             a,
@@ -784,7 +773,7 @@ impl<'a> Dec<'a> {
                     return Ok(());
                 }
                 let d = self.dst(&ops[0], line)?;
-                let a_ty = if i.has("wide") { t } else { t };
+                let a_ty = t;
                 let a = self.src_typed(&ops[1], a_ty, line)?;
                 let b_ty = if matches!(i.opcode.as_str(), "shl" | "shr") {
                     ScalarType::U32
@@ -912,7 +901,7 @@ impl<'a> Dec<'a> {
                     let (a, an) = self.pred(&ops[1], line)?;
                     let an = if i.opcode == "not" { !an } else { an };
                     self.emit(
-                        Op::PredOp {
+                        Op::PredLogic {
                             op: None,
                             d,
                             a,
@@ -1019,7 +1008,7 @@ impl<'a> Dec<'a> {
                 if t == ScalarType::Pred {
                     let (d, _) = self.pred(&ops[0], line)?;
                     let (a, an) = self.pred(&ops[1], line)?;
-                    Op::PredOp {
+                    Op::PredLogic {
                         op: None,
                         d,
                         a,
@@ -1411,7 +1400,7 @@ impl<'a> Dec<'a> {
             } = aop
             {
                 if let Some(Sym::KParam(off, psize)) = self.lookup(b) {
-                    let total = (*offset as i64) + (size as i64) * (n as i64);
+                    let total = *offset + (size as i64) * (n as i64);
                     if *offset < 0 || total > psize as i64 {
                         return derr(line, format!("load outside kernel parameter {b}"));
                     }
@@ -1544,7 +1533,7 @@ impl<'a> Dec<'a> {
         self.ret_label = Some(end_label.clone());
         self.scopes.push(bind);
         let body = f.body.as_ref().expect("body");
-        let r = self.body(f, body);
+        let r = self.body(body);
         self.labels
             .insert((self.instance, end_label), self.insts.len() as u32);
         self.depth -= 1;
@@ -1725,7 +1714,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         line: f.line,
         message: "kernel has no body".into(),
     })?;
-    d.body(f, body)?;
+    d.body(body)?;
     // Falling off the end exits.
     d.emit(Op::Exit, None, f.line);
     for (pc, inst, l, line) in std::mem::take(&mut d.fixups) {
@@ -1761,8 +1750,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         npreds: d.npreds.max(1),
         consts,
         shared_static: shared_static as u32,
-        shared_dyn_align: dyn_align,
         local_size: (d.local_size.div_ceil(8) * 8) as u32,
-        max_special_used: true,
     })
 }

@@ -2,6 +2,8 @@
 //! at immediate post-dominators, blocks scheduled barrier to barrier, and blocks spread
 //! over host threads.
 
+#![allow(clippy::needless_range_loop)]
+
 use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
@@ -412,7 +414,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask &= if neg { !pm } else { pm };
             }
             self.count += 1;
-            if self.count % TICK == 0 {
+            if self.count.is_multiple_of(TICK) {
                 self.tick(pc)?;
             }
             match &inst.op {
@@ -634,7 +636,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
-            Op::PredOp {
+            Op::PredLogic {
                 op,
                 d,
                 a,
@@ -656,22 +658,6 @@ impl<'a, 'b> Exec<'a, 'b> {
             Op::PredConst { d, v } => {
                 let pd = &mut w.preds[*d as usize];
                 *pd = (*pd & !mask) | if *v { mask } else { 0 };
-            }
-            Op::PredToReg { d, p } => {
-                let pm = w.preds[*p as usize];
-                for l in 0..32 {
-                    out[l] = (pm >> l & 1) as u64;
-                }
-                write(&mut w.regs, *d, &out, mask);
-            }
-            Op::RegToPred { d, a } => {
-                let av = lanes(&w.regs, *a);
-                let mut r = 0u32;
-                for l in 0..32 {
-                    r |= ((av[l] != 0) as u32) << l;
-                }
-                let pd = &mut w.preds[*d as usize];
-                *pd = (*pd & !mask) | (r & mask);
             }
             Op::Bfi {
                 w: width,

@@ -82,10 +82,6 @@ impl Alloc {
         }
     }
 
-    pub fn word(&self, off: u64) -> &AtomicU32 {
-        &self.words[(off >> 2) as usize]
-    }
-
     /// Copies bytes out.
     pub fn read_bytes(&self, off: u64, out: &mut [u8]) {
         for (i, b) in out.iter_mut().enumerate() {
@@ -99,7 +95,7 @@ impl Alloc {
         // Aligned words at once.
         while i < data.len() {
             let o = off + i as u64;
-            if o % 4 == 0 && i + 4 <= data.len() {
+            if o.is_multiple_of(4) && i + 4 <= data.len() {
                 let v = u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
                 self.words[(o >> 2) as usize].store(v, Relaxed);
                 i += 4;

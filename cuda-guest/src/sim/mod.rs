@@ -693,7 +693,7 @@ impl Simulator {
     /// Sets `count` 32-bit words to `value` (`dst` 4-byte aligned).
     pub fn memset_d32(&mut self, dst: DevicePtr, value: u32, count: u64) -> Result<(), SimError> {
         self.check_sticky()?;
-        if dst.0 % 4 != 0 {
+        if !dst.0.is_multiple_of(4) {
             return Err(SimError::InvalidPointer {
                 ptr: dst,
                 len: count * 4,

@@ -354,7 +354,6 @@ pub(crate) trait Flt:
 {
     const BITS: u32;
     fn from_u64(v: u64) -> Self;
-    fn to_u64(self) -> u64;
     fn is_nan(self) -> bool;
     fn fma(self, b: Self, c: Self) -> Self;
     fn sqrt(self) -> Self;
@@ -363,7 +362,6 @@ pub(crate) trait Flt:
     fn next_up(self) -> Self;
     fn next_down(self) -> Self;
     fn zero() -> Self;
-    fn abs(self) -> Self;
     fn is_sign_negative(self) -> bool;
     fn to_f64(self) -> f64;
 }
@@ -375,10 +373,6 @@ macro_rules! impl_flt {
             #[inline(always)]
             fn from_u64(v: u64) -> Self {
                 <$t>::from_bits(v as $u)
-            }
-            #[inline(always)]
-            fn to_u64(self) -> u64 {
-                self.to_bits() as u64
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -416,9 +410,6 @@ macro_rules! impl_flt {
             }
             fn zero() -> Self {
                 0.0
-            }
-            fn abs(self) -> Self {
-                <$t>::abs(self)
             }
             fn is_sign_negative(self) -> bool {
                 <$t>::is_sign_negative(self)
