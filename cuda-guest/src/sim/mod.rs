@@ -520,7 +520,7 @@ impl Simulator {
                         });
                     }
                     let size = v.size();
-                    let a = self.mem.alloc(size.max(1), Some(v.name.clone())).ok_or(
+                    let a = self.mem.alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const).ok_or(
                         SimError::OutOfMemory {
                             requested: size,
                             in_use: self.mem.bytes_live,
@@ -608,7 +608,7 @@ impl Simulator {
                 limit: self.config.memory_limit,
             });
         }
-        let a = self.mem.alloc(bytes, None).ok_or(SimError::OutOfMemory {
+        let a = self.mem.alloc(bytes, None, false).ok_or(SimError::OutOfMemory {
             requested: bytes,
             in_use: self.mem.bytes_live,
             limit: self.config.memory_limit,
