@@ -4,7 +4,11 @@
 fn main() {
     let mut sizes = cuda_guest::sim::bench::BenchSizes::default();
     if std::env::var_os("SIM_BENCH_SMALL").is_some() {
-        sizes = cuda_guest::sim::bench::BenchSizes { elements: 1 << 20, matrix: 128, repeats: 2 };
+        sizes = cuda_guest::sim::bench::BenchSizes {
+            elements: 1 << 20,
+            matrix: 128,
+            repeats: 2,
+        };
     }
     match cuda_guest::sim::bench::run(sizes) {
         Ok(r) => print!("{}", cuda_guest::sim::bench::report(&r)),

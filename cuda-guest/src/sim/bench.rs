@@ -24,7 +24,11 @@ pub struct BenchSizes {
 
 impl Default for BenchSizes {
     fn default() -> Self {
-        BenchSizes { elements: 1 << 24, matrix: 512, repeats: 3 }
+        BenchSizes {
+            elements: 1 << 24,
+            matrix: 512,
+            repeats: 3,
+        }
     }
 }
 
@@ -60,7 +64,10 @@ impl BenchResult {
     }
 }
 
-fn best(repeats: usize, mut f: impl FnMut() -> Result<Duration, SimError>) -> Result<Duration, SimError> {
+fn best(
+    repeats: usize,
+    mut f: impl FnMut() -> Result<Duration, SimError>,
+) -> Result<Duration, SimError> {
     let mut b = Duration::MAX;
     for _ in 0..repeats.max(1) {
         b = b.min(f()?);
@@ -91,7 +98,9 @@ fn to_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn from_bytes(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// Runs the benchmark set; also checks each simulated result against the native one
@@ -101,11 +110,21 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
     let mut out = vec![];
     let a = data(n, 1);
     let b = data(n, 2);
-    let mismatch = |what: &str| SimError::InvalidLaunch { kernel: what.into(), message: "simulated result differs from the native loop".into() };
+    let mismatch = |what: &str| SimError::InvalidLaunch {
+        kernel: what.into(),
+        message: "simulated result differs from the native loop".into(),
+    };
 
     let mut sims: Vec<Simulator> = [1usize, 2]
         .iter()
-        .map(|&t| Simulator::new(SimConfig { threads: t, instruction_budget: 0, time_limit: None, ..SimConfig::default() }))
+        .map(|&t| {
+            Simulator::new(SimConfig {
+                threads: t,
+                instruction_budget: 0,
+                time_limit: None,
+                ..SimConfig::default()
+            })
+        })
         .collect();
 
     // vector_add
@@ -124,11 +143,24 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
         let mut wi = 0;
         for s in sims.iter_mut() {
             let m = s.load_module("bench.ptx", BENCH_PTX)?;
-            let (pa, pb, pc) = (s.malloc(4 * n as u64)?, s.malloc(4 * n as u64)?, s.malloc(4 * n as u64)?);
+            let (pa, pb, pc) = (
+                s.malloc(4 * n as u64)?,
+                s.malloc(4 * n as u64)?,
+                s.malloc(4 * n as u64)?,
+            );
             s.memcpy_htod(pa, &to_bytes(&a))?;
             s.memcpy_htod(pb, &to_bytes(&b))?;
-            let cfg = LaunchConfig { grid: [(n as u32).div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0 };
-            let args = [KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pc), KernelArg::I32(n as i32)];
+            let cfg = LaunchConfig {
+                grid: [(n as u32).div_ceil(256), 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            };
+            let args = [
+                KernelArg::Ptr(pa),
+                KernelArg::Ptr(pb),
+                KernelArg::Ptr(pc),
+                KernelArg::I32(n as i32),
+            ];
             times.push(best(sizes.repeats, || {
                 let r = s.launch(&m, "vector_add", cfg, &args)?;
                 wi = r.warp_instructions;
@@ -143,7 +175,14 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
                 s.free(p)?;
             }
         }
-        out.push(BenchResult { name: "vector_add", size: format!("{n} f32"), native, sim_1t: times[0], sim_2t: times[1], warp_instructions: wi });
+        out.push(BenchResult {
+            name: "vector_add",
+            size: format!("{n} f32"),
+            native,
+            sim_1t: times[0],
+            sim_2t: times[1],
+            warp_instructions: wi,
+        });
     }
 
     // saxpy (y = a*x + y; the simulated kernel's fma.rn.f32 is compared with f32::mul_add)
@@ -167,8 +206,17 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             let m = s.load_module("bench.ptx", BENCH_PTX)?;
             let (px, py) = (s.malloc(4 * n as u64)?, s.malloc(4 * n as u64)?);
             s.memcpy_htod(px, &to_bytes(&a))?;
-            let cfg = LaunchConfig { grid: [(n as u32).div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0 };
-            let args = [KernelArg::I32(n as i32), KernelArg::F32(k), KernelArg::Ptr(px), KernelArg::Ptr(py)];
+            let cfg = LaunchConfig {
+                grid: [(n as u32).div_ceil(256), 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            };
+            let args = [
+                KernelArg::I32(n as i32),
+                KernelArg::F32(k),
+                KernelArg::Ptr(px),
+                KernelArg::Ptr(py),
+            ];
             times.push(best(sizes.repeats, || {
                 s.memcpy_htod(py, &to_bytes(&b))?;
                 let r = s.launch(&m, "saxpy", cfg, &args)?;
@@ -183,7 +231,14 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             s.free(px)?;
             s.free(py)?;
         }
-        out.push(BenchResult { name: "saxpy", size: format!("{n} f32"), native, sim_1t: times[0], sim_2t: times[1], warp_instructions: wi });
+        out.push(BenchResult {
+            name: "saxpy",
+            size: format!("{n} f32"),
+            native,
+            sim_1t: times[0],
+            sim_2t: times[1],
+            warp_instructions: wi,
+        });
     }
 
     // Block reduction: each block of 256 threads sums 512 elements.
@@ -210,8 +265,16 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             let m = s.load_module("bench.ptx", BENCH_PTX)?;
             let (pin, pout) = (s.malloc(4 * n as u64)?, s.malloc(4 * blocks as u64)?);
             s.memcpy_htod(pin, &to_bytes(&a))?;
-            let cfg = LaunchConfig { grid: [blocks as u32, 1, 1], block: [256, 1, 1], shared_bytes: 0 };
-            let args = [KernelArg::Ptr(pin), KernelArg::Ptr(pout), KernelArg::I32(n as i32)];
+            let cfg = LaunchConfig {
+                grid: [blocks as u32, 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            };
+            let args = [
+                KernelArg::Ptr(pin),
+                KernelArg::Ptr(pout),
+                KernelArg::I32(n as i32),
+            ];
             times.push(best(sizes.repeats, || {
                 let r = s.launch(&m, "reduce_sum", cfg, &args)?;
                 wi = r.warp_instructions;
@@ -227,7 +290,14 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             s.free(pin)?;
             s.free(pout)?;
         }
-        out.push(BenchResult { name: "reduce", size: format!("{n} f32"), native, sim_1t: times[0], sim_2t: times[1], warp_instructions: wi });
+        out.push(BenchResult {
+            name: "reduce",
+            size: format!("{n} f32"),
+            native,
+            sim_1t: times[0],
+            sim_2t: times[1],
+            warp_instructions: wi,
+        });
     }
 
     // Tiled matmul.
@@ -260,9 +330,20 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             s.memcpy_htod(pa, &to_bytes(&ma))?;
             s.memcpy_htod(pb, &to_bytes(&mb))?;
             let g = (d as u32).div_ceil(16);
-            let cfg = LaunchConfig { grid: [g, g, 1], block: [16, 16, 1], shared_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid: [g, g, 1],
+                block: [16, 16, 1],
+                shared_bytes: 0,
+            };
             let di = d as i32;
-            let args = [KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pc), KernelArg::I32(di), KernelArg::I32(di), KernelArg::I32(di)];
+            let args = [
+                KernelArg::Ptr(pa),
+                KernelArg::Ptr(pb),
+                KernelArg::Ptr(pc),
+                KernelArg::I32(di),
+                KernelArg::I32(di),
+                KernelArg::I32(di),
+            ];
             times.push(best(sizes.repeats, || {
                 let r = s.launch(&m, "matmul", cfg, &args)?;
                 wi = r.warp_instructions;
@@ -271,14 +352,25 @@ pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             let mut got = vec![0u8; bytes as usize];
             s.memcpy_dtoh(&mut got, pc)?;
             // fma versus mul+add: close, not equal.
-            if from_bytes(&got).iter().zip(&mc).any(|(g, w)| (g - w).abs() > 1e-3) {
+            if from_bytes(&got)
+                .iter()
+                .zip(&mc)
+                .any(|(g, w)| (g - w).abs() > 1e-3)
+            {
                 return Err(mismatch("matmul"));
             }
             for p in [pa, pb, pc] {
                 s.free(p)?;
             }
         }
-        out.push(BenchResult { name: "matmul", size: format!("{d}x{d}x{d} f32"), native, sim_1t: times[0], sim_2t: times[1], warp_instructions: wi });
+        out.push(BenchResult {
+            name: "matmul",
+            size: format!("{d}x{d}x{d} f32"),
+            native,
+            sim_1t: times[0],
+            sim_2t: times[1],
+            warp_instructions: wi,
+        });
     }
     Ok(out)
 }

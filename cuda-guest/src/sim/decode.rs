@@ -782,7 +782,16 @@ impl<'a> Dec<'a> {
                 };
                 let b = self.src_typed(&ops[2], b_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: BinFn = if is_float {
+                let f: BinFn = if t == ScalarType::F16 {
+                    match i.opcode.as_str() {
+                        "add" => ops::f16_arith::<0>,
+                        "sub" => ops::f16_arith::<1>,
+                        "mul" => ops::f16_arith::<2>,
+                        "min" => ops::f16_minmax::<false>,
+                        "max" => ops::f16_minmax::<true>,
+                        o => return derr(line, format!("`{o}.f16` is not supported")),
+                    }
+                } else if is_float {
                     let explicit_dir = rnd != Rnd::N;
                     match i.opcode.as_str() {
                         "add" | "sub" | "mul" if explicit_dir => {
@@ -867,7 +876,9 @@ impl<'a> Dec<'a> {
                 };
                 let c = self.src_typed(&ops[3], c_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: TerFn = if is_float {
+                let f: TerFn = if t == ScalarType::F16 {
+                    ops::f16_fma
+                } else if is_float {
                     if rnd != Rnd::N && t == ScalarType::F32 {
                         match rnd {
                             Rnd::Z => ops::f32_fma_dir::<1>,
@@ -917,6 +928,8 @@ impl<'a> Dec<'a> {
                 let d = self.dst(&ops[0], line)?;
                 let a = self.src_typed(&ops[1], t, line)?;
                 let f: UnFn = match (i.opcode.as_str(), is_float) {
+                    ("neg", _) if t == ScalarType::F16 => ops::f16_sign::<false>,
+                    ("abs", _) if t == ScalarType::F16 => ops::f16_sign::<true>,
                     ("neg", false) => int_fn!(t, neg, line),
                     ("abs", false) => int_fn!(t, abs, line),
                     ("not", false) => int_fn!(t, not, line),
@@ -964,6 +977,41 @@ impl<'a> Dec<'a> {
                     (o, _) => return derr(line, format!("`{o}.{}` is not supported", t.name())),
                 };
                 Op::Un(f, d, a)
+            }
+            "mul24" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let hi = i.has("hi");
+                let f: BinFn = match (t, hi) {
+                    (ScalarType::S32, false) => ops::mul24::<true, false>,
+                    (ScalarType::S32, true) => ops::mul24::<true, true>,
+                    (ScalarType::U32, false) => ops::mul24::<false, false>,
+                    (ScalarType::U32, true) => ops::mul24::<false, true>,
+                    _ => return derr(line, "mul24 needs .s32 or .u32"),
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "sad" | "shf" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c = self.src_typed(&ops[3], ScalarType::U32, line)?;
+                let f: TerFn = if i.opcode == "sad" {
+                    int_fn!(t, sad, line)
+                } else {
+                    match (i.has("r"), i.has("clamp")) {
+                        (false, false) => ops::shf::<false, false>,
+                        (false, true) => ops::shf::<false, true>,
+                        (true, false) => ops::shf::<true, false>,
+                        (true, true) => ops::shf::<true, true>,
+                    }
+                };
+                Op::Ter(f, d, a, b, c)
             }
             "bfe" => {
                 need(4)?;

@@ -370,7 +370,16 @@ impl<'a, 'b> Exec<'a, 'b> {
     /// aligned, and (for stores) the allocation writable. Returns byte offsets.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn fast_global(&self, regs: &[u64], a: R, off: i64, len: u64, mask: u32, write: bool, pc: u32) -> Option<(&'b Alloc, [u64; 32])> {
+    fn fast_global(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        len: u64,
+        mask: u32,
+        write: bool,
+        pc: u32,
+    ) -> Option<(&'b Alloc, [u64; 32])> {
         let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
         if (write && al.read_only) || al.size < len {
             return None;
@@ -606,7 +615,9 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) = self.fast_global(&w.regs, *a, *off, total, mask, false, pc) {
+                    if let Some((al, offs)) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc)
+                    {
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = d[k] as usize * 32;
@@ -648,14 +659,21 @@ impl<'a, 'b> Exec<'a, 'b> {
                             let ko = k * *size as usize;
                             let row = s[k] as usize * 32;
                             each_lane!(mask, l, {
-                                write_le(&mut self.shared, offs[l] as usize + ko, *size, w.regs[row + l]);
+                                write_le(
+                                    &mut self.shared,
+                                    offs[l] as usize + ko,
+                                    *size,
+                                    w.regs[row + l],
+                                );
                             });
                         }
                         return Ok(());
                     }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) = self.fast_global(&w.regs, *a, *off, total, mask, true, pc) {
+                    if let Some((al, offs)) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc)
+                    {
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = s[k] as usize * 32;

@@ -146,7 +146,12 @@ impl Memory {
         }
     }
 
-    pub fn alloc(&mut self, size: u64, name: Option<String>, read_only: bool) -> Option<Arc<Alloc>> {
+    pub fn alloc(
+        &mut self,
+        size: u64,
+        name: Option<String>,
+        read_only: bool,
+    ) -> Option<Arc<Alloc>> {
         let base = self.next;
         let span = size.max(1).div_ceil(256) * 256 + GUARD;
         let end = base.checked_add(span)?;
