@@ -1,7 +1,13 @@
 //! CUDA accelerator for guests of a VMM.
 //!
-//! [`driver`]: the boundary at the level of the CUDA driver API, with the native
-//! backend (the NVIDIA driver loaded at run time). The PTX simulator and the guest
-//! protocol arrive with their own issues.
+//! - [`ptx`]: the PTX front end (lexer, parser, entry parameter lists), independent of
+//!   any consumer.
+//! - [`sim`]: a PTX simulator that decodes a module once and executes its kernels on
+//!   the CPU with the results a GPU would give, plus the checks a GPU does not make
+//!   (bounds, freed pointers, divergent barriers, runaway kernels).
+//! - [`driver`]: the boundary at the level of the CUDA driver API, with the native
+//!   backend (the NVIDIA driver loaded at run time, never linked).
 
 pub mod driver;
+pub mod ptx;
+pub mod sim;
