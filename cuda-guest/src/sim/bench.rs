@@ -1,0 +1,1 @@
+//! Benchmarks against plain Rust loops (filled in below).

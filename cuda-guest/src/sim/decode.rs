@@ -1,0 +1,1414 @@
+//! Decoding a parsed module once into the executable form: typed register banks
+//! (64-bit lanes and predicate lane masks), constants in read-only registers, special
+//! registers as registers filled at warp start, `.func` calls inlined with their
+//! `.param` passing mapped to per-thread local memory, resolved branch targets and the
+//! immediate post-dominator of every branch computed on the real control-flow graph.
+
+use super::ops::{self, BinFn, CmpFn, CvtTy, Rnd, TerFn, UnFn};
+use crate::ptx::{self, Function, Instruction, Operand, ScalarType, Space, Statement};
+use std::collections::HashMap;
+
+/// Register index (64-bit bank).
+pub(crate) type R = u32;
+/// Predicate register index (lane-mask bank).
+pub(crate) type P = u32;
+
+/// Generic-address window of shared memory.
+pub(crate) const SHARED_WINDOW: u64 = 0x0001_0000_0000_0000;
+/// Generic-address window of local memory.
+pub(crate) const LOCAL_WINDOW: u64 = 0x0002_0000_0000_0000;
+/// Size of each window.
+pub(crate) const WINDOW_SIZE: u64 = 1 << 32;
+
+/// Special registers held in the first registers of the bank.
+pub(crate) const SPECIALS: &[&str] = &[
+    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y",
+    "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid", "%nwarpid",
+    "%smid", "%nsmid", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
+    "%lanemask_ge", "%gridid", "%dynamic_smem_size", "%total_smem_size", "%tid", "%ntid",
+];
+pub(crate) const NSPECIAL: u32 = SPECIALS.len() as u32;
+
+/// Memory state space of a load/store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sp {
+    Global,
+    Shared,
+    Local,
+    Generic,
+}
+
+/// Atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomOp {
+    Add,
+    Min,
+    Max,
+    Inc,
+    Dec,
+    Exch,
+    Cas,
+    And,
+    Or,
+    Xor,
+}
+
+/// Type class of an atomic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomTy {
+    U32,
+    S32,
+    U64,
+    S64,
+    F32,
+    F64,
+}
+
+/// Boolean combination of predicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BoolOp {
+    And,
+    Or,
+    Xor,
+}
+
+/// `shfl` mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShflMode {
+    Up,
+    Down,
+    Bfly,
+    Idx,
+}
+
+/// `vote` mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VoteMode {
+    All,
+    Any,
+    Uni,
+    Ballot,
+}
+
+/// A decoded operation.
+#[derive(Debug, Clone)]
+pub(crate) enum Op {
+    Bin(BinFn, R, R, R),
+    Un(UnFn, R, R),
+    Ter(TerFn, R, R, R, R),
+    Bfi { w: u32, d: R, a: R, b: R, c: R, e: R },
+    Prmt(R, R, R, R),
+    Mov(R, R, u64),
+    Pack { d: R, parts: Vec<R>, bits: u32 },
+    Unpack { s: R, parts: Vec<R>, bits: u32 },
+    Setp { f: CmpFn, d: P, dn: Option<P>, a: R, b: R, comb: Option<(BoolOp, P, bool)> },
+    Selp { d: R, a: R, b: R, p: P, neg: bool },
+    PredOp { op: Option<BoolOp>, d: P, a: P, an: bool, b: P, bn: bool },
+    PredConst { d: P, v: bool },
+    PredToReg { d: R, p: P },
+    RegToPred { d: P, a: R },
+    Cvt { d: R, a: R, dt: CvtTy, st: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool },
+    Ld { sp: Sp, size: u8, sext: bool, n: u8, d: [R; 4], a: R, off: i64, dmask: u64 },
+    St { sp: Sp, size: u8, n: u8, s: [R; 4], a: R, off: i64 },
+    LdParam { d: [R; 4], n: u8, size: u8, sext: bool, off: u32, dmask: u64 },
+    Atom { sp: Sp, op: AtomOp, ty: AtomTy, d: Option<R>, a: R, off: i64, b: R, c: R },
+    Bra { target: u32 },
+    Bar,
+    Exit,
+    Shfl { mode: ShflMode, d: R, p: Option<P>, a: R, b: R, c: R },
+    Vote { mode: VoteMode, d: u32, src: P, neg: bool },
+    Activemask(R),
+    Clock { d: R, kind: u8 },
+    Nop,
+}
+
+/// A decoded instruction.
+#[derive(Debug, Clone)]
+pub(crate) struct Inst {
+    pub op: Op,
+    pub guard: Option<(P, bool)>,
+    pub line: u32,
+}
+
+/// A kernel decoded for execution.
+#[derive(Debug)]
+pub(crate) struct Program {
+    pub name: String,
+    pub params: Vec<ptx::Param>,
+    pub param_size: u32,
+    pub insts: Vec<Inst>,
+    /// Reconvergence point (immediate post-dominator) of each instruction; `EXIT_PC`
+    /// when the branch only reconverges at the kernel's end.
+    pub ipdom: Vec<u32>,
+    pub nregs: u32,
+    pub npreds: u32,
+    pub consts: Vec<(R, u64)>,
+    pub shared_static: u32,
+    pub shared_dyn_align: u32,
+    pub local_size: u32,
+    /// Registers the kernel ever writes (every other bank slot is a constant or special).
+    pub max_special_used: bool,
+}
+
+/// Reconvergence at the kernel's end.
+pub(crate) const EXIT_PC: u32 = u32::MAX - 1;
+
+/// A decode error: module line and message.
+#[derive(Debug, Clone)]
+pub(crate) struct DecodeError {
+    pub line: u32,
+    pub message: String,
+}
+
+type DResult<T> = Result<T, DecodeError>;
+
+fn derr<T>(line: u32, msg: impl Into<String>) -> DResult<T> {
+    Err(DecodeError { line, message: msg.into() })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sym {
+    Reg(R, u32),
+    Pred(P),
+    Shared(u64),
+    Global(u64),
+    Local(u64),
+    KParam(u32, u32),
+    /// `extern .shared` (dynamic shared memory), placed after the static shared memory.
+    DynShared,
+}
+
+/// Module-level facts the decoder needs.
+pub(crate) struct ModuleCtx<'a> {
+    pub module: &'a ptx::Module,
+    /// Device address of every module-scope `.global`/`.const` variable.
+    pub globals: HashMap<String, u64>,
+    /// Offsets of module-scope `.shared` variables (shared by every kernel using them).
+    pub shared: HashMap<String, u64>,
+    pub shared_size: u64,
+    pub extern_shared: Vec<(String, u32)>,
+}
+
+struct Dec<'a> {
+    m: &'a ModuleCtx<'a>,
+    insts: Vec<Inst>,
+    scopes: Vec<HashMap<String, Sym>>,
+    nregs: u32,
+    npreds: u32,
+    consts: HashMap<u64, R>,
+    shared_size: u64,
+    local_size: u64,
+    labels: HashMap<(u32, String), u32>,
+    fixups: Vec<(usize, u32, String, u32)>,
+    instance: u32,
+    next_instance: u32,
+    depth: u32,
+    /// Inline context: label to branch to on `ret`.
+    ret_label: Option<String>,
+    /// Constant register holding the offset of dynamic shared memory.
+    dyn_reg: R,
+}
+
+fn int_width(t: ScalarType) -> u32 {
+    t.size() * 8
+}
+
+macro_rules! int_fn {
+    ($ty:expr, $f:ident, $line:expr) => {
+        match $ty {
+            ScalarType::U8 | ScalarType::B8 => ops::$f::<u8>,
+            ScalarType::S8 => ops::$f::<i8>,
+            ScalarType::U16 | ScalarType::B16 => ops::$f::<u16>,
+            ScalarType::S16 => ops::$f::<i16>,
+            ScalarType::U32 | ScalarType::B32 => ops::$f::<u32>,
+            ScalarType::S32 => ops::$f::<i32>,
+            ScalarType::U64 | ScalarType::B64 => ops::$f::<u64>,
+            ScalarType::S64 => ops::$f::<i64>,
+            t => return derr($line, format!("type .{} not supported here", t.name())),
+        }
+    };
+}
+
+macro_rules! flt_fn {
+    ($ty:expr, $ftz:expr, $f:ident, $line:expr) => {
+        match ($ty, $ftz) {
+            (ScalarType::F32, false) => ops::$f::<f32, false>,
+            (ScalarType::F32, true) => ops::$f::<f32, true>,
+            (ScalarType::F64, _) => ops::$f::<f64, false>,
+            (t, _) => return derr($line, format!("type .{} not supported here", t.name())),
+        }
+    };
+}
+
+fn cmp_code(m: &str) -> Option<u8> {
+    Some(match m {
+        "eq" => 0,
+        "ne" => 1,
+        "lt" | "lo" => 2,
+        "le" | "ls" => 3,
+        "gt" | "hi" => 4,
+        "ge" | "hs" => 5,
+        "equ" => 6,
+        "neu" => 7,
+        "ltu" => 8,
+        "leu" => 9,
+        "gtu" => 10,
+        "geu" => 11,
+        "num" => 12,
+        "nan" => 13,
+        _ => return None,
+    })
+}
+
+fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
+    use ScalarType::*;
+    macro_rules! pick {
+        ($f:ident, $t:ty) => {
+            match code {
+                0 => ops::$f::<$t, 0>,
+                1 => ops::$f::<$t, 1>,
+                2 => ops::$f::<$t, 2>,
+                3 => ops::$f::<$t, 3>,
+                4 => ops::$f::<$t, 4>,
+                5 => ops::$f::<$t, 5>,
+                6 => ops::$f::<$t, 6>,
+                7 => ops::$f::<$t, 7>,
+                8 => ops::$f::<$t, 8>,
+                9 => ops::$f::<$t, 9>,
+                10 => ops::$f::<$t, 10>,
+                11 => ops::$f::<$t, 11>,
+                12 => ops::$f::<$t, 12>,
+                _ => ops::$f::<$t, 13>,
+            }
+        };
+    }
+    if code > 5 && !matches!(ty, F32 | F64) {
+        return derr(line, "unordered comparison on an integer type");
+    }
+    Ok(match ty {
+        U16 | B16 => pick!(cmp_int, u16),
+        S16 => pick!(cmp_int, i16),
+        U32 | B32 => pick!(cmp_int, u32),
+        S32 => pick!(cmp_int, i32),
+        U64 | B64 => pick!(cmp_int, u64),
+        S64 => pick!(cmp_int, i64),
+        F32 => pick!(cmp_flt, f32),
+        F64 => pick!(cmp_flt, f64),
+        t => return derr(line, format!("setp on .{} is not supported", t.name())),
+    })
+}
+
+fn rnd_of(i: &Instruction) -> (Rnd, bool) {
+    for m in &i.modifiers {
+        match m.as_str() {
+            "rn" => return (Rnd::N, false),
+            "rz" => return (Rnd::Z, false),
+            "rm" => return (Rnd::M, false),
+            "rp" => return (Rnd::P, false),
+            "rni" => return (Rnd::N, true),
+            "rzi" => return (Rnd::Z, true),
+            "rmi" => return (Rnd::M, true),
+            "rpi" => return (Rnd::P, true),
+            _ => {}
+        }
+    }
+    (Rnd::N, false)
+}
+
+fn cvt_ty(t: ScalarType) -> Option<CvtTy> {
+    use ScalarType::*;
+    Some(match t {
+        U8 | B8 => CvtTy::U(8),
+        S8 => CvtTy::S(8),
+        U16 | B16 => CvtTy::U(16),
+        S16 => CvtTy::S(16),
+        U32 | B32 => CvtTy::U(32),
+        S32 => CvtTy::S(32),
+        U64 | B64 => CvtTy::U(64),
+        S64 => CvtTy::S(64),
+        F16 => CvtTy::F16,
+        F32 => CvtTy::F32,
+        F64 => CvtTy::F64,
+        _ => return None,
+    })
+}
+
+fn mask_of(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+impl<'a> Dec<'a> {
+    fn lookup(&self, name: &str) -> Option<Sym> {
+        for s in self.scopes.iter().rev() {
+            if let Some(v) = s.get(name) {
+                return Some(*v);
+            }
+        }
+        if let Some(&a) = self.m.globals.get(name) {
+            return Some(Sym::Global(a));
+        }
+        if let Some(&o) = self.m.shared.get(name) {
+            return Some(Sym::Shared(o));
+        }
+        if self.m.extern_shared.iter().any(|(n, _)| n == name) {
+            return Some(Sym::DynShared);
+        }
+        None
+    }
+
+    fn konst(&mut self, v: u64) -> R {
+        if let Some(&r) = self.consts.get(&v) {
+            return r;
+        }
+        let r = self.new_reg();
+        self.consts.insert(v, r);
+        r
+    }
+
+    fn new_reg(&mut self) -> R {
+        let r = self.nregs;
+        self.nregs += 1;
+        r
+    }
+
+    fn new_pred(&mut self) -> P {
+        let p = self.npreds;
+        self.npreds += 1;
+        p
+    }
+
+    fn declare(&mut self, d: &ptx::VarDecl) -> DResult<()> {
+        match d.space {
+            Space::Reg => {
+                let names: Vec<String> = match d.range {
+                    Some(n) => (0..n).map(|i| format!("{}{}", d.name, i)).collect(),
+                    None => vec![d.name.clone()],
+                };
+                for n in names {
+                    let sym = if d.ty == ScalarType::Pred {
+                        let p = self.npreds;
+                        self.npreds += 1;
+                        Sym::Pred(p)
+                    } else {
+                        let r = self.nregs;
+                        self.nregs += 1;
+                        Sym::Reg(r, int_width(d.ty) * d.vector)
+                    };
+                    self.scopes.last_mut().expect("scope").insert(n, sym);
+                }
+            }
+            Space::Shared => {
+                let a = d.alignment().max(1) as u64;
+                if d.is_extern || d.array.contains(&0) {
+                    return derr(d.line, "extern .shared inside a function is not supported");
+                }
+                self.shared_size = self.shared_size.div_ceil(a) * a;
+                self.scopes.last_mut().expect("scope").insert(d.name.clone(), Sym::Shared(self.shared_size));
+                self.shared_size += d.size();
+            }
+            Space::Local | Space::Param => {
+                let a = d.alignment().max(1) as u64;
+                self.local_size = self.local_size.div_ceil(a) * a;
+                self.scopes.last_mut().expect("scope").insert(d.name.clone(), Sym::Local(self.local_size));
+                self.local_size += d.size().max(1);
+            }
+            Space::Global | Space::Const => {
+                return derr(d.line, "function-scope .global/.const variables are not supported");
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, op: Op, guard: Option<(P, bool)>, line: u32) {
+        self.insts.push(Inst { op, guard, line });
+    }
+
+    /// A source operand as a register (immediates and symbols become constants).
+    fn src(&mut self, o: &Operand, line: u32) -> DResult<R> {
+        Ok(match o {
+            Operand::Name(n) => match self.lookup(n) {
+                Some(Sym::Reg(r, _)) => r,
+                Some(Sym::Shared(o)) => self.konst(o),
+                Some(Sym::Global(a)) => self.konst(a),
+                Some(Sym::Local(o)) => self.konst(o),
+                Some(Sym::DynShared) => self.dyn_reg,
+                Some(Sym::Pred(_)) => return derr(line, format!("predicate {n} used as a value")),
+                Some(Sym::KParam(..)) => {
+                    return derr(line, format!("taking the address of kernel parameter {n} is not supported"))
+                }
+                None => {
+                    if let Some(i) = SPECIALS.iter().position(|s| s == n) {
+                        i as R
+                    } else {
+                        return derr(line, format!("unknown name {n}"));
+                    }
+                }
+            },
+            Operand::NameOffset(n, off) => {
+                let base = match self.lookup(n) {
+                    Some(Sym::Shared(o)) | Some(Sym::Local(o)) | Some(Sym::Global(o)) => o,
+                    _ => return derr(line, format!("{n}+{off}: not a variable")),
+                };
+                self.konst(base.wrapping_add(*off as u64))
+            }
+            Operand::Int(v) => self.konst(*v as u64),
+            Operand::F32(b) => self.konst(*b as u64),
+            Operand::F64(b) => self.konst(*b),
+            _ => return derr(line, format!("unsupported operand {o:?}")),
+        })
+    }
+
+    /// A float immediate given for an f32 operand may be written as a double literal.
+    fn src_typed(&mut self, o: &Operand, ty: ScalarType, line: u32) -> DResult<R> {
+        match (o, ty) {
+            (Operand::F64(b), ScalarType::F32) => Ok(self.konst((f64::from_bits(*b) as f32).to_bits() as u64)),
+            (Operand::F32(b), ScalarType::F64) => Ok(self.konst((f32::from_bits(*b) as f64).to_bits())),
+            (Operand::Int(v), _) => Ok(self.konst((*v as u64) & mask_of(ty.size() * 8))),
+            _ => self.src(o, line),
+        }
+    }
+
+    fn dst(&mut self, o: &Operand, line: u32) -> DResult<R> {
+        match o {
+            Operand::Name(n) => match self.lookup(n) {
+                Some(Sym::Reg(r, _)) => Ok(r),
+                _ => derr(line, format!("{n} is not a register")),
+            },
+            Operand::Sink => Ok(self.new_reg()),
+            _ => derr(line, format!("bad destination {o:?}")),
+        }
+    }
+
+    fn dst_width(&self, o: &Operand) -> u32 {
+        match o {
+            Operand::Name(n) => match self.lookup(n) {
+                Some(Sym::Reg(_, w)) => w,
+                _ => 64,
+            },
+            _ => 64,
+        }
+    }
+
+    fn pred(&mut self, o: &Operand, line: u32) -> DResult<(P, bool)> {
+        match o {
+            Operand::Name(n) => match self.lookup(n) {
+                Some(Sym::Pred(p)) => Ok((p, false)),
+                _ => derr(line, format!("{n} is not a predicate")),
+            },
+            Operand::Not(inner) => {
+                let (p, n) = self.pred(inner, line)?;
+                Ok((p, !n))
+            }
+            Operand::Int(v) => {
+                let p = self.new_pred();
+                self.emit(Op::PredConst { d: p, v: *v != 0 }, None, line);
+                Ok((p, false))
+            }
+            Operand::Sink => Ok((self.new_pred(), false)),
+            _ => derr(line, format!("bad predicate operand {o:?}")),
+        }
+    }
+
+    /// Address operand: (register, offset, space override for symbols).
+    fn addr(&mut self, o: &Operand, line: u32) -> DResult<(R, i64, Option<Sp>)> {
+        match o {
+            Operand::Address { base: Some(n), offset } => match self.lookup(n) {
+                Some(Sym::Reg(r, _)) => Ok((r, *offset, None)),
+                Some(Sym::Shared(s)) => Ok((self.konst(s), *offset, Some(Sp::Shared))),
+                Some(Sym::Local(s)) => Ok((self.konst(s), *offset, Some(Sp::Local))),
+                Some(Sym::Global(a)) => Ok((self.konst(a), *offset, Some(Sp::Global))),
+                Some(Sym::DynShared) => Ok((self.dyn_reg, *offset, Some(Sp::Shared))),
+                Some(Sym::KParam(..)) => derr(line, "kernel parameter used as an address"),
+                Some(Sym::Pred(_)) => derr(line, "predicate used as an address"),
+                None => derr(line, format!("unknown name {n}")),
+            },
+            Operand::Address { base: None, offset } => Ok((self.konst(*offset as u64), 0, None)),
+            _ => derr(line, format!("expected an address, found {o:?}")),
+        }
+    }
+
+    fn vec_regs(&mut self, o: &Operand, line: u32, dest: bool) -> DResult<(Vec<R>, u32)> {
+        match o {
+            Operand::Vector(v) => {
+                let mut rs = vec![];
+                let mut w = 64;
+                for x in v {
+                    if dest {
+                        w = self.dst_width(x);
+                        rs.push(self.dst(x, line)?);
+                    } else {
+                        rs.push(self.src(x, line)?);
+                    }
+                }
+                Ok((rs, w))
+            }
+            _ => {
+                if dest {
+                    let w = self.dst_width(o);
+                    Ok((vec![self.dst(o, line)?], w))
+                } else {
+                    Ok((vec![self.src(o, line)?], 64))
+                }
+            }
+        }
+    }
+
+    fn body(&mut self, f: &Function, stmts: &[Statement]) -> DResult<()> {
+        for s in stmts {
+            match s {
+                Statement::Decl(d) => self.declare(d)?,
+                Statement::Label(l, _) => {
+                    self.labels.insert((self.instance, l.clone()), self.insts.len() as u32);
+                }
+                Statement::Block(b) => {
+                    self.scopes.push(HashMap::new());
+                    self.body(f, b)?;
+                    self.scopes.pop();
+                }
+                Statement::Inst(i) => self.inst(i)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn inst(&mut self, i: &Instruction) -> DResult<()> {
+        let line = i.line;
+        let guard = match &i.guard {
+            Some(g) => match self.lookup(&g.reg) {
+                Some(Sym::Pred(p)) => Some((p, g.negated)),
+                _ => return derr(line, format!("guard {} is not a predicate", g.reg)),
+            },
+            None => None,
+        };
+        let types: Vec<ScalarType> = i.modifiers.iter().filter_map(|m| ScalarType::from_name(m)).collect();
+        let ty = types.last().copied();
+        let ops = &i.operands;
+        let need = |n: usize| -> DResult<()> {
+            if ops.len() < n {
+                derr(line, format!("`{}` needs {n} operands", i.full_name()))
+            } else {
+                Ok(())
+            }
+        };
+        let need_ty = || -> DResult<ScalarType> {
+            ty.ok_or(DecodeError { line, message: format!("`{}` has no type", i.full_name()) })
+        };
+        let ftz = i.has("ftz");
+        let is_float = matches!(ty, Some(ScalarType::F32 | ScalarType::F64));
+        let op: Op = match i.opcode.as_str() {
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr" => {
+                need(3)?;
+                let t = need_ty()?;
+                if t == ScalarType::Pred {
+                    let (a, an) = self.pred(&ops[1], line)?;
+                    let (b, bn) = self.pred(&ops[2], line)?;
+                    let (d, _) = self.pred(&ops[0], line)?;
+                    let op = match i.opcode.as_str() {
+                        "and" => BoolOp::And,
+                        "or" => BoolOp::Or,
+                        "xor" => BoolOp::Xor,
+                        _ => return derr(line, format!("`{}` on predicates", i.opcode)),
+                    };
+                    self.emit(Op::PredOp { op: Some(op), d, a, an, b, bn }, guard, line);
+                    return Ok(());
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a_ty = if i.has("wide") { t } else { t };
+                let a = self.src_typed(&ops[1], a_ty, line)?;
+                let b_ty = if matches!(i.opcode.as_str(), "shl" | "shr") { ScalarType::U32 } else { a_ty };
+                let b = self.src_typed(&ops[2], b_ty, line)?;
+                let (rnd, _) = rnd_of(i);
+                let f: BinFn = if is_float {
+                    let explicit_dir = rnd != Rnd::N;
+                    match i.opcode.as_str() {
+                        "add" | "sub" | "mul" if explicit_dir => {
+                            let m = rnd as u8;
+                            macro_rules! dir {
+                                ($f:ident, $op:expr) => {
+                                    match m {
+                                        1 => ops::$f::<$op, 1>,
+                                        2 => ops::$f::<$op, 2>,
+                                        _ => ops::$f::<$op, 3>,
+                                    }
+                                };
+                            }
+                            let code = match i.opcode.as_str() {
+                                "add" => 0,
+                                "sub" => 1,
+                                _ => 2,
+                            };
+                            match (t, code) {
+                                (ScalarType::F32, 0) => dir!(f32_arith_dir, 0),
+                                (ScalarType::F32, 1) => dir!(f32_arith_dir, 1),
+                                (ScalarType::F32, _) => dir!(f32_arith_dir, 2),
+                                (_, 0) => dir!(f64_arith_dir, 0),
+                                (_, 1) => dir!(f64_arith_dir, 1),
+                                _ => dir!(f64_arith_dir, 2),
+                            }
+                        }
+                        "add" => flt_fn!(t, ftz, fadd, line),
+                        "sub" => flt_fn!(t, ftz, fsub, line),
+                        "mul" => flt_fn!(t, ftz, fmul, line),
+                        "div" => flt_fn!(t, ftz, fdiv, line),
+                        "min" => match t {
+                            ScalarType::F32 => ops::fmin::<f32, false>,
+                            _ => ops::fmin::<f64, false>,
+                        },
+                        "max" => match t {
+                            ScalarType::F32 => ops::fmin::<f32, true>,
+                            _ => ops::fmin::<f64, true>,
+                        },
+                        o => return derr(line, format!("`{o}` on a float type")),
+                    }
+                } else {
+                    match i.opcode.as_str() {
+                        "add" => int_fn!(t, add, line),
+                        "sub" => int_fn!(t, sub, line),
+                        "mul" if i.has("hi") => int_fn!(t, mul_hi, line),
+                        "mul" if i.has("wide") => match t {
+                            ScalarType::U16 => ops::mul_wide::<u16>,
+                            ScalarType::S16 => ops::mul_wide::<i16>,
+                            ScalarType::U32 => ops::mul_wide::<u32>,
+                            ScalarType::S32 => ops::mul_wide::<i32>,
+                            _ => return derr(line, "mul.wide needs a 16- or 32-bit type"),
+                        },
+                        "mul" => int_fn!(t, mul_lo, line),
+                        "div" => int_fn!(t, div, line),
+                        "rem" => int_fn!(t, rem, line),
+                        "min" => int_fn!(t, min, line),
+                        "max" => int_fn!(t, max, line),
+                        "and" => int_fn!(t, and, line),
+                        "or" => int_fn!(t, or, line),
+                        "xor" => int_fn!(t, xor, line),
+                        "shl" => int_fn!(t, shl, line),
+                        _ => int_fn!(t, shr, line),
+                    }
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "mad" | "fma" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c_ty = if i.has("wide") {
+                    match t {
+                        ScalarType::S32 => ScalarType::S64,
+                        ScalarType::U32 => ScalarType::U64,
+                        _ => t,
+                    }
+                } else {
+                    t
+                };
+                let c = self.src_typed(&ops[3], c_ty, line)?;
+                let (rnd, _) = rnd_of(i);
+                let f: TerFn = if is_float {
+                    if rnd != Rnd::N && t == ScalarType::F32 {
+                        match rnd {
+                            Rnd::Z => ops::f32_fma_dir::<1>,
+                            Rnd::M => ops::f32_fma_dir::<2>,
+                            _ => ops::f32_fma_dir::<3>,
+                        }
+                    } else {
+                        flt_fn!(t, ftz, ffma, line)
+                    }
+                } else if i.has("hi") {
+                    int_fn!(t, mad_hi, line)
+                } else if i.has("wide") {
+                    match t {
+                        ScalarType::U16 => ops::mad_wide::<u16>,
+                        ScalarType::S16 => ops::mad_wide::<i16>,
+                        ScalarType::U32 => ops::mad_wide::<u32>,
+                        ScalarType::S32 => ops::mad_wide::<i32>,
+                        _ => return derr(line, "mad.wide needs a 16- or 32-bit type"),
+                    }
+                } else {
+                    int_fn!(t, mad_lo, line)
+                };
+                Op::Ter(f, d, a, b, c)
+            }
+            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rcp" | "rsqrt" | "ex2"
+            | "lg2" | "sin" | "cos" | "tanh" => {
+                need(2)?;
+                let t = need_ty()?;
+                if t == ScalarType::Pred {
+                    let (d, _) = self.pred(&ops[0], line)?;
+                    let (a, an) = self.pred(&ops[1], line)?;
+                    let an = if i.opcode == "not" { !an } else { an };
+                    self.emit(Op::PredOp { op: None, d, a, an, b: a, bn: an }, guard, line);
+                    return Ok(());
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let f: UnFn = match (i.opcode.as_str(), is_float) {
+                    ("neg", false) => int_fn!(t, neg, line),
+                    ("abs", false) => int_fn!(t, abs, line),
+                    ("not", false) => int_fn!(t, not, line),
+                    ("cnot", false) => int_fn!(t, cnot, line),
+                    ("popc", false) => int_fn!(t, popc, line),
+                    ("clz", false) => int_fn!(t, clz, line),
+                    ("brev", false) => int_fn!(t, brev, line),
+                    ("bfind", false) => int_fn!(t, bfind, line),
+                    ("neg", true) => match t {
+                        ScalarType::F32 => ops::fneg::<f32>,
+                        _ => ops::fneg::<f64>,
+                    },
+                    ("abs", true) => match t {
+                        ScalarType::F32 => ops::fabs::<f32>,
+                        _ => ops::fabs::<f64>,
+                    },
+                    ("sqrt", true) => flt_fn!(t, ftz, fsqrt, line),
+                    ("rcp", true) if t == ScalarType::F32 && i.has("approx") => {
+                        if ftz {
+                            ops::f32_approx::<5, true>
+                        } else {
+                            ops::f32_approx::<5, false>
+                        }
+                    }
+                    ("rcp", true) => flt_fn!(t, ftz, frcp, line),
+                    ("rsqrt", true) => flt_fn!(t, ftz, frsqrt, line),
+                    ("ex2" | "lg2" | "sin" | "cos" | "tanh", true) if t == ScalarType::F32 => {
+                        macro_rules! ap {
+                            ($k:expr) => {
+                                if ftz {
+                                    ops::f32_approx::<$k, true>
+                                } else {
+                                    ops::f32_approx::<$k, false>
+                                }
+                            };
+                        }
+                        match i.opcode.as_str() {
+                            "ex2" => ap!(0),
+                            "lg2" => ap!(1),
+                            "sin" => ap!(2),
+                            "cos" => ap!(3),
+                            _ => ap!(4),
+                        }
+                    }
+                    (o, _) => return derr(line, format!("`{o}.{}` is not supported", t.name())),
+                };
+                Op::Un(f, d, a)
+            }
+            "bfe" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], ScalarType::U32, line)?;
+                let c = self.src_typed(&ops[3], ScalarType::U32, line)?;
+                Op::Ter(int_fn!(t, bfe, line), d, a, b, c)
+            }
+            "bfi" => {
+                need(5)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c = self.src_typed(&ops[3], ScalarType::U32, line)?;
+                let e = self.src_typed(&ops[4], ScalarType::U32, line)?;
+                Op::Bfi { w: t.size() * 8, d, a, b, c, e }
+            }
+            "prmt" => {
+                need(4)?;
+                if i.modifiers.len() > 1 {
+                    return derr(line, "prmt modes other than the default are not supported");
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                Op::Prmt(d, a, b, c)
+            }
+            "mov" => {
+                need(2)?;
+                let t = need_ty()?;
+                if t == ScalarType::Pred {
+                    let (d, _) = self.pred(&ops[0], line)?;
+                    let (a, an) = self.pred(&ops[1], line)?;
+                    Op::PredOp { op: None, d, a, an, b: a, bn: an }
+                } else if let Operand::Vector(_) = &ops[1] {
+                    let (parts, _) = self.vec_regs(&ops[1], line, false)?;
+                    let d = self.dst(&ops[0], line)?;
+                    let bits = t.size() * 8 / parts.len() as u32;
+                    Op::Pack { d, parts, bits }
+                } else if let Operand::Vector(_) = &ops[0] {
+                    let (parts, _) = self.vec_regs(&ops[0], line, true)?;
+                    let s = self.src(&ops[1], line)?;
+                    let bits = t.size() * 8 / parts.len() as u32;
+                    Op::Unpack { s, parts, bits }
+                } else {
+                    let d = self.dst(&ops[0], line)?;
+                    if let Operand::Name(n) = &ops[1] {
+                        let kind = match n.as_str() {
+                            "%clock" => Some(0),
+                            "%clock64" => Some(1),
+                            "%globaltimer" | "%globaltimer_lo" => Some(2),
+                            _ => None,
+                        };
+                        if let Some(kind) = kind {
+                            self.emit(Op::Clock { d, kind }, guard, line);
+                            return Ok(());
+                        }
+                    }
+                    let a = self.src_typed(&ops[1], t, line)?;
+                    Op::Mov(d, a, mask_of(t.size() * 8))
+                }
+            }
+            "cvta" => {
+                need(2)?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let to = i.has("to");
+                let win = if i.has("shared") {
+                    SHARED_WINDOW
+                } else if i.has("local") {
+                    LOCAL_WINDOW
+                } else {
+                    0
+                };
+                if win == 0 {
+                    Op::Mov(d, a, u64::MAX)
+                } else {
+                    let k = self.konst(if to { win.wrapping_neg() } else { win });
+                    Op::Bin(ops::add::<u64>, d, a, k)
+                }
+            }
+            "cvt" => {
+                need(2)?;
+                if types.len() != 2 {
+                    return derr(line, "cvt needs a destination and a source type");
+                }
+                let (dt, st) = (types[0], types[1]);
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], st, line)?;
+                let (rnd, irnd) = rnd_of(i);
+                let sat = i.has("sat");
+                let (dc, sc) = match (cvt_ty(dt), cvt_ty(st)) {
+                    (Some(x), Some(y)) => (x, y),
+                    _ => return derr(line, format!("cvt.{}.{} is not supported", dt.name(), st.name())),
+                };
+                match cvt_fast(dc, sc, irnd, sat) {
+                    Some(f) => Op::Un(f, d, a),
+                    None => Op::Cvt { d, a, dt: dc, st: sc, rnd, irnd, sat, ftz },
+                }
+            }
+            "setp" | "set" => {
+                need(3)?;
+                let t = *types.last().ok_or(DecodeError { line, message: "setp without a type".into() })?;
+                let src_t = if i.opcode == "set" { types[types.len() - 1] } else { t };
+                let code = i
+                    .modifiers
+                    .iter()
+                    .find_map(|m| cmp_code(m))
+                    .ok_or(DecodeError { line, message: "missing comparison".into() })?;
+                let f = cmp_fn(src_t, code, line)?;
+                let a = self.src_typed(&ops[1], src_t, line)?;
+                let b = self.src_typed(&ops[2], src_t, line)?;
+                let bop = if i.has("and") {
+                    Some(BoolOp::And)
+                } else if i.has("or") {
+                    Some(BoolOp::Or)
+                } else if i.has("xor") {
+                    Some(BoolOp::Xor)
+                } else {
+                    None
+                };
+                let comb = match bop {
+                    Some(op) => {
+                        need(4)?;
+                        let (c, cn) = self.pred(&ops[3], line)?;
+                        Some((op, c, cn))
+                    }
+                    None => None,
+                };
+                if i.opcode == "set" {
+                    let p = self.new_pred();
+                    self.emit(Op::Setp { f, d: p, dn: None, a, b, comb }, guard, line);
+                    let d = self.dst(&ops[0], line)?;
+                    let dt = types[0];
+                    let (tv, fv) = if dt == ScalarType::F32 { (0x3f80_0000, 0) } else { (0xffff_ffff, 0) };
+                    let tr = self.konst(tv);
+                    let fr = self.konst(fv);
+                    Op::Selp { d, a: tr, b: fr, p, neg: false }
+                } else {
+                    let (d, dn) = match &ops[0] {
+                        Operand::Pair(p, q) => {
+                            let (p, _) = self.pred(&Operand::Name(p.clone()), line)?;
+                            let (q, _) = self.pred(&Operand::Name(q.clone()), line)?;
+                            (p, Some(q))
+                        }
+                        o => (self.pred(o, line)?.0, None),
+                    };
+                    Op::Setp { f, d, dn, a, b, comb }
+                }
+            }
+            "selp" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let (p, neg) = self.pred(&ops[3], line)?;
+                Op::Selp { d, a, b, p, neg }
+            }
+            "ld" | "ldu" | "st" => self.mem(i, &types, line)?,
+            "atom" | "red" => {
+                let is_red = i.opcode == "red";
+                need(if is_red { 2 } else { 3 })?;
+                let t = need_ty()?;
+                let sp = if i.has("shared") {
+                    Sp::Shared
+                } else if i.has("global") {
+                    Sp::Global
+                } else {
+                    Sp::Generic
+                };
+                let op = [
+                    ("add", AtomOp::Add),
+                    ("min", AtomOp::Min),
+                    ("max", AtomOp::Max),
+                    ("inc", AtomOp::Inc),
+                    ("dec", AtomOp::Dec),
+                    ("exch", AtomOp::Exch),
+                    ("cas", AtomOp::Cas),
+                    ("and", AtomOp::And),
+                    ("or", AtomOp::Or),
+                    ("xor", AtomOp::Xor),
+                ]
+                .iter()
+                .find(|(n, _)| i.has(n))
+                .map(|x| x.1)
+                .ok_or(DecodeError { line, message: format!("`{}`: unknown atomic operation", i.full_name()) })?;
+                let aty = match t {
+                    ScalarType::U32 | ScalarType::B32 => AtomTy::U32,
+                    ScalarType::S32 => AtomTy::S32,
+                    ScalarType::U64 | ScalarType::B64 => AtomTy::U64,
+                    ScalarType::S64 => AtomTy::S64,
+                    ScalarType::F32 => AtomTy::F32,
+                    ScalarType::F64 => AtomTy::F64,
+                    t => return derr(line, format!("atomics on .{} are not supported", t.name())),
+                };
+                let k = if is_red { 0 } else { 1 };
+                let d = if is_red { None } else { Some(self.dst(&ops[0], line)?) };
+                let (a, off, spo) = self.addr(&ops[k], line)?;
+                let b = self.src_typed(&ops[k + 1], t, line)?;
+                let c = if op == AtomOp::Cas {
+                    need(k + 3)?;
+                    self.src_typed(&ops[k + 2], t, line)?
+                } else {
+                    b
+                };
+                Op::Atom { sp: spo.unwrap_or(sp), op, ty: aty, d, a, off, b, c }
+            }
+            "bra" | "brx" => {
+                need(1)?;
+                let Operand::Name(l) = &ops[0] else { return derr(line, "bra needs a label") };
+                self.fixups.push((self.insts.len(), self.instance, l.clone(), line));
+                Op::Bra { target: 0 }
+            }
+            "ret" | "exit" => {
+                if i.opcode == "ret" {
+                    if let Some(l) = self.ret_label.clone() {
+                        self.fixups.push((self.insts.len(), self.instance, l, line));
+                        self.emit(Op::Bra { target: 0 }, guard, line);
+                        return Ok(());
+                    }
+                }
+                Op::Exit
+            }
+            "bar" | "barrier" => {
+                if i.has("warp") {
+                    Op::Nop
+                } else if i.has("arrive") || i.has("red") {
+                    return derr(line, format!("`{}` is not supported", i.full_name()));
+                } else {
+                    Op::Bar
+                }
+            }
+            "membar" | "fence" => Op::Nop,
+            "call" => return self.call(i, guard),
+            "shfl" => {
+                need(4)?;
+                let mode = if i.has("up") {
+                    ShflMode::Up
+                } else if i.has("down") {
+                    ShflMode::Down
+                } else if i.has("bfly") {
+                    ShflMode::Bfly
+                } else {
+                    ShflMode::Idx
+                };
+                let (d, p) = match &ops[0] {
+                    Operand::Pair(d, p) => {
+                        let d = self.dst(&Operand::Name(d.clone()), line)?;
+                        let (p, _) = self.pred(&Operand::Name(p.clone()), line)?;
+                        (d, Some(p))
+                    }
+                    o => (self.dst(o, line)?, None),
+                };
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                Op::Shfl { mode, d, p, a, b, c }
+            }
+            "vote" => {
+                need(2)?;
+                let mode = if i.has("ballot") {
+                    VoteMode::Ballot
+                } else if i.has("all") {
+                    VoteMode::All
+                } else if i.has("any") {
+                    VoteMode::Any
+                } else {
+                    VoteMode::Uni
+                };
+                let (src, neg) = self.pred(&ops[1], line)?;
+                let d = if mode == VoteMode::Ballot { self.dst(&ops[0], line)? } else { self.pred(&ops[0], line)?.0 };
+                Op::Vote { mode, d, src, neg }
+            }
+            "activemask" => {
+                need(1)?;
+                Op::Activemask(self.dst(&ops[0], line)?)
+            }
+            "pmevent" | "nanosleep" | "prefetch" | "prefetchu" => Op::Nop,
+            "trap" | "brkpt" => Op::Exit,
+            o => return derr(line, format!("instruction `{o}` (`{}`) is not supported", i.full_name())),
+        };
+        self.emit(op, guard, line);
+        let _ = ftz;
+        Ok(())
+    }
+
+    fn mem(&mut self, i: &Instruction, types: &[ScalarType], line: u32) -> DResult<Op> {
+        let is_st = i.opcode == "st";
+        if i.operands.len() < 2 {
+            return derr(line, "memory instruction needs 2 operands");
+        }
+        let t = *types.last().ok_or(DecodeError { line, message: "missing type".into() })?;
+        let n: u8 = if i.has("v4") {
+            4
+        } else if i.has("v2") {
+            2
+        } else {
+            1
+        };
+        let size = t.size() as u8;
+        let sext = matches!(t, ScalarType::S8 | ScalarType::S16 | ScalarType::S32);
+        let space = if i.has("global") {
+            Sp::Global
+        } else if i.has("shared") {
+            Sp::Shared
+        } else if i.has("local") {
+            Sp::Local
+        } else if i.has("const") {
+            Sp::Global
+        } else if i.has("param") {
+            Sp::Local
+        } else {
+            Sp::Generic
+        };
+        let (aop, vop) = if is_st { (&i.operands[0], &i.operands[1]) } else { (&i.operands[1], &i.operands[0]) };
+        // Kernel parameters.
+        if i.has("param") && !is_st {
+            if let Operand::Address { base: Some(b), offset } = aop {
+                if let Some(Sym::KParam(off, psize)) = self.lookup(b) {
+                    let total = (*offset as i64) + (size as i64) * (n as i64);
+                    if *offset < 0 || total > psize as i64 {
+                        return derr(line, format!("load outside kernel parameter {b}"));
+                    }
+                    let (rs, w) = self.vec_regs(vop, line, true)?;
+                    let mut d = [0; 4];
+                    d[..rs.len()].copy_from_slice(&rs[..rs.len().min(4)]);
+                    return Ok(Op::LdParam { d, n, size, sext, off: off + *offset as u32, dmask: mask_of(w) });
+                }
+            }
+        }
+        let (a, off, spo) = self.addr(aop, line)?;
+        let sp = match (spo, space) {
+            (Some(s), Sp::Generic) => s,
+            (_, s) => s,
+        };
+        let (rs, w) = self.vec_regs(vop, line, !is_st)?;
+        if rs.len() != n as usize {
+            return derr(line, "vector width does not match the operand");
+        }
+        let mut regs = [0; 4];
+        regs[..rs.len()].copy_from_slice(&rs);
+        Ok(if is_st {
+            let mut s = regs;
+            // Float immediates stored to f32.
+            if let Operand::F64(bits) = vop {
+                if t == ScalarType::F32 {
+                    s[0] = self.konst((f64::from_bits(*bits) as f32).to_bits() as u64);
+                }
+            }
+            Op::St { sp, size, n, s, a, off }
+        } else {
+            Op::Ld { sp, size, sext, n, d: regs, a, off, dmask: mask_of(w) }
+        })
+    }
+
+    fn call(&mut self, i: &Instruction, guard: Option<(P, bool)>) -> DResult<()> {
+        let line = i.line;
+        let ops = &i.operands;
+        let (rets, fname, args) = match ops.as_slice() {
+            [Operand::List(r), Operand::Name(f), Operand::List(a), ..] => (r.clone(), f, a.clone()),
+            [Operand::List(r), Operand::Name(f)] => (r.clone(), f, vec![]),
+            [Operand::Name(f), Operand::List(a), ..] => (vec![], f, a.clone()),
+            [Operand::Name(f)] => (vec![], f, vec![]),
+            _ => return derr(line, "unsupported call form"),
+        };
+        if ops.len() > 3 {
+            return derr(line, "indirect calls through a prototype are not supported");
+        }
+        let Some(f) = self.m.module.functions.iter().find(|f| &f.name == fname && f.body.is_some()) else {
+            return derr(line, format!("call to {fname}, which has no body in this module"));
+        };
+        if self.depth >= 16 {
+            return derr(line, format!("call depth over 16 (recursion through {fname} is not supported)"));
+        }
+        if f.params.len() != args.len() || f.returns.len() != rets.len() {
+            return derr(line, format!("call to {fname}: argument count does not match"));
+        }
+        let mut bind = HashMap::new();
+        for (p, a) in f.params.iter().chain(f.returns.iter()).zip(args.iter().chain(rets.iter())) {
+            let Operand::Name(n) = a else { return derr(line, "call arguments must be .param variables") };
+            match self.lookup(n) {
+                Some(Sym::Local(o)) => {
+                    bind.insert(p.name.clone(), Sym::Local(o));
+                }
+                Some(Sym::Reg(r, w)) => {
+                    bind.insert(p.name.clone(), Sym::Reg(r, w));
+                }
+                _ => return derr(line, format!("call argument {n} is not a .param variable")),
+            }
+        }
+        // A guarded call: branch around the inlined body.
+        let skip_label = format!("$__call_skip_{}", self.next_instance);
+        if let Some((p, neg)) = guard {
+            self.fixups.push((self.insts.len(), self.instance, skip_label.clone(), line));
+            self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
+        }
+        let saved_instance = self.instance;
+        let saved_ret = self.ret_label.take();
+        let saved_scopes = std::mem::take(&mut self.scopes);
+        self.next_instance += 1;
+        self.instance = self.next_instance;
+        self.depth += 1;
+        let end_label = format!("$__ret_{}", self.instance);
+        self.ret_label = Some(end_label.clone());
+        self.scopes.push(bind);
+        let body = f.body.as_ref().expect("body");
+        let r = self.body(f, body);
+        self.labels.insert((self.instance, end_label), self.insts.len() as u32);
+        self.depth -= 1;
+        self.scopes = saved_scopes;
+        self.ret_label = saved_ret;
+        self.instance = saved_instance;
+        r?;
+        if guard.is_some() {
+            self.labels.insert((self.instance, skip_label), self.insts.len() as u32);
+        }
+        Ok(())
+    }
+}
+
+fn cvt_fast(d: CvtTy, s: CvtTy, irnd: bool, sat: bool) -> Option<UnFn> {
+    // Fast paths for the common integer conversions; everything else goes through cvt_one.
+    Some(match (d, s, irnd, sat) {
+        (CvtTy::U(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
+        (CvtTy::S(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
+        (CvtTy::U(64) | CvtTy::S(64), CvtTy::U(32), false, false) => ops::cvt_zext32,
+        (CvtTy::S(64) | CvtTy::U(64), CvtTy::S(32), false, false) => ops::cvt_sext32,
+        _ => return None,
+    })
+}
+
+/// Immediate post-dominators over instructions.
+fn ipdoms(insts: &[Inst]) -> Vec<u32> {
+    let n = insts.len();
+    // Basic block leaders.
+    let mut leader = vec![false; n + 1];
+    if n > 0 {
+        leader[0] = true;
+    }
+    for (pc, i) in insts.iter().enumerate() {
+        match i.op {
+            Op::Bra { target } => {
+                leader[target as usize] = true;
+                leader[pc + 1] = true;
+            }
+            Op::Exit => leader[pc + 1] = true,
+            _ => {}
+        }
+    }
+    let mut block_of = vec![0usize; n];
+    let mut starts = vec![];
+    for pc in 0..n {
+        if leader[pc] {
+            starts.push(pc);
+        }
+        block_of[pc] = starts.len() - 1;
+    }
+    let nb = starts.len();
+    let exit = nb; // virtual exit node
+    let mut succ: Vec<Vec<usize>> = vec![vec![]; nb + 1];
+    for b in 0..nb {
+        let end = if b + 1 < nb { starts[b + 1] } else { n };
+        let last = &insts[end - 1];
+        match last.op {
+            Op::Bra { target } => {
+                succ[b].push(if (target as usize) < n { block_of[target as usize] } else { exit });
+                if last.guard.is_some() {
+                    succ[b].push(if end < n { block_of[end] } else { exit });
+                }
+            }
+            Op::Exit => {
+                succ[b].push(exit);
+                if last.guard.is_some() {
+                    succ[b].push(if end < n { block_of[end] } else { exit });
+                }
+            }
+            _ => succ[b].push(if end < n { block_of[end] } else { exit }),
+        }
+    }
+    let mut pred: Vec<Vec<usize>> = vec![vec![]; nb + 1];
+    for (b, ss) in succ.iter().enumerate() {
+        for &s in ss {
+            pred[s].push(b);
+        }
+    }
+    // Post-order of the reverse graph from exit.
+    let mut order = vec![];
+    let mut seen = vec![false; nb + 1];
+    let mut stack = vec![(exit, 0usize)];
+    seen[exit] = true;
+    while let Some((v, k)) = stack.pop() {
+        if k < pred[v].len() {
+            stack.push((v, k + 1));
+            let w = pred[v][k];
+            if !seen[w] {
+                seen[w] = true;
+                stack.push((w, 0));
+            }
+        } else {
+            order.push(v);
+        }
+    }
+    let mut rpo_index = vec![usize::MAX; nb + 1];
+    for (i, &v) in order.iter().enumerate() {
+        rpo_index[v] = i; // post-order number: exit has the largest
+    }
+    const UNDEF: usize = usize::MAX;
+    let mut idom = vec![UNDEF; nb + 1];
+    idom[exit] = exit;
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &b in order.iter().rev() {
+            if b == exit {
+                continue;
+            }
+            let mut new = UNDEF;
+            for &s in &succ[b] {
+                if idom[s] == UNDEF {
+                    continue;
+                }
+                new = if new == UNDEF {
+                    s
+                } else {
+                    let (mut x, mut y) = (new, s);
+                    while x != y {
+                        while rpo_index[x] < rpo_index[y] {
+                            x = idom[x];
+                        }
+                        while rpo_index[y] < rpo_index[x] {
+                            y = idom[y];
+                        }
+                    }
+                    x
+                };
+            }
+            if new != UNDEF && idom[b] != new {
+                idom[b] = new;
+                changed = true;
+            }
+        }
+    }
+    (0..n)
+        .map(|pc| {
+            let b = block_of[pc];
+            let p = idom[b];
+            if p == UNDEF || p == exit {
+                EXIT_PC
+            } else {
+                starts[p] as u32
+            }
+        })
+        .collect()
+}
+
+/// Decodes one kernel.
+pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
+    let mut d = Dec {
+        m,
+        insts: vec![],
+        scopes: vec![HashMap::new()],
+        nregs: NSPECIAL + 1,
+        npreds: 0,
+        consts: HashMap::new(),
+        shared_size: m.shared_size,
+        local_size: 0,
+        labels: HashMap::new(),
+        fixups: vec![],
+        instance: 0,
+        next_instance: 0,
+        depth: 0,
+        ret_label: None,
+        dyn_reg: NSPECIAL,
+    };
+    for p in &f.params {
+        d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
+    }
+    let body = f.body.as_ref().ok_or(DecodeError { line: f.line, message: "kernel has no body".into() })?;
+    d.body(f, body)?;
+    // Falling off the end exits.
+    d.emit(Op::Exit, None, f.line);
+    for (pc, inst, l, line) in std::mem::take(&mut d.fixups) {
+        let Some(&t) = d.labels.get(&(inst, l.clone())) else {
+            return derr(line, format!("unknown label {l}"));
+        };
+        d.insts[pc].op = Op::Bra { target: t };
+    }
+    let ipdom = ipdoms(&d.insts);
+    let param_size = f.params.iter().map(|p| p.offset + p.size).max().unwrap_or(0);
+    let mut dyn_align = 16u32;
+    for (_, a) in &m.extern_shared {
+        dyn_align = dyn_align.max(*a);
+    }
+    let shared_static = d.shared_size.div_ceil(dyn_align as u64) * dyn_align as u64;
+    if shared_static > u32::MAX as u64 / 2 || d.local_size > 1 << 24 {
+        return derr(f.line, "shared or local memory too large");
+    }
+    let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
+    consts.push((d.dyn_reg, shared_static));
+    Ok(Program {
+        name: f.name.clone(),
+        params: f.params.clone(),
+        param_size,
+        insts: d.insts,
+        ipdom,
+        nregs: d.nregs,
+        npreds: d.npreds.max(1),
+        consts,
+        shared_static: shared_static as u32,
+        shared_dyn_align: dyn_align,
+        local_size: (d.local_size.div_ceil(8) * 8) as u32,
+        max_special_used: true,
+    })
+}

@@ -1,0 +1,919 @@
+//! The execution engine: warps of 32 lanes over lane masks, a SIMT stack reconverging
+//! at immediate post-dominators, blocks scheduled barrier to barrier, and blocks spread
+//! over host threads.
+
+use super::decode::*;
+use super::memory::{Alloc, Freed, Memory};
+use super::ops::{self, Lanes};
+use super::{FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc, SimConfig, SimError};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const FULL: u32 = u32::MAX;
+/// Warp instructions between budget/time checks.
+const TICK: u64 = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    pc: u32,
+    rpc: u32,
+    mask: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WState {
+    Run,
+    Bar,
+    Done,
+}
+
+#[derive(Debug)]
+struct Warp {
+    regs: Vec<u64>,
+    preds: Vec<u32>,
+    stack: Vec<Frame>,
+    live: u32,
+    state: WState,
+    local: Vec<u8>,
+    bar_pc: u32,
+}
+
+enum Stop {
+    Barrier,
+    Done,
+}
+
+/// What all workers of a launch share.
+struct Launch<'a> {
+    prog: &'a Program,
+    params: &'a [u8],
+    live: &'a [Arc<Alloc>],
+    freed: &'a [Freed],
+    locks64: &'a [Mutex<()>; 64],
+    cfg: LaunchConfig,
+    nthreads: u32,
+    nwarps: u32,
+    budget: u64,
+    deadline: Option<Instant>,
+    start: Instant,
+    abort: AtomicBool,
+    executed: AtomicU64,
+    error: Mutex<Option<(u64, SimError)>>,
+    workers: u32,
+}
+
+struct Exec<'a, 'b> {
+    l: &'b Launch<'a>,
+    block: [u32; 3],
+    block_linear: u64,
+    shared: Vec<u8>,
+    cache: usize,
+    count: u64,
+    worker: u32,
+}
+
+fn lanes(regs: &[u64], r: R) -> &Lanes {
+    let s = r as usize * 32;
+    <&Lanes>::try_from(&regs[s..s + 32]).expect("register row")
+}
+
+#[inline(always)]
+fn write(regs: &mut [u64], d: R, v: &Lanes, mask: u32) {
+    let s = d as usize * 32;
+    let row = &mut regs[s..s + 32];
+    if mask == FULL {
+        row.copy_from_slice(v);
+    } else {
+        let mut m = mask;
+        while m != 0 {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            row[l] = v[l];
+        }
+    }
+}
+
+macro_rules! each_lane {
+    ($mask:expr, $l:ident, $body:block) => {{
+        let mut m__ = $mask;
+        while m__ != 0 {
+            let $l = m__.trailing_zeros() as usize;
+            m__ &= m__ - 1;
+            $body
+        }
+    }};
+}
+
+fn sext(v: u64, size: u8) -> u64 {
+    let sh = 64 - 8 * size as u32;
+    (((v << sh) as i64) >> sh) as u64
+}
+
+enum Target {
+    Global(usize, u64),
+    Shared(usize),
+    Local(usize),
+}
+
+impl<'a, 'b> Exec<'a, 'b> {
+    fn location(&self, warp: u32, lane: usize, pc: u32) -> Location {
+        let [bx, by, _] = self.l.cfg.block;
+        let t = warp * 32 + lane as u32;
+        Location {
+            kernel: self.l.prog.name.clone(),
+            block: self.block,
+            thread: [t % bx, (t / bx) % by, t / (bx * by)],
+            line: self.l.prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0),
+        }
+    }
+
+    fn nearest(&self, addr: u64) -> Option<NearestAlloc> {
+        let mut best: Option<(u64, NearestAlloc)> = None;
+        let mut consider = |id: u64, base: u64, size: u64, freed: bool| {
+            let dist = if addr < base {
+                base - addr
+            } else if addr < base + size.max(1) {
+                0
+            } else {
+                addr - (base + size)
+            };
+            let better = match &best {
+                None => true,
+                Some((d, n)) => dist < *d || (dist == *d && n.freed && !freed),
+            };
+            if better {
+                best = Some((
+                    dist,
+                    NearestAlloc { id, base: super::DevicePtr(base), size, offset: addr.wrapping_sub(base) as i64, freed },
+                ));
+            }
+        };
+        for a in self.l.live {
+            consider(a.id, a.base, a.size, false);
+        }
+        for f in self.l.freed {
+            consider(f.id, f.base, f.size, true);
+        }
+        best.map(|b| b.1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fault(&self, kind: FaultKind, write: bool, space: &'static str, addr: u64, size: u32, warp: u32, lane: usize, pc: u32) -> SimError {
+        let nearest = if space == "global" || space == "generic" { self.nearest(addr) } else { None };
+        SimError::MemoryFault(Box::new(MemoryFault {
+            kind,
+            write,
+            space,
+            address: addr,
+            size,
+            at: self.location(warp, lane, pc),
+            nearest,
+        }))
+    }
+
+    /// Resolves an access of `len` bytes aligned to `align` in space `sp`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn resolve(&mut self, sp: Sp, addr: u64, len: u64, align: u64, write: bool, w: u32, lane: usize, pc: u32, local_size: usize) -> Result<Target, SimError> {
+        let (sp, addr, name) = match sp {
+            Sp::Generic => {
+                if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
+                    (Sp::Shared, addr - SHARED_WINDOW, "shared")
+                } else if addr.wrapping_sub(LOCAL_WINDOW) < WINDOW_SIZE {
+                    (Sp::Local, addr - LOCAL_WINDOW, "local")
+                } else {
+                    (Sp::Global, addr, "generic")
+                }
+            }
+            Sp::Shared => {
+                let a = if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE { addr - SHARED_WINDOW } else { addr };
+                (Sp::Shared, a, "shared")
+            }
+            Sp::Local => {
+                let a = if addr.wrapping_sub(LOCAL_WINDOW) < WINDOW_SIZE { addr - LOCAL_WINDOW } else { addr };
+                (Sp::Local, a, "local")
+            }
+            Sp::Global => (Sp::Global, addr, "global"),
+        };
+        if addr % align != 0 {
+            return Err(self.fault(FaultKind::Misaligned, write, name, addr, len as u32, w, lane, pc));
+        }
+        match sp {
+            Sp::Shared => {
+                if addr.checked_add(len).is_some_and(|e| e <= self.shared.len() as u64) {
+                    Ok(Target::Shared(addr as usize))
+                } else {
+                    Err(self.fault(FaultKind::SharedOutOfBounds, write, name, addr, len as u32, w, lane, pc))
+                }
+            }
+            Sp::Local => {
+                if addr.checked_add(len).is_some_and(|e| e <= local_size as u64) {
+                    Ok(Target::Local(lane * local_size + addr as usize))
+                } else {
+                    Err(self.fault(FaultKind::LocalOutOfBounds, write, name, addr, len as u32, w, lane, pc))
+                }
+            }
+            _ => {
+                let live = self.l.live;
+                if let Some(a) = live.get(self.cache) {
+                    let off = addr.wrapping_sub(a.base);
+                    if off < a.size && len <= a.size - off {
+                        return Ok(Target::Global(self.cache, off));
+                    }
+                }
+                let i = live.partition_point(|a| a.base <= addr);
+                if i > 0 {
+                    let a = &live[i - 1];
+                    let off = addr - a.base;
+                    if off < a.size && len <= a.size - off {
+                        if write && a.name.is_some() && self.is_const(a) {
+                            return Err(self.fault(FaultKind::ReadOnly, write, name, addr, len as u32, w, lane, pc));
+                        }
+                        self.cache = i - 1;
+                        return Ok(Target::Global(i - 1, off));
+                    }
+                }
+                let kind = if addr < 0x10000 {
+                    FaultKind::NullPointer
+                } else if self.l.freed.iter().any(|f| addr >= f.base && addr < f.base + f.size.max(1)) {
+                    FaultKind::UseAfterFree
+                } else {
+                    FaultKind::OutOfBounds
+                };
+                Err(self.fault(kind, write, name, addr, len as u32, w, lane, pc))
+            }
+        }
+    }
+
+    fn is_const(&self, _a: &Alloc) -> bool {
+        false
+    }
+
+    fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
+        match *t {
+            Target::Global(i, o) => self.l.live[i].load(o + off, size),
+            Target::Shared(o) => read_le(&self.shared, o + off as usize, size),
+            Target::Local(o) => read_le(&warp.local, o + off as usize, size),
+        }
+    }
+
+    fn tick(&mut self, pc: u32) -> Result<(), SimError> {
+        let total = self.l.executed.fetch_add(TICK, Relaxed) + TICK;
+        if self.l.abort.load(Relaxed) {
+            return Err(SimError::Sticky(Box::new(SimError::InvalidLaunch { kernel: String::new(), message: "aborted".into() })));
+        }
+        let over_budget = self.l.budget != 0 && total > self.l.budget;
+        let over_time = self.l.deadline.is_some_and(|d| Instant::now() > d);
+        if over_budget || over_time {
+            return Err(SimError::Timeout {
+                kernel: self.l.prog.name.clone(),
+                warp_instructions: total,
+                elapsed: self.l.start.elapsed(),
+                reason: if over_budget { "instruction budget" } else { "time limit" },
+                line: self.l.prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0),
+            });
+        }
+        Ok(())
+    }
+
+    fn run_warp(&mut self, w: &mut Warp, wid: u32) -> Result<Stop, SimError> {
+        let prog = self.l.prog;
+        let insts = &prog.insts[..];
+        let ls = prog.local_size as usize;
+        loop {
+            let Some(top) = w.stack.last_mut() else { return Ok(Stop::Done) };
+            if top.mask == 0 || top.pc == top.rpc {
+                w.stack.pop();
+                continue;
+            }
+            let pc = top.pc;
+            let Some(inst) = insts.get(pc as usize) else {
+                // Reconvergence at the end: those lanes are finished.
+                let m = top.mask;
+                w.live &= !m;
+                for f in w.stack.iter_mut() {
+                    f.mask &= !m;
+                }
+                continue;
+            };
+            let mut mask = top.mask;
+            if let Some((p, neg)) = inst.guard {
+                let pm = w.preds[p as usize];
+                mask &= if neg { !pm } else { pm };
+            }
+            self.count += 1;
+            if self.count % TICK == 0 {
+                self.tick(pc)?;
+            }
+            match &inst.op {
+                Op::Bra { target } => {
+                    let top = w.stack.last_mut().expect("frame");
+                    if mask == top.mask {
+                        top.pc = *target;
+                    } else if mask == 0 {
+                        top.pc = pc + 1;
+                    } else {
+                        let ip = prog.ipdom[pc as usize];
+                        let nt = top.mask & !mask;
+                        top.pc = ip;
+                        w.stack.push(Frame { pc: pc + 1, rpc: ip, mask: nt });
+                        w.stack.push(Frame { pc: *target, rpc: ip, mask });
+                    }
+                    continue;
+                }
+                Op::Exit => {
+                    w.live &= !mask;
+                    for f in w.stack.iter_mut() {
+                        f.mask &= !mask;
+                    }
+                    if let Some(top) = w.stack.last_mut() {
+                        if top.mask != 0 {
+                            top.pc = pc + 1;
+                        }
+                    }
+                    continue;
+                }
+                Op::Bar => {
+                    let top = w.stack.last_mut().expect("frame");
+                    top.pc = pc + 1;
+                    if mask == 0 {
+                        continue;
+                    }
+                    if mask != w.live {
+                        let missing = w.live & !mask;
+                        let other = w
+                            .stack
+                            .iter()
+                            .rev()
+                            .find(|f| f.mask & missing != 0)
+                            .and_then(|f| insts.get(f.pc as usize))
+                            .map(|i| i.line);
+                        let lane = mask.trailing_zeros() as usize;
+                        let ml = missing.trailing_zeros() as usize;
+                        let there = self.location(wid, ml, 0);
+                        return Err(SimError::BarrierDivergence {
+                            at: self.location(wid, lane, pc),
+                            message: format!(
+                                "lanes {:#010x} of warp {wid} wait at bar.sync while live lanes {:#010x} (thread ({},{},{})) are elsewhere{}",
+                                mask,
+                                missing,
+                                there.thread[0],
+                                there.thread[1],
+                                there.thread[2],
+                                other.map(|l| format!(", at PTX line {l}")).unwrap_or_default()
+                            ),
+                        });
+                    }
+                    w.bar_pc = pc;
+                    return Ok(Stop::Barrier);
+                }
+                op => {
+                    if mask != 0 {
+                        self.exec(op, w, mask, wid, pc, ls)?;
+                    }
+                    w.stack.last_mut().expect("frame").pc = pc + 1;
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn exec(&mut self, op: &Op, w: &mut Warp, mask: u32, wid: u32, pc: u32, ls: usize) -> Result<(), SimError> {
+        let mut out: Lanes = [0; 32];
+        match op {
+            Op::Bin(f, d, a, b) => {
+                f(&mut out, lanes(&w.regs, *a), lanes(&w.regs, *b));
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Un(f, d, a) => {
+                f(&mut out, lanes(&w.regs, *a));
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Ter(f, d, a, b, c) => {
+                f(&mut out, lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Mov(d, a, m) => {
+                let av = lanes(&w.regs, *a);
+                for l in 0..32 {
+                    out[l] = av[l] & m;
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Ld { sp, size, sext: sx, n, d, a, off, dmask } => {
+                let total = *size as u64 * *n as u64;
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let t = self.resolve(*sp, addr, total, total, false, wid, l, pc, ls)?;
+                    for k in 0..*n as usize {
+                        let mut v = self.load(&t, (k * *size as usize) as u64, *size, w);
+                        if *sx {
+                            v = sext(v, *size);
+                        }
+                        w.regs[d[k] as usize * 32 + l] = v & dmask;
+                    }
+                });
+            }
+            Op::St { sp, size, n, s, a, off } => {
+                let total = *size as u64 * *n as u64;
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let t = self.resolve(*sp, addr, total, total, true, wid, l, pc, ls)?;
+                    for k in 0..*n as usize {
+                        let v = w.regs[s[k] as usize * 32 + l];
+                        let o = (k * *size as usize) as u64;
+                        match t {
+                            Target::Global(i, go) => self.l.live[i].store(go + o, *size, v),
+                            Target::Shared(so) => write_le(&mut self.shared, so + o as usize, *size, v),
+                            Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
+                        }
+                    }
+                });
+            }
+            Op::LdParam { d, n, size, sext: sx, off, dmask } => {
+                for k in 0..*n as usize {
+                    let o = *off as usize + k * *size as usize;
+                    let mut v = read_le(self.l.params, o, *size);
+                    if *sx {
+                        v = sext(v, *size);
+                    }
+                    let out = [v & dmask; 32];
+                    write(&mut w.regs, d[k], &out, mask);
+                }
+            }
+            Op::Setp { f, d, dn, a, b, comb } => {
+                let r = f(lanes(&w.regs, *a), lanes(&w.regs, *b));
+                let combine = |x: u32| match comb {
+                    None => x,
+                    Some((op, c, neg)) => {
+                        let cv = w.preds[*c as usize] ^ if *neg { FULL } else { 0 };
+                        match op {
+                            BoolOp::And => x & cv,
+                            BoolOp::Or => x | cv,
+                            BoolOp::Xor => x ^ cv,
+                        }
+                    }
+                };
+                let p = combine(r);
+                let q = combine(!r);
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | (p & mask);
+                if let Some(dn) = dn {
+                    let qd = &mut w.preds[*dn as usize];
+                    *qd = (*qd & !mask) | (q & mask);
+                }
+            }
+            Op::Selp { d, a, b, p, neg } => {
+                let pm = w.preds[*p as usize] ^ if *neg { FULL } else { 0 };
+                let (av, bv) = (lanes(&w.regs, *a), lanes(&w.regs, *b));
+                for l in 0..32 {
+                    out[l] = if pm >> l & 1 == 1 { av[l] } else { bv[l] };
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::PredOp { op, d, a, an, b, bn } => {
+                let av = w.preds[*a as usize] ^ if *an { FULL } else { 0 };
+                let bv = w.preds[*b as usize] ^ if *bn { FULL } else { 0 };
+                let r = match op {
+                    None => av,
+                    Some(BoolOp::And) => av & bv,
+                    Some(BoolOp::Or) => av | bv,
+                    Some(BoolOp::Xor) => av ^ bv,
+                };
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | (r & mask);
+            }
+            Op::PredConst { d, v } => {
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | if *v { mask } else { 0 };
+            }
+            Op::PredToReg { d, p } => {
+                let pm = w.preds[*p as usize];
+                for l in 0..32 {
+                    out[l] = (pm >> l & 1) as u64;
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::RegToPred { d, a } => {
+                let av = lanes(&w.regs, *a);
+                let mut r = 0u32;
+                for l in 0..32 {
+                    r |= ((av[l] != 0) as u32) << l;
+                }
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | (r & mask);
+            }
+            Op::Bfi { w: width, d, a, b, c, e } => {
+                let (av, bv, cv, ev) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c), lanes(&w.regs, *e));
+                for l in 0..32 {
+                    out[l] = if *width == 64 { ops::bfi::<u64>(bv[l], av[l], cv[l], ev[l]) } else { ops::bfi::<u32>(bv[l], av[l], cv[l], ev[l]) };
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Prmt(d, a, b, c) => {
+                let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                for l in 0..32 {
+                    out[l] = ops::prmt(av[l], bv[l], cv[l]);
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Pack { d, parts, bits } => {
+                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                for (i, p) in parts.iter().enumerate() {
+                    let pv = lanes(&w.regs, *p);
+                    for l in 0..32 {
+                        out[l] |= (pv[l] & m) << (i as u32 * bits);
+                    }
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Unpack { s, parts, bits } => {
+                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                let sv = *lanes(&w.regs, *s);
+                for (i, p) in parts.iter().enumerate() {
+                    for l in 0..32 {
+                        out[l] = (sv[l] >> (i as u32 * bits)) & m;
+                    }
+                    write(&mut w.regs, *p, &out, mask);
+                }
+            }
+            Op::Cvt { d, a, dt, st, rnd, irnd, sat, ftz } => {
+                let av = lanes(&w.regs, *a);
+                each_lane!(mask, l, {
+                    out[l] = ops::cvt_one(av[l], *st, *dt, *rnd, *irnd, *sat, *ftz);
+                });
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Atom { sp, op, ty, d, a, off, b, c } => {
+                let size: u64 = match ty {
+                    AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
+                    _ => 8,
+                };
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let bv = w.regs[*b as usize * 32 + l];
+                    let cv = w.regs[*c as usize * 32 + l];
+                    let t = self.resolve(*sp, addr, size, size, true, wid, l, pc, ls)?;
+                    let old = match t {
+                        Target::Global(i, o) => {
+                            let al = &self.l.live[i];
+                            if size == 4 {
+                                al.rmw32(o, |x| atom_apply(*op, *ty, x as u64, bv, cv) as u32) as u64
+                            } else {
+                                let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64].lock().unwrap_or_else(|e| e.into_inner());
+                                let old = al.load(o, 8);
+                                al.store(o, 8, atom_apply(*op, *ty, old, bv, cv));
+                                fence(SeqCst);
+                                old
+                            }
+                        }
+                        Target::Shared(so) => {
+                            let old = read_le(&self.shared, so, size as u8);
+                            write_le(&mut self.shared, so, size as u8, atom_apply(*op, *ty, old, bv, cv));
+                            old
+                        }
+                        Target::Local(lo) => {
+                            let old = read_le(&w.local, lo, size as u8);
+                            write_le(&mut w.local, lo, size as u8, atom_apply(*op, *ty, old, bv, cv));
+                            old
+                        }
+                    };
+                    if let Some(d) = d {
+                        w.regs[*d as usize * 32 + l] = old;
+                    }
+                });
+            }
+            Op::Shfl { mode, d, p, a, b, c } => {
+                // Every source is read before any destination is written.
+                let av = *lanes(&w.regs, *a);
+                let (bv, cv) = (lanes(&w.regs, *b), lanes(&w.regs, *c));
+                let mut pbits = 0u32;
+                for l in 0..32usize {
+                    let lane = l as i64;
+                    let bval = (bv[l] & 0xffff_ffff) as i64;
+                    let cval = (cv[l] & 0x1f) as i64;
+                    let segmask = ((cv[l] >> 8) & 0x1f) as i64;
+                    let max_lane = (lane & segmask) | (cval & !segmask);
+                    let min_lane = lane & segmask;
+                    let (j, ok) = match mode {
+                        ShflMode::Up => {
+                            let j = lane - bval;
+                            (j, j >= max_lane)
+                        }
+                        ShflMode::Down => {
+                            let j = lane + bval;
+                            (j, j <= max_lane)
+                        }
+                        ShflMode::Bfly => {
+                            let j = lane ^ bval;
+                            (j, j <= max_lane)
+                        }
+                        ShflMode::Idx => {
+                            let j = min_lane | (bval & !segmask);
+                            (j, j <= max_lane)
+                        }
+                    };
+                    let j = if ok && (0..32).contains(&j) { j as usize } else { l };
+                    out[l] = av[j];
+                    pbits |= (ok as u32) << l;
+                }
+                write(&mut w.regs, *d, &out, mask);
+                if let Some(p) = p {
+                    let pd = &mut w.preds[*p as usize];
+                    *pd = (*pd & !mask) | (pbits & mask);
+                }
+            }
+            Op::Vote { mode, d, src, neg } => {
+                let ps = (w.preds[*src as usize] ^ if *neg { FULL } else { 0 }) & mask;
+                match mode {
+                    VoteMode::Ballot => {
+                        let out = [ps as u64; 32];
+                        write(&mut w.regs, *d, &out, mask);
+                    }
+                    m => {
+                        let r = match m {
+                            VoteMode::All => ps == mask,
+                            VoteMode::Any => ps != 0,
+                            _ => ps == 0 || ps == mask,
+                        };
+                        let pd = &mut w.preds[*d as usize];
+                        *pd = (*pd & !mask) | if r { mask } else { 0 };
+                    }
+                }
+            }
+            Op::Activemask(d) => {
+                let out = [mask as u64; 32];
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Clock { d, kind } => {
+                let v = match kind {
+                    0 => self.l.start.elapsed().as_nanos() as u64 & 0xffff_ffff,
+                    1 => self.l.start.elapsed().as_nanos() as u64,
+                    _ => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0),
+                };
+                write(&mut w.regs, *d, &[v; 32], mask);
+            }
+            Op::Nop => fence(SeqCst),
+            Op::Bra { .. } | Op::Exit | Op::Bar => {}
+        }
+        Ok(())
+    }
+
+    fn run_block(&mut self, warps: &mut [Warp]) -> Result<(), SimError> {
+        let l = self.l;
+        let prog = l.prog;
+        let [bx, by, _] = l.cfg.block;
+        let [gx, gy, gz] = l.cfg.grid;
+        let lin = self.block_linear;
+        self.block = [(lin % gx as u64) as u32, ((lin / gx as u64) % gy as u64) as u32, (lin / (gx as u64 * gy as u64)) as u32];
+        let _ = gz;
+        self.shared.clear();
+        self.shared.resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
+        for (wi, w) in warps.iter_mut().enumerate() {
+            let wi = wi as u32;
+            let first = wi * 32;
+            let n = l.nthreads.saturating_sub(first).min(32);
+            let live = if n == 32 { FULL } else { (1u32 << n) - 1 };
+            w.live = live;
+            w.state = WState::Run;
+            w.stack.clear();
+            w.stack.push(Frame { pc: 0, rpc: EXIT_PC, mask: live });
+            w.local.iter_mut().for_each(|b| *b = 0);
+            let r = &mut w.regs;
+            for lane in 0..32u32 {
+                let t = first + lane;
+                let li = lane as usize;
+                let vals: [u64; 25] = [
+                    (t % bx) as u64,
+                    ((t / bx) % by) as u64,
+                    (t / (bx * by)) as u64,
+                    bx as u64,
+                    by as u64,
+                    l.cfg.block[2] as u64,
+                    self.block[0] as u64,
+                    self.block[1] as u64,
+                    self.block[2] as u64,
+                    gx as u64,
+                    gy as u64,
+                    gz as u64,
+                    lane as u64,
+                    wi as u64,
+                    l.nwarps as u64,
+                    self.worker as u64,
+                    l.workers as u64,
+                    1u64 << lane,
+                    (1u64 << lane) - 1,
+                    ((1u64 << (lane + 1)) - 1) & 0xffff_ffff,
+                    (!((1u64 << (lane + 1)) - 1)) & 0xffff_ffff,
+                    (!((1u64 << lane) - 1)) & 0xffff_ffff,
+                    0,
+                    l.cfg.shared_bytes as u64,
+                    self.shared.len() as u64,
+                ];
+                for (k, v) in vals.iter().enumerate() {
+                    r[k * 32 + li] = *v;
+                }
+            }
+        }
+        loop {
+            for (wi, w) in warps.iter_mut().enumerate() {
+                if w.state == WState::Run {
+                    match self.run_warp(w, wi as u32)? {
+                        Stop::Barrier => w.state = WState::Bar,
+                        Stop::Done => w.state = WState::Done,
+                    }
+                }
+            }
+            let mut any = false;
+            for w in warps.iter_mut() {
+                if w.state == WState::Bar {
+                    w.state = WState::Run;
+                    any = true;
+                }
+            }
+            if !any {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn read_le(buf: &[u8], o: usize, size: u8) -> u64 {
+    match size {
+        1 => buf[o] as u64,
+        2 => u16::from_le_bytes([buf[o], buf[o + 1]]) as u64,
+        4 => u32::from_le_bytes(buf[o..o + 4].try_into().expect("4 bytes")) as u64,
+        _ => u64::from_le_bytes(buf[o..o + 8].try_into().expect("8 bytes")),
+    }
+}
+
+#[inline(always)]
+fn write_le(buf: &mut [u8], o: usize, size: u8, v: u64) {
+    match size {
+        1 => buf[o] = v as u8,
+        2 => buf[o..o + 2].copy_from_slice(&(v as u16).to_le_bytes()),
+        4 => buf[o..o + 4].copy_from_slice(&(v as u32).to_le_bytes()),
+        _ => buf[o..o + 8].copy_from_slice(&v.to_le_bytes()),
+    }
+}
+
+fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
+    let m32 = 0xffff_ffffu64;
+    let wide = matches!(ty, AtomTy::U64 | AtomTy::S64 | AtomTy::F64);
+    let m = if wide { u64::MAX } else { m32 };
+    let (o, b) = (old & m, b & m);
+    let r = match (op, ty) {
+        (AtomOp::Add, AtomTy::F32) => {
+            let ftz = |x: f32| if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
+            let s = ftz(ftz(f32::from_bits(o as u32)) + ftz(f32::from_bits(b as u32)));
+            if s.is_nan() {
+                0x7fff_ffff
+            } else {
+                s.to_bits() as u64
+            }
+        }
+        (AtomOp::Add, AtomTy::F64) => {
+            let s = f64::from_bits(o) + f64::from_bits(b);
+            if s.is_nan() {
+                0x7fff_ffff_ffff_ffff
+            } else {
+                s.to_bits()
+            }
+        }
+        (AtomOp::Add, _) => o.wrapping_add(b),
+        (AtomOp::Min | AtomOp::Max, AtomTy::S32) => {
+            let (x, y) = (o as u32 as i32, b as u32 as i32);
+            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }) as u32 as u64
+        }
+        (AtomOp::Min | AtomOp::Max, AtomTy::S64) => {
+            let (x, y) = (o as i64, b as i64);
+            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }) as u64
+        }
+        (AtomOp::Min | AtomOp::Max, AtomTy::F32) => {
+            let (x, y) = (f32::from_bits(o as u32), f32::from_bits(b as u32));
+            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }).to_bits() as u64
+        }
+        (AtomOp::Min | AtomOp::Max, AtomTy::F64) => {
+            let (x, y) = (f64::from_bits(o), f64::from_bits(b));
+            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }).to_bits()
+        }
+        (AtomOp::Min, _) => o.min(b),
+        (AtomOp::Max, _) => o.max(b),
+        (AtomOp::Inc, _) => {
+            if o >= b {
+                0
+            } else {
+                o + 1
+            }
+        }
+        (AtomOp::Dec, _) => {
+            if o == 0 || o > b {
+                b
+            } else {
+                o - 1
+            }
+        }
+        (AtomOp::Exch, _) => b,
+        (AtomOp::Cas, _) => {
+            if o == b {
+                c & m
+            } else {
+                o
+            }
+        }
+        (AtomOp::And, _) => o & b,
+        (AtomOp::Or, _) => o | b,
+        (AtomOp::Xor, _) => o ^ b,
+    };
+    r & m
+}
+
+fn new_warp(prog: &Program) -> Warp {
+    let mut regs = vec![0u64; prog.nregs as usize * 32];
+    for &(r, v) in &prog.consts {
+        regs[r as usize * 32..r as usize * 32 + 32].fill(v);
+    }
+    Warp {
+        regs,
+        preds: vec![0; prog.npreds as usize],
+        stack: Vec::with_capacity(16),
+        live: 0,
+        state: WState::Done,
+        local: vec![0; prog.local_size as usize * 32],
+        bar_pc: 0,
+    }
+}
+
+fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
+    let mut warps: Vec<Warp> = (0..l.nwarps).map(|_| new_warp(l.prog)).collect();
+    let mut ex = Exec { l, block: [0; 3], block_linear: 0, shared: Vec::new(), cache: 0, count: 0, worker: id };
+    loop {
+        if l.abort.load(Relaxed) {
+            break;
+        }
+        let b = next.fetch_add(1, Relaxed);
+        if b >= total {
+            break;
+        }
+        ex.block_linear = b;
+        if let Err(e) = ex.run_block(&mut warps) {
+            if !matches!(e, SimError::Sticky(_)) {
+                let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
+                // Keep the fault of the lowest block for a stable report.
+                if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
+                    *g = Some((b, e));
+                }
+            }
+            l.abort.store(true, Relaxed);
+            break;
+        }
+    }
+    l.executed.fetch_add(ex.count % TICK, Relaxed);
+}
+
+/// Runs one launch.
+pub(crate) fn launch(prog: &Program, mem: &Memory, config: &SimConfig, cfg: LaunchConfig, params: &[u8]) -> Result<LaunchReport, SimError> {
+    let start = Instant::now();
+    let nthreads = cfg.block.iter().product::<u32>();
+    let total: u64 = cfg.grid.iter().map(|&x| x as u64).product();
+    let workers = config.threads.max(1).min(total as usize).min(256) as u32;
+    let l = Launch {
+        prog,
+        params,
+        live: &mem.live,
+        freed: &mem.freed,
+        locks64: &mem.locks64,
+        cfg,
+        nthreads,
+        nwarps: nthreads.div_ceil(32),
+        budget: config.instruction_budget,
+        deadline: config.time_limit.map(|t| start + t),
+        start,
+        abort: AtomicBool::new(false),
+        executed: AtomicU64::new(0),
+        error: Mutex::new(None),
+        workers,
+    };
+    let next = AtomicU64::new(0);
+    if workers == 1 {
+        worker(&l, &next, total, 0);
+    } else {
+        std::thread::scope(|s| {
+            for id in 0..workers {
+                let (l, next) = (&l, &next);
+                s.spawn(move || worker(l, next, total, id));
+            }
+        });
+    }
+    fence(SeqCst);
+    if let Some((_, e)) = l.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    Ok(LaunchReport {
+        warp_instructions: l.executed.load(Relaxed),
+        blocks: total.min(next.load(Relaxed)),
+        elapsed: start.elapsed().max(Duration::from_nanos(1)),
+    })
+}

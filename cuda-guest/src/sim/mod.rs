@@ -1,0 +1,731 @@
+//! A PTX simulator: runs kernels on the CPU with the results a GPU gives, and checks
+//! what a GPU does not (every global access against the live allocations, freed and
+//! foreign pointers, misaligned accesses, barriers not reached by every live thread,
+//! runaway launches).
+//!
+//! A module is decoded once ([`Simulator::load_module`]) into a register-bank form with
+//! resolved labels and reconvergence points, then launched any number of times. A warp
+//! executes one decoded instruction for its 32 lanes at a time over a lane mask, with a
+//! SIMT stack that reconverges at immediate post-dominators. Blocks run in parallel on
+//! [`SimConfig::threads`] host threads (1 gives a deterministic order).
+//!
+//! ```
+//! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
+//! let ptx = r#"
+//! .version 7.0
+//! .target sm_80
+//! .address_size 64
+//! .visible .entry scale(.param .u64 p, .param .f32 k, .param .u32 n)
+//! {
+//!     .reg .pred %p<2>; .reg .b32 %r<6>; .reg .f32 %f<3>; .reg .b64 %rd<5>;
+//!     ld.param.u64 %rd1, [p];
+//!     ld.param.f32 %f1, [k];
+//!     ld.param.u32 %r1, [n];
+//!     mov.u32 %r2, %ctaid.x;
+//!     mov.u32 %r3, %ntid.x;
+//!     mov.u32 %r4, %tid.x;
+//!     mad.lo.s32 %r5, %r2, %r3, %r4;
+//!     setp.ge.u32 %p1, %r5, %r1;
+//!     @%p1 bra DONE;
+//!     cvta.to.global.u64 %rd2, %rd1;
+//!     mul.wide.u32 %rd3, %r5, 4;
+//!     add.s64 %rd4, %rd2, %rd3;
+//!     ld.global.f32 %f2, [%rd4];
+//!     mul.f32 %f2, %f2, %f1;
+//!     st.global.f32 [%rd4], %f2;
+//! DONE:
+//!     ret;
+//! }
+//! "#;
+//! let mut sim = Simulator::new(SimConfig::default());
+//! let module = sim.load_module("scale.ptx", ptx).unwrap();
+//! assert_eq!(module.kernel("scale").unwrap().params().len(), 3);
+//! let n = 1000u32;
+//! let buf = sim.malloc(4 * n as u64).unwrap();
+//! let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+//! sim.memcpy_htod(buf, bytemuck_f32(&host)).unwrap();
+//! let cfg = LaunchConfig { grid: [(n + 127) / 128, 1, 1], block: [128, 1, 1], shared_bytes: 0 };
+//! sim.launch(&module, "scale", cfg, &[KernelArg::Ptr(buf), KernelArg::F32(2.0), KernelArg::U32(n)]).unwrap();
+//! let mut out = vec![0u8; 4 * n as usize];
+//! sim.memcpy_dtoh(&mut out, buf).unwrap();
+//! assert_eq!(f32::from_le_bytes(out[4 * 999..].try_into().unwrap()), 1998.0);
+//! # fn bytemuck_f32(v: &[f32]) -> &[u8] { Box::leak(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into_boxed_slice()) }
+//! ```
+
+pub mod bench;
+mod decode;
+mod exec;
+mod memory;
+mod ops;
+
+use crate::ptx::{self, ParseError, ScalarType, Space};
+use decode::{ModuleCtx, Program};
+use memory::Memory;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Simulator settings.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Host threads running blocks in parallel; 1 runs blocks in order (deterministic).
+    pub threads: usize,
+    /// Most warp instructions one launch may execute (0: unlimited).
+    pub instruction_budget: u64,
+    /// Most wall time one launch may take.
+    pub time_limit: Option<Duration>,
+    /// Largest total of device allocations, in bytes.
+    pub memory_limit: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            threads: 1,
+            instruction_budget: 0,
+            time_limit: Some(Duration::from_secs(60)),
+            memory_limit: 16 << 30,
+        }
+    }
+}
+
+/// A device pointer: a tagged 64-bit device address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The pointer `bytes` further on.
+    pub fn offset(self, bytes: u64) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes))
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// A kernel argument, checked against the kernel's parameter list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelArg {
+    /// A device pointer (for a `.u64`/`.b64`/`.s64` parameter).
+    Ptr(DevicePtr),
+    /// 8-bit integer.
+    U8(u8),
+    /// 16-bit integer.
+    U16(u16),
+    /// 32-bit unsigned integer.
+    U32(u32),
+    /// 32-bit signed integer.
+    I32(i32),
+    /// 64-bit unsigned integer.
+    U64(u64),
+    /// 64-bit signed integer.
+    I64(i64),
+    /// 32-bit float.
+    F32(f32),
+    /// 64-bit float.
+    F64(f64),
+    /// Raw bytes (a by-value struct; must match the parameter's size exactly).
+    Bytes(Vec<u8>),
+}
+
+impl KernelArg {
+    fn bytes(&self) -> (Vec<u8>, &'static str) {
+        match self {
+            KernelArg::Ptr(p) => (p.0.to_le_bytes().to_vec(), "pointer"),
+            KernelArg::U8(v) => (vec![*v], "8-bit integer"),
+            KernelArg::U16(v) => (v.to_le_bytes().to_vec(), "16-bit integer"),
+            KernelArg::U32(v) => (v.to_le_bytes().to_vec(), "32-bit integer"),
+            KernelArg::I32(v) => (v.to_le_bytes().to_vec(), "32-bit integer"),
+            KernelArg::U64(v) => (v.to_le_bytes().to_vec(), "64-bit integer"),
+            KernelArg::I64(v) => (v.to_le_bytes().to_vec(), "64-bit integer"),
+            KernelArg::F32(v) => (v.to_le_bytes().to_vec(), "f32"),
+            KernelArg::F64(v) => (v.to_le_bytes().to_vec(), "f64"),
+            KernelArg::Bytes(b) => (b.clone(), "bytes"),
+        }
+    }
+}
+
+/// Launch geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: [u32; 3],
+    /// Threads per block (x, y, z); at most 1024 in all.
+    pub block: [u32; 3],
+    /// Dynamic shared memory (`extern .shared`) in bytes.
+    pub shared_bytes: u32,
+}
+
+/// What a launch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchReport {
+    /// Warp instructions executed.
+    pub warp_instructions: u64,
+    /// Blocks run.
+    pub blocks: u64,
+    /// Wall time of the launch.
+    pub elapsed: Duration,
+}
+
+/// Kind of a memory fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// Outside every live allocation.
+    OutOfBounds,
+    /// Inside an allocation that was freed.
+    UseAfterFree,
+    /// Address 0 (or near it).
+    NullPointer,
+    /// Not aligned to the access size.
+    Misaligned,
+    /// Outside the block's shared memory.
+    SharedOutOfBounds,
+    /// Outside the thread's local memory.
+    LocalOutOfBounds,
+    /// A store to a `.const` variable.
+    ReadOnly,
+}
+
+/// The allocation nearest to a faulting address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NearestAlloc {
+    /// Allocation number (1 = first `malloc` of the simulator).
+    pub id: u64,
+    /// Base address.
+    pub base: DevicePtr,
+    /// Size in bytes.
+    pub size: u64,
+    /// Faulting address minus base (negative: before the allocation).
+    pub offset: i64,
+    /// Whether it was freed.
+    pub freed: bool,
+}
+
+/// Where in a launch something happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Kernel name.
+    pub kernel: String,
+    /// Block index.
+    pub block: [u32; 3],
+    /// Thread index in the block.
+    pub thread: [u32; 3],
+    /// PTX source line.
+    pub line: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel {} block ({},{},{}) thread ({},{},{}) at PTX line {}",
+            self.kernel, self.block[0], self.block[1], self.block[2], self.thread[0], self.thread[1], self.thread[2], self.line
+        )
+    }
+}
+
+/// A memory fault report, in the manner of compute-sanitizer's memcheck.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFault {
+    /// What went wrong.
+    pub kind: FaultKind,
+    /// Read or write.
+    pub write: bool,
+    /// State space (`global`, `shared`, `local`, `generic`).
+    pub space: &'static str,
+    /// Faulting address (space-relative for shared/local).
+    pub address: u64,
+    /// Access size in bytes.
+    pub size: u32,
+    /// Where.
+    pub at: Location,
+    /// The nearest allocation, for global accesses.
+    pub nearest: Option<NearestAlloc>,
+}
+
+impl fmt::Display for MemoryFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            FaultKind::OutOfBounds => "out-of-bounds",
+            FaultKind::UseAfterFree => "use-after-free",
+            FaultKind::NullPointer => "null-pointer",
+            FaultKind::Misaligned => "misaligned",
+            FaultKind::SharedOutOfBounds => "out-of-bounds shared",
+            FaultKind::LocalOutOfBounds => "out-of-bounds local",
+            FaultKind::ReadOnly => "read-only",
+        };
+        write!(
+            f,
+            "invalid {} {} of size {} at {} address {:#x}, {}",
+            what,
+            if self.write { "write" } else { "read" },
+            self.size,
+            self.space,
+            self.address,
+            self.at
+        )?;
+        if let Some(n) = &self.nearest {
+            let rel = if n.offset >= 0 && (n.offset as u64) < n.size {
+                format!("{} bytes inside", n.offset)
+            } else if n.offset >= 0 {
+                format!("{} bytes after the end of", n.offset as u64 - n.size)
+            } else {
+                format!("{} bytes before", -n.offset)
+            };
+            write!(
+                f,
+                "; address is {} {}allocation #{} at {} of {} bytes",
+                rel,
+                if n.freed { "freed " } else { "" },
+                n.id,
+                n.base,
+                n.size
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Simulator errors.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// The PTX text does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The PTX parses but uses something the simulator cannot execute.
+    #[error("{module}:{line}: {message}")]
+    Unsupported {
+        /// Module name.
+        module: String,
+        /// PTX line.
+        line: u32,
+        /// What.
+        message: String,
+    },
+    /// No kernel of that name in the module.
+    #[error("no kernel `{kernel}` in module {module}")]
+    UnknownKernel {
+        /// Module name.
+        module: String,
+        /// Kernel asked for.
+        kernel: String,
+    },
+    /// Launch arguments do not match the parameter list.
+    #[error("kernel {kernel}: argument {index}: {message}")]
+    BadArgument {
+        /// Kernel.
+        kernel: String,
+        /// Argument index.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Bad launch geometry or shared memory size.
+    #[error("kernel {kernel}: invalid launch: {message}")]
+    InvalidLaunch {
+        /// Kernel.
+        kernel: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A memory fault during a launch.
+    #[error("{0}")]
+    MemoryFault(Box<MemoryFault>),
+    /// A barrier that not every live thread of the block reached.
+    #[error("barrier divergence: {at}: {message}")]
+    BarrierDivergence {
+        /// Where (one of the threads that did reach it).
+        at: Location,
+        /// Details.
+        message: String,
+    },
+    /// The launch ran past its instruction budget or time limit.
+    #[error("kernel {kernel}: timeout after {warp_instructions} warp instructions and {elapsed:?} ({reason}), last at PTX line {line}")]
+    Timeout {
+        /// Kernel.
+        kernel: String,
+        /// Warp instructions executed.
+        warp_instructions: u64,
+        /// Wall time.
+        elapsed: Duration,
+        /// `instruction budget` or `time limit`.
+        reason: &'static str,
+        /// A PTX line being executed when stopped.
+        line: u32,
+    },
+    /// A host-side memory operation on a bad pointer or range.
+    #[error("invalid device pointer {ptr} for {len} bytes: {message}")]
+    InvalidPointer {
+        /// The pointer.
+        ptr: DevicePtr,
+        /// Bytes asked for.
+        len: u64,
+        /// Why.
+        message: String,
+    },
+    /// The memory limit would be exceeded.
+    #[error("out of device memory: {requested} bytes requested, {in_use} in use, limit {limit}")]
+    OutOfMemory {
+        /// Requested bytes.
+        requested: u64,
+        /// In use.
+        in_use: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// An earlier launch failed; the simulator refuses work until [`Simulator::reset`].
+    #[error("simulator is in a failed state after an earlier error (reset it): {0}")]
+    Sticky(Box<SimError>),
+}
+
+/// A kernel of a loaded module.
+#[derive(Debug)]
+pub struct Kernel {
+    prog: Program,
+}
+
+impl Kernel {
+    /// Kernel name.
+    pub fn name(&self) -> &str {
+        &self.prog.name
+    }
+    /// Parameter list (names, types, sizes, alignments, offsets).
+    pub fn params(&self) -> &[ptx::Param] {
+        &self.prog.params
+    }
+    /// Static shared memory in bytes.
+    pub fn shared_bytes(&self) -> u32 {
+        self.prog.shared_static
+    }
+    /// Local memory per thread in bytes.
+    pub fn local_bytes(&self) -> u32 {
+        self.prog.local_size
+    }
+    /// Decoded instruction count (with `.func` calls inlined).
+    pub fn instruction_count(&self) -> usize {
+        self.prog.insts.len()
+    }
+}
+
+/// A decoded module: decode once, launch many times.
+#[derive(Debug)]
+pub struct Module {
+    name: String,
+    kernels: HashMap<String, Kernel>,
+    /// Module-scope `.global`/`.const` variables: name to pointer.
+    globals: HashMap<String, DevicePtr>,
+    sim_tag: u64,
+}
+
+impl Module {
+    /// Module name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// A kernel by name.
+    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+        self.kernels.get(name)
+    }
+    /// Kernel names, sorted.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.kernels.keys().map(|s| s.as_str()).collect();
+        v.sort();
+        v
+    }
+    /// Device address of a module-scope `.global`/`.const` variable.
+    pub fn global(&self, name: &str) -> Option<DevicePtr> {
+        self.globals.get(name).copied()
+    }
+}
+
+/// The simulator: device memory, loaded modules and the launch engine.
+#[derive(Debug)]
+pub struct Simulator {
+    config: SimConfig,
+    mem: Memory,
+    failed: Option<SimError>,
+}
+
+impl Simulator {
+    /// A simulator with `config`.
+    pub fn new(config: SimConfig) -> Simulator {
+        Simulator { config, mem: Memory::new(), failed: None }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Changes the configuration (threads, budget, limits).
+    pub fn set_config(&mut self, config: SimConfig) {
+        self.config = config;
+    }
+
+    fn check_sticky(&self) -> Result<(), SimError> {
+        match &self.failed {
+            Some(e) => Err(SimError::Sticky(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    /// The error that put the simulator in its failed state, if any.
+    pub fn failure(&self) -> Option<&SimError> {
+        self.failed.as_ref()
+    }
+
+    /// Clears a failed state (like destroying and re-creating a CUDA context, but
+    /// keeping memory and modules).
+    pub fn reset(&mut self) {
+        self.failed = None;
+    }
+
+    /// Parses and decodes a module.
+    pub fn load_module(&mut self, name: &str, ptx_text: &str) -> Result<Arc<Module>, SimError> {
+        self.check_sticky()?;
+        let m = ptx::parse(name, ptx_text)?;
+        let mut globals = HashMap::new();
+        let mut shared = HashMap::new();
+        let mut shared_size = 0u64;
+        let mut extern_shared = vec![];
+        let mut allocs = vec![];
+        for v in &m.variables {
+            match v.space {
+                Space::Global | Space::Const => {
+                    if v.is_extern {
+                        return Err(SimError::Unsupported {
+                            module: name.into(),
+                            line: v.line,
+                            message: format!("extern variable {} is not defined in this module", v.name),
+                        });
+                    }
+                    let size = v.size();
+                    let a = self
+                        .mem
+                        .alloc(size.max(1), Some(v.name.clone()))
+                        .ok_or(SimError::OutOfMemory { requested: size, in_use: self.mem.bytes_live, limit: self.config.memory_limit })?;
+                    globals.insert(v.name.clone(), a.base);
+                    allocs.push((v, a));
+                }
+                Space::Shared => {
+                    if v.is_extern || v.array.contains(&0) {
+                        extern_shared.push((v.name.clone(), v.alignment()));
+                    } else {
+                        let al = v.alignment().max(1) as u64;
+                        shared_size = shared_size.div_ceil(al) * al;
+                        shared.insert(v.name.clone(), shared_size);
+                        shared_size += v.size();
+                    }
+                }
+                _ => {
+                    return Err(SimError::Unsupported {
+                        module: name.into(),
+                        line: v.line,
+                        message: "module-scope variable in this state space".into(),
+                    })
+                }
+            }
+        }
+        // Initialisers (after all addresses are known, for `generic(sym)`).
+        for (v, a) in &allocs {
+            let es = v.ty.size() as u64;
+            for (i, init) in v.init.iter().enumerate() {
+                let val = match init {
+                    ptx::Operand::Int(x) => *x as u64,
+                    ptx::Operand::F32(b) if es == 8 => (f32::from_bits(*b) as f64).to_bits(),
+                    ptx::Operand::F32(b) => *b as u64,
+                    ptx::Operand::F64(b) if es == 4 => (f64::from_bits(*b) as f32).to_bits() as u64,
+                    ptx::Operand::F64(b) => *b,
+                    ptx::Operand::Name(s) => globals.get(s).copied().unwrap_or(0),
+                    ptx::Operand::NameOffset(s, o) => globals.get(s).copied().unwrap_or(0).wrapping_add(*o as u64),
+                    _ => 0,
+                };
+                let off = i as u64 * es;
+                if off + es <= a.size {
+                    a.write_bytes(off, &val.to_le_bytes()[..es as usize]);
+                }
+            }
+        }
+        let ctx = ModuleCtx { module: &m, globals: globals.clone(), shared, shared_size, extern_shared };
+        let mut kernels = HashMap::new();
+        for f in m.entries() {
+            let prog = decode::decode_kernel(&ctx, f).map_err(|e| SimError::Unsupported {
+                module: name.into(),
+                line: e.line,
+                message: e.message,
+            })?;
+            kernels.insert(f.name.clone(), Kernel { prog });
+        }
+        Ok(Arc::new(Module {
+            name: name.into(),
+            kernels,
+            globals: globals.into_iter().map(|(k, v)| (k, DevicePtr(v))).collect(),
+            sim_tag: self.mem.tag,
+        }))
+    }
+
+    /// Allocates device memory (zero-filled).
+    pub fn malloc(&mut self, bytes: u64) -> Result<DevicePtr, SimError> {
+        self.check_sticky()?;
+        if self.mem.bytes_live.saturating_add(bytes) > self.config.memory_limit {
+            return Err(SimError::OutOfMemory { requested: bytes, in_use: self.mem.bytes_live, limit: self.config.memory_limit });
+        }
+        let a = self.mem.alloc(bytes, None).ok_or(SimError::OutOfMemory {
+            requested: bytes,
+            in_use: self.mem.bytes_live,
+            limit: self.config.memory_limit,
+        })?;
+        Ok(DevicePtr(a.base))
+    }
+
+    /// Frees an allocation.
+    pub fn free(&mut self, ptr: DevicePtr) -> Result<(), SimError> {
+        self.check_sticky()?;
+        self.mem.free(ptr.0).map_err(|f| SimError::InvalidPointer {
+            ptr,
+            len: 0,
+            message: match f {
+                Some(f) => format!("allocation #{} was already freed", f.id),
+                None => "not the start of an allocation".into(),
+            },
+        })
+    }
+
+    fn range(&self, ptr: DevicePtr, len: u64) -> Result<(Arc<memory::Alloc>, u64), SimError> {
+        match self.mem.find(ptr.0, len) {
+            Some((a, off)) => Ok((a.clone(), off)),
+            None => {
+                let message = if self.mem.freed.iter().any(|f| ptr.0 >= f.base && ptr.0 < f.base + f.size.max(1)) {
+                    "inside a freed allocation".to_string()
+                } else if self.mem.find(ptr.0, 0).is_some() {
+                    "range runs past the end of its allocation".to_string()
+                } else {
+                    "not inside any allocation".to_string()
+                };
+                Err(SimError::InvalidPointer { ptr, len, message })
+            }
+        }
+    }
+
+    /// Copies host bytes to the device.
+    pub fn memcpy_htod(&mut self, dst: DevicePtr, src: &[u8]) -> Result<(), SimError> {
+        self.check_sticky()?;
+        let (a, off) = self.range(dst, src.len() as u64)?;
+        a.write_bytes(off, src);
+        Ok(())
+    }
+
+    /// Copies device bytes to the host.
+    pub fn memcpy_dtoh(&mut self, dst: &mut [u8], src: DevicePtr) -> Result<(), SimError> {
+        self.check_sticky()?;
+        let (a, off) = self.range(src, dst.len() as u64)?;
+        a.read_bytes(off, dst);
+        Ok(())
+    }
+
+    /// Copies between device buffers.
+    pub fn memcpy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, bytes: u64) -> Result<(), SimError> {
+        self.check_sticky()?;
+        let (sa, so) = self.range(src, bytes)?;
+        let (da, doff) = self.range(dst, bytes)?;
+        let mut tmp = vec![0u8; bytes as usize];
+        sa.read_bytes(so, &mut tmp);
+        da.write_bytes(doff, &tmp);
+        Ok(())
+    }
+
+    /// Sets `count` bytes to `value`.
+    pub fn memset_d8(&mut self, dst: DevicePtr, value: u8, count: u64) -> Result<(), SimError> {
+        self.check_sticky()?;
+        let (a, off) = self.range(dst, count)?;
+        a.write_bytes(off, &vec![value; count as usize]);
+        Ok(())
+    }
+
+    /// Sets `count` 32-bit words to `value` (`dst` 4-byte aligned).
+    pub fn memset_d32(&mut self, dst: DevicePtr, value: u32, count: u64) -> Result<(), SimError> {
+        self.check_sticky()?;
+        if dst.0 % 4 != 0 {
+            return Err(SimError::InvalidPointer { ptr: dst, len: count * 4, message: "not 4-byte aligned".into() });
+        }
+        let (a, off) = self.range(dst, count * 4)?;
+        let bytes: Vec<u8> = (0..count).flat_map(|_| value.to_le_bytes()).collect();
+        a.write_bytes(off, &bytes);
+        Ok(())
+    }
+
+    /// Launches `kernel` of `module` and waits for it. A fault or timeout puts the
+    /// simulator in a failed state (see [`Simulator::reset`]).
+    pub fn launch(&mut self, module: &Module, kernel: &str, cfg: LaunchConfig, args: &[KernelArg]) -> Result<LaunchReport, SimError> {
+        self.check_sticky()?;
+        let k = module.kernel(kernel).ok_or_else(|| SimError::UnknownKernel { module: module.name.clone(), kernel: kernel.into() })?;
+        if module.sim_tag != self.mem.tag {
+            return Err(SimError::InvalidLaunch { kernel: kernel.into(), message: "module was loaded by another simulator".into() });
+        }
+        let params = build_params(&k.prog, args)?;
+        let threads: u64 = cfg.block.iter().map(|&x| x as u64).product();
+        let blocks: u64 = cfg.grid.iter().map(|&x| x as u64).product();
+        if threads == 0 || threads > 1024 || blocks == 0 || cfg.block[2] > 64 || cfg.grid[1] > 65535 || cfg.grid[2] > 65535 {
+            return Err(SimError::InvalidLaunch {
+                kernel: kernel.into(),
+                message: format!("grid {:?} block {:?} (1..=1024 threads per block, block z <= 64, grid y,z <= 65535)", cfg.grid, cfg.block),
+            });
+        }
+        let total_shared = k.prog.shared_static as u64 + cfg.shared_bytes as u64;
+        if total_shared > 228 * 1024 {
+            return Err(SimError::InvalidLaunch { kernel: kernel.into(), message: format!("{total_shared} bytes of shared memory (limit 228 KiB)") });
+        }
+        let r = exec::launch(&k.prog, &self.mem, &self.config, cfg, &params);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+}
+
+fn build_params(prog: &Program, args: &[KernelArg]) -> Result<Vec<u8>, SimError> {
+    let kernel = &prog.name;
+    if args.len() != prog.params.len() {
+        return Err(SimError::BadArgument {
+            kernel: kernel.clone(),
+            index: args.len().min(prog.params.len()),
+            message: format!("kernel takes {} arguments, {} given", prog.params.len(), args.len()),
+        });
+    }
+    let mut buf = vec![0u8; prog.param_size as usize];
+    for (i, (p, a)) in prog.params.iter().zip(args).enumerate() {
+        let (bytes, what) = a.bytes();
+        let ok = match (a, p.ty) {
+            (KernelArg::Bytes(_), _) => true,
+            (KernelArg::Ptr(_), ScalarType::U64 | ScalarType::B64 | ScalarType::S64) => p.array.is_none(),
+            (KernelArg::Ptr(_), _) => false,
+            (KernelArg::F32(_), t) => t == ScalarType::F32 || (t == ScalarType::B32 && p.array.is_none()),
+            (KernelArg::F64(_), t) => t == ScalarType::F64 || (t == ScalarType::B64 && p.array.is_none()),
+            (_, ScalarType::F32 | ScalarType::F64) => false,
+            _ => p.array.is_none(),
+        };
+        if !ok || bytes.len() != p.size as usize {
+            return Err(SimError::BadArgument {
+                kernel: kernel.clone(),
+                index: i,
+                message: format!(
+                    "parameter {} is .{}{} ({} bytes), got {} ({} bytes)",
+                    p.name,
+                    p.ty.name(),
+                    p.array.map(|n| format!("[{n}]")).unwrap_or_default(),
+                    p.size,
+                    what,
+                    bytes.len()
+                ),
+            });
+        }
+        buf[p.offset as usize..p.offset as usize + bytes.len()].copy_from_slice(&bytes);
+    }
+    Ok(buf)
+}

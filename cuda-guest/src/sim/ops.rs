@@ -1,0 +1,888 @@
+//! Warp-wide lane functions: each computes all 32 lanes of one operation; the decoder
+//! picks one per instruction so execution is one indirect call per warp instruction.
+
+#![allow(clippy::needless_range_loop)]
+
+/// One 64-bit value per lane.
+pub(crate) type Lanes = [u64; 32];
+/// `d = f(a, b)` over a warp.
+pub(crate) type BinFn = fn(&mut Lanes, &Lanes, &Lanes);
+/// `d = f(a)` over a warp.
+pub(crate) type UnFn = fn(&mut Lanes, &Lanes);
+/// `d = f(a, b, c)` over a warp.
+pub(crate) type TerFn = fn(&mut Lanes, &Lanes, &Lanes, &Lanes);
+/// Lane mask of `a CMP b`.
+pub(crate) type CmpFn = fn(&Lanes, &Lanes) -> u32;
+
+/// An integer type of a PTX register.
+pub(crate) trait Int: Copy + PartialOrd + Ord {
+    const BITS: u32;
+    const SIGNED: bool;
+    fn from_u64(v: u64) -> Self;
+    fn to_u64(self) -> u64;
+    fn wadd(self, o: Self) -> Self;
+    fn wsub(self, o: Self) -> Self;
+    fn wmul(self, o: Self) -> Self;
+    fn mulhi(self, o: Self) -> Self;
+    fn div(self, o: Self) -> Self;
+    fn rem(self, o: Self) -> Self;
+    fn wneg(self) -> Self;
+    fn wabs(self) -> Self;
+    fn shr(self, n: u32) -> Self;
+    fn to_i128(self) -> i128;
+}
+
+macro_rules! impl_int {
+    ($t:ty, $w:ty, $signed:expr) => {
+        impl Int for $t {
+            const BITS: u32 = <$t>::BITS;
+            const SIGNED: bool = $signed;
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                (self as u64) & (u64::MAX >> (64 - <$t>::BITS))
+            }
+            #[inline(always)]
+            fn wadd(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            #[inline(always)]
+            fn wsub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
+            #[inline(always)]
+            fn wmul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            #[inline(always)]
+            fn mulhi(self, o: Self) -> Self {
+                (((self as $w) * (o as $w)) >> <$t>::BITS) as $t
+            }
+            #[inline(always)]
+            fn div(self, o: Self) -> Self {
+                // PTX leaves division by zero unspecified; GPUs return all ones.
+                if o == 0 {
+                    !0
+                } else {
+                    self.wrapping_div(o)
+                }
+            }
+            #[inline(always)]
+            fn rem(self, o: Self) -> Self {
+                if o == 0 {
+                    self
+                } else {
+                    self.wrapping_rem(o)
+                }
+            }
+            #[inline(always)]
+            fn wneg(self) -> Self {
+                (0 as $t).wrapping_sub(self)
+            }
+            #[inline(always)]
+            fn wabs(self) -> Self {
+                if $signed && self < (0 as $t) {
+                    self.wneg()
+                } else {
+                    self
+                }
+            }
+            #[inline(always)]
+            fn shr(self, n: u32) -> Self {
+                // Shift amounts are clamped to the width (sign fill for signed types).
+                self.checked_shr(n).unwrap_or(if self < (0 as $t) { !0 } else { 0 })
+            }
+            #[inline(always)]
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+        }
+    };
+}
+impl_int!(u8, u16, false);
+impl_int!(u16, u32, false);
+impl_int!(u32, u64, false);
+impl_int!(u64, u128, false);
+impl_int!(i8, i16, true);
+impl_int!(i16, i32, true);
+impl_int!(i32, i64, true);
+impl_int!(i64, i128, true);
+
+#[inline(always)]
+fn map2(o: &mut Lanes, a: &Lanes, b: &Lanes, f: impl Fn(u64, u64) -> u64) {
+    for l in 0..32 {
+        o[l] = f(a[l], b[l]);
+    }
+}
+#[inline(always)]
+fn map1(o: &mut Lanes, a: &Lanes, f: impl Fn(u64) -> u64) {
+    for l in 0..32 {
+        o[l] = f(a[l]);
+    }
+}
+#[inline(always)]
+fn map3(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes, f: impl Fn(u64, u64, u64) -> u64) {
+    for l in 0..32 {
+        o[l] = f(a[l], b[l], c[l]);
+    }
+}
+
+// ---- integer ------------------------------------------------------------------------
+
+pub(crate) fn add<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).wadd(T::from_u64(y)).to_u64())
+}
+pub(crate) fn sub<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).wsub(T::from_u64(y)).to_u64())
+}
+pub(crate) fn mul_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).wmul(T::from_u64(y)).to_u64())
+}
+pub(crate) fn mul_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).mulhi(T::from_u64(y)).to_u64())
+}
+/// `mul.wide`: product of two T in twice the width (at most 64 bits).
+pub(crate) fn mul_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
+        (p as u64) & (u64::MAX >> (64 - 2 * T::BITS))
+    })
+}
+pub(crate) fn mad_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| {
+        T::from_u64(x).wmul(T::from_u64(y)).wadd(T::from_u64(z)).to_u64()
+    })
+}
+pub(crate) fn mad_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| {
+        T::from_u64(x).mulhi(T::from_u64(y)).wadd(T::from_u64(z)).to_u64()
+    })
+}
+pub(crate) fn mad_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| {
+        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
+        let m = u64::MAX >> (64 - 2 * T::BITS);
+        ((p as u64).wrapping_add(z)) & m
+    })
+}
+pub(crate) fn div<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).div(T::from_u64(y)).to_u64())
+}
+pub(crate) fn rem<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).rem(T::from_u64(y)).to_u64())
+}
+pub(crate) fn min<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).min(T::from_u64(y)).to_u64())
+}
+pub(crate) fn max<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).max(T::from_u64(y)).to_u64())
+}
+pub(crate) fn neg<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| T::from_u64(x).wneg().to_u64())
+}
+pub(crate) fn abs<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| T::from_u64(x).wabs().to_u64())
+}
+pub(crate) fn and<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x & y).to_u64())
+}
+pub(crate) fn or<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x | y).to_u64())
+}
+pub(crate) fn xor<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x ^ y).to_u64())
+}
+pub(crate) fn not<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| T::from_u64(!x).to_u64())
+}
+pub(crate) fn cnot<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| (T::from_u64(x).to_u64() == 0) as u64)
+}
+/// `shl`: the shift amount is an unsigned 32-bit value, clamped to the width.
+pub(crate) fn shl<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let n = y as u32;
+        if n >= T::BITS {
+            0
+        } else {
+            T::from_u64(x << n).to_u64()
+        }
+    })
+}
+pub(crate) fn shr<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| T::from_u64(x).shr(y as u32).to_u64())
+}
+pub(crate) fn popc<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| T::from_u64(x).to_u64().count_ones() as u64)
+}
+pub(crate) fn clz<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| (T::from_u64(x).to_u64().leading_zeros() - (64 - T::BITS)) as u64)
+}
+pub(crate) fn brev<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| x.reverse_bits() >> (64 - T::BITS))
+}
+/// `bfind`: position of the most significant non-sign bit, 0xffffffff if none.
+pub(crate) fn bfind<T: Int>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        let v = T::from_u64(x).to_u64();
+        let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 {
+            !v & (u64::MAX >> (64 - T::BITS))
+        } else {
+            v
+        };
+        if v == 0 {
+            0xffff_ffff
+        } else {
+            63 - v.leading_zeros() as u64
+        }
+    })
+}
+/// `bfe`: extract `c` bits at `b` (sign-extended for signed types).
+pub(crate) fn bfe<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, pos, len| {
+        let w = T::BITS as u64;
+        let pos = pos & 0xff;
+        let len = len & 0xff;
+        let x = T::from_u64(x).to_u64();
+        let sbit = if T::SIGNED {
+            if len == 0 {
+                false
+            } else {
+                let top = (pos + len - 1).min(w - 1);
+                (x >> top) & 1 == 1
+            }
+        } else {
+            false
+        };
+        let mut d = 0u64;
+        for i in 0..w {
+            let bit = if i < len && pos + i < w {
+                (x >> (pos + i)) & 1 == 1
+            } else {
+                sbit
+            };
+            d |= (bit as u64) << i;
+        }
+        d
+    })
+}
+/// `bfi`: insert the low `len` bits of `a` into `b` at `pos`.
+pub(crate) fn bfi<T: Int>(b: u64, a: u64, pos: u64, len: u64) -> u64 {
+    let w = T::BITS as u64;
+    let pos = pos & 0xff;
+    let len = len & 0xff;
+    let mut f = T::from_u64(b).to_u64();
+    for i in 0..len {
+        if pos + i >= w {
+            break;
+        }
+        f = (f & !(1 << (pos + i))) | (((a >> i) & 1) << (pos + i));
+    }
+    f
+}
+/// `prmt.b32` (default mode): byte select with optional sign replication.
+pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
+    let bytes = ((b as u32 as u64) << 32) | (a as u32 as u64);
+    let mut d = 0u64;
+    for i in 0..4 {
+        let sel = (c >> (4 * i)) & 0xf;
+        let mut byte = (bytes >> ((sel & 7) * 8)) & 0xff;
+        if sel & 8 != 0 {
+            byte = if byte & 0x80 != 0 { 0xff } else { 0 };
+        }
+        d |= byte << (8 * i);
+    }
+    d
+}
+
+pub(crate) fn cmp_int<T: Int, const OP: u8>(a: &Lanes, b: &Lanes) -> u32 {
+    let mut m = 0u32;
+    for l in 0..32 {
+        let x = T::from_u64(a[l]);
+        let y = T::from_u64(b[l]);
+        let r = match OP {
+            0 => x == y,
+            1 => x != y,
+            2 => x < y,
+            3 => x <= y,
+            4 => x > y,
+            _ => x >= y,
+        };
+        m |= (r as u32) << l;
+    }
+    m
+}
+
+// ---- float --------------------------------------------------------------------------
+
+/// Rounding modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rnd {
+    /// Nearest even.
+    N,
+    /// Toward zero.
+    Z,
+    /// Toward minus infinity.
+    M,
+    /// Toward plus infinity.
+    P,
+}
+
+/// A float type.
+pub(crate) trait Flt: Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Div<Output = Self> + std::ops::Neg<Output = Self> {
+    const BITS: u32;
+    fn from_u64(v: u64) -> Self;
+    fn to_u64(self) -> u64;
+    fn is_nan(self) -> bool;
+    fn fma(self, b: Self, c: Self) -> Self;
+    fn sqrt(self) -> Self;
+    fn ftz(self) -> Self;
+    fn canon(self) -> u64;
+    fn next_up(self) -> Self;
+    fn next_down(self) -> Self;
+    fn zero() -> Self;
+    fn abs(self) -> Self;
+    fn is_sign_negative(self) -> bool;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! impl_flt {
+    ($t:ty, $bits:expr, $u:ty, $nan:expr) => {
+        impl Flt for $t {
+            const BITS: u32 = $bits;
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                <$t>::from_bits(v as $u)
+            }
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn fma(self, b: Self, c: Self) -> Self {
+                <$t>::mul_add(self, b, c)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                <$t>::sqrt(self)
+            }
+            #[inline(always)]
+            fn ftz(self) -> Self {
+                if self.is_subnormal() {
+                    <$t>::from_bits(self.to_bits() & (1 << ($bits - 1)))
+                } else {
+                    self
+                }
+            }
+            #[inline(always)]
+            fn canon(self) -> u64 {
+                if self.is_nan() {
+                    $nan
+                } else {
+                    self.to_bits() as u64
+                }
+            }
+            fn next_up(self) -> Self {
+                <$t>::next_up(self)
+            }
+            fn next_down(self) -> Self {
+                <$t>::next_down(self)
+            }
+            fn zero() -> Self {
+                0.0
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn is_sign_negative(self) -> bool {
+                <$t>::is_sign_negative(self)
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    };
+}
+impl_flt!(f32, 32, u32, 0x7fff_ffff);
+impl_flt!(f64, 64, u64, 0x7fff_ffff_ffff_ffff);
+
+/// Adjusts a round-to-nearest result `r` of an exact value `r + err` to mode `m`.
+#[inline]
+pub(crate) fn directed<F: Flt>(r: F, err_sign: i8, m: Rnd) -> F {
+    if r.is_nan() {
+        return r;
+    }
+    match m {
+        Rnd::N => r,
+        Rnd::M if err_sign < 0 => r.next_down(),
+        Rnd::P if err_sign > 0 => r.next_up(),
+        Rnd::Z if err_sign < 0 && !r.is_sign_negative() && r != F::zero() => r.next_down(),
+        Rnd::Z if err_sign > 0 && r.is_sign_negative() && r != F::zero() => r.next_up(),
+        _ => r,
+    }
+}
+
+fn sign_of(e: f64) -> i8 {
+    if e > 0.0 {
+        1
+    } else if e < 0.0 {
+        -1
+    } else {
+        0
+    }
+}
+
+/// Exact error sign of `s = rn(a + b)`.
+fn two_sum_err(a: f64, b: f64, s: f64) -> i8 {
+    if !s.is_finite() {
+        return 0;
+    }
+    let bb = s - a;
+    let e = (a - (s - bb)) + (b - bb);
+    sign_of(e)
+}
+
+/// f32 binary op through f64 with a directed rounding mode.
+fn f32_dir(x: f32, y: f32, op: u8, m: Rnd) -> f32 {
+    let (a, b) = (x as f64, y as f64);
+    // An f32 sum or product is exact in f64 except far-apart sums (handled by two_sum).
+    let (v, e) = match op {
+        0 => {
+            let s = a + b;
+            (s, two_sum_err(a, b, s))
+        }
+        1 => {
+            let s = a - b;
+            (s, two_sum_err(a, -b, s))
+        }
+        _ => (a * b, 0),
+    };
+    let r = v as f32;
+    let d = (r as f64) - v;
+    let es = if d != 0.0 { -sign_of(d) } else { e };
+    directed(r, es, m)
+}
+
+pub(crate) fn fadd<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        if FTZ {
+            (x.ftz() + y.ftz()).ftz().canon()
+        } else {
+            (x + y).canon()
+        }
+    })
+}
+pub(crate) fn fsub<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        if FTZ {
+            (x.ftz() - y.ftz()).ftz().canon()
+        } else {
+            (x - y).canon()
+        }
+    })
+}
+pub(crate) fn fmul<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        if FTZ {
+            (x.ftz() * y.ftz()).ftz().canon()
+        } else {
+            (x * y).canon()
+        }
+    })
+}
+pub(crate) fn fdiv<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        if FTZ {
+            (x.ftz() / y.ftz()).ftz().canon()
+        } else {
+            (x / y).canon()
+        }
+    })
+}
+pub(crate) fn ffma<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| {
+        let (x, y, z) = (F::from_u64(x), F::from_u64(y), F::from_u64(z));
+        if FTZ {
+            x.ftz().fma(y.ftz(), z.ftz()).ftz().canon()
+        } else {
+            x.fma(y, z).canon()
+        }
+    })
+}
+/// `mul` then `add` with two roundings (`mad.f32` without `.rn` is fused on sm_20+,
+/// so this is only used for `mul`+`add` pairs written as such).
+pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        let r = if x.is_nan() {
+            y
+        } else if y.is_nan() {
+            x
+        } else if x == y {
+            // -0 < +0
+            if MAX == x.is_sign_negative() {
+                y
+            } else {
+                x
+            }
+        } else if (x < y) != MAX {
+            x
+        } else {
+            y
+        };
+        r.canon()
+    })
+}
+pub(crate) fn fabs<F: Flt>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| x & !(1u64 << (F::BITS - 1)))
+}
+pub(crate) fn fneg<F: Flt>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| (x ^ (1u64 << (F::BITS - 1))) & (u64::MAX >> (64 - F::BITS)))
+}
+pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        let x = F::from_u64(x);
+        if FTZ {
+            x.ftz().sqrt().ftz().canon()
+        } else {
+            x.sqrt().canon()
+        }
+    })
+}
+pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        let x = F::from_u64(x);
+        let one = F::from_u64(if F::BITS == 32 { 0x3f80_0000 } else { 0x3ff0_0000_0000_0000 });
+        if FTZ {
+            (one / x.ftz()).ftz().canon()
+        } else {
+            (one / x).canon()
+        }
+    })
+}
+pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        let x = F::from_u64(x);
+        let x = if FTZ { x.ftz() } else { x };
+        let v = (1.0 / x.to_f64().sqrt()) as f32;
+        if F::BITS == 32 {
+            F::from_u64(v.to_bits() as u64).canon()
+        } else {
+            F::from_u64((1.0 / x.to_f64().sqrt()).to_bits()).canon()
+        }
+    })
+}
+/// f32 approximate transcendental functions, computed in f64 and rounded once
+/// (well within the PTX ISA bounds).
+pub(crate) fn f32_approx<const K: u8, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        let mut x = f32::from_bits(x as u32);
+        if FTZ {
+            x = x.ftz();
+        }
+        let v = x as f64;
+        let r = match K {
+            0 => v.exp2(),
+            1 => v.log2(),
+            2 => v.sin(),
+            3 => v.cos(),
+            4 => v.tanh(),
+            _ => 1.0 / v,
+        } as f32;
+        let r = if FTZ { r.ftz() } else { r };
+        r.canon()
+    })
+}
+/// Directed-rounding f32 add/sub/mul (`add.rz.f32` and friends).
+pub(crate) fn f32_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
+    map2(o, a, b, |x, y| {
+        f32_dir(f32::from_bits(x as u32), f32::from_bits(y as u32), OP, m).canon()
+    })
+}
+/// Directed-rounding f32 fma: exact product in f64, exact sum error by two_sum.
+pub(crate) fn f32_fma_dir<const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
+    map3(o, a, b, c, |x, y, z| {
+        let p = f32::from_bits(x as u32) as f64 * f32::from_bits(y as u32) as f64;
+        let zc = f32::from_bits(z as u32) as f64;
+        let s = p + zc;
+        let e = two_sum_err(p, zc, s);
+        let r = s as f32;
+        let d = (r as f64) - s;
+        let es = if d != 0.0 { -sign_of(d) } else { e };
+        directed(r, es, m).canon()
+    })
+}
+/// Directed-rounding f64 add/sub/mul.
+pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
+    map2(o, a, b, |x, y| {
+        let (x, y) = (f64::from_bits(x), f64::from_bits(y));
+        let (r, e) = match OP {
+            0 => {
+                let s = x + y;
+                (s, two_sum_err(x, y, s))
+            }
+            1 => {
+                let s = x - y;
+                (s, two_sum_err(x, -y, s))
+            }
+            _ => {
+                let s = x * y;
+                let e = if s.is_finite() { sign_of(x.mul_add(y, -s)) } else { 0 };
+                (s, e)
+            }
+        };
+        directed(r, e, m).canon()
+    })
+}
+
+pub(crate) fn cmp_flt<F: Flt, const OP: u8>(a: &Lanes, b: &Lanes) -> u32 {
+    let mut m = 0u32;
+    for l in 0..32 {
+        let x = F::from_u64(a[l]);
+        let y = F::from_u64(b[l]);
+        let unord = x.is_nan() || y.is_nan();
+        let r = match OP {
+            0 => x == y,
+            1 => x != y && !unord,
+            2 => x < y,
+            3 => x <= y,
+            4 => x > y,
+            5 => x >= y,
+            // unordered variants: equ neu ltu leu gtu geu
+            6 => unord || x == y,
+            7 => unord || x != y,
+            8 => unord || x < y,
+            9 => unord || x <= y,
+            10 => unord || x > y,
+            11 => unord || x >= y,
+            12 => !unord, // num
+            _ => unord,   // nan
+        };
+        m |= (r as u32) << l;
+    }
+    m
+}
+
+// ---- conversions ------------------------------------------------------------------------
+
+/// f16 bits to f32 (exact).
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    let s = ((h >> 15) as u32) << 31;
+    let e = ((h >> 10) & 0x1f) as i32;
+    let m = (h & 0x3ff) as u32;
+    let bits = if e == 0 {
+        if m == 0 {
+            s
+        } else {
+            // subnormal: m * 2^-24
+            let v = m as f32 * f32::from_bits(0x3380_0000);
+            return if s != 0 { -v } else { v };
+        }
+    } else if e == 31 {
+        s | 0x7f80_0000 | (m << 13)
+    } else {
+        s | (((e - 15 + 127) as u32) << 23) | (m << 13)
+    };
+    f32::from_bits(bits)
+}
+
+/// f64 to f16 bits with rounding mode `m`.
+pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
+    if x.is_nan() {
+        return 0x7fff;
+    }
+    let sign: u16 = if x.is_sign_negative() { 0x8000 } else { 0 };
+    let a = x.abs();
+    // Scale so that the f16 value grid is integers: ulp is 2^(e-10) for normals, 2^-24 below.
+    let e = if a == 0.0 { -15 } else { a.log2().floor() as i32 };
+    let e = e.max(-14);
+    let ulp = (2.0f64).powi(e - 10);
+    let q = a / ulp; // exact (power-of-two scaling)
+    let fl = q.floor();
+    let rem = q - fl;
+    let up = match m {
+        Rnd::N => rem > 0.5 || (rem == 0.5 && (fl as u64) % 2 == 1),
+        Rnd::Z => false,
+        Rnd::M => sign != 0 && rem > 0.0,
+        Rnd::P => sign == 0 && rem > 0.0,
+    };
+    let v = (fl + if up { 1.0 } else { 0.0 }) * ulp;
+    if v >= 65536.0 || (v > 65504.0) {
+        let to_inf = match m {
+            Rnd::N => true,
+            Rnd::Z => false,
+            Rnd::M => sign != 0,
+            Rnd::P => sign == 0,
+        };
+        return sign | if to_inf { 0x7c00 } else { 0x7bff };
+    }
+    // v is exactly representable in f16 now; encode.
+    if v == 0.0 {
+        return sign;
+    }
+    let ve = v.log2().floor() as i32;
+    if ve < -14 {
+        let mant = (v / (2.0f64).powi(-24)) as u16;
+        return sign | mant;
+    }
+    let mant = ((v / (2.0f64).powi(ve) - 1.0) * 1024.0) as u16;
+    sign | (((ve + 15) as u16) << 10) | mant
+}
+
+/// Float `x` (given as f64) rounded to an integer with mode `m`.
+fn round_int(x: f64, m: Rnd) -> f64 {
+    match m {
+        Rnd::N => x.round_ties_even(),
+        Rnd::Z => x.trunc(),
+        Rnd::M => x.floor(),
+        Rnd::P => x.ceil(),
+    }
+}
+
+/// An integer value (exact, as i128) to f32 with mode `m`.
+pub(crate) fn int_to_f32(v: i128, m: Rnd) -> f32 {
+    let r = v as f32;
+    let rv = r as i128; // exact: |r| < 2^64 < i128 range
+    let es = (v - rv).signum() as i8;
+    directed(r, es, m)
+}
+/// An integer value (exact, as i128) to f64 with mode `m`.
+pub(crate) fn int_to_f64(v: i128, m: Rnd) -> f64 {
+    let r = v as f64;
+    let rv = r as i128;
+    let es = (v - rv).signum() as i8;
+    directed(r, es, m)
+}
+/// f64 to f32 with mode `m`.
+pub(crate) fn f64_to_f32(x: f64, m: Rnd) -> f32 {
+    let r = x as f32;
+    if !r.is_finite() && x.is_finite() {
+        // Overflow: RZ and the opposite direction give the largest finite value.
+        let big = f32::MAX;
+        return match (m, x > 0.0) {
+            (Rnd::Z, true) | (Rnd::M, true) => big,
+            (Rnd::Z, false) | (Rnd::P, false) => -big,
+            _ => r,
+        };
+    }
+    let d = r as f64 - x;
+    directed(r, -sign_of(d), m)
+}
+
+/// The value of a register of type `ty` as an exact f64 (float) or integer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum CvtTy {
+    U(u32),
+    S(u32),
+    F16,
+    F32,
+    F64,
+}
+
+/// `cvt` for one value. `irnd` true when an integer rounding (`.rni`...) was given.
+pub(crate) fn cvt_one(x: u64, src: CvtTy, dst: CvtTy, m: Rnd, irnd: bool, sat: bool, ftz: bool) -> u64 {
+    let mask = |bits: u32| u64::MAX >> (64 - bits);
+    // Integer source.
+    let int_src: Option<i128> = match src {
+        CvtTy::U(b) => Some((x & mask(b)) as i128),
+        CvtTy::S(b) => Some((((x & mask(b)) << (64 - b)) as i64 >> (64 - b)) as i128),
+        _ => None,
+    };
+    let sat_int = |v: i128, dst: CvtTy| -> u64 {
+        let (lo, hi, b) = match dst {
+            CvtTy::U(b) => (0i128, (mask(b) as i128), b),
+            CvtTy::S(b) => (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1, b),
+            _ => unreachable!(),
+        };
+        (v.clamp(lo, hi) as u64) & mask(b)
+    };
+    if let Some(v) = int_src {
+        return match dst {
+            CvtTy::U(b) | CvtTy::S(b) => {
+                if sat {
+                    sat_int(v, dst)
+                } else {
+                    (v as u64) & mask(b)
+                }
+            }
+            CvtTy::F32 => int_to_f32(v, m).to_bits() as u64,
+            CvtTy::F64 => int_to_f64(v, m).to_bits(),
+            CvtTy::F16 => f64_to_f16(int_to_f64(v, Rnd::Z), m) as u64,
+        };
+    }
+    // Float source, as f64 (exact for f16/f32).
+    let mut f = match src {
+        CvtTy::F16 => f16_to_f32(x as u16) as f64,
+        CvtTy::F32 => {
+            let v = f32::from_bits(x as u32);
+            (if ftz { v.ftz() } else { v }) as f64
+        }
+        _ => f64::from_bits(x),
+    };
+    match dst {
+        CvtTy::U(_) | CvtTy::S(_) => {
+            if f.is_nan() {
+                return 0;
+            }
+            let r = round_int(f, m);
+            let v = if r >= 1.7e38 {
+                i128::MAX
+            } else if r <= -1.7e38 {
+                i128::MIN
+            } else {
+                r as i128
+            };
+            sat_int(v, dst)
+        }
+        _ => {
+            if irnd {
+                f = round_int(f, m);
+            }
+            let sat1 = |v: f64| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+            match dst {
+                CvtTy::F32 => {
+                    let mut r = if src == CvtTy::F64 && !irnd { f64_to_f32(f, m) } else { f as f32 };
+                    if sat {
+                        r = sat1(r as f64) as f32;
+                    }
+                    if ftz {
+                        r = r.ftz();
+                    }
+                    r.canon()
+                }
+                CvtTy::F64 => {
+                    let r = if sat { sat1(f) } else { f };
+                    r.canon()
+                }
+                _ => {
+                    let r = if sat { sat1(f) } else { f };
+                    f64_to_f16(r, if irnd { Rnd::N } else { m }) as u64
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn cvt_trunc32(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| x & 0xffff_ffff)
+}
+pub(crate) fn cvt_zext32(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| x & 0xffff_ffff)
+}
+pub(crate) fn cvt_sext32(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| x as u32 as i32 as i64 as u64)
+}
