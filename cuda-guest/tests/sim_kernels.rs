@@ -5,12 +5,18 @@ use cuda_guest::sim::{DevicePtr, KernelArg, LaunchConfig, SimConfig, Simulator};
 use std::path::PathBuf;
 
 fn ptx(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ptx").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/ptx")
+        .join(name);
     std::fs::read_to_string(p).unwrap()
 }
 
 fn sim(threads: usize) -> Simulator {
-    Simulator::new(SimConfig { threads, instruction_budget: 0, ..SimConfig::default() })
+    Simulator::new(SimConfig {
+        threads,
+        instruction_budget: 0,
+        ..SimConfig::default()
+    })
 }
 
 fn upload_f32(s: &mut Simulator, v: &[f32]) -> DevicePtr {
@@ -23,7 +29,9 @@ fn upload_f32(s: &mut Simulator, v: &[f32]) -> DevicePtr {
 fn download_f32(s: &mut Simulator, p: DevicePtr, n: usize) -> Vec<f32> {
     let mut b = vec![0u8; 4 * n];
     s.memcpy_dtoh(&mut b, p).unwrap();
-    b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 /// Deterministic pseudo-random floats in [-1, 1).
@@ -52,12 +60,30 @@ fn vector_add_matches_rust() {
                 let b = randf(n, 2);
                 let (pa, pb) = (upload_f32(&mut s, &a), upload_f32(&mut s, &b));
                 let pc = s.malloc(4 * n as u64).unwrap();
-                let cfg = LaunchConfig { grid: [(n as u32).div_ceil(128), 1, 1], block: [128, 1, 1], shared_bytes: 0 };
-                s.launch(&m, "vector_add", cfg, &[KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pc), KernelArg::I32(n as i32)])
-                    .unwrap();
+                let cfg = LaunchConfig {
+                    grid: [(n as u32).div_ceil(128), 1, 1],
+                    block: [128, 1, 1],
+                    shared_bytes: 0,
+                };
+                s.launch(
+                    &m,
+                    "vector_add",
+                    cfg,
+                    &[
+                        KernelArg::Ptr(pa),
+                        KernelArg::Ptr(pb),
+                        KernelArg::Ptr(pc),
+                        KernelArg::I32(n as i32),
+                    ],
+                )
+                .unwrap();
                 let c = download_f32(&mut s, pc, n);
                 for i in 0..n {
-                    assert_eq!(c[i].to_bits(), (a[i] + b[i]).to_bits(), "{file} n={n} i={i}");
+                    assert_eq!(
+                        c[i].to_bits(),
+                        (a[i] + b[i]).to_bits(),
+                        "{file} n={n} i={i}"
+                    );
                 }
             }
         }
@@ -73,13 +99,31 @@ fn saxpy_matches_rust_fma() {
             let x = randf(n, 3);
             let y = randf(n, 4);
             let (px, py) = (upload_f32(&mut s, &x), upload_f32(&mut s, &y));
-            let cfg = LaunchConfig { grid: [(n as u32).div_ceil(256), 1, 1], block: [256, 1, 1], shared_bytes: 0 };
-            s.launch(&m, "saxpy", cfg, &[KernelArg::I32(n as i32), KernelArg::F32(2.5), KernelArg::Ptr(px), KernelArg::Ptr(py)])
-                .unwrap();
+            let cfg = LaunchConfig {
+                grid: [(n as u32).div_ceil(256), 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            };
+            s.launch(
+                &m,
+                "saxpy",
+                cfg,
+                &[
+                    KernelArg::I32(n as i32),
+                    KernelArg::F32(2.5),
+                    KernelArg::Ptr(px),
+                    KernelArg::Ptr(py),
+                ],
+            )
+            .unwrap();
             let out = download_f32(&mut s, py, n);
             for i in 0..n {
                 // Both compilers contract a*x+y into fma.rn.f32.
-                assert_eq!(out[i].to_bits(), 2.5f32.mul_add(x[i], y[i]).to_bits(), "{file} i={i}");
+                assert_eq!(
+                    out[i].to_bits(),
+                    2.5f32.mul_add(x[i], y[i]).to_bits(),
+                    "{file} i={i}"
+                );
             }
         }
     }
@@ -97,8 +141,22 @@ fn block_reduction_with_barriers() {
                 let pin = upload_f32(&mut s, &v);
                 let blocks = (n as u32).div_ceil(bs * 2);
                 let pout = s.malloc(4 * blocks as u64).unwrap();
-                let cfg = LaunchConfig { grid: [blocks, 1, 1], block: [bs, 1, 1], shared_bytes: 0 };
-                s.launch(&m, "reduce_sum", cfg, &[KernelArg::Ptr(pin), KernelArg::Ptr(pout), KernelArg::I32(n as i32)]).unwrap();
+                let cfg = LaunchConfig {
+                    grid: [blocks, 1, 1],
+                    block: [bs, 1, 1],
+                    shared_bytes: 0,
+                };
+                s.launch(
+                    &m,
+                    "reduce_sum",
+                    cfg,
+                    &[
+                        KernelArg::Ptr(pin),
+                        KernelArg::Ptr(pout),
+                        KernelArg::I32(n as i32),
+                    ],
+                )
+                .unwrap();
                 let out = download_f32(&mut s, pout, blocks as usize);
                 for b in 0..blocks as usize {
                     let lo = b * 2 * bs as usize;
@@ -135,12 +193,23 @@ fn tiled_matmul_matches_rust() {
             let b = randf(kk * nn, 6);
             let (pa, pb) = (upload_f32(&mut s, &a), upload_f32(&mut s, &b));
             let pc = s.malloc(4 * (mm * nn) as u64).unwrap();
-            let cfg = LaunchConfig { grid: [(nn as u32).div_ceil(16), (mm as u32).div_ceil(16), 1], block: [16, 16, 1], shared_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid: [(nn as u32).div_ceil(16), (mm as u32).div_ceil(16), 1],
+                block: [16, 16, 1],
+                shared_bytes: 0,
+            };
             s.launch(
                 &m,
                 "matmul",
                 cfg,
-                &[KernelArg::Ptr(pa), KernelArg::Ptr(pb), KernelArg::Ptr(pc), KernelArg::I32(mm as i32), KernelArg::I32(nn as i32), KernelArg::I32(kk as i32)],
+                &[
+                    KernelArg::Ptr(pa),
+                    KernelArg::Ptr(pb),
+                    KernelArg::Ptr(pc),
+                    KernelArg::I32(mm as i32),
+                    KernelArg::I32(nn as i32),
+                    KernelArg::I32(kk as i32),
+                ],
             )
             .unwrap();
             let got = download_f32(&mut s, pc, mm * nn);
@@ -148,7 +217,13 @@ fn tiled_matmul_matches_rust() {
             // which do not change an fma chain's value), exactly like the reference.
             let want = matmul_ref(&a, &b, mm, nn, kk);
             for i in 0..mm * nn {
-                assert_eq!(got[i].to_bits(), want[i].to_bits(), "{file} {mm}x{nn}x{kk} at {i}: {} vs {}", got[i], want[i]);
+                assert_eq!(
+                    got[i].to_bits(),
+                    want[i].to_bits(),
+                    "{file} {mm}x{nn}x{kk} at {i}: {} vs {}",
+                    got[i],
+                    want[i]
+                );
             }
         }
     }

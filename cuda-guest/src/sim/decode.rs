@@ -22,10 +22,33 @@ pub(crate) const WINDOW_SIZE: u64 = 1 << 32;
 
 /// Special registers held in the first registers of the bank.
 pub(crate) const SPECIALS: &[&str] = &[
-    "%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y",
-    "%ctaid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid", "%nwarpid",
-    "%smid", "%nsmid", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
-    "%lanemask_ge", "%gridid", "%dynamic_smem_size", "%total_smem_size", "%tid", "%ntid",
+    "%tid.x",
+    "%tid.y",
+    "%tid.z",
+    "%ntid.x",
+    "%ntid.y",
+    "%ntid.z",
+    "%ctaid.x",
+    "%ctaid.y",
+    "%ctaid.z",
+    "%nctaid.x",
+    "%nctaid.y",
+    "%nctaid.z",
+    "%laneid",
+    "%warpid",
+    "%nwarpid",
+    "%smid",
+    "%nsmid",
+    "%lanemask_eq",
+    "%lanemask_lt",
+    "%lanemask_le",
+    "%lanemask_gt",
+    "%lanemask_ge",
+    "%gridid",
+    "%dynamic_smem_size",
+    "%total_smem_size",
+    "%tid",
+    "%ntid",
 ];
 pub(crate) const NSPECIAL: u32 = SPECIALS.len() as u32;
 
@@ -96,29 +119,131 @@ pub(crate) enum Op {
     Bin(BinFn, R, R, R),
     Un(UnFn, R, R),
     Ter(TerFn, R, R, R, R),
-    Bfi { w: u32, d: R, a: R, b: R, c: R, e: R },
+    Bfi {
+        w: u32,
+        d: R,
+        a: R,
+        b: R,
+        c: R,
+        e: R,
+    },
     Prmt(R, R, R, R),
     Mov(R, R, u64),
-    Pack { d: R, parts: Vec<R>, bits: u32 },
-    Unpack { s: R, parts: Vec<R>, bits: u32 },
-    Setp { f: CmpFn, d: P, dn: Option<P>, a: R, b: R, comb: Option<(BoolOp, P, bool)> },
-    Selp { d: R, a: R, b: R, p: P, neg: bool },
-    PredOp { op: Option<BoolOp>, d: P, a: P, an: bool, b: P, bn: bool },
-    PredConst { d: P, v: bool },
-    PredToReg { d: R, p: P },
-    RegToPred { d: P, a: R },
-    Cvt { d: R, a: R, dt: CvtTy, st: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool },
-    Ld { sp: Sp, size: u8, sext: bool, n: u8, d: [R; 4], a: R, off: i64, dmask: u64 },
-    St { sp: Sp, size: u8, n: u8, s: [R; 4], a: R, off: i64 },
-    LdParam { d: [R; 4], n: u8, size: u8, sext: bool, off: u32, dmask: u64 },
-    Atom { sp: Sp, op: AtomOp, ty: AtomTy, d: Option<R>, a: R, off: i64, b: R, c: R },
-    Bra { target: u32 },
+    Pack {
+        d: R,
+        parts: Vec<R>,
+        bits: u32,
+    },
+    Unpack {
+        s: R,
+        parts: Vec<R>,
+        bits: u32,
+    },
+    Setp {
+        f: CmpFn,
+        d: P,
+        dn: Option<P>,
+        a: R,
+        b: R,
+        comb: Option<(BoolOp, P, bool)>,
+    },
+    Selp {
+        d: R,
+        a: R,
+        b: R,
+        p: P,
+        neg: bool,
+    },
+    PredOp {
+        op: Option<BoolOp>,
+        d: P,
+        a: P,
+        an: bool,
+        b: P,
+        bn: bool,
+    },
+    PredConst {
+        d: P,
+        v: bool,
+    },
+    PredToReg {
+        d: R,
+        p: P,
+    },
+    RegToPred {
+        d: P,
+        a: R,
+    },
+    Cvt {
+        d: R,
+        a: R,
+        dt: CvtTy,
+        st: CvtTy,
+        rnd: Rnd,
+        irnd: bool,
+        sat: bool,
+        ftz: bool,
+    },
+    Ld {
+        sp: Sp,
+        size: u8,
+        sext: bool,
+        n: u8,
+        d: [R; 4],
+        a: R,
+        off: i64,
+        dmask: u64,
+    },
+    St {
+        sp: Sp,
+        size: u8,
+        n: u8,
+        s: [R; 4],
+        a: R,
+        off: i64,
+    },
+    LdParam {
+        d: [R; 4],
+        n: u8,
+        size: u8,
+        sext: bool,
+        off: u32,
+        dmask: u64,
+    },
+    Atom {
+        sp: Sp,
+        op: AtomOp,
+        ty: AtomTy,
+        d: Option<R>,
+        a: R,
+        off: i64,
+        b: R,
+        c: R,
+    },
+    Bra {
+        target: u32,
+    },
     Bar,
     Exit,
-    Shfl { mode: ShflMode, d: R, p: Option<P>, a: R, b: R, c: R },
-    Vote { mode: VoteMode, d: u32, src: P, neg: bool },
+    Shfl {
+        mode: ShflMode,
+        d: R,
+        p: Option<P>,
+        a: R,
+        b: R,
+        c: R,
+    },
+    Vote {
+        mode: VoteMode,
+        d: u32,
+        src: P,
+        neg: bool,
+    },
     Activemask(R),
-    Clock { d: R, kind: u8 },
+    Clock {
+        d: R,
+        kind: u8,
+    },
     Nop,
 }
 
@@ -163,7 +288,10 @@ pub(crate) struct DecodeError {
 type DResult<T> = Result<T, DecodeError>;
 
 fn derr<T>(line: u32, msg: impl Into<String>) -> DResult<T> {
-    Err(DecodeError { line, message: msg.into() })
+    Err(DecodeError {
+        line,
+        message: msg.into(),
+    })
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -407,17 +535,26 @@ impl<'a> Dec<'a> {
                     return derr(d.line, "extern .shared inside a function is not supported");
                 }
                 self.shared_size = self.shared_size.div_ceil(a) * a;
-                self.scopes.last_mut().expect("scope").insert(d.name.clone(), Sym::Shared(self.shared_size));
+                self.scopes
+                    .last_mut()
+                    .expect("scope")
+                    .insert(d.name.clone(), Sym::Shared(self.shared_size));
                 self.shared_size += d.size();
             }
             Space::Local | Space::Param => {
                 let a = d.alignment().max(1) as u64;
                 self.local_size = self.local_size.div_ceil(a) * a;
-                self.scopes.last_mut().expect("scope").insert(d.name.clone(), Sym::Local(self.local_size));
+                self.scopes
+                    .last_mut()
+                    .expect("scope")
+                    .insert(d.name.clone(), Sym::Local(self.local_size));
                 self.local_size += d.size().max(1);
             }
             Space::Global | Space::Const => {
-                return derr(d.line, "function-scope .global/.const variables are not supported");
+                return derr(
+                    d.line,
+                    "function-scope .global/.const variables are not supported",
+                );
             }
         }
         Ok(())
@@ -438,7 +575,10 @@ impl<'a> Dec<'a> {
                 Some(Sym::DynShared) => self.dyn_reg,
                 Some(Sym::Pred(_)) => return derr(line, format!("predicate {n} used as a value")),
                 Some(Sym::KParam(..)) => {
-                    return derr(line, format!("taking the address of kernel parameter {n} is not supported"))
+                    return derr(
+                        line,
+                        format!("taking the address of kernel parameter {n} is not supported"),
+                    )
                 }
                 None => {
                     if let Some(i) = SPECIALS.iter().position(|s| s == n) {
@@ -465,8 +605,12 @@ impl<'a> Dec<'a> {
     /// A float immediate given for an f32 operand may be written as a double literal.
     fn src_typed(&mut self, o: &Operand, ty: ScalarType, line: u32) -> DResult<R> {
         match (o, ty) {
-            (Operand::F64(b), ScalarType::F32) => Ok(self.konst((f64::from_bits(*b) as f32).to_bits() as u64)),
-            (Operand::F32(b), ScalarType::F64) => Ok(self.konst((f32::from_bits(*b) as f64).to_bits())),
+            (Operand::F64(b), ScalarType::F32) => {
+                Ok(self.konst((f64::from_bits(*b) as f32).to_bits() as u64))
+            }
+            (Operand::F32(b), ScalarType::F64) => {
+                Ok(self.konst((f32::from_bits(*b) as f64).to_bits()))
+            }
             (Operand::Int(v), _) => Ok(self.konst((*v as u64) & mask_of(ty.size() * 8))),
             _ => self.src(o, line),
         }
@@ -516,7 +660,10 @@ impl<'a> Dec<'a> {
     /// Address operand: (register, offset, space override for symbols).
     fn addr(&mut self, o: &Operand, line: u32) -> DResult<(R, i64, Option<Sp>)> {
         match o {
-            Operand::Address { base: Some(n), offset } => match self.lookup(n) {
+            Operand::Address {
+                base: Some(n),
+                offset,
+            } => match self.lookup(n) {
                 Some(Sym::Reg(r, _)) => Ok((r, *offset, None)),
                 Some(Sym::Shared(s)) => Ok((self.konst(s), *offset, Some(Sp::Shared))),
                 Some(Sym::Local(s)) => Ok((self.konst(s), *offset, Some(Sp::Local))),
@@ -562,7 +709,8 @@ impl<'a> Dec<'a> {
             match s {
                 Statement::Decl(d) => self.declare(d)?,
                 Statement::Label(l, _) => {
-                    self.labels.insert((self.instance, l.clone()), self.insts.len() as u32);
+                    self.labels
+                        .insert((self.instance, l.clone()), self.insts.len() as u32);
                 }
                 Statement::Block(b) => {
                     self.scopes.push(HashMap::new());
@@ -584,7 +732,11 @@ impl<'a> Dec<'a> {
             },
             None => None,
         };
-        let types: Vec<ScalarType> = i.modifiers.iter().filter_map(|m| ScalarType::from_name(m)).collect();
+        let types: Vec<ScalarType> = i
+            .modifiers
+            .iter()
+            .filter_map(|m| ScalarType::from_name(m))
+            .collect();
         let ty = types.last().copied();
         let ops = &i.operands;
         let need = |n: usize| -> DResult<()> {
@@ -595,12 +747,16 @@ impl<'a> Dec<'a> {
             }
         };
         let need_ty = || -> DResult<ScalarType> {
-            ty.ok_or(DecodeError { line, message: format!("`{}` has no type", i.full_name()) })
+            ty.ok_or(DecodeError {
+                line,
+                message: format!("`{}` has no type", i.full_name()),
+            })
         };
         let ftz = i.has("ftz");
         let is_float = matches!(ty, Some(ScalarType::F32 | ScalarType::F64));
         let op: Op = match i.opcode.as_str() {
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr" => {
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
+            | "shl" | "shr" => {
                 need(3)?;
                 let t = need_ty()?;
                 if t == ScalarType::Pred {
@@ -613,13 +769,28 @@ impl<'a> Dec<'a> {
                         "xor" => BoolOp::Xor,
                         _ => return derr(line, format!("`{}` on predicates", i.opcode)),
                     };
-                    self.emit(Op::PredOp { op: Some(op), d, a, an, b, bn }, guard, line);
+                    self.emit(
+                        Op::PredOp {
+                            op: Some(op),
+                            d,
+                            a,
+                            an,
+                            b,
+                            bn,
+                        },
+                        guard,
+                        line,
+                    );
                     return Ok(());
                 }
                 let d = self.dst(&ops[0], line)?;
                 let a_ty = if i.has("wide") { t } else { t };
                 let a = self.src_typed(&ops[1], a_ty, line)?;
-                let b_ty = if matches!(i.opcode.as_str(), "shl" | "shr") { ScalarType::U32 } else { a_ty };
+                let b_ty = if matches!(i.opcode.as_str(), "shl" | "shr") {
+                    ScalarType::U32
+                } else {
+                    a_ty
+                };
                 let b = self.src_typed(&ops[2], b_ty, line)?;
                 let (rnd, _) = rnd_of(i);
                 let f: BinFn = if is_float {
@@ -732,15 +903,26 @@ impl<'a> Dec<'a> {
                 };
                 Op::Ter(f, d, a, b, c)
             }
-            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rcp" | "rsqrt" | "ex2"
-            | "lg2" | "sin" | "cos" | "tanh" => {
+            "neg" | "abs" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rcp"
+            | "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
                 need(2)?;
                 let t = need_ty()?;
                 if t == ScalarType::Pred {
                     let (d, _) = self.pred(&ops[0], line)?;
                     let (a, an) = self.pred(&ops[1], line)?;
                     let an = if i.opcode == "not" { !an } else { an };
-                    self.emit(Op::PredOp { op: None, d, a, an, b: a, bn: an }, guard, line);
+                    self.emit(
+                        Op::PredOp {
+                            op: None,
+                            d,
+                            a,
+                            an,
+                            b: a,
+                            bn: an,
+                        },
+                        guard,
+                        line,
+                    );
                     return Ok(());
                 }
                 let d = self.dst(&ops[0], line)?;
@@ -811,7 +993,14 @@ impl<'a> Dec<'a> {
                 let b = self.src_typed(&ops[2], t, line)?;
                 let c = self.src_typed(&ops[3], ScalarType::U32, line)?;
                 let e = self.src_typed(&ops[4], ScalarType::U32, line)?;
-                Op::Bfi { w: t.size() * 8, d, a, b, c, e }
+                Op::Bfi {
+                    w: t.size() * 8,
+                    d,
+                    a,
+                    b,
+                    c,
+                    e,
+                }
             }
             "prmt" => {
                 need(4)?;
@@ -830,7 +1019,14 @@ impl<'a> Dec<'a> {
                 if t == ScalarType::Pred {
                     let (d, _) = self.pred(&ops[0], line)?;
                     let (a, an) = self.pred(&ops[1], line)?;
-                    Op::PredOp { op: None, d, a, an, b: a, bn: an }
+                    Op::PredOp {
+                        op: None,
+                        d,
+                        a,
+                        an,
+                        b: a,
+                        bn: an,
+                    }
                 } else if let Operand::Vector(_) = &ops[1] {
                     let (parts, _) = self.vec_regs(&ops[1], line, false)?;
                     let d = self.dst(&ops[0], line)?;
@@ -890,22 +1086,46 @@ impl<'a> Dec<'a> {
                 let sat = i.has("sat");
                 let (dc, sc) = match (cvt_ty(dt), cvt_ty(st)) {
                     (Some(x), Some(y)) => (x, y),
-                    _ => return derr(line, format!("cvt.{}.{} is not supported", dt.name(), st.name())),
+                    _ => {
+                        return derr(
+                            line,
+                            format!("cvt.{}.{} is not supported", dt.name(), st.name()),
+                        )
+                    }
                 };
                 match cvt_fast(dc, sc, irnd, sat) {
                     Some(f) => Op::Un(f, d, a),
-                    None => Op::Cvt { d, a, dt: dc, st: sc, rnd, irnd, sat, ftz },
+                    None => Op::Cvt {
+                        d,
+                        a,
+                        dt: dc,
+                        st: sc,
+                        rnd,
+                        irnd,
+                        sat,
+                        ftz,
+                    },
                 }
             }
             "setp" | "set" => {
                 need(3)?;
-                let t = *types.last().ok_or(DecodeError { line, message: "setp without a type".into() })?;
-                let src_t = if i.opcode == "set" { types[types.len() - 1] } else { t };
+                let t = *types.last().ok_or(DecodeError {
+                    line,
+                    message: "setp without a type".into(),
+                })?;
+                let src_t = if i.opcode == "set" {
+                    types[types.len() - 1]
+                } else {
+                    t
+                };
                 let code = i
                     .modifiers
                     .iter()
                     .find_map(|m| cmp_code(m))
-                    .ok_or(DecodeError { line, message: "missing comparison".into() })?;
+                    .ok_or(DecodeError {
+                        line,
+                        message: "missing comparison".into(),
+                    })?;
                 let f = cmp_fn(src_t, code, line)?;
                 let a = self.src_typed(&ops[1], src_t, line)?;
                 let b = self.src_typed(&ops[2], src_t, line)?;
@@ -928,13 +1148,34 @@ impl<'a> Dec<'a> {
                 };
                 if i.opcode == "set" {
                     let p = self.new_pred();
-                    self.emit(Op::Setp { f, d: p, dn: None, a, b, comb }, guard, line);
+                    self.emit(
+                        Op::Setp {
+                            f,
+                            d: p,
+                            dn: None,
+                            a,
+                            b,
+                            comb,
+                        },
+                        guard,
+                        line,
+                    );
                     let d = self.dst(&ops[0], line)?;
                     let dt = types[0];
-                    let (tv, fv) = if dt == ScalarType::F32 { (0x3f80_0000, 0) } else { (0xffff_ffff, 0) };
+                    let (tv, fv) = if dt == ScalarType::F32 {
+                        (0x3f80_0000, 0)
+                    } else {
+                        (0xffff_ffff, 0)
+                    };
                     let tr = self.konst(tv);
                     let fr = self.konst(fv);
-                    Op::Selp { d, a: tr, b: fr, p, neg: false }
+                    Op::Selp {
+                        d,
+                        a: tr,
+                        b: fr,
+                        p,
+                        neg: false,
+                    }
                 } else {
                     let (d, dn) = match &ops[0] {
                         Operand::Pair(p, q) => {
@@ -944,7 +1185,14 @@ impl<'a> Dec<'a> {
                         }
                         o => (self.pred(o, line)?.0, None),
                     };
-                    Op::Setp { f, d, dn, a, b, comb }
+                    Op::Setp {
+                        f,
+                        d,
+                        dn,
+                        a,
+                        b,
+                        comb,
+                    }
                 }
             }
             "selp" => {
@@ -983,7 +1231,10 @@ impl<'a> Dec<'a> {
                 .iter()
                 .find(|(n, _)| i.has(n))
                 .map(|x| x.1)
-                .ok_or(DecodeError { line, message: format!("`{}`: unknown atomic operation", i.full_name()) })?;
+                .ok_or(DecodeError {
+                    line,
+                    message: format!("`{}`: unknown atomic operation", i.full_name()),
+                })?;
                 let aty = match t {
                     ScalarType::U32 | ScalarType::B32 => AtomTy::U32,
                     ScalarType::S32 => AtomTy::S32,
@@ -994,7 +1245,11 @@ impl<'a> Dec<'a> {
                     t => return derr(line, format!("atomics on .{} are not supported", t.name())),
                 };
                 let k = if is_red { 0 } else { 1 };
-                let d = if is_red { None } else { Some(self.dst(&ops[0], line)?) };
+                let d = if is_red {
+                    None
+                } else {
+                    Some(self.dst(&ops[0], line)?)
+                };
                 let (a, off, spo) = self.addr(&ops[k], line)?;
                 let b = self.src_typed(&ops[k + 1], t, line)?;
                 let c = if op == AtomOp::Cas {
@@ -1003,12 +1258,24 @@ impl<'a> Dec<'a> {
                 } else {
                     b
                 };
-                Op::Atom { sp: spo.unwrap_or(sp), op, ty: aty, d, a, off, b, c }
+                Op::Atom {
+                    sp: spo.unwrap_or(sp),
+                    op,
+                    ty: aty,
+                    d,
+                    a,
+                    off,
+                    b,
+                    c,
+                }
             }
             "bra" | "brx" => {
                 need(1)?;
-                let Operand::Name(l) = &ops[0] else { return derr(line, "bra needs a label") };
-                self.fixups.push((self.insts.len(), self.instance, l.clone(), line));
+                let Operand::Name(l) = &ops[0] else {
+                    return derr(line, "bra needs a label");
+                };
+                self.fixups
+                    .push((self.insts.len(), self.instance, l.clone(), line));
                 Op::Bra { target: 0 }
             }
             "ret" | "exit" => {
@@ -1054,7 +1321,14 @@ impl<'a> Dec<'a> {
                 let a = self.src(&ops[1], line)?;
                 let b = self.src(&ops[2], line)?;
                 let c = self.src(&ops[3], line)?;
-                Op::Shfl { mode, d, p, a, b, c }
+                Op::Shfl {
+                    mode,
+                    d,
+                    p,
+                    a,
+                    b,
+                    c,
+                }
             }
             "vote" => {
                 need(2)?;
@@ -1068,7 +1342,11 @@ impl<'a> Dec<'a> {
                     VoteMode::Uni
                 };
                 let (src, neg) = self.pred(&ops[1], line)?;
-                let d = if mode == VoteMode::Ballot { self.dst(&ops[0], line)? } else { self.pred(&ops[0], line)?.0 };
+                let d = if mode == VoteMode::Ballot {
+                    self.dst(&ops[0], line)?
+                } else {
+                    self.pred(&ops[0], line)?.0
+                };
                 Op::Vote { mode, d, src, neg }
             }
             "activemask" => {
@@ -1077,7 +1355,12 @@ impl<'a> Dec<'a> {
             }
             "pmevent" | "nanosleep" | "prefetch" | "prefetchu" => Op::Nop,
             "trap" | "brkpt" => Op::Exit,
-            o => return derr(line, format!("instruction `{o}` (`{}`) is not supported", i.full_name())),
+            o => {
+                return derr(
+                    line,
+                    format!("instruction `{o}` (`{}`) is not supported", i.full_name()),
+                )
+            }
         };
         self.emit(op, guard, line);
         let _ = ftz;
@@ -1089,7 +1372,10 @@ impl<'a> Dec<'a> {
         if i.operands.len() < 2 {
             return derr(line, "memory instruction needs 2 operands");
         }
-        let t = *types.last().ok_or(DecodeError { line, message: "missing type".into() })?;
+        let t = *types.last().ok_or(DecodeError {
+            line,
+            message: "missing type".into(),
+        })?;
         let n: u8 = if i.has("v4") {
             4
         } else if i.has("v2") {
@@ -1112,10 +1398,18 @@ impl<'a> Dec<'a> {
         } else {
             Sp::Generic
         };
-        let (aop, vop) = if is_st { (&i.operands[0], &i.operands[1]) } else { (&i.operands[1], &i.operands[0]) };
+        let (aop, vop) = if is_st {
+            (&i.operands[0], &i.operands[1])
+        } else {
+            (&i.operands[1], &i.operands[0])
+        };
         // Kernel parameters.
         if i.has("param") && !is_st {
-            if let Operand::Address { base: Some(b), offset } = aop {
+            if let Operand::Address {
+                base: Some(b),
+                offset,
+            } = aop
+            {
                 if let Some(Sym::KParam(off, psize)) = self.lookup(b) {
                     let total = (*offset as i64) + (size as i64) * (n as i64);
                     if *offset < 0 || total > psize as i64 {
@@ -1124,7 +1418,14 @@ impl<'a> Dec<'a> {
                     let (rs, w) = self.vec_regs(vop, line, true)?;
                     let mut d = [0; 4];
                     d[..rs.len()].copy_from_slice(&rs[..rs.len().min(4)]);
-                    return Ok(Op::LdParam { d, n, size, sext, off: off + *offset as u32, dmask: mask_of(w) });
+                    return Ok(Op::LdParam {
+                        d,
+                        n,
+                        size,
+                        sext,
+                        off: off + *offset as u32,
+                        dmask: mask_of(w),
+                    });
                 }
             }
         }
@@ -1147,9 +1448,25 @@ impl<'a> Dec<'a> {
                     s[0] = self.konst((f64::from_bits(*bits) as f32).to_bits() as u64);
                 }
             }
-            Op::St { sp, size, n, s, a, off }
+            Op::St {
+                sp,
+                size,
+                n,
+                s,
+                a,
+                off,
+            }
         } else {
-            Op::Ld { sp, size, sext, n, d: regs, a, off, dmask: mask_of(w) }
+            Op::Ld {
+                sp,
+                size,
+                sext,
+                n,
+                d: regs,
+                a,
+                off,
+                dmask: mask_of(w),
+            }
         })
     }
 
@@ -1166,18 +1483,40 @@ impl<'a> Dec<'a> {
         if ops.len() > 3 {
             return derr(line, "indirect calls through a prototype are not supported");
         }
-        let Some(f) = self.m.module.functions.iter().find(|f| &f.name == fname && f.body.is_some()) else {
-            return derr(line, format!("call to {fname}, which has no body in this module"));
+        let Some(f) = self
+            .m
+            .module
+            .functions
+            .iter()
+            .find(|f| &f.name == fname && f.body.is_some())
+        else {
+            return derr(
+                line,
+                format!("call to {fname}, which has no body in this module"),
+            );
         };
         if self.depth >= 16 {
-            return derr(line, format!("call depth over 16 (recursion through {fname} is not supported)"));
+            return derr(
+                line,
+                format!("call depth over 16 (recursion through {fname} is not supported)"),
+            );
         }
         if f.params.len() != args.len() || f.returns.len() != rets.len() {
-            return derr(line, format!("call to {fname}: argument count does not match"));
+            return derr(
+                line,
+                format!("call to {fname}: argument count does not match"),
+            );
         }
         let mut bind = HashMap::new();
-        for (p, a) in f.params.iter().chain(f.returns.iter()).zip(args.iter().chain(rets.iter())) {
-            let Operand::Name(n) = a else { return derr(line, "call arguments must be .param variables") };
+        for (p, a) in f
+            .params
+            .iter()
+            .chain(f.returns.iter())
+            .zip(args.iter().chain(rets.iter()))
+        {
+            let Operand::Name(n) = a else {
+                return derr(line, "call arguments must be .param variables");
+            };
             match self.lookup(n) {
                 Some(Sym::Local(o)) => {
                     bind.insert(p.name.clone(), Sym::Local(o));
@@ -1191,7 +1530,8 @@ impl<'a> Dec<'a> {
         // A guarded call: branch around the inlined body.
         let skip_label = format!("$__call_skip_{}", self.next_instance);
         if let Some((p, neg)) = guard {
-            self.fixups.push((self.insts.len(), self.instance, skip_label.clone(), line));
+            self.fixups
+                .push((self.insts.len(), self.instance, skip_label.clone(), line));
             self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
         }
         let saved_instance = self.instance;
@@ -1205,14 +1545,16 @@ impl<'a> Dec<'a> {
         self.scopes.push(bind);
         let body = f.body.as_ref().expect("body");
         let r = self.body(f, body);
-        self.labels.insert((self.instance, end_label), self.insts.len() as u32);
+        self.labels
+            .insert((self.instance, end_label), self.insts.len() as u32);
         self.depth -= 1;
         self.scopes = saved_scopes;
         self.ret_label = saved_ret;
         self.instance = saved_instance;
         r?;
         if guard.is_some() {
-            self.labels.insert((self.instance, skip_label), self.insts.len() as u32);
+            self.labels
+                .insert((self.instance, skip_label), self.insts.len() as u32);
         }
         Ok(())
     }
@@ -1263,7 +1605,11 @@ fn ipdoms(insts: &[Inst]) -> Vec<u32> {
         let last = &insts[end - 1];
         match last.op {
             Op::Bra { target } => {
-                succ[b].push(if (target as usize) < n { block_of[target as usize] } else { exit });
+                succ[b].push(if (target as usize) < n {
+                    block_of[target as usize]
+                } else {
+                    exit
+                });
                 if last.guard.is_some() {
                     succ[b].push(if end < n { block_of[end] } else { exit });
                 }
@@ -1375,7 +1721,10 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
     for p in &f.params {
         d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
     }
-    let body = f.body.as_ref().ok_or(DecodeError { line: f.line, message: "kernel has no body".into() })?;
+    let body = f.body.as_ref().ok_or(DecodeError {
+        line: f.line,
+        message: "kernel has no body".into(),
+    })?;
     d.body(f, body)?;
     // Falling off the end exits.
     d.emit(Op::Exit, None, f.line);
@@ -1386,7 +1735,12 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         d.insts[pc].op = Op::Bra { target: t };
     }
     let ipdom = ipdoms(&d.insts);
-    let param_size = f.params.iter().map(|p| p.offset + p.size).max().unwrap_or(0);
+    let param_size = f
+        .params
+        .iter()
+        .map(|p| p.offset + p.size)
+        .max()
+        .unwrap_or(0);
     let mut dyn_align = 16u32;
     for (_, a) in &m.extern_shared {
         dyn_align = dyn_align.max(*a);

@@ -5,7 +5,9 @@
 use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
-use super::{FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc, SimConfig, SimError};
+use super::{
+    FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc, SimConfig, SimError,
+};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -124,7 +126,13 @@ impl<'a, 'b> Exec<'a, 'b> {
             kernel: self.l.prog.name.clone(),
             block: self.block,
             thread: [t % bx, (t / bx) % by, t / (bx * by)],
-            line: self.l.prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0),
+            line: self
+                .l
+                .prog
+                .insts
+                .get(pc as usize)
+                .map(|i| i.line)
+                .unwrap_or(0),
         }
     }
 
@@ -145,7 +153,13 @@ impl<'a, 'b> Exec<'a, 'b> {
             if better {
                 best = Some((
                     dist,
-                    NearestAlloc { id, base: super::DevicePtr(base), size, offset: addr.wrapping_sub(base) as i64, freed },
+                    NearestAlloc {
+                        id,
+                        base: super::DevicePtr(base),
+                        size,
+                        offset: addr.wrapping_sub(base) as i64,
+                        freed,
+                    },
                 ));
             }
         };
@@ -159,8 +173,22 @@ impl<'a, 'b> Exec<'a, 'b> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn fault(&self, kind: FaultKind, write: bool, space: &'static str, addr: u64, size: u32, warp: u32, lane: usize, pc: u32) -> SimError {
-        let nearest = if space == "global" || space == "generic" { self.nearest(addr) } else { None };
+    fn fault(
+        &self,
+        kind: FaultKind,
+        write: bool,
+        space: &'static str,
+        addr: u64,
+        size: u32,
+        warp: u32,
+        lane: usize,
+        pc: u32,
+    ) -> SimError {
+        let nearest = if space == "global" || space == "generic" {
+            self.nearest(addr)
+        } else {
+            None
+        };
         SimError::MemoryFault(Box::new(MemoryFault {
             kind,
             write,
@@ -175,7 +203,18 @@ impl<'a, 'b> Exec<'a, 'b> {
     /// Resolves an access of `len` bytes aligned to `align` in space `sp`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn resolve(&mut self, sp: Sp, addr: u64, len: u64, align: u64, write: bool, w: u32, lane: usize, pc: u32, local_size: usize) -> Result<Target, SimError> {
+    fn resolve(
+        &mut self,
+        sp: Sp,
+        addr: u64,
+        len: u64,
+        align: u64,
+        write: bool,
+        w: u32,
+        lane: usize,
+        pc: u32,
+        local_size: usize,
+    ) -> Result<Target, SimError> {
         let (sp, addr, name) = match sp {
             Sp::Generic => {
                 if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
@@ -187,31 +226,72 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
             }
             Sp::Shared => {
-                let a = if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE { addr - SHARED_WINDOW } else { addr };
+                let a = if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
+                    addr - SHARED_WINDOW
+                } else {
+                    addr
+                };
                 (Sp::Shared, a, "shared")
             }
             Sp::Local => {
-                let a = if addr.wrapping_sub(LOCAL_WINDOW) < WINDOW_SIZE { addr - LOCAL_WINDOW } else { addr };
+                let a = if addr.wrapping_sub(LOCAL_WINDOW) < WINDOW_SIZE {
+                    addr - LOCAL_WINDOW
+                } else {
+                    addr
+                };
                 (Sp::Local, a, "local")
             }
             Sp::Global => (Sp::Global, addr, "global"),
         };
         if addr % align != 0 {
-            return Err(self.fault(FaultKind::Misaligned, write, name, addr, len as u32, w, lane, pc));
+            return Err(self.fault(
+                FaultKind::Misaligned,
+                write,
+                name,
+                addr,
+                len as u32,
+                w,
+                lane,
+                pc,
+            ));
         }
         match sp {
             Sp::Shared => {
-                if addr.checked_add(len).is_some_and(|e| e <= self.shared.len() as u64) {
+                if addr
+                    .checked_add(len)
+                    .is_some_and(|e| e <= self.shared.len() as u64)
+                {
                     Ok(Target::Shared(addr as usize))
                 } else {
-                    Err(self.fault(FaultKind::SharedOutOfBounds, write, name, addr, len as u32, w, lane, pc))
+                    Err(self.fault(
+                        FaultKind::SharedOutOfBounds,
+                        write,
+                        name,
+                        addr,
+                        len as u32,
+                        w,
+                        lane,
+                        pc,
+                    ))
                 }
             }
             Sp::Local => {
-                if addr.checked_add(len).is_some_and(|e| e <= local_size as u64) {
+                if addr
+                    .checked_add(len)
+                    .is_some_and(|e| e <= local_size as u64)
+                {
                     Ok(Target::Local(lane * local_size + addr as usize))
                 } else {
-                    Err(self.fault(FaultKind::LocalOutOfBounds, write, name, addr, len as u32, w, lane, pc))
+                    Err(self.fault(
+                        FaultKind::LocalOutOfBounds,
+                        write,
+                        name,
+                        addr,
+                        len as u32,
+                        w,
+                        lane,
+                        pc,
+                    ))
                 }
             }
             _ => {
@@ -228,7 +308,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                     let off = addr - a.base;
                     if off < a.size && len <= a.size - off {
                         if write && a.name.is_some() && self.is_const(a) {
-                            return Err(self.fault(FaultKind::ReadOnly, write, name, addr, len as u32, w, lane, pc));
+                            return Err(self.fault(
+                                FaultKind::ReadOnly,
+                                write,
+                                name,
+                                addr,
+                                len as u32,
+                                w,
+                                lane,
+                                pc,
+                            ));
                         }
                         self.cache = i - 1;
                         return Ok(Target::Global(i - 1, off));
@@ -236,7 +325,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 let kind = if addr < 0x10000 {
                     FaultKind::NullPointer
-                } else if self.l.freed.iter().any(|f| addr >= f.base && addr < f.base + f.size.max(1)) {
+                } else if self
+                    .l
+                    .freed
+                    .iter()
+                    .any(|f| addr >= f.base && addr < f.base + f.size.max(1))
+                {
                     FaultKind::UseAfterFree
                 } else {
                     FaultKind::OutOfBounds
@@ -261,7 +355,10 @@ impl<'a, 'b> Exec<'a, 'b> {
     fn tick(&mut self, pc: u32) -> Result<(), SimError> {
         let total = self.l.executed.fetch_add(TICK, Relaxed) + TICK;
         if self.l.abort.load(Relaxed) {
-            return Err(SimError::Sticky(Box::new(SimError::InvalidLaunch { kernel: String::new(), message: "aborted".into() })));
+            return Err(SimError::Sticky(Box::new(SimError::InvalidLaunch {
+                kernel: String::new(),
+                message: "aborted".into(),
+            })));
         }
         let over_budget = self.l.budget != 0 && total > self.l.budget;
         let over_time = self.l.deadline.is_some_and(|d| Instant::now() > d);
@@ -270,8 +367,18 @@ impl<'a, 'b> Exec<'a, 'b> {
                 kernel: self.l.prog.name.clone(),
                 warp_instructions: total,
                 elapsed: self.l.start.elapsed(),
-                reason: if over_budget { "instruction budget" } else { "time limit" },
-                line: self.l.prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0),
+                reason: if over_budget {
+                    "instruction budget"
+                } else {
+                    "time limit"
+                },
+                line: self
+                    .l
+                    .prog
+                    .insts
+                    .get(pc as usize)
+                    .map(|i| i.line)
+                    .unwrap_or(0),
             });
         }
         Ok(())
@@ -282,7 +389,9 @@ impl<'a, 'b> Exec<'a, 'b> {
         let insts = &prog.insts[..];
         let ls = prog.local_size as usize;
         loop {
-            let Some(top) = w.stack.last_mut() else { return Ok(Stop::Done) };
+            let Some(top) = w.stack.last_mut() else {
+                return Ok(Stop::Done);
+            };
             if top.mask == 0 || top.pc == top.rpc {
                 w.stack.pop();
                 continue;
@@ -317,8 +426,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let ip = prog.ipdom[pc as usize];
                         let nt = top.mask & !mask;
                         top.pc = ip;
-                        w.stack.push(Frame { pc: pc + 1, rpc: ip, mask: nt });
-                        w.stack.push(Frame { pc: *target, rpc: ip, mask });
+                        w.stack.push(Frame {
+                            pc: pc + 1,
+                            rpc: ip,
+                            mask: nt,
+                        });
+                        w.stack.push(Frame {
+                            pc: *target,
+                            rpc: ip,
+                            mask,
+                        });
                     }
                     continue;
                 }
@@ -379,7 +496,15 @@ impl<'a, 'b> Exec<'a, 'b> {
     }
 
     #[inline(always)]
-    fn exec(&mut self, op: &Op, w: &mut Warp, mask: u32, wid: u32, pc: u32, ls: usize) -> Result<(), SimError> {
+    fn exec(
+        &mut self,
+        op: &Op,
+        w: &mut Warp,
+        mask: u32,
+        wid: u32,
+        pc: u32,
+        ls: usize,
+    ) -> Result<(), SimError> {
         let mut out: Lanes = [0; 32];
         match op {
             Op::Bin(f, d, a, b) => {
@@ -391,7 +516,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Ter(f, d, a, b, c) => {
-                f(&mut out, lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                f(
+                    &mut out,
+                    lanes(&w.regs, *a),
+                    lanes(&w.regs, *b),
+                    lanes(&w.regs, *c),
+                );
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Mov(d, a, m) => {
@@ -401,7 +531,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
-            Op::Ld { sp, size, sext: sx, n, d, a, off, dmask } => {
+            Op::Ld {
+                sp,
+                size,
+                sext: sx,
+                n,
+                d,
+                a,
+                off,
+                dmask,
+            } => {
                 let total = *size as u64 * *n as u64;
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
@@ -415,7 +554,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 });
             }
-            Op::St { sp, size, n, s, a, off } => {
+            Op::St {
+                sp,
+                size,
+                n,
+                s,
+                a,
+                off,
+            } => {
                 let total = *size as u64 * *n as u64;
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
@@ -425,13 +571,22 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let o = (k * *size as usize) as u64;
                         match t {
                             Target::Global(i, go) => self.l.live[i].store(go + o, *size, v),
-                            Target::Shared(so) => write_le(&mut self.shared, so + o as usize, *size, v),
+                            Target::Shared(so) => {
+                                write_le(&mut self.shared, so + o as usize, *size, v)
+                            }
                             Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
                         }
                     }
                 });
             }
-            Op::LdParam { d, n, size, sext: sx, off, dmask } => {
+            Op::LdParam {
+                d,
+                n,
+                size,
+                sext: sx,
+                off,
+                dmask,
+            } => {
                 for k in 0..*n as usize {
                     let o = *off as usize + k * *size as usize;
                     let mut v = read_le(self.l.params, o, *size);
@@ -442,7 +597,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                     write(&mut w.regs, d[k], &out, mask);
                 }
             }
-            Op::Setp { f, d, dn, a, b, comb } => {
+            Op::Setp {
+                f,
+                d,
+                dn,
+                a,
+                b,
+                comb,
+            } => {
                 let r = f(lanes(&w.regs, *a), lanes(&w.regs, *b));
                 let combine = |x: u32| match comb {
                     None => x,
@@ -472,7 +634,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
-            Op::PredOp { op, d, a, an, b, bn } => {
+            Op::PredOp {
+                op,
+                d,
+                a,
+                an,
+                b,
+                bn,
+            } => {
                 let av = w.preds[*a as usize] ^ if *an { FULL } else { 0 };
                 let bv = w.preds[*b as usize] ^ if *bn { FULL } else { 0 };
                 let r = match op {
@@ -504,10 +673,26 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let pd = &mut w.preds[*d as usize];
                 *pd = (*pd & !mask) | (r & mask);
             }
-            Op::Bfi { w: width, d, a, b, c, e } => {
-                let (av, bv, cv, ev) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c), lanes(&w.regs, *e));
+            Op::Bfi {
+                w: width,
+                d,
+                a,
+                b,
+                c,
+                e,
+            } => {
+                let (av, bv, cv, ev) = (
+                    lanes(&w.regs, *a),
+                    lanes(&w.regs, *b),
+                    lanes(&w.regs, *c),
+                    lanes(&w.regs, *e),
+                );
                 for l in 0..32 {
-                    out[l] = if *width == 64 { ops::bfi::<u64>(bv[l], av[l], cv[l], ev[l]) } else { ops::bfi::<u32>(bv[l], av[l], cv[l], ev[l]) };
+                    out[l] = if *width == 64 {
+                        ops::bfi::<u64>(bv[l], av[l], cv[l], ev[l])
+                    } else {
+                        ops::bfi::<u32>(bv[l], av[l], cv[l], ev[l])
+                    };
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
@@ -519,7 +704,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Pack { d, parts, bits } => {
-                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                let m = if *bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
                 for (i, p) in parts.iter().enumerate() {
                     let pv = lanes(&w.regs, *p);
                     for l in 0..32 {
@@ -529,7 +718,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Unpack { s, parts, bits } => {
-                let m = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                let m = if *bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
                 let sv = *lanes(&w.regs, *s);
                 for (i, p) in parts.iter().enumerate() {
                     for l in 0..32 {
@@ -538,14 +731,32 @@ impl<'a, 'b> Exec<'a, 'b> {
                     write(&mut w.regs, *p, &out, mask);
                 }
             }
-            Op::Cvt { d, a, dt, st, rnd, irnd, sat, ftz } => {
+            Op::Cvt {
+                d,
+                a,
+                dt,
+                st,
+                rnd,
+                irnd,
+                sat,
+                ftz,
+            } => {
                 let av = lanes(&w.regs, *a);
                 each_lane!(mask, l, {
                     out[l] = ops::cvt_one(av[l], *st, *dt, *rnd, *irnd, *sat, *ftz);
                 });
                 write(&mut w.regs, *d, &out, mask);
             }
-            Op::Atom { sp, op, ty, d, a, off, b, c } => {
+            Op::Atom {
+                sp,
+                op,
+                ty,
+                d,
+                a,
+                off,
+                b,
+                c,
+            } => {
                 let size: u64 = match ty {
                     AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
                     _ => 8,
@@ -559,9 +770,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                         Target::Global(i, o) => {
                             let al = &self.l.live[i];
                             if size == 4 {
-                                al.rmw32(o, |x| atom_apply(*op, *ty, x as u64, bv, cv) as u32) as u64
+                                al.rmw32(o, |x| atom_apply(*op, *ty, x as u64, bv, cv) as u32)
+                                    as u64
                             } else {
-                                let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64].lock().unwrap_or_else(|e| e.into_inner());
+                                let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner());
                                 let old = al.load(o, 8);
                                 al.store(o, 8, atom_apply(*op, *ty, old, bv, cv));
                                 fence(SeqCst);
@@ -570,12 +784,22 @@ impl<'a, 'b> Exec<'a, 'b> {
                         }
                         Target::Shared(so) => {
                             let old = read_le(&self.shared, so, size as u8);
-                            write_le(&mut self.shared, so, size as u8, atom_apply(*op, *ty, old, bv, cv));
+                            write_le(
+                                &mut self.shared,
+                                so,
+                                size as u8,
+                                atom_apply(*op, *ty, old, bv, cv),
+                            );
                             old
                         }
                         Target::Local(lo) => {
                             let old = read_le(&w.local, lo, size as u8);
-                            write_le(&mut w.local, lo, size as u8, atom_apply(*op, *ty, old, bv, cv));
+                            write_le(
+                                &mut w.local,
+                                lo,
+                                size as u8,
+                                atom_apply(*op, *ty, old, bv, cv),
+                            );
                             old
                         }
                     };
@@ -584,7 +808,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 });
             }
-            Op::Shfl { mode, d, p, a, b, c } => {
+            Op::Shfl {
+                mode,
+                d,
+                p,
+                a,
+                b,
+                c,
+            } => {
                 // Every source is read before any destination is written.
                 let av = *lanes(&w.regs, *a);
                 let (bv, cv) = (lanes(&w.regs, *b), lanes(&w.regs, *c));
@@ -614,7 +845,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                             (j, j <= max_lane)
                         }
                     };
-                    let j = if ok && (0..32).contains(&j) { j as usize } else { l };
+                    let j = if ok && (0..32).contains(&j) {
+                        j as usize
+                    } else {
+                        l
+                    };
                     out[l] = av[j];
                     pbits |= (ok as u32) << l;
                 }
@@ -650,7 +885,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let v = match kind {
                     0 => self.l.start.elapsed().as_nanos() as u64 & 0xffff_ffff,
                     1 => self.l.start.elapsed().as_nanos() as u64,
-                    _ => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0),
+                    _ => std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_nanos() as u64)
+                        .unwrap_or(0),
                 };
                 write(&mut w.regs, *d, &[v; 32], mask);
             }
@@ -666,10 +904,15 @@ impl<'a, 'b> Exec<'a, 'b> {
         let [bx, by, _] = l.cfg.block;
         let [gx, gy, gz] = l.cfg.grid;
         let lin = self.block_linear;
-        self.block = [(lin % gx as u64) as u32, ((lin / gx as u64) % gy as u64) as u32, (lin / (gx as u64 * gy as u64)) as u32];
+        self.block = [
+            (lin % gx as u64) as u32,
+            ((lin / gx as u64) % gy as u64) as u32,
+            (lin / (gx as u64 * gy as u64)) as u32,
+        ];
         let _ = gz;
         self.shared.clear();
-        self.shared.resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
+        self.shared
+            .resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
         for (wi, w) in warps.iter_mut().enumerate() {
             let wi = wi as u32;
             let first = wi * 32;
@@ -678,7 +921,11 @@ impl<'a, 'b> Exec<'a, 'b> {
             w.live = live;
             w.state = WState::Run;
             w.stack.clear();
-            w.stack.push(Frame { pc: 0, rpc: EXIT_PC, mask: live });
+            w.stack.push(Frame {
+                pc: 0,
+                rpc: EXIT_PC,
+                mask: live,
+            });
             w.local.iter_mut().for_each(|b| *b = 0);
             let r = &mut w.regs;
             for lane in 0..32u32 {
@@ -766,7 +1013,13 @@ fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
     let (o, b) = (old & m, b & m);
     let r = match (op, ty) {
         (AtomOp::Add, AtomTy::F32) => {
-            let ftz = |x: f32| if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
+            let ftz = |x: f32| {
+                if x.is_subnormal() {
+                    0.0f32.copysign(x)
+                } else {
+                    x
+                }
+            };
             let s = ftz(ftz(f32::from_bits(o as u32)) + ftz(f32::from_bits(b as u32)));
             if s.is_nan() {
                 0x7fff_ffff
@@ -785,19 +1038,37 @@ fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
         (AtomOp::Add, _) => o.wrapping_add(b),
         (AtomOp::Min | AtomOp::Max, AtomTy::S32) => {
             let (x, y) = (o as u32 as i32, b as u32 as i32);
-            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }) as u32 as u64
+            (if op == AtomOp::Min {
+                x.min(y)
+            } else {
+                x.max(y)
+            }) as u32 as u64
         }
         (AtomOp::Min | AtomOp::Max, AtomTy::S64) => {
             let (x, y) = (o as i64, b as i64);
-            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }) as u64
+            (if op == AtomOp::Min {
+                x.min(y)
+            } else {
+                x.max(y)
+            }) as u64
         }
         (AtomOp::Min | AtomOp::Max, AtomTy::F32) => {
             let (x, y) = (f32::from_bits(o as u32), f32::from_bits(b as u32));
-            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }).to_bits() as u64
+            (if op == AtomOp::Min {
+                x.min(y)
+            } else {
+                x.max(y)
+            })
+            .to_bits() as u64
         }
         (AtomOp::Min | AtomOp::Max, AtomTy::F64) => {
             let (x, y) = (f64::from_bits(o), f64::from_bits(b));
-            (if op == AtomOp::Min { x.min(y) } else { x.max(y) }).to_bits()
+            (if op == AtomOp::Min {
+                x.min(y)
+            } else {
+                x.max(y)
+            })
+            .to_bits()
         }
         (AtomOp::Min, _) => o.min(b),
         (AtomOp::Max, _) => o.max(b),
@@ -848,7 +1119,15 @@ fn new_warp(prog: &Program) -> Warp {
 
 fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
     let mut warps: Vec<Warp> = (0..l.nwarps).map(|_| new_warp(l.prog)).collect();
-    let mut ex = Exec { l, block: [0; 3], block_linear: 0, shared: Vec::new(), cache: 0, count: 0, worker: id };
+    let mut ex = Exec {
+        l,
+        block: [0; 3],
+        block_linear: 0,
+        shared: Vec::new(),
+        cache: 0,
+        count: 0,
+        worker: id,
+    };
     loop {
         if l.abort.load(Relaxed) {
             break;
@@ -874,7 +1153,13 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
 }
 
 /// Runs one launch.
-pub(crate) fn launch(prog: &Program, mem: &Memory, config: &SimConfig, cfg: LaunchConfig, params: &[u8]) -> Result<LaunchReport, SimError> {
+pub(crate) fn launch(
+    prog: &Program,
+    mem: &Memory,
+    config: &SimConfig,
+    cfg: LaunchConfig,
+    params: &[u8],
+) -> Result<LaunchReport, SimError> {
     let start = Instant::now();
     let nthreads = cfg.block.iter().product::<u32>();
     let total: u64 = cfg.grid.iter().map(|&x| x as u64).product();

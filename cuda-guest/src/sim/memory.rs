@@ -25,8 +25,17 @@ pub(crate) struct Alloc {
 impl Alloc {
     fn new(id: u64, base: u64, size: u64, name: Option<String>) -> Alloc {
         let n = (size as usize).div_ceil(4) + 1;
-        let words = (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice();
-        Alloc { id, base, size, words, name }
+        let words = (0..n)
+            .map(|_| AtomicU32::new(0))
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
+        Alloc {
+            id,
+            base,
+            size,
+            words,
+            name,
+        }
     }
 
     /// Loads `size` (1, 2, 4, 8) bytes at byte offset `off` (naturally aligned, in range).
@@ -35,7 +44,10 @@ impl Alloc {
         let w = (off >> 2) as usize;
         match size {
             4 => self.words[w].load(Relaxed) as u64,
-            8 => (self.words[w].load(Relaxed) as u64) | ((self.words[w + 1].load(Relaxed) as u64) << 32),
+            8 => {
+                (self.words[w].load(Relaxed) as u64)
+                    | ((self.words[w + 1].load(Relaxed) as u64) << 32)
+            }
             _ => {
                 let v = self.words[w].load(Relaxed) >> ((off & 3) * 8);
                 (v & if size == 1 { 0xff } else { 0xffff }) as u64
@@ -155,7 +167,11 @@ impl Memory {
             Ok(i) => {
                 let a = self.live.remove(i);
                 self.bytes_live -= a.size;
-                self.freed.push(Freed { id: a.id, base: a.base, size: a.size });
+                self.freed.push(Freed {
+                    id: a.id,
+                    base: a.base,
+                    size: a.size,
+                });
                 Ok(())
             }
             Err(_) => Err(self.freed.iter().find(|f| f.base == base).copied()),

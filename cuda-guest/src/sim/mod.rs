@@ -224,7 +224,14 @@ impl fmt::Display for Location {
         write!(
             f,
             "kernel {} block ({},{},{}) thread ({},{},{}) at PTX line {}",
-            self.kernel, self.block[0], self.block[1], self.block[2], self.thread[0], self.thread[1], self.thread[2], self.line
+            self.kernel,
+            self.block[0],
+            self.block[1],
+            self.block[2],
+            self.thread[0],
+            self.thread[1],
+            self.thread[2],
+            self.line
         )
     }
 }
@@ -455,7 +462,11 @@ pub struct Simulator {
 impl Simulator {
     /// A simulator with `config`.
     pub fn new(config: SimConfig) -> Simulator {
-        Simulator { config, mem: Memory::new(), failed: None }
+        Simulator {
+            config,
+            mem: Memory::new(),
+            failed: None,
+        }
     }
 
     /// The configuration.
@@ -502,14 +513,20 @@ impl Simulator {
                         return Err(SimError::Unsupported {
                             module: name.into(),
                             line: v.line,
-                            message: format!("extern variable {} is not defined in this module", v.name),
+                            message: format!(
+                                "extern variable {} is not defined in this module",
+                                v.name
+                            ),
                         });
                     }
                     let size = v.size();
-                    let a = self
-                        .mem
-                        .alloc(size.max(1), Some(v.name.clone()))
-                        .ok_or(SimError::OutOfMemory { requested: size, in_use: self.mem.bytes_live, limit: self.config.memory_limit })?;
+                    let a = self.mem.alloc(size.max(1), Some(v.name.clone())).ok_or(
+                        SimError::OutOfMemory {
+                            requested: size,
+                            in_use: self.mem.bytes_live,
+                            limit: self.config.memory_limit,
+                        },
+                    )?;
                     globals.insert(v.name.clone(), a.base);
                     allocs.push((v, a));
                 }
@@ -543,7 +560,9 @@ impl Simulator {
                     ptx::Operand::F64(b) if es == 4 => (f64::from_bits(*b) as f32).to_bits() as u64,
                     ptx::Operand::F64(b) => *b,
                     ptx::Operand::Name(s) => globals.get(s).copied().unwrap_or(0),
-                    ptx::Operand::NameOffset(s, o) => globals.get(s).copied().unwrap_or(0).wrapping_add(*o as u64),
+                    ptx::Operand::NameOffset(s, o) => {
+                        globals.get(s).copied().unwrap_or(0).wrapping_add(*o as u64)
+                    }
                     _ => 0,
                 };
                 let off = i as u64 * es;
@@ -552,7 +571,13 @@ impl Simulator {
                 }
             }
         }
-        let ctx = ModuleCtx { module: &m, globals: globals.clone(), shared, shared_size, extern_shared };
+        let ctx = ModuleCtx {
+            module: &m,
+            globals: globals.clone(),
+            shared,
+            shared_size,
+            extern_shared,
+        };
         let mut kernels = HashMap::new();
         for f in m.entries() {
             let prog = decode::decode_kernel(&ctx, f).map_err(|e| SimError::Unsupported {
@@ -565,7 +590,10 @@ impl Simulator {
         Ok(Arc::new(Module {
             name: name.into(),
             kernels,
-            globals: globals.into_iter().map(|(k, v)| (k, DevicePtr(v))).collect(),
+            globals: globals
+                .into_iter()
+                .map(|(k, v)| (k, DevicePtr(v)))
+                .collect(),
             sim_tag: self.mem.tag,
         }))
     }
@@ -574,7 +602,11 @@ impl Simulator {
     pub fn malloc(&mut self, bytes: u64) -> Result<DevicePtr, SimError> {
         self.check_sticky()?;
         if self.mem.bytes_live.saturating_add(bytes) > self.config.memory_limit {
-            return Err(SimError::OutOfMemory { requested: bytes, in_use: self.mem.bytes_live, limit: self.config.memory_limit });
+            return Err(SimError::OutOfMemory {
+                requested: bytes,
+                in_use: self.mem.bytes_live,
+                limit: self.config.memory_limit,
+            });
         }
         let a = self.mem.alloc(bytes, None).ok_or(SimError::OutOfMemory {
             requested: bytes,
@@ -601,7 +633,12 @@ impl Simulator {
         match self.mem.find(ptr.0, len) {
             Some((a, off)) => Ok((a.clone(), off)),
             None => {
-                let message = if self.mem.freed.iter().any(|f| ptr.0 >= f.base && ptr.0 < f.base + f.size.max(1)) {
+                let message = if self
+                    .mem
+                    .freed
+                    .iter()
+                    .any(|f| ptr.0 >= f.base && ptr.0 < f.base + f.size.max(1))
+                {
                     "inside a freed allocation".to_string()
                 } else if self.mem.find(ptr.0, 0).is_some() {
                     "range runs past the end of its allocation".to_string()
@@ -630,7 +667,12 @@ impl Simulator {
     }
 
     /// Copies between device buffers.
-    pub fn memcpy_dtod(&mut self, dst: DevicePtr, src: DevicePtr, bytes: u64) -> Result<(), SimError> {
+    pub fn memcpy_dtod(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: u64,
+    ) -> Result<(), SimError> {
         self.check_sticky()?;
         let (sa, so) = self.range(src, bytes)?;
         let (da, doff) = self.range(dst, bytes)?;
@@ -652,7 +694,11 @@ impl Simulator {
     pub fn memset_d32(&mut self, dst: DevicePtr, value: u32, count: u64) -> Result<(), SimError> {
         self.check_sticky()?;
         if dst.0 % 4 != 0 {
-            return Err(SimError::InvalidPointer { ptr: dst, len: count * 4, message: "not 4-byte aligned".into() });
+            return Err(SimError::InvalidPointer {
+                ptr: dst,
+                len: count * 4,
+                message: "not 4-byte aligned".into(),
+            });
         }
         let (a, off) = self.range(dst, count * 4)?;
         let bytes: Vec<u8> = (0..count).flat_map(|_| value.to_le_bytes()).collect();
@@ -662,16 +708,36 @@ impl Simulator {
 
     /// Launches `kernel` of `module` and waits for it. A fault or timeout puts the
     /// simulator in a failed state (see [`Simulator::reset`]).
-    pub fn launch(&mut self, module: &Module, kernel: &str, cfg: LaunchConfig, args: &[KernelArg]) -> Result<LaunchReport, SimError> {
+    pub fn launch(
+        &mut self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<LaunchReport, SimError> {
         self.check_sticky()?;
-        let k = module.kernel(kernel).ok_or_else(|| SimError::UnknownKernel { module: module.name.clone(), kernel: kernel.into() })?;
+        let k = module
+            .kernel(kernel)
+            .ok_or_else(|| SimError::UnknownKernel {
+                module: module.name.clone(),
+                kernel: kernel.into(),
+            })?;
         if module.sim_tag != self.mem.tag {
-            return Err(SimError::InvalidLaunch { kernel: kernel.into(), message: "module was loaded by another simulator".into() });
+            return Err(SimError::InvalidLaunch {
+                kernel: kernel.into(),
+                message: "module was loaded by another simulator".into(),
+            });
         }
         let params = build_params(&k.prog, args)?;
         let threads: u64 = cfg.block.iter().map(|&x| x as u64).product();
         let blocks: u64 = cfg.grid.iter().map(|&x| x as u64).product();
-        if threads == 0 || threads > 1024 || blocks == 0 || cfg.block[2] > 64 || cfg.grid[1] > 65535 || cfg.grid[2] > 65535 {
+        if threads == 0
+            || threads > 1024
+            || blocks == 0
+            || cfg.block[2] > 64
+            || cfg.grid[1] > 65535
+            || cfg.grid[2] > 65535
+        {
             return Err(SimError::InvalidLaunch {
                 kernel: kernel.into(),
                 message: format!("grid {:?} block {:?} (1..=1024 threads per block, block z <= 64, grid y,z <= 65535)", cfg.grid, cfg.block),
@@ -679,7 +745,10 @@ impl Simulator {
         }
         let total_shared = k.prog.shared_static as u64 + cfg.shared_bytes as u64;
         if total_shared > 228 * 1024 {
-            return Err(SimError::InvalidLaunch { kernel: kernel.into(), message: format!("{total_shared} bytes of shared memory (limit 228 KiB)") });
+            return Err(SimError::InvalidLaunch {
+                kernel: kernel.into(),
+                message: format!("{total_shared} bytes of shared memory (limit 228 KiB)"),
+            });
         }
         let r = exec::launch(&k.prog, &self.mem, &self.config, cfg, &params);
         if let Err(e) = &r {
@@ -695,7 +764,11 @@ fn build_params(prog: &Program, args: &[KernelArg]) -> Result<Vec<u8>, SimError>
         return Err(SimError::BadArgument {
             kernel: kernel.clone(),
             index: args.len().min(prog.params.len()),
-            message: format!("kernel takes {} arguments, {} given", prog.params.len(), args.len()),
+            message: format!(
+                "kernel takes {} arguments, {} given",
+                prog.params.len(),
+                args.len()
+            ),
         });
     }
     let mut buf = vec![0u8; prog.param_size as usize];
@@ -703,10 +776,16 @@ fn build_params(prog: &Program, args: &[KernelArg]) -> Result<Vec<u8>, SimError>
         let (bytes, what) = a.bytes();
         let ok = match (a, p.ty) {
             (KernelArg::Bytes(_), _) => true,
-            (KernelArg::Ptr(_), ScalarType::U64 | ScalarType::B64 | ScalarType::S64) => p.array.is_none(),
+            (KernelArg::Ptr(_), ScalarType::U64 | ScalarType::B64 | ScalarType::S64) => {
+                p.array.is_none()
+            }
             (KernelArg::Ptr(_), _) => false,
-            (KernelArg::F32(_), t) => t == ScalarType::F32 || (t == ScalarType::B32 && p.array.is_none()),
-            (KernelArg::F64(_), t) => t == ScalarType::F64 || (t == ScalarType::B64 && p.array.is_none()),
+            (KernelArg::F32(_), t) => {
+                t == ScalarType::F32 || (t == ScalarType::B32 && p.array.is_none())
+            }
+            (KernelArg::F64(_), t) => {
+                t == ScalarType::F64 || (t == ScalarType::B64 && p.array.is_none())
+            }
             (_, ScalarType::F32 | ScalarType::F64) => false,
             _ => p.array.is_none(),
         };

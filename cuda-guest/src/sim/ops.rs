@@ -93,7 +93,8 @@ macro_rules! impl_int {
             #[inline(always)]
             fn shr(self, n: u32) -> Self {
                 // Shift amounts are clamped to the width (sign fill for signed types).
-                self.checked_shr(n).unwrap_or(if self < (0 as $t) { !0 } else { 0 })
+                self.checked_shr(n)
+                    .unwrap_or(if self < (0 as $t) { !0 } else { 0 })
             }
             #[inline(always)]
             fn to_i128(self) -> i128 {
@@ -142,7 +143,9 @@ pub(crate) fn mul_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
     map2(o, a, b, |x, y| T::from_u64(x).wmul(T::from_u64(y)).to_u64())
 }
 pub(crate) fn mul_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).mulhi(T::from_u64(y)).to_u64())
+    map2(o, a, b, |x, y| {
+        T::from_u64(x).mulhi(T::from_u64(y)).to_u64()
+    })
 }
 /// `mul.wide`: product of two T in twice the width (at most 64 bits).
 pub(crate) fn mul_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
@@ -153,12 +156,18 @@ pub(crate) fn mul_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
 }
 pub(crate) fn mad_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
     map3(o, a, b, c, |x, y, z| {
-        T::from_u64(x).wmul(T::from_u64(y)).wadd(T::from_u64(z)).to_u64()
+        T::from_u64(x)
+            .wmul(T::from_u64(y))
+            .wadd(T::from_u64(z))
+            .to_u64()
     })
 }
 pub(crate) fn mad_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
     map3(o, a, b, c, |x, y, z| {
-        T::from_u64(x).mulhi(T::from_u64(y)).wadd(T::from_u64(z)).to_u64()
+        T::from_u64(x)
+            .mulhi(T::from_u64(y))
+            .wadd(T::from_u64(z))
+            .to_u64()
     })
 }
 pub(crate) fn mad_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
@@ -219,7 +228,9 @@ pub(crate) fn popc<T: Int>(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| T::from_u64(x).to_u64().count_ones() as u64)
 }
 pub(crate) fn clz<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| (T::from_u64(x).to_u64().leading_zeros() - (64 - T::BITS)) as u64)
+    map1(o, a, |x| {
+        (T::from_u64(x).to_u64().leading_zeros() - (64 - T::BITS)) as u64
+    })
 }
 pub(crate) fn brev<T: Int>(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| x.reverse_bits() >> (64 - T::BITS))
@@ -332,7 +343,15 @@ pub(crate) enum Rnd {
 }
 
 /// A float type.
-pub(crate) trait Flt: Copy + PartialOrd + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Div<Output = Self> + std::ops::Neg<Output = Self> {
+pub(crate) trait Flt:
+    Copy
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Div<Output = Self>
+    + std::ops::Neg<Output = Self>
+{
     const BITS: u32;
     fn from_u64(v: u64) -> Self;
     fn to_u64(self) -> u64;
@@ -548,7 +567,9 @@ pub(crate) fn fabs<F: Flt>(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| x & !(1u64 << (F::BITS - 1)))
 }
 pub(crate) fn fneg<F: Flt>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| (x ^ (1u64 << (F::BITS - 1))) & (u64::MAX >> (64 - F::BITS)))
+    map1(o, a, |x| {
+        (x ^ (1u64 << (F::BITS - 1))) & (u64::MAX >> (64 - F::BITS))
+    })
 }
 pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| {
@@ -563,7 +584,11 @@ pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
 pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| {
         let x = F::from_u64(x);
-        let one = F::from_u64(if F::BITS == 32 { 0x3f80_0000 } else { 0x3ff0_0000_0000_0000 });
+        let one = F::from_u64(if F::BITS == 32 {
+            0x3f80_0000
+        } else {
+            0x3ff0_0000_0000_0000
+        });
         if FTZ {
             (one / x.ftz()).ftz().canon()
         } else {
@@ -641,7 +666,11 @@ pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes,
             }
             _ => {
                 let s = x * y;
-                let e = if s.is_finite() { sign_of(x.mul_add(y, -s)) } else { 0 };
+                let e = if s.is_finite() {
+                    sign_of(x.mul_add(y, -s))
+                } else {
+                    0
+                };
                 (s, e)
             }
         };
@@ -708,7 +737,11 @@ pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
     let sign: u16 = if x.is_sign_negative() { 0x8000 } else { 0 };
     let a = x.abs();
     // Scale so that the f16 value grid is integers: ulp is 2^(e-10) for normals, 2^-24 below.
-    let e = if a == 0.0 { -15 } else { a.log2().floor() as i32 };
+    let e = if a == 0.0 {
+        -15
+    } else {
+        a.log2().floor() as i32
+    };
     let e = e.max(-14);
     let ulp = (2.0f64).powi(e - 10);
     let q = a / ulp; // exact (power-of-two scaling)
@@ -794,7 +827,15 @@ pub(crate) enum CvtTy {
 }
 
 /// `cvt` for one value. `irnd` true when an integer rounding (`.rni`...) was given.
-pub(crate) fn cvt_one(x: u64, src: CvtTy, dst: CvtTy, m: Rnd, irnd: bool, sat: bool, ftz: bool) -> u64 {
+pub(crate) fn cvt_one(
+    x: u64,
+    src: CvtTy,
+    dst: CvtTy,
+    m: Rnd,
+    irnd: bool,
+    sat: bool,
+    ftz: bool,
+) -> u64 {
     let mask = |bits: u32| u64::MAX >> (64 - bits);
     // Integer source.
     let int_src: Option<i128> = match src {
@@ -855,7 +896,11 @@ pub(crate) fn cvt_one(x: u64, src: CvtTy, dst: CvtTy, m: Rnd, irnd: bool, sat: b
             let sat1 = |v: f64| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
             match dst {
                 CvtTy::F32 => {
-                    let mut r = if src == CvtTy::F64 && !irnd { f64_to_f32(f, m) } else { f as f32 };
+                    let mut r = if src == CvtTy::F64 && !irnd {
+                        f64_to_f32(f, m)
+                    } else {
+                        f as f32
+                    };
                     if sat {
                         r = sat1(r as f64) as f32;
                     }
