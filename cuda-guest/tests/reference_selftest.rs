@@ -436,3 +436,85 @@ fn references_cover_the_fixed_inputs() {
         1000
     );
 }
+
+#[test]
+fn half_helpers_by_hand() {
+    use Rounding::{Nearest, Zero};
+    assert_eq!(f32_to_f16(1.0, Nearest), 0x3c00);
+    assert_eq!(f32_to_f16(-2.0, Zero), 0xc000);
+    assert_eq!(f32_to_f16(1.0 + 2f32.powi(-11), Nearest), 0x3c00); // tie to even
+    assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11), Nearest), 0x3c02); // tie to even
+    assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11), Zero), 0x3c01);
+    assert_eq!(f32_to_f16(65504.0, Nearest), 0x7bff);
+    assert_eq!(f32_to_f16(65519.0, Nearest), 0x7bff);
+    assert_eq!(f32_to_f16(65520.0, Nearest), 0x7c00);
+    assert_eq!(f32_to_f16(1.0e6, Zero), 0x7bff);
+    assert_eq!(f32_to_f16(-1.0e6, Nearest), 0xfc00);
+    assert_eq!(f32_to_f16(f32::INFINITY, Zero), 0x7c00);
+    assert_eq!(f32_to_f16(5.96e-8, Nearest), 0x0001);
+    assert_eq!(f32_to_f16(2.98e-8, Nearest), 0x0000);
+    assert_eq!(f32_to_f16(-0.0, Nearest), 0x8000);
+    assert_eq!(f32_to_f16(2f32.powi(-14), Nearest), 0x0400);
+    assert_eq!(
+        f32_to_f16(2f32.powi(-14) * 1023.0 / 1024.0, Nearest),
+        0x03ff
+    );
+    assert_eq!(f16_to_f32(0x7bff), 65504.0);
+    assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+    assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
+    assert_eq!(f16_to_f32(0x3555), 0.333_251_95);
+    for h in (0..=0xffffu16).filter(|h| h & 0x7c00 != 0x7c00 || h & 0x3ff == 0) {
+        assert_eq!(f32_to_f16(f16_to_f32(h), Nearest), h, "{h:#06x} round trip");
+    }
+    let o = half_conv::reference(&half_conv::Inputs {
+        x: vec![1.5],
+        y: vec![2.75],
+        h: vec![0x3c00],
+    });
+    assert_eq!(o.0, vec![0x3e00, 0x4180, 0x4440, 0x4420]); // 1.5, 2.75, 4.25, 4.125
+    assert_eq!(o.1, vec![4.25, 1.0]);
+}
+
+#[test]
+fn int_ops_by_hand() {
+    assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x3210), 0x4433_2211);
+    assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x7654), 0x8877_6655);
+    assert_eq!(prmt(0x4433_2211, 0x8877_6655, 0x0f08), 0x11ff_1100); // selectors 8 (sign of 0x11), 0 (0x11), f (sign of 0x88), 0
+    let i = int_ops::Inputs::new();
+    let (o, o64) = int_ops::reference(&i);
+    let row = |k: usize| &o[k * int_ops::NO..(k + 1) * int_ops::NO];
+    // 7 / 2, -7 / 2, 7 / -2, -7 / -2: truncating division, remainder takes the dividend's sign.
+    assert_eq!([row(0)[0], row(0)[1], row(1)[0], row(1)[1]], [3, 1, -3, -1]);
+    assert_eq!([row(2)[0], row(2)[1], row(3)[0], row(3)[1]], [-3, 1, 3, -1]);
+    // -7 as unsigned / 2.
+    assert_eq!(row(1)[2], ((-7i32 as u32) / 2) as i32);
+    // __mul24(0xffffff, 0x800000): 24-bit signed -1 * -2^23 = 2^23.
+    assert_eq!(row(4)[6], 1 << 23);
+    assert_eq!(row(4)[7], (0xff_ffffu32.wrapping_mul(0x80_0000)) as i32);
+    // -1 * 1: mul.hi.s32 = -1, mul.hi.u32 of 0xffffffff * 1 = 0.
+    assert_eq!([row(5)[4], row(5)[5]], [-1, 0]);
+    // sad(7, 2) + 7 = 12; abs(-7) = 7; min(-7, 2) = -7.
+    assert_eq!([row(0)[8], row(1)[12], row(1)[10]], [12, 7, -7]);
+    // shift by 33 & 31 = 1; funnel-right clamps 33 to 32: returns hi = b.
+    assert_eq!(row(7)[19], 0x1234_5678 >> 1);
+    assert_eq!(row(7)[16], 33);
+    // (signed char)0x12345678 = 0x78; (short)33 = 33.
+    assert_eq!([row(7)[17], row(7)[18]], [0x78, 33]);
+    // 64-bit: c / -3 and c % -3 truncate; c / i64::MAX is 0 or +-1.
+    let (c0, c3) = (i.c[0], i.c[3]);
+    assert_eq!(o64[..2], [c0 / -3, c0 % -3]);
+    assert_eq!(o64[3], ((c0 as i128 * -3) >> 64) as i64);
+    assert_eq!(o64[12], c3 / i64::MAX);
+}
+
+#[test]
+fn vec4_const_by_hand() {
+    let i = vec4_const::Inputs {
+        input: vec![1.0, 2.0, 3.0, 4.0, -1.0, 0.0, 0.5, 9.0],
+        scale: [2.0, 0.5, -1.0, 0.25],
+    };
+    let o = vec4_const::reference(&i);
+    assert_eq!(o.out, vec![2.25, 1.25, -2.75, 4.0, -1.75, 0.25, -0.25, 9.0]);
+    assert_eq!(o.tag, vec![0, 1, 1, 1]);
+    assert_eq!(o.visits, 102);
+}
