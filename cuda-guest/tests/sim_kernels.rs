@@ -1,6 +1,8 @@
 //! Kernels of `tests/ptx/basic.cu` (clang-14 and NVRTC builds) against Rust references,
 //! over sizes that leave partial blocks, on 1 and 2 host threads.
 
+#![allow(clippy::needless_range_loop)]
+
 use cuda_guest::sim::{DevicePtr, KernelArg, LaunchConfig, SimConfig, Simulator};
 use std::path::PathBuf;
 

@@ -405,7 +405,7 @@ impl<'a> Parser<'a> {
                             let mut v = self.var_decl()?;
                             v.is_extern = is_extern;
                             m.variables.push(v);
-                            m.variables.extend(self.pending_decls.drain(..));
+                            m.variables.append(&mut self.pending_decls);
                         }
                         _ => {
                             return Err(
@@ -831,9 +831,7 @@ impl<'a> Parser<'a> {
                     Tok::Word(w) => {
                         self.bump();
                         base = Some(w.to_string());
-                        if self.eat_punct(b'+') {
-                            offset = self.expect_int("an offset")?;
-                        } else if self.is_punct(b'-') {
+                        if self.eat_punct(b'+') || self.is_punct(b'-') {
                             offset = self.expect_int("an offset")?;
                         }
                     }

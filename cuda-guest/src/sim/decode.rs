@@ -154,7 +154,7 @@ pub(crate) enum Op {
         p: P,
         neg: bool,
     },
-    PredOp {
+    PredLogic {
         op: Option<BoolOp>,
         d: P,
         a: P,
@@ -165,14 +165,6 @@ pub(crate) enum Op {
     PredConst {
         d: P,
         v: bool,
-    },
-    PredToReg {
-        d: R,
-        p: P,
-    },
-    RegToPred {
-        d: P,
-        a: R,
     },
     Cvt {
         d: R,
@@ -269,10 +261,7 @@ pub(crate) struct Program {
     pub npreds: u32,
     pub consts: Vec<(R, u64)>,
     pub shared_static: u32,
-    pub shared_dyn_align: u32,
     pub local_size: u32,
-    /// Registers the kernel ever writes (every other bank slot is a constant or special).
-    pub max_special_used: bool,
 }
 
 /// Reconvergence at the kernel's end.
@@ -704,7 +693,7 @@ impl<'a> Dec<'a> {
         }
     }
 
-    fn body(&mut self, f: &Function, stmts: &[Statement]) -> DResult<()> {
+    fn body(&mut self, stmts: &[Statement]) -> DResult<()> {
         for s in stmts {
             match s {
                 Statement::Decl(d) => self.declare(d)?,
@@ -714,7 +703,7 @@ impl<'a> Dec<'a> {
                 }
                 Statement::Block(b) => {
                     self.scopes.push(HashMap::new());
-                    self.body(f, b)?;
+                    self.body(b)?;
                     self.scopes.pop();
                 }
                 Statement::Inst(i) => self.inst(i)?,
@@ -770,7 +759,7 @@ impl<'a> Dec<'a> {
                         _ => return derr(line, format!("`{}` on predicates", i.opcode)),
                     };
                     self.emit(
-                        Op::PredOp {
+                        Op::PredLogic {
                             op: Some(op),
                             d,
                             a,
@@ -784,7 +773,7 @@ impl<'a> Dec<'a> {
                     return Ok(());
                 }
                 let d = self.dst(&ops[0], line)?;
-                let a_ty = if i.has("wide") { t } else { t };
+                let a_ty = t;
                 let a = self.src_typed(&ops[1], a_ty, line)?;
                 let b_ty = if matches!(i.opcode.as_str(), "shl" | "shr") {
                     ScalarType::U32
@@ -793,7 +782,16 @@ impl<'a> Dec<'a> {
                 };
                 let b = self.src_typed(&ops[2], b_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: BinFn = if is_float {
+                let f: BinFn = if t == ScalarType::F16 {
+                    match i.opcode.as_str() {
+                        "add" => ops::f16_arith::<0>,
+                        "sub" => ops::f16_arith::<1>,
+                        "mul" => ops::f16_arith::<2>,
+                        "min" => ops::f16_minmax::<false>,
+                        "max" => ops::f16_minmax::<true>,
+                        o => return derr(line, format!("`{o}.f16` is not supported")),
+                    }
+                } else if is_float {
                     let explicit_dir = rnd != Rnd::N;
                     match i.opcode.as_str() {
                         "add" | "sub" | "mul" if explicit_dir => {
@@ -878,7 +876,9 @@ impl<'a> Dec<'a> {
                 };
                 let c = self.src_typed(&ops[3], c_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: TerFn = if is_float {
+                let f: TerFn = if t == ScalarType::F16 {
+                    ops::f16_fma
+                } else if is_float {
                     if rnd != Rnd::N && t == ScalarType::F32 {
                         match rnd {
                             Rnd::Z => ops::f32_fma_dir::<1>,
@@ -912,7 +912,7 @@ impl<'a> Dec<'a> {
                     let (a, an) = self.pred(&ops[1], line)?;
                     let an = if i.opcode == "not" { !an } else { an };
                     self.emit(
-                        Op::PredOp {
+                        Op::PredLogic {
                             op: None,
                             d,
                             a,
@@ -928,6 +928,8 @@ impl<'a> Dec<'a> {
                 let d = self.dst(&ops[0], line)?;
                 let a = self.src_typed(&ops[1], t, line)?;
                 let f: UnFn = match (i.opcode.as_str(), is_float) {
+                    ("neg", _) if t == ScalarType::F16 => ops::f16_sign::<false>,
+                    ("abs", _) if t == ScalarType::F16 => ops::f16_sign::<true>,
                     ("neg", false) => int_fn!(t, neg, line),
                     ("abs", false) => int_fn!(t, abs, line),
                     ("not", false) => int_fn!(t, not, line),
@@ -976,6 +978,41 @@ impl<'a> Dec<'a> {
                 };
                 Op::Un(f, d, a)
             }
+            "mul24" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let hi = i.has("hi");
+                let f: BinFn = match (t, hi) {
+                    (ScalarType::S32, false) => ops::mul24::<true, false>,
+                    (ScalarType::S32, true) => ops::mul24::<true, true>,
+                    (ScalarType::U32, false) => ops::mul24::<false, false>,
+                    (ScalarType::U32, true) => ops::mul24::<false, true>,
+                    _ => return derr(line, "mul24 needs .s32 or .u32"),
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "sad" | "shf" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c = self.src_typed(&ops[3], ScalarType::U32, line)?;
+                let f: TerFn = if i.opcode == "sad" {
+                    int_fn!(t, sad, line)
+                } else {
+                    match (i.has("r"), i.has("clamp")) {
+                        (false, false) => ops::shf::<false, false>,
+                        (false, true) => ops::shf::<false, true>,
+                        (true, false) => ops::shf::<true, false>,
+                        (true, true) => ops::shf::<true, true>,
+                    }
+                };
+                Op::Ter(f, d, a, b, c)
+            }
             "bfe" => {
                 need(4)?;
                 let t = need_ty()?;
@@ -1019,7 +1056,7 @@ impl<'a> Dec<'a> {
                 if t == ScalarType::Pred {
                     let (d, _) = self.pred(&ops[0], line)?;
                     let (a, an) = self.pred(&ops[1], line)?;
-                    Op::PredOp {
+                    Op::PredLogic {
                         op: None,
                         d,
                         a,
@@ -1411,7 +1448,7 @@ impl<'a> Dec<'a> {
             } = aop
             {
                 if let Some(Sym::KParam(off, psize)) = self.lookup(b) {
-                    let total = (*offset as i64) + (size as i64) * (n as i64);
+                    let total = *offset + (size as i64) * (n as i64);
                     if *offset < 0 || total > psize as i64 {
                         return derr(line, format!("load outside kernel parameter {b}"));
                     }
@@ -1544,7 +1581,7 @@ impl<'a> Dec<'a> {
         self.ret_label = Some(end_label.clone());
         self.scopes.push(bind);
         let body = f.body.as_ref().expect("body");
-        let r = self.body(f, body);
+        let r = self.body(body);
         self.labels
             .insert((self.instance, end_label), self.insts.len() as u32);
         self.depth -= 1;
@@ -1725,7 +1762,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         line: f.line,
         message: "kernel has no body".into(),
     })?;
-    d.body(f, body)?;
+    d.body(body)?;
     // Falling off the end exits.
     d.emit(Op::Exit, None, f.line);
     for (pc, inst, l, line) in std::mem::take(&mut d.fixups) {
@@ -1761,8 +1798,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         npreds: d.npreds.max(1),
         consts,
         shared_static: shared_static as u32,
-        shared_dyn_align: dyn_align,
         local_size: (d.local_size.div_ceil(8) * 8) as u32,
-        max_special_used: true,
     })
 }

@@ -2,6 +2,8 @@
 //! at immediate post-dominators, blocks scheduled barrier to barrier, and blocks spread
 //! over host threads.
 
+#![allow(clippy::needless_range_loop)]
+
 use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
@@ -70,7 +72,8 @@ struct Exec<'a, 'b> {
     block: [u32; 3],
     block_linear: u64,
     shared: Vec<u8>,
-    cache: usize,
+    /// Per instruction: the allocation its last global access hit.
+    cache: Vec<u32>,
     count: u64,
     worker: u32,
 }
@@ -243,7 +246,7 @@ impl<'a, 'b> Exec<'a, 'b> {
             }
             Sp::Global => (Sp::Global, addr, "global"),
         };
-        if addr % align != 0 {
+        if addr & (align - 1) != 0 {
             return Err(self.fault(
                 FaultKind::Misaligned,
                 write,
@@ -296,10 +299,11 @@ impl<'a, 'b> Exec<'a, 'b> {
             }
             _ => {
                 let live = self.l.live;
-                if let Some(a) = live.get(self.cache) {
+                let ci = self.cache[pc as usize] as usize;
+                if let Some(a) = live.get(ci) {
                     let off = addr.wrapping_sub(a.base);
-                    if off < a.size && len <= a.size - off {
-                        return Ok(Target::Global(self.cache, off));
+                    if off < a.size && len <= a.size - off && !(write && a.read_only) {
+                        return Ok(Target::Global(ci, off));
                     }
                 }
                 let i = live.partition_point(|a| a.base <= addr);
@@ -307,7 +311,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     let a = &live[i - 1];
                     let off = addr - a.base;
                     if off < a.size && len <= a.size - off {
-                        if write && a.name.is_some() && self.is_const(a) {
+                        if write && a.read_only {
                             return Err(self.fault(
                                 FaultKind::ReadOnly,
                                 write,
@@ -319,7 +323,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                                 pc,
                             ));
                         }
-                        self.cache = i - 1;
+                        self.cache[pc as usize] = (i - 1) as u32;
                         return Ok(Target::Global(i - 1, off));
                     }
                 }
@@ -340,8 +344,60 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
     }
 
-    fn is_const(&self, _a: &Alloc) -> bool {
-        false
+    /// Fast path of a shared access: every active lane in bounds and aligned.
+    #[inline(always)]
+    fn fast_shared(&self, regs: &[u64], a: R, off: i64, len: u64, mask: u32) -> Option<[u64; 32]> {
+        let size = self.shared.len() as u64;
+        if size < len {
+            return None;
+        }
+        let limit = size - len;
+        let av = lanes(regs, a);
+        let mut offs = [0u64; 32];
+        let mut bad = 0u64;
+        for l in 0..32 {
+            let o = av[l].wrapping_add(off as u64);
+            offs[l] = o;
+            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+        }
+        if bad != 0 {
+            return None;
+        }
+        Some(offs)
+    }
+
+    /// Fast path of a global access: every active lane inside the cached allocation,
+    /// aligned, and (for stores) the allocation writable. Returns byte offsets.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn fast_global(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        len: u64,
+        mask: u32,
+        write: bool,
+        pc: u32,
+    ) -> Option<(&'b Alloc, [u64; 32])> {
+        let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
+        if (write && al.read_only) || al.size < len {
+            return None;
+        }
+        let limit = al.size - len;
+        let base = al.base.wrapping_sub(off as u64);
+        let av = lanes(regs, a);
+        let mut offs = [0u64; 32];
+        let mut bad = 0u64;
+        for l in 0..32 {
+            let o = av[l].wrapping_sub(base);
+            offs[l] = o;
+            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+        }
+        if bad != 0 {
+            return None;
+        }
+        Some((al, offs))
     }
 
     fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
@@ -412,7 +468,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask &= if neg { !pm } else { pm };
             }
             self.count += 1;
-            if self.count % TICK == 0 {
+            if self.count.is_multiple_of(TICK) {
                 self.tick(pc)?;
             }
             match &inst.op {
@@ -542,6 +598,40 @@ impl<'a, 'b> Exec<'a, 'b> {
                 dmask,
             } => {
                 let total = *size as u64 * *n as u64;
+                if *sp == Sp::Shared {
+                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
+                        for k in 0..*n as usize {
+                            let ko = k * *size as usize;
+                            let row = d[k] as usize * 32;
+                            each_lane!(mask, l, {
+                                let mut v = read_le(&self.shared, offs[l] as usize + ko, *size);
+                                if *sx {
+                                    v = sext(v, *size);
+                                }
+                                w.regs[row + l] = v & dmask;
+                            });
+                        }
+                        return Ok(());
+                    }
+                }
+                if matches!(sp, Sp::Global | Sp::Generic) {
+                    if let Some((al, offs)) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc)
+                    {
+                        for k in 0..*n as usize {
+                            let ko = (k * *size as usize) as u64;
+                            let row = d[k] as usize * 32;
+                            each_lane!(mask, l, {
+                                let mut v = al.load(offs[l] + ko, *size);
+                                if *sx {
+                                    v = sext(v, *size);
+                                }
+                                w.regs[row + l] = v & dmask;
+                            });
+                        }
+                        return Ok(());
+                    }
+                }
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let t = self.resolve(*sp, addr, total, total, false, wid, l, pc, ls)?;
@@ -563,6 +653,37 @@ impl<'a, 'b> Exec<'a, 'b> {
                 off,
             } => {
                 let total = *size as u64 * *n as u64;
+                if *sp == Sp::Shared {
+                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
+                        for k in 0..*n as usize {
+                            let ko = k * *size as usize;
+                            let row = s[k] as usize * 32;
+                            each_lane!(mask, l, {
+                                write_le(
+                                    &mut self.shared,
+                                    offs[l] as usize + ko,
+                                    *size,
+                                    w.regs[row + l],
+                                );
+                            });
+                        }
+                        return Ok(());
+                    }
+                }
+                if matches!(sp, Sp::Global | Sp::Generic) {
+                    if let Some((al, offs)) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc)
+                    {
+                        for k in 0..*n as usize {
+                            let ko = (k * *size as usize) as u64;
+                            let row = s[k] as usize * 32;
+                            each_lane!(mask, l, {
+                                al.store(offs[l] + ko, *size, w.regs[row + l]);
+                            });
+                        }
+                        return Ok(());
+                    }
+                }
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let t = self.resolve(*sp, addr, total, total, true, wid, l, pc, ls)?;
@@ -634,7 +755,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
-            Op::PredOp {
+            Op::PredLogic {
                 op,
                 d,
                 a,
@@ -656,22 +777,6 @@ impl<'a, 'b> Exec<'a, 'b> {
             Op::PredConst { d, v } => {
                 let pd = &mut w.preds[*d as usize];
                 *pd = (*pd & !mask) | if *v { mask } else { 0 };
-            }
-            Op::PredToReg { d, p } => {
-                let pm = w.preds[*p as usize];
-                for l in 0..32 {
-                    out[l] = (pm >> l & 1) as u64;
-                }
-                write(&mut w.regs, *d, &out, mask);
-            }
-            Op::RegToPred { d, a } => {
-                let av = lanes(&w.regs, *a);
-                let mut r = 0u32;
-                for l in 0..32 {
-                    r |= ((av[l] != 0) as u32) << l;
-                }
-                let pd = &mut w.preds[*d as usize];
-                *pd = (*pd & !mask) | (r & mask);
             }
             Op::Bfi {
                 w: width,
@@ -901,15 +1006,13 @@ impl<'a, 'b> Exec<'a, 'b> {
     fn run_block(&mut self, warps: &mut [Warp]) -> Result<(), SimError> {
         let l = self.l;
         let prog = l.prog;
-        let [bx, by, _] = l.cfg.block;
-        let [gx, gy, gz] = l.cfg.grid;
+        let [gx, gy, _] = l.cfg.grid;
         let lin = self.block_linear;
         self.block = [
             (lin % gx as u64) as u32,
             ((lin / gx as u64) % gy as u64) as u32,
             (lin / (gx as u64 * gy as u64)) as u32,
         ];
-        let _ = gz;
         self.shared.clear();
         self.shared
             .resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
@@ -928,39 +1031,8 @@ impl<'a, 'b> Exec<'a, 'b> {
             });
             w.local.iter_mut().for_each(|b| *b = 0);
             let r = &mut w.regs;
-            for lane in 0..32u32 {
-                let t = first + lane;
-                let li = lane as usize;
-                let vals: [u64; 25] = [
-                    (t % bx) as u64,
-                    ((t / bx) % by) as u64,
-                    (t / (bx * by)) as u64,
-                    bx as u64,
-                    by as u64,
-                    l.cfg.block[2] as u64,
-                    self.block[0] as u64,
-                    self.block[1] as u64,
-                    self.block[2] as u64,
-                    gx as u64,
-                    gy as u64,
-                    gz as u64,
-                    lane as u64,
-                    wi as u64,
-                    l.nwarps as u64,
-                    self.worker as u64,
-                    l.workers as u64,
-                    1u64 << lane,
-                    (1u64 << lane) - 1,
-                    ((1u64 << (lane + 1)) - 1) & 0xffff_ffff,
-                    (!((1u64 << (lane + 1)) - 1)) & 0xffff_ffff,
-                    (!((1u64 << lane) - 1)) & 0xffff_ffff,
-                    0,
-                    l.cfg.shared_bytes as u64,
-                    self.shared.len() as u64,
-                ];
-                for (k, v) in vals.iter().enumerate() {
-                    r[k * 32 + li] = *v;
-                }
+            for k in 6..9 {
+                r[k * 32..k * 32 + 32].fill(self.block[k - 6] as u64);
             }
         }
         loop {
@@ -1101,10 +1173,49 @@ fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
     r & m
 }
 
-fn new_warp(prog: &Program) -> Warp {
+/// A warp's register file with the constants and the block-invariant special
+/// registers in place (`%ctaid` is set per block).
+fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
+    let prog = l.prog;
     let mut regs = vec![0u64; prog.nregs as usize * 32];
     for &(r, v) in &prog.consts {
         regs[r as usize * 32..r as usize * 32 + 32].fill(v);
+    }
+    let [bx, by, bz] = l.cfg.block;
+    let [gx, gy, gz] = l.cfg.grid;
+    let first = wi * 32;
+    for lane in 0..32u32 {
+        let t = first + lane;
+        let vals: [u64; 25] = [
+            (t % bx) as u64,
+            ((t / bx) % by) as u64,
+            (t / (bx * by)) as u64,
+            bx as u64,
+            by as u64,
+            bz as u64,
+            0,
+            0,
+            0,
+            gx as u64,
+            gy as u64,
+            gz as u64,
+            lane as u64,
+            wi as u64,
+            l.nwarps as u64,
+            worker as u64,
+            l.workers as u64,
+            1u64 << lane,
+            (1u64 << lane) - 1,
+            ((1u64 << (lane + 1)) - 1) & 0xffff_ffff,
+            (!((1u64 << (lane + 1)) - 1)) & 0xffff_ffff,
+            (!((1u64 << lane) - 1)) & 0xffff_ffff,
+            0,
+            l.cfg.shared_bytes as u64,
+            (prog.shared_static + l.cfg.shared_bytes) as u64,
+        ];
+        for (k, v) in vals.iter().enumerate() {
+            regs[k * 32 + lane as usize] = *v;
+        }
     }
     Warp {
         regs,
@@ -1118,13 +1229,13 @@ fn new_warp(prog: &Program) -> Warp {
 }
 
 fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
-    let mut warps: Vec<Warp> = (0..l.nwarps).map(|_| new_warp(l.prog)).collect();
+    let mut warps: Vec<Warp> = (0..l.nwarps).map(|wi| new_warp(l, wi, id)).collect();
     let mut ex = Exec {
         l,
         block: [0; 3],
         block_linear: 0,
         shared: Vec::new(),
-        cache: 0,
+        cache: vec![0; l.prog.insts.len()],
         count: 0,
         worker: id,
     };

@@ -20,10 +20,12 @@ pub(crate) struct Alloc {
     words: Box<[AtomicU32]>,
     /// Module variable name, for module-scope `.global`/`.const` variables.
     pub name: Option<String>,
+    /// A `.const` variable: kernels may not store to it.
+    pub read_only: bool,
 }
 
 impl Alloc {
-    fn new(id: u64, base: u64, size: u64, name: Option<String>) -> Alloc {
+    fn new(id: u64, base: u64, size: u64, name: Option<String>, read_only: bool) -> Alloc {
         let n = (size as usize).div_ceil(4) + 1;
         let words = (0..n)
             .map(|_| AtomicU32::new(0))
@@ -35,6 +37,7 @@ impl Alloc {
             size,
             words,
             name,
+            read_only,
         }
     }
 
@@ -82,10 +85,6 @@ impl Alloc {
         }
     }
 
-    pub fn word(&self, off: u64) -> &AtomicU32 {
-        &self.words[(off >> 2) as usize]
-    }
-
     /// Copies bytes out.
     pub fn read_bytes(&self, off: u64, out: &mut [u8]) {
         for (i, b) in out.iter_mut().enumerate() {
@@ -99,7 +98,7 @@ impl Alloc {
         // Aligned words at once.
         while i < data.len() {
             let o = off + i as u64;
-            if o % 4 == 0 && i + 4 <= data.len() {
+            if o.is_multiple_of(4) && i + 4 <= data.len() {
                 let v = u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
                 self.words[(o >> 2) as usize].store(v, Relaxed);
                 i += 4;
@@ -147,7 +146,12 @@ impl Memory {
         }
     }
 
-    pub fn alloc(&mut self, size: u64, name: Option<String>) -> Option<Arc<Alloc>> {
+    pub fn alloc(
+        &mut self,
+        size: u64,
+        name: Option<String>,
+        read_only: bool,
+    ) -> Option<Arc<Alloc>> {
         let base = self.next;
         let span = size.max(1).div_ceil(256) * 256 + GUARD;
         let end = base.checked_add(span)?;
@@ -155,7 +159,7 @@ impl Memory {
             return None;
         }
         self.next = end;
-        let a = Arc::new(Alloc::new(self.next_id, base, size, name));
+        let a = Arc::new(Alloc::new(self.next_id, base, size, name, read_only));
         self.next_id += 1;
         self.bytes_live += size;
         self.live.push(a.clone()); // bases increase: stays sorted

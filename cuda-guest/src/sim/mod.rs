@@ -520,13 +520,14 @@ impl Simulator {
                         });
                     }
                     let size = v.size();
-                    let a = self.mem.alloc(size.max(1), Some(v.name.clone())).ok_or(
-                        SimError::OutOfMemory {
+                    let a = self
+                        .mem
+                        .alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const)
+                        .ok_or(SimError::OutOfMemory {
                             requested: size,
                             in_use: self.mem.bytes_live,
                             limit: self.config.memory_limit,
-                        },
-                    )?;
+                        })?;
                     globals.insert(v.name.clone(), a.base);
                     allocs.push((v, a));
                 }
@@ -608,11 +609,14 @@ impl Simulator {
                 limit: self.config.memory_limit,
             });
         }
-        let a = self.mem.alloc(bytes, None).ok_or(SimError::OutOfMemory {
-            requested: bytes,
-            in_use: self.mem.bytes_live,
-            limit: self.config.memory_limit,
-        })?;
+        let a = self
+            .mem
+            .alloc(bytes, None, false)
+            .ok_or(SimError::OutOfMemory {
+                requested: bytes,
+                in_use: self.mem.bytes_live,
+                limit: self.config.memory_limit,
+            })?;
         Ok(DevicePtr(a.base))
     }
 
@@ -693,7 +697,7 @@ impl Simulator {
     /// Sets `count` 32-bit words to `value` (`dst` 4-byte aligned).
     pub fn memset_d32(&mut self, dst: DevicePtr, value: u32, count: u64) -> Result<(), SimError> {
         self.check_sticky()?;
-        if dst.0 % 4 != 0 {
+        if !dst.0.is_multiple_of(4) {
             return Err(SimError::InvalidPointer {
                 ptr: dst,
                 len: count * 4,

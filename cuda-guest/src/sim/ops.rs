@@ -354,7 +354,6 @@ pub(crate) trait Flt:
 {
     const BITS: u32;
     fn from_u64(v: u64) -> Self;
-    fn to_u64(self) -> u64;
     fn is_nan(self) -> bool;
     fn fma(self, b: Self, c: Self) -> Self;
     fn sqrt(self) -> Self;
@@ -363,7 +362,6 @@ pub(crate) trait Flt:
     fn next_up(self) -> Self;
     fn next_down(self) -> Self;
     fn zero() -> Self;
-    fn abs(self) -> Self;
     fn is_sign_negative(self) -> bool;
     fn to_f64(self) -> f64;
 }
@@ -375,10 +373,6 @@ macro_rules! impl_flt {
             #[inline(always)]
             fn from_u64(v: u64) -> Self {
                 <$t>::from_bits(v as $u)
-            }
-            #[inline(always)]
-            fn to_u64(self) -> u64 {
-                self.to_bits() as u64
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -416,9 +410,6 @@ macro_rules! impl_flt {
             }
             fn zero() -> Self {
                 0.0
-            }
-            fn abs(self) -> Self {
-                <$t>::abs(self)
             }
             fn is_sign_negative(self) -> bool {
                 <$t>::is_sign_negative(self)
@@ -736,6 +727,21 @@ pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
     }
     let sign: u16 = if x.is_sign_negative() { 0x8000 } else { 0 };
     let a = x.abs();
+    let overflow = |sign: u16| {
+        let to_inf = match m {
+            Rnd::N => true,
+            Rnd::Z => false,
+            Rnd::M => sign != 0,
+            Rnd::P => sign == 0,
+        };
+        sign | if to_inf { 0x7c00 } else { 0x7bff }
+    };
+    if a.is_infinite() {
+        return sign | 0x7c00;
+    }
+    if a >= 65536.0 {
+        return overflow(sign);
+    }
     // Scale so that the f16 value grid is integers: ulp is 2^(e-10) for normals, 2^-24 below.
     let e = if a == 0.0 {
         -15
@@ -754,14 +760,8 @@ pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
         Rnd::P => sign == 0 && rem > 0.0,
     };
     let v = (fl + if up { 1.0 } else { 0.0 }) * ulp;
-    if v >= 65536.0 || (v > 65504.0) {
-        let to_inf = match m {
-            Rnd::N => true,
-            Rnd::Z => false,
-            Rnd::M => sign != 0,
-            Rnd::P => sign == 0,
-        };
-        return sign | if to_inf { 0x7c00 } else { 0x7bff };
+    if v > 65504.0 {
+        return overflow(sign);
     }
     // v is exactly representable in f16 now; encode.
     if v == 0.0 {
@@ -930,4 +930,104 @@ pub(crate) fn cvt_zext32(o: &mut Lanes, a: &Lanes) {
 }
 pub(crate) fn cvt_sext32(o: &mut Lanes, a: &Lanes) {
     map1(o, a, |x| x as u32 as i32 as i64 as u64)
+}
+
+// ---- 24-bit multiply, sad, funnel shift, f16 arithmetic -----------------------------------
+
+/// `mul24.lo`/`mul24.hi` (`HI`): the 48-bit product of the low 24 bits (sign-extended for
+/// `S`), its bits 0..31 or 16..47.
+pub(crate) fn mul24<const S: bool, const HI: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let ext = |v: u64| -> i64 {
+            if S {
+                ((v << 40) as i64) >> 40
+            } else {
+                (v & 0xff_ffff) as i64
+            }
+        };
+        let p = ext(x) * ext(y);
+        (if HI { (p >> 16) as u64 } else { p as u64 }) & 0xffff_ffff
+    })
+}
+
+/// `sad`: `|a - b| + c`.
+pub(crate) fn sad<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| {
+        let (x, y) = (T::from_u64(x), T::from_u64(y));
+        let d = if x > y { x.wsub(y) } else { y.wsub(x) };
+        // The difference is unsigned even for signed types.
+        let du = d.to_u64();
+        T::from_u64(du.wrapping_add(z)).to_u64()
+    })
+}
+
+/// `shf.l`/`shf.r` (`R`) `.wrap`/`.clamp` (`CLAMP`) on 32 bits: funnel shift of b:a.
+pub(crate) fn shf<const R: bool, const CLAMP: bool>(
+    o: &mut Lanes,
+    a: &Lanes,
+    b: &Lanes,
+    c: &Lanes,
+) {
+    map3(o, a, b, c, |x, y, z| {
+        let n = if CLAMP {
+            (z as u32).min(32)
+        } else {
+            z as u32 & 31
+        };
+        let v = ((y & 0xffff_ffff) << 32) | (x & 0xffff_ffff);
+        if R {
+            (v >> n) & 0xffff_ffff
+        } else {
+            ((v << n) >> 32) & 0xffff_ffff
+        }
+    })
+}
+
+fn h(x: u64) -> f64 {
+    f16_to_f32(x as u16) as f64
+}
+fn hr(v: f64) -> u64 {
+    f64_to_f16(v, Rnd::N) as u64
+}
+
+/// f16 add/sub/mul (`OP` 0/1/2), computed exactly in f64 and rounded once.
+pub(crate) fn f16_arith<const OP: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        hr(match OP {
+            0 => h(x) + h(y),
+            1 => h(x) - h(y),
+            _ => h(x) * h(y),
+        })
+    })
+}
+
+/// f16 fma: the product of two f16 is exact in f64 and the sum with a third is
+/// exact too (exponent range of f16 is small), so one rounding.
+pub(crate) fn f16_fma(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+    map3(o, a, b, c, |x, y, z| hr(h(x).mul_add(h(y), h(z))))
+}
+
+/// f16 min/max (`MAX`): NaN operands lose.
+pub(crate) fn f16_minmax<const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+    map2(o, a, b, |x, y| {
+        let (p, q) = (h(x), h(y));
+        if p.is_nan() {
+            y & 0xffff
+        } else if q.is_nan() || (if MAX { p >= q } else { p <= q }) {
+            x & 0xffff
+        } else {
+            y & 0xffff
+        }
+    })
+}
+
+/// `neg.f16` / `abs.f16` (`ABS`): sign-bit operations.
+pub(crate) fn f16_sign<const ABS: bool>(o: &mut Lanes, a: &Lanes) {
+    map1(o, a, |x| {
+        if ABS {
+            x & 0x7fff
+        } else {
+            (x ^ 0x8000) & 0xffff
+        }
+    })
 }

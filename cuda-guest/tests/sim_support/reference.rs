@@ -60,7 +60,7 @@ pub fn load_ptx(kernel: &str, compiler: Compiler) -> String {
 }
 
 /// Every kernel of the corpus that computes something checkable.
-pub const WORKING_KERNELS: [&str; 14] = [
+pub const WORKING_KERNELS: [&str; 17] = [
     "vector_add",
     "saxpy",
     "reduce_block",
@@ -75,6 +75,9 @@ pub const WORKING_KERNELS: [&str; 14] = [
     "transpose2d",
     "stencil3d",
     "dyn_shared",
+    "vec4_const",
+    "int_ops",
+    "half_conv",
 ];
 
 /// The kernels that are broken on purpose (see `broken`).
@@ -236,6 +239,9 @@ pub fn params(kernel: &str) -> Option<&'static [Param]> {
         "transpose2d" => transpose2d::PARAMS,
         "stencil3d" => stencil3d::PARAMS,
         "dyn_shared" => dyn_shared::PARAMS,
+        "vec4_const" => vec4_const::PARAMS,
+        "int_ops" => int_ops::PARAMS,
+        "half_conv" => half_conv::PARAMS,
         "oob_write" => broken::oob_write::PARAMS,
         "use_after_free" => broken::use_after_free::PARAMS,
         "divergent_barrier" => broken::divergent_barrier::PARAMS,
@@ -1490,6 +1496,373 @@ pub mod dyn_shared {
             }
         }
         (out, out2)
+    }
+}
+
+/// `vec4_const`: float4/int2 vector memory, `.const` and an initialised `.global`.
+/// Bit-exact.
+pub mod vec4_const {
+    use super::*;
+
+    /// `(const float4 *in, float4 *out, int2 *tag, int n4)`
+    pub const PARAMS: &[Param] = &[ptr("in"), ptr("out"), ptr("tag"), int("n4")];
+    /// The `.const` module variable the host fills (4 floats).
+    pub const SCALE_SYMBOL: &str = "vm_scale";
+    /// The initialised `.global` module variable (starts at 100).
+    pub const VISITS_SYMBOL: &str = "vm_visits";
+    /// Initial value of `vm_visits`.
+    pub const VISITS_INIT: u32 = 100;
+
+    /// Inputs: 333 float4 (1332 floats) in blocks of 64.
+    #[derive(Debug, Clone)]
+    pub struct Inputs {
+        /// 4 * n4 floats.
+        pub input: Vec<f32>,
+        /// Contents of `vm_scale`.
+        pub scale: [f32; 4],
+    }
+
+    impl Inputs {
+        /// The fixed inputs.
+        pub fn new() -> Self {
+            Inputs {
+                input: Rng::new(15).f32_vec(4 * 333, -8.0, 8.0),
+                scale: [0.5, -1.25, 3.0, 0.1],
+            }
+        }
+        /// Number of float4 elements.
+        pub fn n4(&self) -> usize {
+            self.input.len() / 4
+        }
+    }
+
+    /// ceil(n4 / 64) blocks of 64.
+    pub fn config(i: &Inputs) -> LaunchConfig {
+        LaunchConfig::linear(i.n4(), 64)
+    }
+
+    /// Outputs.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Outputs {
+        /// 4 * n4 floats.
+        pub out: Vec<f32>,
+        /// 2 * n4 ints: (i, 1).
+        pub tag: Vec<i32>,
+        /// `vm_visits` after the launch.
+        pub visits: u32,
+    }
+
+    /// The outputs.
+    pub fn reference(i: &Inputs) -> Outputs {
+        let k = i.scale;
+        let mut o = Outputs {
+            out: vec![],
+            tag: vec![],
+            visits: VISITS_INIT + i.n4() as u32,
+        };
+        for (e, v) in i.input.chunks(4).enumerate() {
+            o.out.extend_from_slice(&[
+                v[0].mul_add(k[0], k[3]),
+                v[1].mul_add(k[1], k[3]),
+                v[2].mul_add(k[2], k[3]),
+                v[3],
+            ]);
+            o.tag.extend_from_slice(&[e as i32, 1]);
+        }
+        o
+    }
+}
+
+/// PTX `prmt.b32` in its default mode: bytes 0-3 of `a`, 4-7 of `b`; each selector
+/// nibble picks a byte (low 3 bits) and, with bit 3 set, replicates its sign bit.
+pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    let bytes = (u64::from(b) << 32 | u64::from(a)).to_le_bytes();
+    (0..4).fold(0u32, |d, n| {
+        let s = (sel >> (4 * n)) & 0xf;
+        let mut byte = bytes[(s & 7) as usize];
+        if s & 8 != 0 {
+            byte = if byte & 0x80 != 0 { 0xff } else { 0 };
+        }
+        d | (u32::from(byte) << (8 * n))
+    })
+}
+
+/// `int_ops`: 32/64-bit integer arithmetic and byte/funnel operations. Bit-exact.
+pub mod int_ops {
+    use super::*;
+
+    /// `(const int *a, const int *b, const long long *c, const long long *d,
+    ///   const signed char *e, int *out, long long *out64, int n)`
+    pub const PARAMS: &[Param] = &[
+        ptr("a"),
+        ptr("b"),
+        ptr("c"),
+        ptr("d"),
+        ptr("e"),
+        ptr("out"),
+        ptr("out64"),
+        int("n"),
+    ];
+    /// i32 outputs per element.
+    pub const NO: usize = 22;
+
+    /// Inputs: n = 400 in blocks of 96; specials first (negative operands for the
+    /// truncating division, 24-bit boundaries, large shifts).
+    #[derive(Debug, Clone)]
+    pub struct Inputs {
+        /// a (never i32::MIN).
+        pub a: Vec<i32>,
+        /// b (never 0).
+        pub b: Vec<i32>,
+        /// c.
+        pub c: Vec<i64>,
+        /// d (never 0; c / d never overflows).
+        pub d: Vec<i64>,
+        /// e.
+        pub e: Vec<i8>,
+    }
+
+    impl Inputs {
+        /// The fixed inputs.
+        pub fn new() -> Self {
+            let mut r = Rng::new(16);
+            let n = 400;
+            let mut a: Vec<i32> = (0..n).map(|_| r.next_u32() as i32).collect();
+            let mut b: Vec<i32> = (0..n)
+                .map(|_| (r.next_u32() >> (r.next_u32() % 31)) as i32)
+                .collect();
+            let special = [
+                (7, 2),
+                (-7, 2),
+                (7, -2),
+                (-7, -2),
+                (0x00ff_ffff, 0x0080_0000),
+                (-1, 1),
+                (i32::MAX, -1),
+                (0x1234_5678, 33),
+            ];
+            for (k, (x, y)) in special.iter().enumerate() {
+                a[k] = *x;
+                b[k] = *y;
+            }
+            for v in a.iter_mut().filter(|v| **v == i32::MIN) {
+                *v = 0;
+            }
+            for v in b.iter_mut().filter(|v| **v == 0) {
+                *v = 3;
+            }
+            let c: Vec<i64> = (0..n).map(|_| r.next_u64() as i64).collect();
+            let mut d: Vec<i64> = (0..n)
+                .map(|_| (r.next_u64() >> (r.next_u32() % 63)) as i64)
+                .collect();
+            d[..4].copy_from_slice(&[-3, 3, -1, i64::MAX]);
+            for v in d.iter_mut().filter(|v| **v == 0) {
+                *v = -5;
+            }
+            let e = (0..n).map(|_| r.next_u32() as i8).collect();
+            Inputs { a, b, c, d, e }
+        }
+    }
+
+    /// ceil(n / 96) blocks of 96.
+    pub fn config(i: &Inputs) -> LaunchConfig {
+        LaunchConfig::linear(i.a.len(), 96)
+    }
+
+    /// `out` (NO per element) and `out64` (4 per element).
+    pub fn reference(i: &Inputs) -> (Vec<i32>, Vec<i64>) {
+        let (mut out, mut out64) = (vec![], vec![]);
+        for k in 0..i.a.len() {
+            let (x, y) = (i.a[k], i.b[k]);
+            let (ux, uy) = (x as u32, y as u32);
+            let s24 = |v: i32| (v << 8) >> 8;
+            let sad = |lo: i32, hi: i32| {
+                if lo < hi {
+                    hi.wrapping_sub(lo)
+                } else {
+                    lo.wrapping_sub(hi)
+                }
+            };
+            let wide = (u64::from(uy) << 32) | u64::from(ux);
+            let shl = (ux >> 27) & 31;
+            let shr = (uy & 63).min(32);
+            out.extend_from_slice(&[
+                x.wrapping_div(y),
+                x.wrapping_rem(y),
+                (ux / uy) as i32,
+                (ux % uy) as i32,
+                ((i64::from(x) * i64::from(y)) >> 32) as i32,
+                ((u64::from(ux) * u64::from(uy)) >> 32) as i32,
+                s24(x).wrapping_mul(s24(y)),
+                ((ux & 0xff_ffff).wrapping_mul(uy & 0xff_ffff)) as i32,
+                sad(x, y).wrapping_add(7),
+                ux.abs_diff(uy).wrapping_add(1) as i32,
+                x.min(y),
+                ux.max(uy) as i32,
+                x.abs(),
+                prmt(ux, uy, (ux >> 3) & 0x7777) as i32,
+                prmt(ux, uy, uy & 0xffff) as i32,
+                ((wide << shl) >> 32) as u32 as i32,
+                (wide >> shr) as u32 as i32,
+                i32::from(x as i8),
+                i32::from(y as i16),
+                x >> (y & 31),
+                (ux >> (uy & 31)) as i32,
+                i32::from(i.e[k]),
+            ]);
+            let (p, q) = (i.c[k], i.d[k]);
+            out64.extend_from_slice(&[
+                p.wrapping_div(q),
+                p.wrapping_rem(q),
+                ((p as u64) / (q as u64)) as i64,
+                ((i128::from(p) * i128::from(q)) >> 64) as i64,
+            ]);
+        }
+        (out, out64)
+    }
+}
+
+/// IEEE binary16 from f32 bits with round-to-nearest-even or towards zero (PTX
+/// `cvt.rn/rz.f16.f32`; NaN inputs are not handled).
+pub fn f32_to_f16(x: f32, mode: Rounding) -> u16 {
+    assert!(!x.is_nan() && matches!(mode, Rounding::Nearest | Rounding::Zero));
+    let sign = ((x.to_bits() >> 16) & 0x8000) as u16;
+    let a = f64::from(x.abs());
+    let overflow = if mode == Rounding::Nearest {
+        0x7c00
+    } else {
+        0x7bff
+    };
+    if a.is_infinite() {
+        return sign | 0x7c00; // exact in every rounding mode
+    }
+    if a == 0.0 {
+        return sign;
+    }
+    let e = (a.log2().floor() as i32).max(-14);
+    // a / 2^(e-10) has 11 integer bits; exact in f64.
+    let m = a * 2f64.powi(10 - e);
+    let mut r = if mode == Rounding::Nearest {
+        m.round_ties_even()
+    } else {
+        m.trunc()
+    } as u32;
+    let mut e = e;
+    if r >= 2048 {
+        r /= 2;
+        e += 1;
+    }
+    if e > 15 {
+        return sign | overflow;
+    }
+    if r < 1024 {
+        return sign | r as u16; // subnormal (e == -14)
+    }
+    sign | (((e + 15) as u16) << 10) | (r - 1024) as u16
+}
+
+/// The f32 value of binary16 bits (exact).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let man = f32::from(h & 0x3ff);
+    sign * match exp {
+        0 => man * 2f32.powi(-24),
+        31 if man == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        _ => (1024.0 + man) * 2f32.powi(exp - 25),
+    }
+}
+
+/// `half_conv`: f16 conversions and arithmetic. Bit-exact.
+pub mod half_conv {
+    use super::*;
+
+    /// `(const float *x, const float *y, const unsigned short *h, unsigned short *hout,
+    ///   float *fout, int n)`
+    pub const PARAMS: &[Param] = &[
+        ptr("x"),
+        ptr("y"),
+        ptr("h"),
+        ptr("hout"),
+        ptr("fout"),
+        int("n"),
+    ];
+
+    /// Inputs: n = 500 in blocks of 128; specials first (ties, half subnormals, overflow,
+    /// signed zero, infinity).
+    #[derive(Debug, Clone)]
+    pub struct Inputs {
+        /// x (rounded to nearest).
+        pub x: Vec<f32>,
+        /// y (rounded towards zero).
+        pub y: Vec<f32>,
+        /// Raw half bits (no NaN).
+        pub h: Vec<u16>,
+    }
+
+    impl Inputs {
+        /// The fixed inputs.
+        pub fn new() -> Self {
+            let mut r = Rng::new(17);
+            let n = 500;
+            let mut x: Vec<f32> = (0..n).map(|_| r.f32_in(-300.0, 300.0)).collect();
+            let mut y: Vec<f32> = (0..n).map(|_| r.f32_in(-300.0, 300.0)).collect();
+            let special = [
+                0.0,
+                -0.0,
+                1.0 + 2f32.powi(-11), // tie: rn to even (1.0)
+                1.0 + 3.0 * 2f32.powi(-11),
+                65504.0,
+                65519.0,
+                65520.0, // rn: inf
+                1.0e6,
+                -1.0e6,
+                f32::INFINITY,
+                5.96e-8, // near the smallest subnormal half
+                2.98e-8, // below half of it
+                6.1e-5,  // around the smallest normal half
+                -3.0e-6,
+                1.0e-10,
+                0.333_333_34,
+            ];
+            x[..special.len()].copy_from_slice(&special);
+            y[..special.len()].copy_from_slice(&special);
+            for v in &mut x[special.len()..100] {
+                *v *= 1.0e-6; // small values: subnormal halves
+            }
+            let h: Vec<u16> = (0..n)
+                .map(|_| {
+                    let v = r.next_u32() as u16;
+                    if v & 0x7c00 == 0x7c00 {
+                        v & 0xfc00 // infinities instead of NaNs
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            Inputs { x, y, h }
+        }
+    }
+
+    /// ceil(n / 128) blocks of 128.
+    pub fn config(i: &Inputs) -> LaunchConfig {
+        LaunchConfig::linear(i.x.len(), 128)
+    }
+
+    /// `hout` (4 per element) and `fout` (2 per element).
+    pub fn reference(i: &Inputs) -> (Vec<u16>, Vec<f32>) {
+        let (mut hout, mut fout) = (vec![], vec![]);
+        for k in 0..i.x.len() {
+            let hx = f32_to_f16(i.x[k], Rounding::Nearest);
+            let hy = f32_to_f16(i.y[k], Rounding::Zero);
+            let (fx, fy) = (f16_to_f32(hx), f16_to_f32(hy));
+            let s = f32_to_f16(fx + fy, Rounding::Nearest);
+            let p = f32_to_f16(fx * fy, Rounding::Nearest);
+            hout.extend_from_slice(&[hx, hy, s, p]);
+            fout.extend_from_slice(&[f16_to_f32(s), f16_to_f32(i.h[k])]);
+        }
+        (hout, fout)
     }
 }
 
