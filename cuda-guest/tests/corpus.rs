@@ -189,27 +189,7 @@ fn n_arg(n: usize) -> KernelArg {
 // Working kernels
 // ---------------------------------------------------------------------------------------
 
-/// Modules the simulator does not load yet, with the reason it gives (see the ignored
-/// tests below); every other corpus module must load.
-const NOT_LOADING_YET: [(&str, Compiler); 3] = [
-    ("int_ops", Compiler::Clang), // int_ops.clang.ptx:70: `mul24.lo.s32` is not supported
-    ("int_ops", Compiler::Nvrtc), // int_ops.nvrtc.ptx:83: `sad.s32` is not supported
-    ("half_conv", Compiler::Nvrtc), // half_conv.nvrtc.ptx:60: type .f16 not supported here (add.f16)
-];
-
 #[test]
-fn corpus_modules_load() {
-    for kernel in r::WORKING_KERNELS.iter().chain(&r::BROKEN_KERNELS) {
-        for c in Compiler::ALL {
-            if !NOT_LOADING_YET.contains(&(kernel, c)) {
-                load(&mut new_sim(1), kernel, c);
-            }
-        }
-    }
-}
-
-#[test]
-#[ignore = "simulator lacks mul24.lo, sad and .f16 arithmetic (int_ops clang and NVRTC, half_conv NVRTC)"]
 fn every_corpus_module_loads() {
     for kernel in r::WORKING_KERNELS.iter().chain(&r::BROKEN_KERNELS) {
         for c in Compiler::ALL {
@@ -713,13 +693,11 @@ fn int_ops(c: Compiler) {
 }
 
 #[test]
-#[ignore = "simulator lacks mul24.lo.s32/.u32 (int_ops.clang.ptx:70) and sad.s32/.u32"]
 fn int_ops_clang() {
     int_ops(Compiler::Clang);
 }
 
 #[test]
-#[ignore = "simulator lacks sad.s32/.u32 (int_ops.nvrtc.ptx:83)"]
 fn int_ops_nvrtc() {
     int_ops(Compiler::Nvrtc);
 }
@@ -751,24 +729,12 @@ fn half_conv(c: Compiler, i: &r::half_conv::Inputs) {
     });
 }
 
-/// clang's half_conv without infinite f32 operands: cvt.rn/rz.f16.f32 (ties, subnormal
-/// halves, finite overflow) and cvt.f32.f16 (every class, infinities included).
 #[test]
-fn half_conv_clang_finite() {
-    half_conv(
-        Compiler::Clang,
-        &r::half_conv::Inputs::without_f32_infinities(),
-    );
-}
-
-#[test]
-#[ignore = "simulator bug: cvt.rn.f16.f32 and cvt.rz.f16.f32 of an infinite f32 give +-1.0 (0x3c00/0xbc00) instead of +-inf (0x7c00/0xfc00)"]
 fn half_conv_clang() {
     half_conv(Compiler::Clang, &r::half_conv::Inputs::new());
 }
 
 #[test]
-#[ignore = "simulator lacks .f16 arithmetic: add.f16/mul.f16 from cuda_fp16.h (half_conv.nvrtc.ptx:60)"]
 fn half_conv_nvrtc() {
     half_conv(Compiler::Nvrtc, &r::half_conv::Inputs::new());
 }

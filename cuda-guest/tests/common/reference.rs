@@ -1838,19 +1838,6 @@ pub mod half_conv {
                 .collect();
             Inputs { x, y, h }
         }
-
-        /// The fixed inputs with the f32 operands that make an infinite f32 on the way
-        /// (65520, +-1e6, inf: their half is inf, and so is the f32 of their sum)
-        /// replaced by finite ones. Half infinities in `h` stay.
-        pub fn without_f32_infinities() -> Self {
-            let mut i = Self::new();
-            for v in i.x.iter_mut().chain(i.y.iter_mut()) {
-                if v.abs() >= 65520.0 {
-                    *v = v.signum() * 60000.0;
-                }
-            }
-            i
-        }
     }
 
     /// ceil(n / 128) blocks of 128.
