@@ -739,6 +739,23 @@ fn half_conv_nvrtc() {
     half_conv(Compiler::Nvrtc, &r::half_conv::Inputs::new());
 }
 
+#[test]
+fn special_regs() {
+    use r::special_regs::*;
+    let want = reference();
+    let n = threads();
+    each_variant("special_regs", |s, m, ctx| {
+        let (out, clocks) = (zeros::<u32>(s, WORDS * n), zeros::<u64>(s, n));
+        run(s, m, "special_regs", CONFIG, &[p(out), p(clocks)]);
+        exact(ctx, &download::<u32>(s, out, WORDS * n), &want);
+        let c = download::<u64>(s, clocks, n);
+        assert!(
+            c.iter().all(|&d| d < 1 << 40),
+            "{ctx}: %clock64 went backwards or jumped: {c:?}"
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Broken kernels
 // ---------------------------------------------------------------------------------------

@@ -518,3 +518,49 @@ fn vec4_const_by_hand() {
     assert_eq!(o.tag, vec![0, 1, 1, 1]);
     assert_eq!(o.visits, 102);
 }
+
+#[test]
+fn special_regs_by_hand() {
+    let o = special_regs::reference();
+    let w = special_regs::WORDS;
+    assert_eq!(o.len(), w * 12 * 60);
+    // Thread 0 of block 0, and thread (5, 4, 1) = t 59 = lane 27 of warp 1 (28 threads).
+    assert_eq!(
+        o[..w],
+        [
+            0,
+            6 | 5 << 8 | 2 << 16,
+            0,
+            2 | 3 << 8 | 2 << 16,
+            0,
+            0,
+            u32::MAX,
+            o[7]
+        ]
+    );
+    let t59 = &o[59 * w..60 * w];
+    assert_eq!(t59[0], 5 | 4 << 8 | 1 << 16);
+    assert_eq!([t59[4], t59[5], t59[6]], [27, (1 << 27) - 1, 0x0fff_ffff]);
+    // Warp 0: t 0-31; tid.y = (t / 6) % 5 is odd for t 6-11, 18-23 and 36.. (not in warp 0: 30, 31 have tid.y 0).
+    assert_eq!(o[7], 0b0000_0000_1111_1100_0000_1111_1100_0000);
+    // Last block: ctaid (1, 2, 1).
+    assert_eq!(o[(11 * 60) * w + 2], 1 | 2 << 8 | 1 << 16);
+}
+
+/// The committed PTX is what the two compilers make of the committed sources. Needs
+/// clang-14, python3 and the NVRTC and CUDA runtime wheels (see fixtures/ptx/README.md).
+#[test]
+#[ignore = "needs clang-14 and the nvidia-cuda-nvrtc-cu12 / nvidia-cuda-runtime-cu12 wheels; run with --ignored"]
+fn committed_ptx_matches_the_sources() {
+    let out = std::process::Command::new("python3")
+        .arg(fixtures_dir().join("gen.py"))
+        .arg("--check")
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "gen.py --check failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

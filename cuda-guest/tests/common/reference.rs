@@ -55,7 +55,7 @@ pub fn load_ptx(kernel: &str, compiler: Compiler) -> String {
 }
 
 /// Every kernel of the corpus that computes something checkable.
-pub const WORKING_KERNELS: [&str; 17] = [
+pub const WORKING_KERNELS: [&str; 18] = [
     "vector_add",
     "saxpy",
     "reduce_block",
@@ -73,6 +73,7 @@ pub const WORKING_KERNELS: [&str; 17] = [
     "vec4_const",
     "int_ops",
     "half_conv",
+    "special_regs",
 ];
 
 /// The kernels that are broken on purpose (see `broken`).
@@ -237,6 +238,7 @@ pub fn params(kernel: &str) -> Option<&'static [Param]> {
         "vec4_const" => vec4_const::PARAMS,
         "int_ops" => int_ops::PARAMS,
         "half_conv" => half_conv::PARAMS,
+        "special_regs" => special_regs::PARAMS,
         "oob_write" => broken::oob_write::PARAMS,
         "use_after_free" => broken::use_after_free::PARAMS,
         "divergent_barrier" => broken::divergent_barrier::PARAMS,
@@ -1858,6 +1860,72 @@ pub mod half_conv {
             fout.extend_from_slice(&[f16_to_f32(s), f16_to_f32(i.h[k])]);
         }
         (hout, fout)
+    }
+}
+
+/// `special_regs`: special registers and warps of a 3D block of 60 threads. Bit-exact
+/// (`clocks` is only checked to be a plausible non-negative difference).
+pub mod special_regs {
+    use super::*;
+
+    /// `(unsigned *out, unsigned long long *clocks)`
+    pub const PARAMS: &[Param] = &[ptr("out"), ptr("clocks")];
+    /// Words of `out` per thread.
+    pub const WORDS: usize = 8;
+    /// Block (6, 5, 2): 60 threads, warps of 32 and 28.
+    pub const CONFIG: LaunchConfig = LaunchConfig {
+        grid: Dim3::new(2, 3, 2),
+        block: Dim3::new(6, 5, 2),
+        shared_bytes: 0,
+    };
+
+    /// Threads in the whole grid.
+    pub fn threads() -> usize {
+        (CONFIG.grid.count() * CONFIG.block.count()) as usize
+    }
+
+    /// `out`.
+    pub fn reference() -> Vec<u32> {
+        let (g, bd) = (CONFIG.grid, CONFIG.block);
+        let per_block = bd.count();
+        let pack = |d: Dim3| d.x | (d.y << 8) | (d.z << 16);
+        let mut out = vec![];
+        for bz in 0..g.z {
+            for by in 0..g.y {
+                for bx in 0..g.x {
+                    for tz in 0..bd.z {
+                        for ty in 0..bd.y {
+                            for tx in 0..bd.x {
+                                let t = tx + bd.x * (ty + bd.y * tz);
+                                let lane = t % 32;
+                                let warp_base = t - lane;
+                                let live = (per_block - warp_base).min(32);
+                                let active = if live == 32 {
+                                    u32::MAX
+                                } else {
+                                    (1 << live) - 1
+                                };
+                                // Lane l of this warp has linear id warp_base + l; its tid.y:
+                                let ballot = (0..live)
+                                    .filter(|l| ((warp_base + l) / bd.x) % bd.y % 2 == 1)
+                                    .fold(0u32, |m, l| m | (1 << l));
+                                out.extend_from_slice(&[
+                                    pack(Dim3::new(tx, ty, tz)),
+                                    pack(bd),
+                                    pack(Dim3::new(bx, by, bz)),
+                                    pack(g),
+                                    lane,
+                                    (1u32 << lane) - 1,
+                                    active,
+                                    ballot,
+                                ]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
