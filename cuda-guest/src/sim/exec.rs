@@ -75,7 +75,6 @@ struct Exec<'a, 'b> {
     /// Per instruction: the allocation its last global access hit.
     cache: Vec<u32>,
     count: u64,
-    worker: u32,
 }
 
 fn lanes(regs: &[u64], r: R) -> &Lanes {
@@ -141,7 +140,7 @@ impl<'a, 'b> Exec<'a, 'b> {
 
     fn nearest(&self, addr: u64) -> Option<NearestAlloc> {
         let mut best: Option<(u64, NearestAlloc)> = None;
-        let mut consider = |id: u64, base: u64, size: u64, freed: bool| {
+        let mut consider = |id: u64, base: u64, size: u64, freed: bool, name: Option<&String>| {
             let dist = if addr < base {
                 base - addr
             } else if addr < base + size.max(1) {
@@ -162,15 +161,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                         size,
                         offset: addr.wrapping_sub(base) as i64,
                         freed,
+                        name: name.cloned(),
                     },
                 ));
             }
         };
         for a in self.l.live {
-            consider(a.id, a.base, a.size, false);
+            consider(a.id, a.base, a.size, false, a.name.as_ref());
         }
         for f in self.l.freed {
-            consider(f.id, f.base, f.size, true);
+            consider(f.id, f.base, f.size, true, None);
         }
         best.map(|b| b.1)
     }
@@ -563,23 +563,16 @@ impl<'a, 'b> Exec<'a, 'b> {
     ) -> Result<(), SimError> {
         let mut out: Lanes = [0; 32];
         match op {
-            Op::Bin(f, d, a, b) => {
-                f(&mut out, lanes(&w.regs, *a), lanes(&w.regs, *b));
-                write(&mut w.regs, *d, &out, mask);
-            }
-            Op::Un(f, d, a) => {
-                f(&mut out, lanes(&w.regs, *a));
-                write(&mut w.regs, *d, &out, mask);
-            }
-            Op::Ter(f, d, a, b, c) => {
-                f(
-                    &mut out,
-                    lanes(&w.regs, *a),
-                    lanes(&w.regs, *b),
-                    lanes(&w.regs, *c),
-                );
-                write(&mut w.regs, *d, &out, mask);
-            }
+            Op::Bin(f, d, a, b) => f(&mut w.regs, *d as usize, *a as usize, *b as usize, mask),
+            Op::Un(f, d, a) => f(&mut w.regs, *d as usize, *a as usize, mask),
+            Op::Ter(f, d, a, b, c) => f(
+                &mut w.regs,
+                *d as usize,
+                *a as usize,
+                *b as usize,
+                *c as usize,
+                mask,
+            ),
             Op::Mov(d, a, m) => {
                 let av = lanes(&w.regs, *a);
                 for l in 0..32 {
@@ -726,7 +719,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 b,
                 comb,
             } => {
-                let r = f(lanes(&w.regs, *a), lanes(&w.regs, *b));
+                let r = f(&w.regs, *a as usize, *b as usize);
                 let combine = |x: u32| match comb {
                     None => x,
                     Some((op, c, neg)) => {
@@ -1237,7 +1230,6 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         shared: Vec::new(),
         cache: vec![0; l.prog.insts.len()],
         count: 0,
-        worker: id,
     };
     loop {
         if l.abort.load(Relaxed) {

@@ -204,6 +204,8 @@ pub struct NearestAlloc {
     pub offset: i64,
     /// Whether it was freed.
     pub freed: bool,
+    /// The module variable it holds, for a `.global`/`.const` variable.
+    pub name: Option<String>,
 }
 
 /// Where in a launch something happened.
@@ -286,10 +288,14 @@ impl fmt::Display for MemoryFault {
             };
             write!(
                 f,
-                "; address is {} {}allocation #{} at {} of {} bytes",
+                "; address is {} {}allocation #{}{} at {} of {} bytes",
                 rel,
                 if n.freed { "freed " } else { "" },
                 n.id,
+                n.name
+                    .as_ref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default(),
                 n.base,
                 n.size
             )?;

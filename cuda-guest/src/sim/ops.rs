@@ -5,14 +5,15 @@
 
 /// One 64-bit value per lane.
 pub(crate) type Lanes = [u64; 32];
-/// `d = f(a, b)` over a warp.
-pub(crate) type BinFn = fn(&mut Lanes, &Lanes, &Lanes);
+/// `d = f(a, b)` over a warp: (register file, d, a, b, lane mask), registers as row
+/// indices of 32 lanes.
+pub(crate) type BinFn = fn(&mut [u64], usize, usize, usize, u32);
 /// `d = f(a)` over a warp.
-pub(crate) type UnFn = fn(&mut Lanes, &Lanes);
+pub(crate) type UnFn = fn(&mut [u64], usize, usize, u32);
 /// `d = f(a, b, c)` over a warp.
-pub(crate) type TerFn = fn(&mut Lanes, &Lanes, &Lanes, &Lanes);
-/// Lane mask of `a CMP b`.
-pub(crate) type CmpFn = fn(&Lanes, &Lanes) -> u32;
+pub(crate) type TerFn = fn(&mut [u64], usize, usize, usize, usize, u32);
+/// Lane mask of `a CMP b` (register file, a, b).
+pub(crate) type CmpFn = fn(&[u64], usize, usize) -> u32;
 
 /// An integer type of a PTX register.
 pub(crate) trait Int: Copy + PartialOrd + Ord {
@@ -113,106 +114,162 @@ impl_int!(i32, i64, true);
 impl_int!(i64, i128, true);
 
 #[inline(always)]
-fn map2(o: &mut Lanes, a: &Lanes, b: &Lanes, f: impl Fn(u64, u64) -> u64) {
-    for l in 0..32 {
-        o[l] = f(a[l], b[l]);
+fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u64) -> u64) {
+    let (d, a, b) = (d * 32, a * 32, b * 32);
+    let n = r.len();
+    assert!(d + 32 <= n && a + 32 <= n && b + 32 <= n, "register index");
+    if mk == u32::MAX {
+        for l in 0..32 {
+            r[d + l] = f(r[a + l], r[b + l]);
+        }
+    } else {
+        for l in 0..32 {
+            let v = f(r[a + l], r[b + l]);
+            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        }
     }
 }
 #[inline(always)]
-fn map1(o: &mut Lanes, a: &Lanes, f: impl Fn(u64) -> u64) {
-    for l in 0..32 {
-        o[l] = f(a[l]);
+fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
+    let (d, a) = (d * 32, a * 32);
+    let n = r.len();
+    assert!(d + 32 <= n && a + 32 <= n, "register index");
+    if mk == u32::MAX {
+        for l in 0..32 {
+            r[d + l] = f(r[a + l]);
+        }
+    } else {
+        for l in 0..32 {
+            let v = f(r[a + l]);
+            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        }
     }
 }
 #[inline(always)]
-fn map3(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes, f: impl Fn(u64, u64, u64) -> u64) {
-    for l in 0..32 {
-        o[l] = f(a[l], b[l], c[l]);
+#[allow(clippy::too_many_arguments)]
+fn map3(
+    r: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+    f: impl Fn(u64, u64, u64) -> u64,
+) {
+    let (d, a, b, c) = (d * 32, a * 32, b * 32, c * 32);
+    let n = r.len();
+    assert!(
+        d + 32 <= n && a + 32 <= n && b + 32 <= n && c + 32 <= n,
+        "register index"
+    );
+    if mk == u32::MAX {
+        for l in 0..32 {
+            r[d + l] = f(r[a + l], r[b + l], r[c + l]);
+        }
+    } else {
+        for l in 0..32 {
+            let v = f(r[a + l], r[b + l], r[c + l]);
+            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        }
     }
 }
 
 // ---- integer ------------------------------------------------------------------------
 
-pub(crate) fn add<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).wadd(T::from_u64(y)).to_u64())
+pub(crate) fn add<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).wadd(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn sub<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).wsub(T::from_u64(y)).to_u64())
+pub(crate) fn sub<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).wsub(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn mul_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).wmul(T::from_u64(y)).to_u64())
+pub(crate) fn mul_lo<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).wmul(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn mul_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn mul_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         T::from_u64(x).mulhi(T::from_u64(y)).to_u64()
     })
 }
 /// `mul.wide`: product of two T in twice the width (at most 64 bits).
-pub(crate) fn mul_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn mul_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
         (p as u64) & (u64::MAX >> (64 - 2 * T::BITS))
     })
 }
-pub(crate) fn mad_lo<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| {
+pub(crate) fn mad_lo<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         T::from_u64(x)
             .wmul(T::from_u64(y))
             .wadd(T::from_u64(z))
             .to_u64()
     })
 }
-pub(crate) fn mad_hi<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| {
+pub(crate) fn mad_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         T::from_u64(x)
             .mulhi(T::from_u64(y))
             .wadd(T::from_u64(z))
             .to_u64()
     })
 }
-pub(crate) fn mad_wide<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| {
+pub(crate) fn mad_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
         let m = u64::MAX >> (64 - 2 * T::BITS);
         ((p as u64).wrapping_add(z)) & m
     })
 }
-pub(crate) fn div<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).div(T::from_u64(y)).to_u64())
+pub(crate) fn div<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).div(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn rem<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).rem(T::from_u64(y)).to_u64())
+pub(crate) fn rem<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).rem(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn min<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).min(T::from_u64(y)).to_u64())
+pub(crate) fn min<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).min(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn max<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).max(T::from_u64(y)).to_u64())
+pub(crate) fn max<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        T::from_u64(x).max(T::from_u64(y)).to_u64()
+    })
 }
-pub(crate) fn neg<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| T::from_u64(x).wneg().to_u64())
+pub(crate) fn neg<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| T::from_u64(x).wneg().to_u64())
 }
-pub(crate) fn abs<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| T::from_u64(x).wabs().to_u64())
+pub(crate) fn abs<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| T::from_u64(x).wabs().to_u64())
 }
-pub(crate) fn and<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x & y).to_u64())
+pub(crate) fn and<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| T::from_u64(x & y).to_u64())
 }
-pub(crate) fn or<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x | y).to_u64())
+pub(crate) fn or<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| T::from_u64(x | y).to_u64())
 }
-pub(crate) fn xor<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x ^ y).to_u64())
+pub(crate) fn xor<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| T::from_u64(x ^ y).to_u64())
 }
-pub(crate) fn not<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| T::from_u64(!x).to_u64())
+pub(crate) fn not<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| T::from_u64(!x).to_u64())
 }
-pub(crate) fn cnot<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| (T::from_u64(x).to_u64() == 0) as u64)
+pub(crate) fn cnot<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (T::from_u64(x).to_u64() == 0) as u64)
 }
 /// `shl`: the shift amount is an unsigned 32-bit value, clamped to the width.
-pub(crate) fn shl<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn shl<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let n = y as u32;
         if n >= T::BITS {
             0
@@ -221,23 +278,23 @@ pub(crate) fn shl<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
         }
     })
 }
-pub(crate) fn shr<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| T::from_u64(x).shr(y as u32).to_u64())
+pub(crate) fn shr<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| T::from_u64(x).shr(y as u32).to_u64())
 }
-pub(crate) fn popc<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| T::from_u64(x).to_u64().count_ones() as u64)
+pub(crate) fn popc<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| T::from_u64(x).to_u64().count_ones() as u64)
 }
-pub(crate) fn clz<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn clz<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         (T::from_u64(x).to_u64().leading_zeros() - (64 - T::BITS)) as u64
     })
 }
-pub(crate) fn brev<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| x.reverse_bits() >> (64 - T::BITS))
+pub(crate) fn brev<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| x.reverse_bits() >> (64 - T::BITS))
 }
 /// `bfind`: position of the most significant non-sign bit, 0xffffffff if none.
-pub(crate) fn bfind<T: Int>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn bfind<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         let v = T::from_u64(x).to_u64();
         let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 {
             !v & (u64::MAX >> (64 - T::BITS))
@@ -252,8 +309,8 @@ pub(crate) fn bfind<T: Int>(o: &mut Lanes, a: &Lanes) {
     })
 }
 /// `bfe`: extract `c` bits at `b` (sign-extended for signed types).
-pub(crate) fn bfe<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, pos, len| {
+pub(crate) fn bfe<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, pos, len| {
         let w = T::BITS as u64;
         let pos = pos & 0xff;
         let len = len & 0xff;
@@ -309,7 +366,8 @@ pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
     d
 }
 
-pub(crate) fn cmp_int<T: Int, const OP: u8>(a: &Lanes, b: &Lanes) -> u32 {
+pub(crate) fn cmp_int<T: Int, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    let (a, b) = (&r[a * 32..a * 32 + 32], &r[b * 32..b * 32 + 32]);
     let mut m = 0u32;
     for l in 0..32 {
         let x = T::from_u64(a[l]);
@@ -480,8 +538,8 @@ fn f32_dir(x: f32, y: f32, op: u8, m: Rnd) -> f32 {
     directed(r, es, m)
 }
 
-pub(crate) fn fadd<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn fadd<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
             (x.ftz() + y.ftz()).ftz().canon()
@@ -490,8 +548,8 @@ pub(crate) fn fadd<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes)
         }
     })
 }
-pub(crate) fn fsub<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn fsub<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
             (x.ftz() - y.ftz()).ftz().canon()
@@ -500,8 +558,8 @@ pub(crate) fn fsub<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes)
         }
     })
 }
-pub(crate) fn fmul<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn fmul<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
             (x.ftz() * y.ftz()).ftz().canon()
@@ -510,8 +568,8 @@ pub(crate) fn fmul<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes)
         }
     })
 }
-pub(crate) fn fdiv<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn fdiv<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
             (x.ftz() / y.ftz()).ftz().canon()
@@ -520,8 +578,15 @@ pub(crate) fn fdiv<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes)
         }
     })
 }
-pub(crate) fn ffma<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| {
+pub(crate) fn ffma<F: Flt, const FTZ: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         let (x, y, z) = (F::from_u64(x), F::from_u64(y), F::from_u64(z));
         if FTZ {
             x.ftz().fma(y.ftz(), z.ftz()).ftz().canon()
@@ -532,8 +597,8 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes,
 }
 /// `mul` then `add` with two roundings (`mad.f32` without `.rn` is fused on sm_20+,
 /// so this is only used for `mul`+`add` pairs written as such).
-pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         let r = if x.is_nan() {
             y
@@ -554,16 +619,16 @@ pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes)
         r.canon()
     })
 }
-pub(crate) fn fabs<F: Flt>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| x & !(1u64 << (F::BITS - 1)))
+pub(crate) fn fabs<F: Flt>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| x & !(1u64 << (F::BITS - 1)))
 }
-pub(crate) fn fneg<F: Flt>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn fneg<F: Flt>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         (x ^ (1u64 << (F::BITS - 1))) & (u64::MAX >> (64 - F::BITS))
     })
 }
-pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         let x = F::from_u64(x);
         if FTZ {
             x.ftz().sqrt().ftz().canon()
@@ -572,8 +637,8 @@ pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
         }
     })
 }
-pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         let x = F::from_u64(x);
         let one = F::from_u64(if F::BITS == 32 {
             0x3f80_0000
@@ -587,8 +652,8 @@ pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
         }
     })
 }
-pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         let x = F::from_u64(x);
         let x = if FTZ { x.ftz() } else { x };
         let v = (1.0 / x.to_f64().sqrt()) as f32;
@@ -601,8 +666,8 @@ pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
 }
 /// f32 approximate transcendental functions, computed in f64 and rounded once
 /// (well within the PTX ISA bounds).
-pub(crate) fn f32_approx<const K: u8, const FTZ: bool>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn f32_approx<const K: u8, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         let mut x = f32::from_bits(x as u32);
         if FTZ {
             x = x.ftz();
@@ -621,16 +686,29 @@ pub(crate) fn f32_approx<const K: u8, const FTZ: bool>(o: &mut Lanes, a: &Lanes)
     })
 }
 /// Directed-rounding f32 add/sub/mul (`add.rz.f32` and friends).
-pub(crate) fn f32_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+pub(crate) fn f32_arith_dir<const OP: u8, const M: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
     let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
-    map2(o, a, b, |x, y| {
+    map2(o, d, a, b, mk, |x, y| {
         f32_dir(f32::from_bits(x as u32), f32::from_bits(y as u32), OP, m).canon()
     })
 }
 /// Directed-rounding f32 fma: exact product in f64, exact sum error by two_sum.
-pub(crate) fn f32_fma_dir<const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
+pub(crate) fn f32_fma_dir<const M: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
     let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
-    map3(o, a, b, c, |x, y, z| {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         let p = f32::from_bits(x as u32) as f64 * f32::from_bits(y as u32) as f64;
         let zc = f32::from_bits(z as u32) as f64;
         let s = p + zc;
@@ -642,9 +720,15 @@ pub(crate) fn f32_fma_dir<const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &
     })
 }
 /// Directed-rounding f64 add/sub/mul.
-pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
+pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
     let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
-    map2(o, a, b, |x, y| {
+    map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (f64::from_bits(x), f64::from_bits(y));
         let (r, e) = match OP {
             0 => {
@@ -669,7 +753,8 @@ pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(o: &mut Lanes, a: &Lanes,
     })
 }
 
-pub(crate) fn cmp_flt<F: Flt, const OP: u8>(a: &Lanes, b: &Lanes) -> u32 {
+pub(crate) fn cmp_flt<F: Flt, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    let (a, b) = (&r[a * 32..a * 32 + 32], &r[b * 32..b * 32 + 32]);
     let mut m = 0u32;
     for l in 0..32 {
         let x = F::from_u64(a[l]);
@@ -922,22 +1007,28 @@ pub(crate) fn cvt_one(
     }
 }
 
-pub(crate) fn cvt_trunc32(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| x & 0xffff_ffff)
+pub(crate) fn cvt_trunc32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| x & 0xffff_ffff)
 }
-pub(crate) fn cvt_zext32(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| x & 0xffff_ffff)
+pub(crate) fn cvt_zext32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| x & 0xffff_ffff)
 }
-pub(crate) fn cvt_sext32(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| x as u32 as i32 as i64 as u64)
+pub(crate) fn cvt_sext32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| x as u32 as i32 as i64 as u64)
 }
 
 // ---- 24-bit multiply, sad, funnel shift, f16 arithmetic -----------------------------------
 
 /// `mul24.lo`/`mul24.hi` (`HI`): the 48-bit product of the low 24 bits (sign-extended for
 /// `S`), its bits 0..31 or 16..47.
-pub(crate) fn mul24<const S: bool, const HI: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn mul24<const S: bool, const HI: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
+    map2(o, d, a, b, mk, |x, y| {
         let ext = |v: u64| -> i64 {
             if S {
                 ((v << 40) as i64) >> 40
@@ -951,8 +1042,8 @@ pub(crate) fn mul24<const S: bool, const HI: bool>(o: &mut Lanes, a: &Lanes, b: 
 }
 
 /// `sad`: `|a - b| + c`.
-pub(crate) fn sad<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| {
+pub(crate) fn sad<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         let (x, y) = (T::from_u64(x), T::from_u64(y));
         let d = if x > y { x.wsub(y) } else { y.wsub(x) };
         // The difference is unsigned even for signed types.
@@ -963,12 +1054,14 @@ pub(crate) fn sad<T: Int>(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
 
 /// `shf.l`/`shf.r` (`R`) `.wrap`/`.clamp` (`CLAMP`) on 32 bits: funnel shift of b:a.
 pub(crate) fn shf<const R: bool, const CLAMP: bool>(
-    o: &mut Lanes,
-    a: &Lanes,
-    b: &Lanes,
-    c: &Lanes,
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
 ) {
-    map3(o, a, b, c, |x, y, z| {
+    map3(o, d, a, b, c, mk, |x, y, z| {
         let n = if CLAMP {
             (z as u32).min(32)
         } else {
@@ -991,8 +1084,8 @@ fn hr(v: f64) -> u64 {
 }
 
 /// f16 add/sub/mul (`OP` 0/1/2), computed exactly in f64 and rounded once.
-pub(crate) fn f16_arith<const OP: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn f16_arith<const OP: u8>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         hr(match OP {
             0 => h(x) + h(y),
             1 => h(x) - h(y),
@@ -1003,13 +1096,13 @@ pub(crate) fn f16_arith<const OP: u8>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
 
 /// f16 fma: the product of two f16 is exact in f64 and the sum with a third is
 /// exact too (exponent range of f16 is small), so one rounding.
-pub(crate) fn f16_fma(o: &mut Lanes, a: &Lanes, b: &Lanes, c: &Lanes) {
-    map3(o, a, b, c, |x, y, z| hr(h(x).mul_add(h(y), h(z))))
+pub(crate) fn f16_fma(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
+    map3(o, d, a, b, c, mk, |x, y, z| hr(h(x).mul_add(h(y), h(z))))
 }
 
 /// f16 min/max (`MAX`): NaN operands lose.
-pub(crate) fn f16_minmax<const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
-    map2(o, a, b, |x, y| {
+pub(crate) fn f16_minmax<const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
         let (p, q) = (h(x), h(y));
         if p.is_nan() {
             y & 0xffff
@@ -1022,8 +1115,8 @@ pub(crate) fn f16_minmax<const MAX: bool>(o: &mut Lanes, a: &Lanes, b: &Lanes) {
 }
 
 /// `neg.f16` / `abs.f16` (`ABS`): sign-bit operations.
-pub(crate) fn f16_sign<const ABS: bool>(o: &mut Lanes, a: &Lanes) {
-    map1(o, a, |x| {
+pub(crate) fn f16_sign<const ABS: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
         if ABS {
             x & 0x7fff
         } else {
