@@ -39,7 +39,7 @@ macro_rules! elem_int {
         }
     )*};
 }
-elem_int!(i8, u16, i16, u32, i32, u64, i64);
+elem_int!(i8, u8, u16, i16, u32, i32, u64, i64);
 
 impl Elem for f32 {
     const SIZE: usize = 4;
@@ -955,6 +955,101 @@ fn infinite_loop_times_out() {
         assert!(
             (load_line - 2..=load_line + 3).contains(line),
             "{ctx}: stopped at line {line}: {err}"
+        );
+        assert_sticky_then_reset(&mut s, &ctx);
+    }
+}
+
+/// 1-based line of the first line of `kernel`'s PTX from `c` that contains `needle`.
+fn ptx_line(kernel: &str, c: Compiler, needle: &str) -> u32 {
+    r::load_ptx(kernel, c)
+        .lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i as u32 + 1)
+        .unwrap()
+}
+
+#[test]
+fn misaligned_load_is_reported() {
+    use r::broken::misaligned::*;
+    for c in Compiler::ALL {
+        let ctx = format!("misaligned.{}", c.tag());
+        let mut s = new_sim(1);
+        let m = load(&mut s, "misaligned", c);
+        let base = zeros::<u8>(&mut s, 4 * N as usize + 4);
+        let out = zeros::<i32>(&mut s, N as usize);
+        let err = s
+            .launch(
+                &m,
+                "misaligned",
+                launch_config(CONFIG),
+                &[p(base), p(out), KernelArg::I32(N as i32)],
+            )
+            .expect_err(&ctx);
+        let SimError::MemoryFault(f) = &err else {
+            panic!("{ctx}: expected a memory fault, got {err}")
+        };
+        assert_eq!(f.kind, FaultKind::Misaligned, "{ctx}: {err}");
+        assert!(!f.write, "{ctx}: {err}");
+        assert_eq!(
+            (f.size, f.address),
+            (FAULT_SIZE, base.0 + FAULT_OFFSET),
+            "{ctx}: {err}"
+        );
+        assert_eq!(
+            (f.at.block, f.at.thread),
+            ([0, 0, 0], [0, 0, 0]),
+            "{ctx}: {err}"
+        );
+        assert_eq!(
+            f.at.line,
+            ptx_line("misaligned", c, "ld.global.u32"),
+            "{ctx}: {err}"
+        );
+        let near = f
+            .nearest
+            .as_ref()
+            .unwrap_or_else(|| panic!("{ctx}: no nearest allocation: {err}"));
+        assert_eq!(
+            (near.base, near.offset, near.freed),
+            (base, FAULT_OFFSET as i64, false),
+            "{ctx}: {err}"
+        );
+        assert_sticky_then_reset(&mut s, &ctx);
+    }
+}
+
+#[test]
+fn shared_out_of_bounds_is_reported() {
+    use r::broken::shared_oob::*;
+    for c in Compiler::ALL {
+        let ctx = format!("shared_oob.{}", c.tag());
+        let mut s = new_sim(1);
+        let m = load(&mut s, "shared_oob", c);
+        let input = upload(&mut s, &vec![1.0f32; 128]);
+        let out = zeros::<f32>(&mut s, 128);
+        let err = s
+            .launch(&m, "shared_oob", launch_config(CONFIG), &[p(input), p(out)])
+            .expect_err(&ctx);
+        let SimError::MemoryFault(f) = &err else {
+            panic!("{ctx}: expected a memory fault, got {err}")
+        };
+        assert_eq!(f.kind, FaultKind::SharedOutOfBounds, "{ctx}: {err}");
+        assert!(f.write, "{ctx}: {err}");
+        assert_eq!(
+            (f.space, f.size, f.address),
+            ("shared", FAULT_SIZE, FAULT_OFFSET),
+            "{ctx}: {err}"
+        );
+        assert_eq!(
+            (f.at.block, f.at.thread),
+            ([0, 0, 0], [FAULT_THREAD, 0, 0]),
+            "{ctx}: {err}"
+        );
+        assert_eq!(
+            f.at.line,
+            ptx_line("shared_oob", c, "st.shared.f32"),
+            "{ctx}: {err}"
         );
         assert_sticky_then_reset(&mut s, &ctx);
     }

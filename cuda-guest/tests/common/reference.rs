@@ -77,11 +77,13 @@ pub const WORKING_KERNELS: [&str; 18] = [
 ];
 
 /// The kernels that are broken on purpose (see `broken`).
-pub const BROKEN_KERNELS: [&str; 4] = [
+pub const BROKEN_KERNELS: [&str; 6] = [
     "oob_write",
     "use_after_free",
     "divergent_barrier",
     "infinite_loop",
+    "misaligned",
+    "shared_oob",
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -243,6 +245,8 @@ pub fn params(kernel: &str) -> Option<&'static [Param]> {
         "use_after_free" => broken::use_after_free::PARAMS,
         "divergent_barrier" => broken::divergent_barrier::PARAMS,
         "infinite_loop" => broken::infinite_loop::PARAMS,
+        "misaligned" => broken::misaligned::PARAMS,
+        "shared_oob" => broken::shared_oob::PARAMS,
         _ => return None,
     })
 }
@@ -2018,5 +2022,45 @@ pub mod broken {
             block: Dim3::x(32),
             shared_bytes: 0,
         };
+    }
+
+    /// `misaligned`: 4-byte loads from `base + 1 + 4 * i`.
+    pub mod misaligned {
+        use super::*;
+
+        /// `(const char *base, int *out, int n)`
+        pub const PARAMS: &[Param] = &[ptr("base"), ptr("out"), int("n")];
+        /// Words read (the `base` buffer holds 4 * N + 4 bytes, so no read leaves it).
+        pub const N: u32 = 100;
+        /// 2 blocks of 64.
+        pub const CONFIG: LaunchConfig = LaunchConfig {
+            grid: Dim3::x(2),
+            block: Dim3::x(64),
+            shared_bytes: 0,
+        };
+        /// Offset of the first faulting load in `base`.
+        pub const FAULT_OFFSET: u64 = 1;
+        /// Access size.
+        pub const FAULT_SIZE: u32 = 4;
+    }
+
+    /// `shared_oob`: `__shared__ float s[64]` indexed by `threadIdx.x` in a block of 128.
+    pub mod shared_oob {
+        use super::*;
+
+        /// `(const float *in, float *out)`
+        pub const PARAMS: &[Param] = &[ptr("in"), ptr("out")];
+        /// One block of 128 threads.
+        pub const CONFIG: LaunchConfig = LaunchConfig {
+            grid: Dim3::x(1),
+            block: Dim3::x(128),
+            shared_bytes: 0,
+        };
+        /// The first faulting thread.
+        pub const FAULT_THREAD: u32 = 64;
+        /// Its offset in the block's shared memory (just past the 256-byte array).
+        pub const FAULT_OFFSET: u64 = 256;
+        /// Access size.
+        pub const FAULT_SIZE: u32 = 4;
     }
 }
