@@ -66,6 +66,17 @@ fn snapshot(root: &Path) -> BTreeMap<String, String> {
     snap
 }
 
+/// An error and its sources, `A: B: C`, as `vmgpu` prints it.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text += &format!(": {e}");
+        source = e.source();
+    }
+    text
+}
+
 fn driver(root: &Path, bdf: &str) -> Option<String> {
     Host::new(root).device(addr(bdf)).unwrap().driver
 }
@@ -95,7 +106,9 @@ fn binds_gpu_with_its_audio_function_and_restores_them() {
         ]
     );
 
-    let record = bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    let outcome = bind::bind(&host, &kernel, addr(RTX4090), false, &s.state).unwrap();
+    assert_eq!(outcome.plan, plan);
+    let record = outcome.record.unwrap();
     assert_eq!(driver(&s.root, RTX4090).as_deref(), Some("vfio-pci"));
     assert_eq!(driver(&s.root, RTX4090_AUDIO).as_deref(), Some("vfio-pci"));
     assert!(record.loaded_vfio_pci);
@@ -128,9 +141,8 @@ fn failure_at_every_step_rolls_back_to_the_original_host() {
     let s = scratch("workstation");
     let host = Host::new(&s.root);
     let kernel = SimulatedKernel::new(&s.root).unwrap();
-    let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
     kernel.fail_operation(usize::MAX);
-    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    bind::bind(&host, &kernel, addr(RTX4090), false, &s.state).unwrap();
     let steps = kernel.operations();
     // load module + (override, unbind, probe) for each of the two functions
     assert_eq!(steps, 7);
@@ -140,10 +152,9 @@ fn failure_at_every_step_rolls_back_to_the_original_host() {
         let before = snapshot(&s.root);
         let host = Host::new(&s.root);
         let kernel = SimulatedKernel::new(&s.root).unwrap();
-        let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
         kernel.fail_operation(step);
-        let err = bind::bind(&host, &kernel, &plan, &s.state).unwrap_err();
-        let text = err.to_string();
+        let err = bind::bind(&host, &kernel, addr(RTX4090), false, &s.state).unwrap_err();
+        let text = chain(&err);
         assert!(text.contains("injected failure"), "step {step}: {text}");
         assert!(
             !matches!(err, BindError::RollbackIncomplete { .. }),
@@ -162,8 +173,7 @@ fn failed_restore_keeps_the_record_and_names_the_device() {
     let s = scratch("workstation");
     let host = Host::new(&s.root);
     let kernel = SimulatedKernel::new(&s.root).unwrap();
-    let plan = bind::plan_bind(&host, addr(RTX4090), false).unwrap();
-    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    bind::bind(&host, &kernel, addr(RTX4090), false, &s.state).unwrap();
     kernel.fail_operation(0);
     match bind::unbind(&host, &kernel, addr(RTX4090), &s.state) {
         Err(BindError::RestoreIncomplete {
@@ -173,7 +183,9 @@ fn failed_restore_keeps_the_record_and_names_the_device() {
         }) => {
             assert_eq!(address, addr(RTX4090));
             assert!(
-                failures.iter().any(|f| f.contains("injected failure")),
+                failures
+                    .iter()
+                    .any(|f| chain(f).contains("injected failure")),
                 "{failures:?}"
             );
             assert!(record.exists());
@@ -199,9 +211,19 @@ fn refuses_group_with_host_storage_unless_forced() {
                 .iter()
                 .map(|n| (n.address.to_string(), n.reason.as_str()))
                 .collect();
+            // The NIC and the USB controller are separate devices on host drivers:
+            // taking them needs --force too (they were taken silently before).
             assert_eq!(
                 who,
                 [
+                    (
+                        "0000:04:00.0".to_string(),
+                        "Ethernet controller on igb: a separate device sharing the IOMMU group, not a function of 0000:06:00.0"
+                    ),
+                    (
+                        "0000:05:00.0".to_string(),
+                        "USB controller on xhci_hcd: a separate device sharing the IOMMU group, not a function of 0000:06:00.0"
+                    ),
                     (A2000.to_string(), "the host's boot display"),
                     (SATA_IN_A2000_GROUP.to_string(), "SATA controller on ahci"),
                 ]
@@ -212,11 +234,12 @@ fn refuses_group_with_host_storage_unless_forced() {
 
     let before = snapshot(&s.root);
     let kernel = SimulatedKernel::new(&s.root).unwrap();
-    let plan = bind::plan_bind(&host, addr(A2000), true).unwrap();
-    assert_eq!(plan.taken_from_host.len(), 2);
+    let plan = bind::bind(&host, &kernel, addr(A2000), true, &s.state)
+        .unwrap()
+        .plan;
+    assert_eq!(plan.taken_from_host.len(), 4);
     // Every endpoint of the chipset group goes: NIC, USB, GPU, its audio, SATA.
     assert_eq!(plan.functions.len(), 5);
-    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
     for f in &plan.functions {
         assert_eq!(
             driver(&s.root, &f.address.to_string()).as_deref(),
@@ -259,16 +282,18 @@ fn already_bound_gpu_is_left_alone_and_unbind_without_record_is_clear() {
         .expect("the dgx-h100 fixture has one GPU on vfio-pci");
     let before = snapshot(&s.root);
     let kernel = SimulatedKernel::new(&s.root).unwrap();
-    let plan = bind::plan_bind(&host, bound.address, false).unwrap();
-    assert!(plan.nothing_to_do());
-    let record = bind::bind(&host, &kernel, &plan, &s.state).unwrap();
-    assert!(record.functions.is_empty());
+    let outcome = bind::bind(&host, &kernel, bound.address, false, &s.state).unwrap();
+    assert!(outcome.plan.nothing_to_do());
+    assert_eq!(outcome.record, None);
     assert_eq!(kernel.operations(), 0);
     assert_eq!(snapshot(&s.root), before);
+    // A bind that changed nothing leaves no lock, no record, no state directory.
+    assert!(!s.state.exists(), "{:?} left behind", s.state);
     match bind::unbind(&host, &kernel, bound.address, &s.state) {
         Err(BindError::NoRecord { address, .. }) => assert_eq!(address, bound.address),
         other => panic!("expected NoRecord, got {other:?}"),
     }
+    assert!(!s.state.exists());
 }
 
 #[test]
@@ -285,7 +310,7 @@ fn unbind_keeps_vfio_pci_loaded_while_another_device_uses_it() {
     let plan = bind::plan_bind(&host, gpu.address, false).unwrap();
     assert!(!plan.load_vfio_pci);
     let before = snapshot(&s.root);
-    bind::bind(&host, &kernel, &plan, &s.state).unwrap();
+    bind::bind(&host, &kernel, gpu.address, false, &s.state).unwrap();
     bind::unbind(&host, &kernel, gpu.address, &s.state).unwrap();
     assert_eq!(snapshot(&s.root), before);
     assert!(s.root.join("bus/pci/drivers/vfio-pci").is_dir());

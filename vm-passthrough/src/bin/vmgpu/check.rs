@@ -6,6 +6,8 @@ use clap::Args;
 use pcie::check::{assess, CheckStatus};
 use pcie::{Host, PciAddress};
 
+use crate::Out;
+
 #[derive(Args)]
 pub struct CheckArgs {
     /// PCI address, e.g. 0000:1b:00.0
@@ -16,10 +18,10 @@ pub struct CheckArgs {
     json: bool,
 }
 
-pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+pub fn run(host: &Host, args: &CheckArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let assessment = assess(host, args.bdf)?;
     if args.json {
-        crate::print_json(&assessment)?;
+        crate::print_json(out, &assessment)?;
     } else {
         for c in &assessment.checks {
             let mark = match c.status {
@@ -27,9 +29,10 @@ pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 CheckStatus::Warn => "warn",
                 CheckStatus::Fail => "FAIL",
             };
-            println!("{mark}  {:<20} {}", c.name, c.detail);
+            outln!(out, "{mark}  {:<20} {}", c.name, c.detail);
         }
-        println!(
+        outln!(
+            out,
             "{}: {}",
             assessment.device,
             if assessment.assignable {

@@ -7,6 +7,8 @@ use pcie::bar::format_size;
 use pcie::{BarKind, Host, PciAddress, PciDevice};
 use serde::Serialize;
 
+use crate::Out;
+
 #[derive(Args)]
 pub struct ShowArgs {
     /// PCI address, e.g. 0000:1b:00.0
@@ -27,7 +29,7 @@ struct Shown {
     companions: Vec<PciAddress>,
 }
 
-pub fn run(host: &Host, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+pub fn run(host: &Host, args: &ShowArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let device = host.device(args.bdf)?;
     let group_peers = match device.iommu_group {
         Some(id) => host
@@ -45,14 +47,14 @@ pub fn run(host: &Host, args: &ShowArgs) -> anyhow::Result<ExitCode> {
         companions,
     };
     if args.json {
-        crate::print_json(&shown)?;
+        crate::print_json(out, &shown)?;
     } else {
-        print_text(&shown);
+        print_text(&shown, out);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(s: &Shown) {
+fn print_text(s: &Shown, out: &mut Out) {
     let d = &s.device;
     let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".to_string());
     let list = |v: &[PciAddress]| {
@@ -65,8 +67,8 @@ fn print_text(s: &Shown) {
                 .join(" ")
         }
     };
-    println!("{}  {}", d.address, d.display_name());
-    let field = |k: &str, v: String| println!("  {k:<16} {v}");
+    outln!(out, "{}  {}", d.address, d.display_name());
+    let mut field = |k: &str, v: String| outln!(out, "  {k:<16} {v}");
     field(
         "ids",
         format!(
@@ -98,7 +100,7 @@ fn print_text(s: &Shown) {
         match &d.reset_methods {
             Some(m) if m.is_empty() => "none".to_string(),
             Some(m) => m.join(" "),
-            None => "not reported by this kernel".to_string(),
+            None => "not reported by this kernel (reset_method needs Linux 5.15)".to_string(),
         },
     );
     if let Some(sriov) = d.sriov {
