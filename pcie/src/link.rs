@@ -54,7 +54,10 @@ impl LinkSpeed {
         let whole: u32 = whole.parse().map_err(|_| bad())?;
         let frac: u32 = frac.parse().map_err(|_| bad())?;
         Ok(Some(Self {
-            deci_gts: whole.checked_mul(10).ok_or_else(bad)? + frac,
+            deci_gts: whole
+                .checked_mul(10)
+                .and_then(|w| w.checked_add(frac))
+                .ok_or_else(bad)?,
         }))
     }
 }
@@ -137,7 +140,14 @@ mod tests {
 
     #[test]
     fn rejects_garbage_speed_with_path() {
-        for bad in ["fast", "16.00 GT/s", "x GT/s", "16.0 Gb/s"] {
+        for bad in [
+            "fast",
+            "16.00 GT/s",
+            "x GT/s",
+            "16.0 Gb/s",
+            "429496729.9 GT/s",
+            "4294967295.0 GT/s",
+        ] {
             let err = LinkSpeed::parse(Path::new("/d/max_link_speed"), bad).unwrap_err();
             assert!(err.to_string().starts_with("/d/max_link_speed:"), "{err}");
         }

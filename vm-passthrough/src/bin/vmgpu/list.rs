@@ -14,7 +14,7 @@ use crate::Out;
 pub struct ListArgs {
     /// List every PCI function, not only NVIDIA ones
     #[arg(long)]
-    all: bool,
+    pub all: bool,
     /// Print JSON instead of a table
     #[arg(long)]
     json: bool,
@@ -60,10 +60,19 @@ pub fn run(
     args: &ListArgs,
     out: &mut Out,
 ) -> anyhow::Result<ExitCode> {
-    let mut devices = host.devices()?;
+    let fallback_allowed = !root_given && !args.all;
+    let mut devices = match host.devices() {
+        // No PCI bus at all (a container): the demo host below says what vmgpu does.
+        Err(pcie::Error::NoPciBus { .. } | pcie::Error::NoSysfsRoot { .. })
+            if fallback_allowed && demo_tree().is_dir() =>
+        {
+            Vec::new()
+        }
+        other => other?,
+    };
     let mut shown_host = host.clone();
     let mut demo = false;
-    if !root_given && !args.all && !devices.iter().any(|d| d.nvidia.is_some()) {
+    if fallback_allowed && !devices.iter().any(|d| d.nvidia.is_some()) {
         let tree = demo_tree();
         if tree.is_dir() {
             let _ = writeln!(
