@@ -368,21 +368,7 @@ fn bind_locked(
     state_dir: &Path,
 ) -> Result<BindOutcome, BindError> {
     let plan = plan_bind(host, address, force)?;
-    for (path, record) in records(state_dir)? {
-        let holds = record.iommu_group == plan.iommu_group
-            || record
-                .functions
-                .iter()
-                .any(|f| plan.functions.iter().any(|p| p.address == f.address));
-        if holds {
-            return Err(BindError::AlreadyBound {
-                address,
-                group: plan.iommu_group,
-                device: record.device,
-                record: path,
-            });
-        }
-    }
+    check_no_record_holds(state_dir, &plan)?;
     if plan.nothing_to_do() {
         log::info!(
             "{}: group {} already on vfio-pci",
@@ -452,6 +438,28 @@ fn bind_locked(
             }
         }
     }
+}
+
+/// Fails with [`BindError::AlreadyBound`] when a record in `state_dir` holds the
+/// plan's group or one of its functions. [`bind`] calls it under the lock; a dry
+/// run calls it to say what the bind would say.
+pub fn check_no_record_holds(state_dir: &Path, plan: &BindPlan) -> Result<(), BindError> {
+    for (path, record) in records(state_dir)? {
+        let holds = record.iommu_group == plan.iommu_group
+            || record
+                .functions
+                .iter()
+                .any(|f| plan.functions.iter().any(|p| p.address == f.address));
+        if holds {
+            return Err(BindError::AlreadyBound {
+                address: plan.device,
+                group: plan.iommu_group,
+                device: record.device,
+                record: path,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn write(kernel: &dyn Kernel, path: PathBuf, value: &str) -> Result<(), BindError> {

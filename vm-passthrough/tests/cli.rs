@@ -591,3 +591,27 @@ fn hidden_reset_method_and_companion_architecture() {
         ]
     );
 }
+
+#[test]
+fn a_dry_run_says_when_a_record_holds_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let record = r#"{"device": "0000:01:00.0", "iommu_group": 1, "loaded_vfio_pci": true,
+        "functions": [{"address": "0000:01:00.0", "driver": "nvidia", "driver_override": null},
+                      {"address": "0000:01:00.1", "driver": "snd_hda_intel", "driver_override": null}]}"#;
+    std::fs::write(state.join("0000:01:00.0.json"), record).unwrap();
+    for bdf in ["0000:01:00.0", "0000:01:00.1"] {
+        let out = vmgpu_at(&fixture("workstation"), &state, &["bind", bdf, "--dry-run"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains("already bound by vmgpu") && err.contains("vmgpu unbind 0000:01:00.0"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(state.join("0000:01:00.0.json")).unwrap(),
+        record
+    );
+}

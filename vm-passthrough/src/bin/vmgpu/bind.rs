@@ -59,7 +59,9 @@ struct BindOutput<'a> {
 
 pub fn run_bind(host: &Host, args: &BindArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let (plan, record) = if args.dry_run {
-        (bind::plan_bind(host, args.bdf, args.force)?, None)
+        let plan = bind::plan_bind(host, args.bdf, args.force)?;
+        bind::check_no_record_holds(&args.state.state_dir, &plan)?;
+        (plan, None)
     } else {
         let outcome = bind::bind(
             host,
