@@ -430,6 +430,11 @@ fn a_missing_or_empty_root_is_named_for_every_command() {
         }
     }
     assert!(!state.exists(), "a refused command left {state:?}");
+    // A refused bind on a real tree leaves no state directory either.
+    let out = vmgpu_at(&fixture("shared-group"), &state, &["bind", "0000:06:00.0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert!(!state.exists(), "a refused bind left {state:?}");
 }
 
 #[test]
@@ -550,6 +555,17 @@ fn two_gpus_in_a_group_and_sr_iov_on_the_switch_host() {
     assert_eq!(vf["companions"], serde_json::json!([]));
     let pf = json("switch-a100", &["show", "0000:06:00.0", "--json"]);
     assert_eq!(pf["companions"], serde_json::json!([]));
+    assert_eq!(
+        pf["virtual_functions"],
+        serde_json::json!(["0000:06:00.1", "0000:06:00.2"])
+    );
+    let text = stdout(&vmgpu("switch-a100", &["show", "0000:06:00.0"]));
+    assert!(
+        text.contains("virtual_fns      0000:06:00.1 0000:06:00.2"),
+        "{text}"
+    );
+    let text = stdout(&vmgpu("switch-a100", &["show", "0000:06:00.2"]));
+    assert!(text.contains("physical_fn      0000:06:00.0"), "{text}");
     assert_eq!(
         pf["sriov"],
         serde_json::json!({"total_vfs": 8, "num_vfs": 2})

@@ -27,6 +27,8 @@ struct Shown {
     group_peers: Vec<PciAddress>,
     /// Other functions of the same slot.
     companions: Vec<PciAddress>,
+    /// Enabled SR-IOV virtual functions (of a PF).
+    virtual_functions: Vec<PciAddress>,
 }
 
 pub fn run(host: &Host, args: &ShowArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
@@ -41,10 +43,12 @@ pub fn run(host: &Host, args: &ShowArgs, out: &mut Out) -> anyhow::Result<ExitCo
         None => Vec::new(),
     };
     let companions = host.companions(args.bdf)?;
+    let virtual_functions = host.virtual_functions(args.bdf)?;
     let shown = Shown {
         device,
         group_peers,
         companions,
+        virtual_functions,
     };
     if args.json {
         crate::print_json(out, &shown)?;
@@ -107,6 +111,15 @@ fn print_text(s: &Shown, out: &mut Out) {
         field(
             "sriov",
             format!("{} of {} VFs enabled", sriov.num_vfs, sriov.total_vfs),
+        );
+    }
+    if !s.virtual_functions.is_empty() {
+        field("virtual_fns", list(&s.virtual_functions));
+    }
+    if let Some(pf) = d.physical_function {
+        field(
+            "physical_fn",
+            format!("{pf} (this is an SR-IOV virtual function)"),
         );
     }
     for bar in &d.bars {
