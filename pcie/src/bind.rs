@@ -61,7 +61,7 @@ pub enum BindError {
     },
 
     /// Binding would take functions the host needs, and `force` was not given.
-    #[error("IOMMU group {group} of {address} holds devices the host needs: {}; pass --force to take them anyway", needs(.needed))]
+    #[error("binding {address} (IOMMU group {group}) takes what the host needs: {}; pass --force to take it anyway", needs(.needed))]
     HostNeedsGroupMember {
         /// The device.
         address: PciAddress,
