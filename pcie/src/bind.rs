@@ -559,7 +559,7 @@ fn restore_function(host: &Host, kernel: &dyn Kernel, f: &FunctionRecord) -> Res
             }
             let bind_path = sysfs.pci_driver(original).join("bind");
             if let Err(e) = write(kernel, bind_path, &bdf) {
-                log::warn!("{e}; asking the bus to probe {bdf} instead");
+                log::warn!("{}; asking the bus to probe {bdf} instead", chain(&e));
                 write(kernel, sysfs.pci_bus().join("drivers_probe"), &bdf)?;
             }
             let actual = read_driver(sysfs, &f.address)?;
