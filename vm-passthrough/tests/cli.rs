@@ -631,3 +631,29 @@ fn a_dry_run_says_when_a_record_holds_the_group() {
         record
     );
 }
+
+#[test]
+fn every_function_check_agrees_with_bind_dry_run_and_nothing_panics() {
+    let mut agreed = 0;
+    for host in ["workstation", "shared-group", "switch-a100", "no-iommu"] {
+        let list = json(host, &["list", "--all", "--json"]);
+        for d in list["devices"].as_array().unwrap() {
+            let bdf = d["address"].as_str().unwrap();
+            let show = vmgpu(host, &["show", bdf]);
+            assert_eq!(show.status.code(), Some(0), "{host} show {bdf}");
+            let check = vmgpu(host, &["check", bdf]);
+            let bind = vmgpu(host, &["bind", bdf, "--dry-run"]);
+            let (c, b) = (check.status.code(), bind.status.code());
+            assert!(matches!(c, Some(0 | 1)), "{host} check {bdf}: {c:?}");
+            assert_eq!(
+                c,
+                b,
+                "{host} {bdf}: check and bind --dry-run disagree\n{}\n{}",
+                stdout(&check),
+                stderr(&bind)
+            );
+            agreed += 1;
+        }
+    }
+    assert!(agreed > 60, "{agreed}");
+}
