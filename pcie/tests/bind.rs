@@ -467,7 +467,12 @@ fn unbind_after_a_crash_during_unbind_finishes_the_job() {
 
 #[test]
 fn concurrent_binds_of_one_group_keep_the_original_drivers() {
-    for _ in 0..4 {
+    // Of one device, and of two devices of one group.
+    for pair in [[RTX4090, RTX4090], [RTX4090, RTX4090_AUDIO]]
+        .iter()
+        .cycle()
+        .take(4)
+    {
         let s = scratch("workstation");
         let before = snapshot(&s.root);
         let host = Host::new(&s.root);
@@ -479,7 +484,7 @@ fn concurrent_binds_of_one_group_keep_the_original_drivers() {
         let results: Vec<Result<bind::BindOutcome, BindError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = kernels
                 .into_iter()
-                .zip([RTX4090, RTX4090_AUDIO])
+                .zip(pair.iter().copied())
                 .map(|(kernel, bdf)| {
                     let (host, state) = (host.clone(), s.state.clone());
                     scope.spawn(move || bind::bind(&host, &kernel, addr(bdf), false, &state))
