@@ -533,6 +533,13 @@ fn two_gpus_in_a_group_and_sr_iov_on_the_switch_host() {
     let check = vmgpu("switch-a100", &["check", "0000:03:00.0"]);
     assert_eq!(check.status.code(), Some(1));
     assert!(
+        stdout(&check).ends_with(
+            "0000:03:00.0: cannot be assigned to a VM without taking what the host needs (`vmgpu bind --force` would take it)\n"
+        ),
+        "{}",
+        stdout(&check)
+    );
+    assert!(
         stdout(&check).contains("0000:04:00.0 (3D controller on nvidia"),
         "{}",
         stdout(&check)

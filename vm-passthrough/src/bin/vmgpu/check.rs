@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use pcie::check::{assess, CheckStatus};
+use pcie::check::{assess, CheckStatus, FORCEABLE_CHECKS};
 use pcie::{Host, PciAddress};
 
 use crate::Out;
@@ -31,12 +31,19 @@ pub fn run(host: &Host, args: &CheckArgs, out: &mut Out) -> anyhow::Result<ExitC
             };
             outln!(out, "{mark}  {:<20} {}", c.name, c.detail);
         }
+        let only_forceable = assessment
+            .checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Fail)
+            .all(|c| FORCEABLE_CHECKS.contains(&c.name));
         outln!(
             out,
             "{}: {}",
             assessment.device,
             if assessment.assignable {
                 "can be assigned to a VM"
+            } else if only_forceable {
+                "cannot be assigned to a VM without taking what the host needs (`vmgpu bind --force` would take it)"
             } else {
                 "cannot be assigned to a VM"
             }
