@@ -5,14 +5,24 @@ use std::str::FromStr;
 
 /// Why a string is not a PCI address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AddressError {
+    /// Not of the form `[DDDD:]BB:DD.F`.
     #[error("{input:?}: expected [DDDD:]BB:DD.F, e.g. 0000:01:00.0")]
-    Format { input: String },
+    Format {
+        /// The text (its first bytes when long).
+        input: String,
+    },
+    /// The device or function number is too large.
     #[error("{input:?}: {field} {value:#x} out of range (max {max:#x})")]
     OutOfRange {
+        /// The text.
         input: String,
+        /// `device` or `function`.
         field: &'static str,
+        /// The number given.
         value: u32,
+        /// The largest allowed.
         max: u32,
     },
 }
@@ -20,14 +30,20 @@ pub enum AddressError {
 /// A PCI function address. Ordered like the kernel enumerates: domain, bus, device, function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PciAddress {
+    /// PCI segment (domain).
     pub domain: u16,
+    /// Bus number.
     pub bus: u8,
+    /// Device (slot) number, up to [`PciAddress::MAX_DEVICE`].
     pub device: u8,
+    /// Function number, up to [`PciAddress::MAX_FUNCTION`].
     pub function: u8,
 }
 
 impl PciAddress {
+    /// Largest device number.
     pub const MAX_DEVICE: u8 = 0x1f;
+    /// Largest function number.
     pub const MAX_FUNCTION: u8 = 0x7;
 
     /// Builds an address, checking the device and function ranges.
@@ -81,7 +97,7 @@ impl FromStr for PciAddress {
     /// Accepts `DDDD:BB:DD.F` and the short `BB:DD.F` (domain 0), hex, either case.
     fn from_str(input: &str) -> Result<Self, Self::Err> {
         let format = || AddressError::Format {
-            input: input.to_string(),
+            input: crate::error::quote(input),
         };
         let (rest, function) = input.rsplit_once('.').ok_or_else(format)?;
         let parts: Vec<&str> = rest.split(':').collect();

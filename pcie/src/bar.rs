@@ -17,23 +17,31 @@ const BAR_LINES: usize = 6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BarKind {
+    /// I/O ports.
     Io,
+    /// Memory below 4 GiB.
     Mem32,
+    /// Memory anywhere in the 64-bit space.
     Mem64,
 }
 
 /// One assigned BAR.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Bar {
+    /// BAR number, 0 to 5.
     pub index: u8,
     /// Host physical (or I/O port) start address.
     pub start: u64,
+    /// Size in bytes.
     pub size: u64,
+    /// What it decodes.
     pub kind: BarKind,
+    /// Prefetchable memory.
     pub prefetchable: bool,
 }
 
 impl Bar {
+    /// A 64-bit memory BAR.
     pub fn is_64bit(&self) -> bool {
         self.kind == BarKind::Mem64
     }
@@ -41,14 +49,10 @@ impl Bar {
 
 /// Parses the kernel's `resource` file: one `start end flags` line per resource,
 /// each a `0x`-prefixed 64-bit hex number. Unassigned BARs (all zero) are skipped.
-pub fn parse_resource(path: &Path, text: &str) -> Result<Vec<Bar>> {
+pub(crate) fn parse_resource(path: &Path, text: &str) -> Result<Vec<Bar>> {
     let mut bars = Vec::new();
     for (index, line) in text.lines().take(BAR_LINES).enumerate() {
-        let bad = |expected| Error::Parse {
-            path: path.to_path_buf(),
-            value: line.to_string(),
-            expected,
-        };
+        let bad = |expected| Error::parse(path, line, expected);
         let fields: Vec<u64> = line
             .split_whitespace()
             .map(|f| {
@@ -80,7 +84,10 @@ pub fn parse_resource(path: &Path, text: &str) -> Result<Vec<Bar>> {
         bars.push(Bar {
             index: index as u8,
             start,
-            size: end - start + 1,
+            // end >= start, so only the full 64-bit range overflows.
+            size: (end - start)
+                .checked_add(1)
+                .ok_or_else(|| bad("a resource smaller than the 64-bit space"))?,
             kind,
             prefetchable: flags & IORESOURCE_PREFETCH != 0,
         });

@@ -1,94 +1,198 @@
 //! Binding a device and the rest of its IOMMU group to vfio-pci, and restoring the
 //! drivers they had.
 //!
-//! Every original driver is written to a state file before anything changes, so
-//! `unbind` restores exactly what was there, even after a crash. A failure at any
-//! step rolls back what was done so far.
+//! Bind state is never lost:
+//! - everything happens under a lock on the state directory, the plan included,
+//!   so two binds at once cannot record each other's vfio-pci as an "original"
+//!   driver;
+//! - a bind of a group that a record already holds is refused, and a record is
+//!   never overwritten;
+//! - the record (each function's driver and `driver_override`, and whether this
+//!   bind loads vfio-pci) is written before the first change, so whatever step a
+//!   crash interrupts, [`unbind`] puts the host back from it;
+//! - a failure at any step rolls back what was done so far.
 
+use std::error::Error as _;
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::address::PciAddress;
-use crate::check::MemberRole;
-use crate::class::ClassCode;
-use crate::device::{is_boot_display, read_driver, read_driver_override, PciDevice};
+use crate::check::{assess, Check, CheckStatus, MemberRole, FORCEABLE_CHECKS};
+use crate::device::{read_driver, read_driver_override, PciDevice};
 use crate::host::Host;
-use crate::iommu::VFIO_SAFE_DRIVERS;
 use crate::kernel::Kernel;
-use crate::sysfs::{list_dir, read_optional_attr};
+use crate::sysfs::{exists, list_dir};
 
+pub use crate::check::HostNeed;
+
+/// The name of the VFIO PCI driver.
 pub const VFIO_PCI: &str = "vfio-pci";
 /// Default directory for bind records: tmpfs, so records vanish with the boot
 /// that made them, as the bindings do.
 pub const DEFAULT_STATE_DIR: &str = "/run/vmgpu";
 
+/// Why a bind or unbind did not happen, or did not finish.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BindError {
+    /// Reading sysfs failed.
     #[error(transparent)]
     Sysfs(#[from] crate::Error),
+
+    /// The device is in no IOMMU group.
     #[error("{address} is in no IOMMU group: the IOMMU is off, so VFIO cannot isolate it")]
-    NoIommuGroup { address: PciAddress },
-    #[error("IOMMU group {group} of {address} holds devices the host needs: {}; pass --force to take them anyway", list(.needed))]
-    HostNeedsGroupMember {
+    NoIommuGroup {
+        /// The device.
         address: PciAddress,
+    },
+
+    /// A check that `--force` does not override failed (the device is a bridge,
+    /// vfio-pci is missing, interrupts are not remapped).
+    #[error("{address} cannot be assigned to a VM: {}", checks(.failed))]
+    NotAssignable {
+        /// The device.
+        address: PciAddress,
+        /// The failed checks, as `vmgpu check` shows them.
+        failed: Vec<Check>,
+    },
+
+    /// Binding would take functions the host needs, and `force` was not given.
+    #[error("binding {address} (IOMMU group {group}) takes what the host needs: {}; pass --force to take it anyway", needs(.needed))]
+    HostNeedsGroupMember {
+        /// The device.
+        address: PciAddress,
+        /// Its group.
         group: u32,
+        /// What the host needs, by the rule of [`crate::check::taken_from_host`].
         needed: Vec<HostNeed>,
     },
-    #[error("loading module {module}: {source}")]
+
+    /// A bind record already holds the group (or one of its functions).
+    #[error("IOMMU group {group} of {address} is already bound by vmgpu (record {}, for {device}): run `vmgpu unbind {device}` first", .record.display())]
+    AlreadyBound {
+        /// The device asked for.
+        address: PciAddress,
+        /// Its group.
+        group: u32,
+        /// The device the existing record was made for.
+        device: PciAddress,
+        /// The existing record.
+        record: PathBuf,
+    },
+
+    /// `modprobe` failed.
+    #[error("loading module {module}")]
     ModuleLoad {
+        /// The module.
         module: &'static str,
+        /// Why.
         #[source]
         source: io::Error,
     },
+
+    /// The module loaded but its driver did not register.
     #[error("module {module} loaded but {path} did not appear")]
-    DriverMissing { module: &'static str, path: PathBuf },
-    #[error("writing {value:?} to {path}: {source}")]
-    Write {
+    DriverMissing {
+        /// The module.
+        module: &'static str,
+        /// The driver directory expected.
         path: PathBuf,
+    },
+
+    /// A sysfs write failed.
+    #[error("writing {value:?} to {path}")]
+    Write {
+        /// The attribute.
+        path: PathBuf,
+        /// What was written.
         value: String,
+        /// Why it failed.
         #[source]
         source: io::Error,
     },
+
+    /// Unloading a module this bind loaded failed.
+    #[error("unloading module {module}")]
+    ModuleUnload {
+        /// The module.
+        module: &'static str,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A device did not end up on the driver it should have.
     #[error("{address} is on {} after binding, expected {expected}", .actual.as_deref().unwrap_or("no driver"))]
     NotBound {
+        /// The device.
         address: PciAddress,
+        /// The driver wanted.
         expected: String,
+        /// The driver it is on.
         actual: Option<String>,
     },
-    #[error("state file {path}: {source}")]
+
+    /// Reading or writing the state directory failed.
+    #[error("state file {path}")]
     State {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: io::Error,
     },
-    #[error("state file {path}: {source}")]
+
+    /// A record is not valid JSON of the expected shape.
+    #[error("state file {path}")]
     StateFormat {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: serde_json::Error,
     },
-    #[error("no bind record for {address} in {state_dir}: it was not bound by vmgpu (or the record was removed)")]
+
+    /// No record names the device.
+    #[error("no bind record for {address} in {}: it was not bound by vmgpu (or the record was removed)", .state_dir.display())]
     NoRecord {
+        /// The device asked for.
         address: PciAddress,
+        /// Where records were looked for.
         state_dir: PathBuf,
     },
-    #[error("{cause}; rolling back also failed: {}", .failures.join("; "))]
+
+    /// A bind failed and undoing it failed too; the record is kept for `unbind`.
+    #[error("binding {address} failed, and rolling back did not finish: {}; the record {} is kept: run `vmgpu unbind {address}`", chains(.failures), .record.display())]
     RollbackIncomplete {
-        cause: Box<BindError>,
-        failures: Vec<String>,
-    },
-    #[error("restoring the drivers of {address} failed: {} (record kept in {record})", .failures.join("; "))]
-    RestoreIncomplete {
+        /// The device.
         address: PciAddress,
-        failures: Vec<String>,
+        /// The record kept.
+        record: PathBuf,
+        /// What could not be undone.
+        failures: Vec<BindError>,
+        /// The failure that started the rollback.
+        #[source]
+        cause: Box<BindError>,
+    },
+
+    /// An unbind could not restore everything; the record is kept so it can be
+    /// retried.
+    #[error("restoring the drivers of {address} failed: {} (record kept in {})", chains(.failures), .record.display())]
+    RestoreIncomplete {
+        /// The device the record was made for.
+        address: PciAddress,
+        /// What could not be restored.
+        failures: Vec<BindError>,
+        /// The record kept.
         record: PathBuf,
     },
 }
 
-fn list(needed: &[HostNeed]) -> String {
+fn needs(needed: &[HostNeed]) -> String {
     needed
         .iter()
         .map(|n| format!("{} ({})", n.address, n.reason))
@@ -96,18 +200,38 @@ fn list(needed: &[HostNeed]) -> String {
         .join(", ")
 }
 
-/// A group member the host relies on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HostNeed {
-    pub address: PciAddress,
-    pub reason: String,
+fn checks(failed: &[Check]) -> String {
+    failed
+        .iter()
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// An error and its sources, `A: B: C`.
+fn chain(error: &BindError) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn chains(errors: &[BindError]) -> String {
+    errors.iter().map(chain).collect::<Vec<_>>().join("; ")
 }
 
 /// One function that `bind` will move to vfio-pci.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedFunction {
+    /// The function.
     pub address: PciAddress,
+    /// How it relates to the device asked for.
     pub role: MemberRole,
+    /// Its driver now.
     pub driver: Option<String>,
     /// False when it is on vfio-pci already.
     pub rebind: bool,
@@ -116,15 +240,20 @@ pub struct PlannedFunction {
 /// What `bind` would do: the dry run shows exactly this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BindPlan {
+    /// The device asked for.
     pub device: PciAddress,
+    /// Its IOMMU group.
     pub iommu_group: u32,
+    /// vfio-pci is not registered yet and will be loaded.
     pub load_vfio_pci: bool,
+    /// Every endpoint of the group.
     pub functions: Vec<PlannedFunction>,
     /// Members the host needs; non-empty only when forced.
     pub taken_from_host: Vec<HostNeed>,
 }
 
 impl BindPlan {
+    /// True when the whole group is on vfio-pci already.
     pub fn nothing_to_do(&self) -> bool {
         !self.load_vfio_pci && self.functions.iter().all(|f| !f.rebind)
     }
@@ -133,58 +262,69 @@ impl BindPlan {
 /// What a function had before `bind`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionRecord {
+    /// The function.
     pub address: PciAddress,
+    /// Its driver before the bind.
     pub driver: Option<String>,
+    /// Its `driver_override` before the bind.
     pub driver_override: Option<String>,
 }
 
-/// The state file: enough to put the host back as it was.
+/// The state file: enough to put the host back as it was. Written before the
+/// first change, so it also describes a bind that a crash interrupted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BindRecord {
+    /// The device `bind` was called with.
     pub device: PciAddress,
+    /// Its IOMMU group.
     pub iommu_group: u32,
-    /// vfio-pci was loaded by this bind.
+    /// This bind loads vfio-pci (and unbind unloads it when nothing uses it).
     pub loaded_vfio_pci: bool,
+    /// Every function the bind moves, with what it had before.
     pub functions: Vec<FunctionRecord>,
 }
 
-/// Decides what binding `address` takes, refusing (unless `force`) when its group
-/// holds a device the host needs.
+/// Decides what binding `address` takes. Refuses what `vmgpu check` fails: always
+/// for a device that cannot be assigned, and, unless `force`, when the group holds
+/// something the host needs ([`crate::check::taken_from_host`]).
 pub fn plan_bind(host: &Host, address: PciAddress, force: bool) -> Result<BindPlan, BindError> {
-    let device = host.device(address)?;
-    let group = device
+    let assessment = assess(host, address)?;
+    let group = assessment
         .iommu_group
         .ok_or(BindError::NoIommuGroup { address })?;
-    let members = host.group_members(group)?;
-    let mut needed = Vec::new();
-    let mut functions = Vec::new();
-    for member in members.iter().filter(|m| !m.is_bridge()) {
-        if let Some(reason) = host_need(host, member, address)? {
-            needed.push(HostNeed {
-                address: member.address,
-                reason,
-            });
-        }
-        functions.push(PlannedFunction {
-            address: member.address,
-            role: MemberRole::of(member, address),
-            driver: member.driver.clone(),
-            rebind: member.driver.as_deref() != Some(VFIO_PCI),
-        });
+    let failed: Vec<Check> = assessment
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Fail && !FORCEABLE_CHECKS.contains(&c.name))
+        .cloned()
+        .collect();
+    if !failed.is_empty() {
+        return Err(BindError::NotAssignable { address, failed });
     }
-    if !needed.is_empty() && !force {
+    if !assessment.taken_from_host.is_empty() && !force {
         return Err(BindError::HostNeedsGroupMember {
             address,
             group,
-            needed,
+            needed: assessment.taken_from_host,
         });
     }
+    let functions = assessment
+        .group
+        .iter()
+        .filter(|m| m.role != MemberRole::Bridge)
+        .map(|m| PlannedFunction {
+            address: m.address,
+            role: m.role,
+            driver: m.driver.clone(),
+            rebind: m.driver.as_deref() != Some(VFIO_PCI),
+        })
+        .collect();
     Ok(BindPlan {
         device: address,
         iommu_group: group,
         load_vfio_pci: !vfio_pci_registered(host),
         functions,
-        taken_from_host: needed,
+        taken_from_host: assessment.taken_from_host,
     })
 }
 
@@ -192,66 +332,58 @@ fn vfio_pci_registered(host: &Host) -> bool {
     host.sysfs().pci_driver(VFIO_PCI).is_dir()
 }
 
-/// Why the host needs `member`, if it does: storage, a network interface that is
-/// up, a display the host drives, or the boot display.
-fn host_need(host: &Host, member: &PciDevice, target: PciAddress) -> crate::Result<Option<String>> {
-    if is_boot_display(host.sysfs(), &member.address)? {
-        return Ok(Some("the host's boot display".into()));
-    }
-    let Some(driver) = member.driver.as_deref() else {
-        return Ok(None);
-    };
-    if VFIO_SAFE_DRIVERS.contains(&driver) || member.address.same_slot(&target) {
-        return Ok(None);
-    }
-    let what = member.class_name.unwrap_or("device");
-    Ok(match member.class.base() {
-        ClassCode::STORAGE => Some(format!("{what} on {driver}")),
-        ClassCode::DISPLAY => Some(format!("{what} driven by {driver}")),
-        ClassCode::NETWORK => {
-            let up = interfaces_up(&PciDevice::sysfs_dir(host.sysfs(), &member.address))?;
-            (!up.is_empty()).then(|| format!("network interface {} is up", up.join(", ")))
-        }
-        _ => None,
-    })
+/// What [`bind`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindOutcome {
+    /// The plan, made under the lock.
+    pub plan: BindPlan,
+    /// The record written; `None` when the group was on vfio-pci already and
+    /// nothing was changed.
+    pub record: Option<BindRecord>,
 }
 
-fn interfaces_up(device_dir: &Path) -> crate::Result<Vec<String>> {
-    let net = device_dir.join("net");
-    let mut up = Vec::new();
-    for iface in list_dir(&net)? {
-        if read_optional_attr(&net.join(&iface).join("operstate"))?.as_deref() == Some("up") {
-            up.push(iface);
-        }
-    }
-    Ok(up)
-}
-
-/// Carries out `plan`: loads vfio-pci if needed, records the original drivers in
-/// `state_dir`, then moves every function to vfio-pci. On failure, everything done
-/// is undone before the error is returned.
+/// Binds `address` and the rest of its group to vfio-pci: under the state lock,
+/// plans (refusing as [`plan_bind`] does, and when a record already holds the
+/// group), records the original drivers in `state_dir`, loads vfio-pci if needed,
+/// then moves every function. On failure everything done is undone before the
+/// error is returned.
 pub fn bind(
     host: &Host,
     kernel: &dyn Kernel,
-    plan: &BindPlan,
+    address: PciAddress,
+    force: bool,
     state_dir: &Path,
-) -> Result<BindRecord, BindError> {
-    let _lock = lock_state_dir(state_dir)?;
-    let sysfs = host.sysfs();
-    let mut record = BindRecord {
-        device: plan.device,
-        iommu_group: plan.iommu_group,
-        loaded_vfio_pci: false,
-        functions: Vec::new(),
-    };
+) -> Result<BindOutcome, BindError> {
+    let lock = StateLock::acquire(state_dir)?;
+    let result = bind_locked(host, kernel, address, force, state_dir);
+    lock.release();
+    result
+}
+
+fn bind_locked(
+    host: &Host,
+    kernel: &dyn Kernel,
+    address: PciAddress,
+    force: bool,
+    state_dir: &Path,
+) -> Result<BindOutcome, BindError> {
+    let plan = plan_bind(host, address, force)?;
+    check_no_record_holds(state_dir, &plan)?;
     if plan.nothing_to_do() {
         log::info!(
             "{}: group {} already on vfio-pci",
             plan.device,
             plan.iommu_group
         );
-        return Ok(record);
+        return Ok(BindOutcome { plan, record: None });
     }
+    let sysfs = host.sysfs();
+    let mut record = BindRecord {
+        device: plan.device,
+        iommu_group: plan.iommu_group,
+        loaded_vfio_pci: plan.load_vfio_pci,
+        functions: Vec::new(),
+    };
     for f in &plan.functions {
         record.functions.push(FunctionRecord {
             address: f.address,
@@ -259,17 +391,19 @@ pub fn bind(
             driver_override: read_driver_override(sysfs, &f.address)?,
         });
     }
+    // The intent, before the first change.
     let record_path = record_path(state_dir, plan.device);
-    if plan.load_vfio_pci {
-        kernel
-            .load_module(VFIO_PCI)
-            .map_err(|source| BindError::ModuleLoad {
-                module: VFIO_PCI,
-                source,
-            })?;
-        record.loaded_vfio_pci = true;
-    }
-    let result = save_record(&record_path, &record).and_then(|()| {
+    create_record(&record_path, &record)?;
+
+    let result = (|| {
+        if plan.load_vfio_pci {
+            kernel
+                .load_module(VFIO_PCI)
+                .map_err(|source| BindError::ModuleLoad {
+                    module: VFIO_PCI,
+                    source,
+                })?;
+        }
         if !vfio_pci_registered(host) {
             return Err(BindError::DriverMissing {
                 module: VFIO_PCI,
@@ -280,22 +414,52 @@ pub fn bind(
             move_to_vfio(host, kernel, f.address)?;
         }
         Ok(())
-    });
+    })();
     match result {
-        Ok(()) => Ok(record),
+        Ok(()) => Ok(BindOutcome {
+            plan,
+            record: Some(record),
+        }),
         Err(cause) => {
             let failures = restore(host, kernel, &record);
             if failures.is_empty() {
-                let _ = fs::remove_file(&record_path);
+                fs::remove_file(&record_path).map_err(|source| BindError::State {
+                    path: record_path.clone(),
+                    source,
+                })?;
                 Err(cause)
             } else {
                 Err(BindError::RollbackIncomplete {
-                    cause: Box::new(cause),
+                    address: plan.device,
+                    record: record_path,
                     failures,
+                    cause: Box::new(cause),
                 })
             }
         }
     }
+}
+
+/// Fails with [`BindError::AlreadyBound`] when a record in `state_dir` holds the
+/// plan's group or one of its functions. [`bind`] calls it under the lock; a dry
+/// run calls it to say what the bind would say.
+pub fn check_no_record_holds(state_dir: &Path, plan: &BindPlan) -> Result<(), BindError> {
+    for (path, record) in records(state_dir)? {
+        let holds = record.iommu_group == plan.iommu_group
+            || record
+                .functions
+                .iter()
+                .any(|f| plan.functions.iter().any(|p| p.address == f.address));
+        if holds {
+            return Err(BindError::AlreadyBound {
+                address: plan.device,
+                group: plan.iommu_group,
+                device: record.device,
+                record: path,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn write(kernel: &dyn Kernel, path: PathBuf, value: &str) -> Result<(), BindError> {
@@ -337,18 +501,15 @@ fn move_to_vfio(host: &Host, kernel: &dyn Kernel, address: PciAddress) -> Result
 }
 
 /// Puts every function of `record` back on its original driver and override, and
-/// unloads vfio-pci if the bind loaded it and nothing else uses it. Returns what
-/// could not be restored; an empty list means the host is as it was.
-fn restore(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<String> {
-    let mut failures: Vec<String> = record
+/// unloads vfio-pci if the bind loaded it and nothing else uses it. Works from any
+/// state a bind can leave, finished or interrupted. Returns what could not be
+/// restored; an empty list means the host is as it was.
+fn restore(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<BindError> {
+    let mut failures: Vec<BindError> = record
         .functions
         .iter()
         .rev()
-        .filter_map(|f| {
-            restore_function(host, kernel, f)
-                .err()
-                .map(|e| e.to_string())
-        })
+        .filter_map(|f| restore_function(host, kernel, f).err())
         .collect();
     if record.loaded_vfio_pci && vfio_pci_registered(host) {
         let in_use = list_dir(&host.sysfs().pci_driver(VFIO_PCI))
@@ -363,113 +524,201 @@ fn restore(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<String>
                 Err(e) if !vfio_pci_registered(host) => {
                     log::info!("{VFIO_PCI} unloaded ({e})");
                 }
-                Err(e) => failures.push(format!("unloading {VFIO_PCI}: {e}")),
+                Err(source) => failures.push(BindError::ModuleUnload {
+                    module: VFIO_PCI,
+                    source,
+                }),
             }
         }
     }
     failures
 }
 
+/// Restores one function, whatever state it is in: detaches it from a driver that
+/// is not its original one, clears an override that would keep the original
+/// driver from binding, binds the original driver, and only then writes the
+/// recorded override back (an override set before the bind, e.g. `vfio-pci` on a
+/// GPU still on `nvidia`, would otherwise make the original driver refuse it).
 fn restore_function(host: &Host, kernel: &dyn Kernel, f: &FunctionRecord) -> Result<(), BindError> {
     let sysfs = host.sysfs();
     let bdf = f.address.to_string();
-    let dir = PciDevice::sysfs_dir(sysfs, &f.address);
-    let current = read_driver(sysfs, &f.address)?;
-    if current.is_some() && current != f.driver {
-        let driver = current.unwrap_or_default();
-        write(kernel, sysfs.pci_driver(&driver).join("unbind"), &bdf)?;
-    }
-    if read_driver_override(sysfs, &f.address)? != f.driver_override {
-        // A lone newline clears the override.
-        let value = f
-            .driver_override
-            .clone()
-            .unwrap_or_else(|| "\n".to_string());
-        write(kernel, dir.join("driver_override"), &value)?;
-    }
-    let Some(original) = &f.driver else {
-        return Ok(());
-    };
-    if read_driver(sysfs, &f.address)?.as_ref() != Some(original) {
-        let bind_path = sysfs.pci_driver(original).join("bind");
-        if let Err(e) = write(kernel, bind_path, &bdf) {
-            log::warn!("{e}; asking the bus to probe {bdf} instead");
-            write(kernel, sysfs.pci_bus().join("drivers_probe"), &bdf)?;
+    let override_path = PciDevice::sysfs_dir(sysfs, &f.address).join("driver_override");
+    // A lone newline clears the override.
+    let write_override =
+        |value: Option<&str>| write(kernel, override_path.clone(), value.unwrap_or("\n"));
+    if let Some(current) = read_driver(sysfs, &f.address)? {
+        if Some(&current) != f.driver.as_ref() {
+            write(kernel, sysfs.pci_driver(&current).join("unbind"), &bdf)?;
         }
     }
-    let actual = read_driver(sysfs, &f.address)?;
-    if actual.as_ref() != Some(original) {
-        return Err(BindError::NotBound {
-            address: f.address,
-            expected: original.clone(),
-            actual,
-        });
+    if let Some(original) = &f.driver {
+        if read_driver(sysfs, &f.address)?.as_ref() != Some(original) {
+            let current_override = read_driver_override(sysfs, &f.address)?;
+            if current_override.is_some() && current_override.as_ref() != Some(original) {
+                write_override(None)?;
+            }
+            let bind_path = sysfs.pci_driver(original).join("bind");
+            if let Err(e) = write(kernel, bind_path, &bdf) {
+                log::warn!("{}; asking the bus to probe {bdf} instead", chain(&e));
+                write(kernel, sysfs.pci_bus().join("drivers_probe"), &bdf)?;
+            }
+            let actual = read_driver(sysfs, &f.address)?;
+            if actual.as_ref() != Some(original) {
+                return Err(BindError::NotBound {
+                    address: f.address,
+                    expected: original.clone(),
+                    actual,
+                });
+            }
+        }
     }
-    log::info!("{}: restored to {original}", f.address);
+    if read_driver_override(sysfs, &f.address)? != f.driver_override {
+        write_override(f.driver_override.as_deref())?;
+    }
+    log::info!(
+        "{}: restored to {}",
+        f.address,
+        f.driver.as_deref().unwrap_or("no driver")
+    );
     Ok(())
 }
 
 /// Restores what `bind` recorded for `address` (the device it was called with, or
-/// any function bound along with it) and removes the record.
+/// any function bound along with it) and removes the record. Also finishes a bind
+/// that a crash interrupted at any step. A call that finds no record changes
+/// nothing and leaves nothing behind.
 pub fn unbind(
     host: &Host,
     kernel: &dyn Kernel,
     address: PciAddress,
     state_dir: &Path,
 ) -> Result<BindRecord, BindError> {
-    let _lock = lock_state_dir(state_dir)?;
-    let (path, record) = find_record(state_dir, address)?;
-    let failures = restore(host, kernel, &record);
-    if !failures.is_empty() {
-        return Err(BindError::RestoreIncomplete {
-            address: record.device,
-            failures,
-            record: path,
-        });
-    }
-    fs::remove_file(&path).map_err(|source| BindError::State { path, source })?;
-    Ok(record)
-}
-
-/// Serialises binds and unbinds on one host: two at once could each record the
-/// other's vfio-pci as an "original" driver. Released when the file is dropped.
-fn lock_state_dir(state_dir: &Path) -> Result<fs::File, BindError> {
-    let path = state_dir.join("lock");
-    let state_error = |source| BindError::State {
-        path: path.clone(),
-        source,
+    let no_record = || BindError::NoRecord {
+        address,
+        state_dir: state_dir.to_path_buf(),
     };
-    fs::create_dir_all(state_dir).map_err(state_error)?;
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(state_error)?;
-    file.lock().map_err(state_error)?;
-    Ok(file)
+    if !exists(state_dir)? {
+        return Err(no_record());
+    }
+    let lock = StateLock::acquire(state_dir)?;
+    let result = (|| {
+        let (path, record) = find_record(state_dir, address)?;
+        let failures = restore(host, kernel, &record);
+        if !failures.is_empty() {
+            return Err(BindError::RestoreIncomplete {
+                address: record.device,
+                failures,
+                record: path,
+            });
+        }
+        fs::remove_file(&path).map_err(|source| BindError::State { path, source })?;
+        Ok(record)
+    })();
+    lock.release();
+    result
 }
 
+/// The state directory's lock: serialises binds and unbinds on one host. On
+/// release the lock file (and a state directory this lock created) is removed
+/// when no record remains, so a command that changed nothing leaves nothing.
+struct StateLock {
+    file: Option<fs::File>,
+    dir: PathBuf,
+    path: PathBuf,
+    created_dir: bool,
+}
+
+impl StateLock {
+    fn acquire(state_dir: &Path) -> Result<Self, BindError> {
+        let path = state_dir.join("lock");
+        let state_error = |source| BindError::State {
+            path: path.clone(),
+            source,
+        };
+        let created_dir = !exists(state_dir)?;
+        loop {
+            fs::create_dir_all(state_dir).map_err(state_error)?;
+            let file = match fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+            {
+                Ok(f) => f,
+                // Removed by a holder releasing it between create_dir_all and open.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(state_error(e)),
+            };
+            file.lock().map_err(state_error)?;
+            // A holder may have removed the file while we waited: then we hold a
+            // lock on a file no one else will ever open. Start over.
+            let held = file.metadata().map_err(state_error)?;
+            match fs::metadata(&path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    return Ok(Self {
+                        file: Some(file),
+                        dir: state_dir.to_path_buf(),
+                        path,
+                        created_dir,
+                    })
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(state_error(e)),
+            }
+        }
+    }
+
+    fn release(mut self) {
+        self.cleanup();
+    }
+
+    fn cleanup(&mut self) {
+        let Some(file) = self.file.take() else {
+            return;
+        };
+        let no_records = list_dir(&self.dir)
+            .map(|names| !names.iter().any(|n| n.ends_with(".json")))
+            .unwrap_or(false);
+        if no_records {
+            // Still holding the lock: waiters see the file gone and start over.
+            let _ = fs::remove_file(&self.path);
+            if self.created_dir {
+                let _ = fs::remove_dir(&self.dir);
+            }
+        }
+        drop(file);
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+/// Where the record of a bind of `device` is kept.
 pub fn record_path(state_dir: &Path, device: PciAddress) -> PathBuf {
     state_dir.join(format!("{device}.json"))
 }
 
-fn save_record(path: &Path, record: &BindRecord) -> Result<(), BindError> {
+/// Writes a new record; fails rather than overwrite one.
+fn create_record(path: &Path, record: &BindRecord) -> Result<(), BindError> {
     let state_error = |source| BindError::State {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(state_error)?;
-    }
-    // Write then rename, so a crash never leaves half a record.
-    let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(record).map_err(|source| BindError::StateFormat {
         path: path.to_path_buf(),
         source,
     })?;
+    // Written whole under another name, then linked in place: a crash never leaves
+    // half a record, and the link fails if a record is there.
+    let tmp = path.with_extension("json.tmp");
     fs::write(&tmp, text + "\n").map_err(state_error)?;
-    fs::rename(&tmp, path).map_err(state_error)
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    linked.map_err(state_error)
 }
 
 fn load_record(path: &Path) -> Result<BindRecord, BindError> {
@@ -483,25 +732,32 @@ fn load_record(path: &Path) -> Result<BindRecord, BindError> {
     })
 }
 
+/// Every record in `state_dir`, by path.
+fn records(state_dir: &Path) -> Result<Vec<(PathBuf, BindRecord)>, BindError> {
+    let mut out = Vec::new();
+    for name in list_dir(state_dir)?.iter().filter(|n| n.ends_with(".json")) {
+        let path = state_dir.join(name);
+        let record = load_record(&path)?;
+        out.push((path, record));
+    }
+    Ok(out)
+}
+
 /// The record for `address`: its own, or the one of the device it was bound with.
 pub fn find_record(
     state_dir: &Path,
     address: PciAddress,
 ) -> Result<(PathBuf, BindRecord), BindError> {
     let own = record_path(state_dir, address);
-    if own.exists() {
+    if exists(&own)? {
         let record = load_record(&own)?;
         return Ok((own, record));
     }
-    for name in list_dir(state_dir)?.iter().filter(|n| n.ends_with(".json")) {
-        let path = state_dir.join(name);
-        let record = load_record(&path)?;
-        if record.functions.iter().any(|f| f.address == address) {
-            return Ok((path, record));
-        }
-    }
-    Err(BindError::NoRecord {
-        address,
-        state_dir: state_dir.to_path_buf(),
-    })
+    records(state_dir)?
+        .into_iter()
+        .find(|(_, r)| r.functions.iter().any(|f| f.address == address))
+        .ok_or_else(|| BindError::NoRecord {
+            address,
+            state_dir: state_dir.to_path_buf(),
+        })
 }

@@ -1,14 +1,23 @@
 //! Can this device be given to a VM? Each precondition is one named check.
+//!
+//! [`taken_from_host`] is the one rule deciding what binding a device takes from
+//! the host; [`assess`] reports it as the `taken_from_host` check and
+//! [`crate::bind::plan_bind`] refuses on it, so `vmgpu check` and `vmgpu bind`
+//! always agree: a device is assignable exactly when a bind without `--force`
+//! would go ahead.
 
 use std::fmt;
+use std::path::Path;
 
 use crate::address::PciAddress;
 use crate::bar::{format_size, BarKind};
+use crate::class::ClassCode;
 use crate::device::is_boot_display;
 use crate::device::PciDevice;
 use crate::error::Result;
 use crate::host::{Host, VfioPciModule};
 use crate::iommu::{viability_blockers, Blocker, InterruptRemapping, VFIO_SAFE_DRIVERS};
+use crate::sysfs::{list_dir, read_optional_attr};
 
 /// OVMF's default 64-bit PCI MMIO aperture. BARs beyond it need the VMM to enlarge
 /// the window (`-fw_cfg name=opt/ovmf/X-PciMmio64Mb,...` in QEMU).
@@ -16,9 +25,14 @@ pub const DEFAULT_GUEST_MMIO64_WINDOW: u64 = 32 << 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+/// The verdict of one check.
 pub enum CheckStatus {
+    /// Fine.
     Pass,
+    /// Worth knowing; does not stop an assignment.
     Warn,
+    /// The device cannot be assigned (or, for the checks `--force` overrides, not
+    /// without taking something from the host).
     Fail,
 }
 
@@ -35,8 +49,11 @@ impl fmt::Display for CheckStatus {
 /// One precondition and what was found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
+    /// Its name, e.g. `iommu_group`.
     pub name: &'static str,
+    /// The verdict.
     pub status: CheckStatus,
+    /// What was found, for people.
     pub detail: String,
 }
 
@@ -46,7 +63,8 @@ pub struct Check {
 pub enum MemberRole {
     /// The device itself.
     Target,
-    /// Another function of the same slot (a GPU's audio or USB function).
+    /// Another function of the same multi-function device (a GPU's audio or USB
+    /// function). SR-IOV VFs are never companions.
     Companion,
     /// A bridge or port: ignored by the group rule.
     Bridge,
@@ -56,12 +74,15 @@ pub enum MemberRole {
 
 impl MemberRole {
     /// How `member` relates to `target`.
-    pub fn of(member: &PciDevice, target: PciAddress) -> Self {
-        if member.address == target {
+    pub fn of(member: &PciDevice, target: &PciDevice) -> Self {
+        if member.address == target.address {
             Self::Target
         } else if member.is_bridge() {
             Self::Bridge
-        } else if member.address.same_slot(&target) {
+        } else if member.address.same_slot(&target.address)
+            && !member.is_virtual_function()
+            && !target.is_virtual_function()
+        {
             Self::Companion
         } else {
             Self::Other
@@ -80,10 +101,14 @@ impl fmt::Display for MemberRole {
     }
 }
 
+/// One member of the device's IOMMU group.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupMember {
+    /// Its address.
     pub address: PciAddress,
+    /// How it relates to the device checked.
     pub role: MemberRole,
+    /// Its driver now.
     pub driver: Option<String>,
     /// True when this member's current driver keeps the group from being viable.
     pub blocks_now: bool,
@@ -92,21 +117,28 @@ pub struct GroupMember {
 /// The verdict of `vmgpu check`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Assessment {
+    /// The device checked.
     pub device: PciAddress,
-    /// No check failed.
+    /// No check failed: `vmgpu bind` without `--force` goes ahead.
     pub assignable: bool,
+    /// Its IOMMU group, `None` with the IOMMU off.
     pub iommu_group: Option<u32>,
     /// The group is viable right now, as the kernel would judge it.
     pub group_viable_now: bool,
+    /// Every member of the group, bridges included.
     pub group: Vec<GroupMember>,
     /// Other functions of the same slot, in the group or not.
     pub companions: Vec<PciAddress>,
     /// Endpoints outside the device's slot that share its group under a host driver.
     pub blockers: Vec<Blocker>,
+    /// What binding would take that the host needs (see [`taken_from_host`]).
+    pub taken_from_host: Vec<HostNeed>,
+    /// Every check, in a fixed order.
     pub checks: Vec<Check>,
 }
 
 impl Assessment {
+    /// The check named `name`, if it was run.
     pub fn check(&self, name: &str) -> Option<&Check> {
         self.checks.iter().find(|c| c.name == name)
     }
@@ -120,11 +152,115 @@ fn check(name: &'static str, status: CheckStatus, detail: impl Into<String>) -> 
     }
 }
 
+/// Checks whose failure `--force` overrides: they only say that binding takes
+/// something the host needs.
+pub const FORCEABLE_CHECKS: [&str; 3] = ["iommu_group", "boot_display", "taken_from_host"];
+
+/// A function the host needs that binding would take.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostNeed {
+    /// The function.
+    pub address: PciAddress,
+    /// Why the host needs it, e.g. "SATA controller on ahci".
+    pub reason: String,
+}
+
+/// The one rule deciding what binding `target` takes from the host. Binding moves
+/// every endpoint of the group to vfio-pci; of those not on vfio-pci or pci-stub
+/// already, the host needs (and `bind` refuses without `--force`):
+///
+/// 1. the host's boot display (`boot_vga` 1);
+/// 2. an SR-IOV physical function with VFs enabled: unbinding its driver removes
+///    them from the host;
+/// 3. a storage controller bound to a driver;
+/// 4. a network function with an interface up;
+/// 5. any endpoint that is neither the target nor one of its functions (another
+///    GPU or controller sharing the group behind a switch without ACS) while a
+///    host driver holds it: it is a separate device the user did not name.
+///
+/// The target and its companions are checked by rules 1-4 like any member. Members
+/// without a driver are taken without a word; bridges are never bound.
+pub fn taken_from_host(
+    host: &Host,
+    target: &PciDevice,
+    members: &[PciDevice],
+) -> Result<Vec<HostNeed>> {
+    let mut needs = Vec::new();
+    for member in members.iter().filter(|m| !m.is_bridge()) {
+        if let Some(reason) = host_need(host, member, target)? {
+            needs.push(HostNeed {
+                address: member.address,
+                reason,
+            });
+        }
+    }
+    Ok(needs)
+}
+
+fn host_need(host: &Host, member: &PciDevice, target: &PciDevice) -> Result<Option<String>> {
+    let driver = member.driver.as_deref();
+    if driver.is_some_and(|d| VFIO_SAFE_DRIVERS.contains(&d)) {
+        return Ok(None);
+    }
+    if is_boot_display(host.sysfs(), &member.address)? {
+        return Ok(Some("the host's boot display".into()));
+    }
+    let Some(driver) = driver else {
+        return Ok(None);
+    };
+    if member.enabled_vfs() > 0 {
+        let vfs: Vec<String> = host
+            .virtual_functions(member.address)?
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        return Ok(Some(format!(
+            "SR-IOV physical function on {driver} with {} VF(s) enabled ({}): unbinding it removes them from the host",
+            member.enabled_vfs(),
+            if vfs.is_empty() { "not listed".to_string() } else { vfs.join(", ") }
+        )));
+    }
+    let what = member.class_name.unwrap_or("device");
+    match member.class.base() {
+        ClassCode::STORAGE => return Ok(Some(format!("{what} on {driver}"))),
+        ClassCode::NETWORK => {
+            let up = interfaces_up(&PciDevice::sysfs_dir(host.sysfs(), &member.address))?;
+            if !up.is_empty() {
+                return Ok(Some(format!("network interface {} is up", up.join(", "))));
+            }
+        }
+        _ => {}
+    }
+    if MemberRole::of(member, target) == MemberRole::Other {
+        return Ok(Some(format!(
+            "{what} on {driver}: a separate device sharing the IOMMU group, not a function of {}",
+            target.address
+        )));
+    }
+    Ok(None)
+}
+
+fn interfaces_up(device_dir: &Path) -> Result<Vec<String>> {
+    let net = device_dir.join("net");
+    let mut up = Vec::new();
+    for iface in list_dir(&net)? {
+        if read_optional_attr(&net.join(&iface).join("operstate"))?.as_deref() == Some("up") {
+            up.push(iface);
+        }
+    }
+    Ok(up)
+}
+
 /// Runs every check for `address`.
 pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
     let device = host.device(address)?;
     let iommu = host.iommu()?;
     let companions = host.companions(address)?;
+    let members = match device.iommu_group {
+        Some(id) => host.group_members(id)?,
+        None => vec![device.clone()],
+    };
+    let taken = taken_from_host(host, &device, &members)?;
 
     let mut checks = Vec::new();
     checks.push(if iommu.enabled() {
@@ -148,10 +284,19 @@ pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
         iommu.interrupt_remapping,
         iommu.allow_unsafe_interrupts,
     ));
+    if device.is_bridge() {
+        checks.push(check(
+            "endpoint",
+            CheckStatus::Fail,
+            format!(
+                "{address} is a {}: bridges and ports are not assignable; assign the devices behind it",
+                device.class_name.unwrap_or("bridge")
+            ),
+        ));
+    }
 
     let (group, blockers, group_viable_now, group_check) = match device.iommu_group {
         Some(id) => {
-            let members = host.group_members(id)?;
             let (group, blockers, viable_now) = classify_members(&device, &members);
             let status = if blockers.is_empty() {
                 CheckStatus::Pass
@@ -186,6 +331,7 @@ pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
     if let Some(c) = boot_display_check(host, &device)? {
         checks.push(c);
     }
+    checks.push(taken_check(&members, &device, &taken));
 
     Ok(Assessment {
         device: address,
@@ -195,8 +341,38 @@ pub fn assess(host: &Host, address: PciAddress) -> Result<Assessment> {
         group,
         companions,
         blockers,
+        taken_from_host: taken,
         checks,
     })
+}
+
+fn taken_check(members: &[PciDevice], device: &PciDevice, taken: &[HostNeed]) -> Check {
+    if taken.is_empty() {
+        let moved: Vec<String> = members
+            .iter()
+            .filter(|m| !m.is_bridge())
+            .filter(|m| m.driver.as_deref() != Some(crate::bind::VFIO_PCI))
+            .map(|m| format!("{} ({})", m.address, MemberRole::of(m, device)))
+            .collect();
+        let detail = if moved.is_empty() {
+            "nothing to take: the group is on vfio-pci already".to_string()
+        } else {
+            format!("bind moves {}: nothing the host needs", moved.join(", "))
+        };
+        return check("taken_from_host", CheckStatus::Pass, detail);
+    }
+    let needs: Vec<String> = taken
+        .iter()
+        .map(|n| format!("{} ({})", n.address, n.reason))
+        .collect();
+    check(
+        "taken_from_host",
+        CheckStatus::Fail,
+        format!(
+            "binding takes what the host needs: {}; `vmgpu bind` refuses without --force",
+            needs.join("; ")
+        ),
+    )
 }
 
 fn remapping_check(state: InterruptRemapping, allow_unsafe: Option<bool>) -> Check {
@@ -233,7 +409,7 @@ fn classify_members(
         .iter()
         .map(|m| GroupMember {
             address: m.address,
-            role: MemberRole::of(m, device.address),
+            role: MemberRole::of(m, device),
             driver: m.driver.clone(),
             blocks_now: now.iter().any(|b| b.address == m.address),
         })
@@ -242,7 +418,11 @@ fn classify_members(
     // driver would have to be taken from the host.
     let blockers = now
         .iter()
-        .filter(|b| !b.address.same_slot(&device.address))
+        .filter(|b| {
+            group
+                .iter()
+                .any(|m| m.address == b.address && m.role == MemberRole::Other)
+        })
         .cloned()
         .collect();
     (group, blockers, now.is_empty())
@@ -328,7 +508,7 @@ fn reset_check(device: &PciDevice) -> Check {
         None => check(
             "reset",
             CheckStatus::Warn,
-            "kernel does not report reset methods (reset_method needs Linux 5.15)",
+            "the kernel can reset it but does not say how (reset_method needs Linux 5.15)",
         ),
     }
 }
@@ -400,11 +580,24 @@ fn bar_check(device: &PciDevice) -> Check {
 }
 
 fn boot_display_check(host: &Host, device: &PciDevice) -> Result<Option<Check>> {
-    Ok(is_boot_display(host.sysfs(), &device.address)?.then(|| {
+    if !is_boot_display(host.sysfs(), &device.address)? {
+        return Ok(None);
+    }
+    let released = device
+        .driver
+        .as_deref()
+        .is_some_and(|d| VFIO_SAFE_DRIVERS.contains(&d));
+    Ok(Some(if released {
         check(
             "boot_display",
             CheckStatus::Warn,
-            "the host's boot display: its console goes dark when the device leaves",
+            "the host's boot display, already given up by the host",
+        )
+    } else {
+        check(
+            "boot_display",
+            CheckStatus::Fail,
+            "the host's boot display: its console goes dark when the device leaves; `vmgpu bind` refuses without --force",
         )
     }))
 }

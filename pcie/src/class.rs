@@ -9,19 +9,28 @@ use pci_ids::FromId;
 pub struct ClassCode(pub u32);
 
 impl ClassCode {
+    /// Base class: display controllers (GPUs).
     pub const DISPLAY: u8 = 0x03;
+    /// Base class: mass storage controllers.
     pub const STORAGE: u8 = 0x01;
+    /// Base class: network controllers.
     pub const NETWORK: u8 = 0x02;
+    /// Base class: multimedia controllers (audio).
     pub const MULTIMEDIA: u8 = 0x04;
+    /// Base class: bridges.
     pub const BRIDGE: u8 = 0x06;
+    /// Base class: serial bus controllers (USB, SMBus, UCSI).
     pub const SERIAL_BUS: u8 = 0x0c;
 
+    /// The base class (top byte).
     pub fn base(&self) -> u8 {
         (self.0 >> 16) as u8
     }
+    /// The subclass (middle byte).
     pub fn sub(&self) -> u8 {
         (self.0 >> 8) as u8
     }
+    /// The programming interface (low byte).
     pub fn prog_if(&self) -> u8 {
         self.0 as u8
     }
@@ -56,15 +65,17 @@ impl serde::Serialize for ClassCode {
     }
 }
 
-/// Vendor, device and subsystem names from the PCI ID database.
+/// The vendor's name from the PCI ID database.
 pub fn vendor_name(vendor: u16) -> Option<&'static str> {
     pci_ids::Vendor::from_id(vendor).map(|v| v.name())
 }
 
+/// The device's name from the PCI ID database.
 pub fn device_name(vendor: u16, device: u16) -> Option<&'static str> {
     pci_ids::Device::from_vid_pid(vendor, device).map(|d| d.name())
 }
 
+/// The subsystem's name from the PCI ID database.
 pub fn subsystem_name(
     vendor: u16,
     device: u16,

@@ -7,33 +7,46 @@ use crate::bar::{parse_resource, Bar};
 use crate::class::{self, ClassCode};
 use crate::error::{Error, Result};
 use crate::link::{parse_width, Link, LinkSpeed};
-use crate::nvidia::NvidiaInfo;
-use crate::sysfs::{self, link_name, read_hex, read_optional_attr, Sysfs};
+use crate::nvidia::{NvidiaFunction, NvidiaInfo, NVIDIA_VENDOR_ID};
+use crate::sysfs::{self, exists, link_name, read_hex, read_optional_attr, Sysfs};
 
-/// SR-IOV capability state.
+/// SR-IOV capability state of a physical function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Sriov {
+    /// VFs the device supports (`sriov_totalvfs`).
     pub total_vfs: u32,
+    /// VFs enabled now (`sriov_numvfs`).
     pub num_vfs: u32,
 }
 
 /// Everything sysfs tells about one PCI function.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PciDevice {
+    /// Its address.
     pub address: PciAddress,
+    /// Vendor id.
     #[serde(serialize_with = "hex4")]
     pub vendor_id: u16,
+    /// Device id.
     #[serde(serialize_with = "hex4")]
     pub device_id: u16,
+    /// Subsystem (board) vendor id.
     #[serde(serialize_with = "hex4")]
     pub subsystem_vendor_id: u16,
+    /// Subsystem (board) id.
     #[serde(serialize_with = "hex4")]
     pub subsystem_device_id: u16,
+    /// Class code.
     pub class: ClassCode,
+    /// Revision id.
     pub revision: u8,
+    /// Vendor name from the PCI ID database.
     pub vendor_name: Option<&'static str>,
+    /// Device name from the PCI ID database.
     pub device_name: Option<&'static str>,
+    /// Subsystem name from the PCI ID database.
     pub subsystem_name: Option<&'static str>,
+    /// Class name from the PCI ID database.
     pub class_name: Option<&'static str>,
     /// The bound driver, `None` when unbound.
     pub driver: Option<String>,
@@ -43,14 +56,21 @@ pub struct PciDevice {
     pub iommu_group: Option<u32>,
     /// `None` on hosts without NUMA information (`-1`).
     pub numa_node: Option<u32>,
+    /// CPUs close to the device, e.g. `0-55,112-167`.
     pub local_cpulist: Option<String>,
     /// `None` for conventional PCI devices, which have no link attributes.
     pub link: Option<Link>,
+    /// Assigned BARs.
     pub bars: Vec<Bar>,
-    /// The kernel's reset methods in order of preference (`flr`, `bus`, ...). `None`
-    /// when the kernel predates `reset_method` (5.15); empty when it has none.
+    /// The kernel's reset methods in order of preference (`flr`, `bus`, ...). Empty
+    /// when the function has none: Linux 5.15+ then hides `reset_method`, and every
+    /// kernel hides `reset`. `None` when the kernel can reset the function (`reset`
+    /// exists) but predates `reset_method` (5.15), so it does not say how.
     pub reset_methods: Option<Vec<String>>,
+    /// SR-IOV state, for physical functions.
     pub sriov: Option<Sriov>,
+    /// For an SR-IOV virtual function, its physical function (`physfn`).
+    pub physical_function: Option<PciAddress>,
     /// Set for NVIDIA functions only.
     pub nvidia: Option<NvidiaInfo>,
 }
@@ -69,7 +89,9 @@ impl PciDevice {
     /// some kernels or devices expose are optional.
     pub fn read(sysfs: &Sysfs, address: PciAddress) -> Result<Self> {
         let dir = Self::sysfs_dir(sysfs, &address);
-        if !dir.exists() {
+        if !exists(&dir)? {
+            // Say what is wrong with a bad root rather than "no such device".
+            sysfs.verify()?;
             return Err(Error::DeviceNotFound { address, path: dir });
         }
         let attr = |name: &str| dir.join(name);
@@ -113,11 +135,21 @@ impl PciDevice {
                 Some(text) => parse_resource(&attr("resource"), &text)?,
                 None => Vec::new(),
             },
-            reset_methods: read_optional_attr(&attr("reset_method"))?
-                .map(|v| v.split_whitespace().map(str::to_string).collect()),
+            reset_methods: read_reset_methods(&dir)?,
             sriov: read_sriov(&dir)?,
-            nvidia: NvidiaInfo::identify(vendor_id, device_id, class),
+            physical_function: read_physfn(&dir)?,
+            nvidia: identify_nvidia(sysfs, address, vendor_id, device_id, class)?,
         })
+    }
+
+    /// True for an SR-IOV virtual function.
+    pub fn is_virtual_function(&self) -> bool {
+        self.physical_function.is_some()
+    }
+
+    /// Enabled VFs of a physical function (0 for anything else).
+    pub fn enabled_vfs(&self) -> u32 {
+        self.sriov.map_or(0, |s| s.num_vfs)
     }
 
     /// PCI-PCI bridges and host bridges: not endpoints for the VFIO group rule.
@@ -142,6 +174,82 @@ impl PciDevice {
     }
 }
 
+/// `reset_method` when present. When it is not, `reset` tells: every kernel
+/// creates `reset` only for functions it can reset, so without it there is no
+/// reset method (Linux 5.15+ also hides `reset_method` then); with it, the kernel
+/// predates `reset_method` and does not say which method it would use.
+fn read_reset_methods(dir: &Path) -> Result<Option<Vec<String>>> {
+    if let Some(v) = read_optional_attr(&dir.join("reset_method"))? {
+        return Ok(Some(v.split_whitespace().map(str::to_string).collect()));
+    }
+    if exists(&dir.join("reset"))? {
+        Ok(None)
+    } else {
+        Ok(Some(Vec::new()))
+    }
+}
+
+/// The PF of a VF, from its `physfn` link.
+fn read_physfn(dir: &Path) -> Result<Option<PciAddress>> {
+    let path = dir.join("physfn");
+    link_name(&path)?
+        .map(|name| {
+            name.parse()
+                .map_err(|source| Error::BadAddress { path, source })
+        })
+        .transpose()
+}
+
+/// NVIDIA identification; a board's audio, USB and UCSI functions take the
+/// architecture of the GPU function in the same slot.
+fn identify_nvidia(
+    sysfs: &Sysfs,
+    address: PciAddress,
+    vendor_id: u16,
+    device_id: u16,
+    class: ClassCode,
+) -> Result<Option<NvidiaInfo>> {
+    let Some(mut info) = NvidiaInfo::identify(vendor_id, device_id, class) else {
+        return Ok(None);
+    };
+    if info.function == NvidiaFunction::Gpu || info.function == NvidiaFunction::NvSwitch {
+        return Ok(Some(info));
+    }
+    for function in 0..=PciAddress::MAX_FUNCTION {
+        let Ok(sibling) = PciAddress::new(address.domain, address.bus, address.device, function)
+        else {
+            continue;
+        };
+        let dir = PciDevice::sysfs_dir(sysfs, &sibling);
+        if sibling == address || !exists(&dir)? {
+            continue;
+        }
+        let id = |name: &str| -> Result<Option<u32>> {
+            read_optional_attr(&dir.join(name))?
+                .map(|v| sysfs::parse_hex(&dir.join(name), &v, "a hex id"))
+                .transpose()
+        };
+        let (Some(vendor), Some(device), Some(class)) =
+            (id("vendor")?, id("device")?, id("class")?)
+        else {
+            continue;
+        };
+        if vendor != u32::from(NVIDIA_VENDOR_ID) {
+            continue;
+        }
+        let (Ok(vendor), Ok(device)) = (u16::try_from(vendor), u16::try_from(device)) else {
+            continue;
+        };
+        if let Some(gpu) = NvidiaInfo::identify(vendor, device, ClassCode(class)) {
+            if gpu.function == NvidiaFunction::Gpu && gpu.architecture.is_some() {
+                info.architecture = gpu.architecture;
+                break;
+            }
+        }
+    }
+    Ok(Some(info))
+}
+
 fn read_numa_node(path: &Path) -> Result<Option<u32>> {
     let Some(value) = read_optional_attr(path)? else {
         return Ok(None);
@@ -149,11 +257,9 @@ fn read_numa_node(path: &Path) -> Result<Option<u32>> {
     let node: i64 = sysfs::parse_decimal(path, &value, "a NUMA node number or -1")?;
     match node {
         -1 => Ok(None),
-        n => u32::try_from(n).map(Some).map_err(|_| Error::Parse {
-            path: path.to_path_buf(),
-            value,
-            expected: "a NUMA node number or -1",
-        }),
+        n => u32::try_from(n)
+            .map(Some)
+            .map_err(|_| Error::parse(path, &value, "a NUMA node number or -1")),
     }
 }
 
@@ -209,18 +315,18 @@ fn read_sriov(dir: &Path) -> Result<Option<Sriov>> {
 
 /// Reads just the driver of a device: cheaper than [`PciDevice::read`] where only
 /// binding state matters.
-pub fn read_driver(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
+pub(crate) fn read_driver(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
     link_name(&PciDevice::sysfs_dir(sysfs, address).join("driver"))
 }
 
 /// Reads `driver_override`; the kernel's `(null)` (and an empty value) is `None`.
-pub fn read_driver_override(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
+pub(crate) fn read_driver_override(sysfs: &Sysfs, address: &PciAddress) -> Result<Option<String>> {
     let path = PciDevice::sysfs_dir(sysfs, address).join("driver_override");
     Ok(read_optional_attr(&path)?.filter(|v| v != "(null)" && !v.is_empty()))
 }
 
 /// True when the device is the host's boot display (`boot_vga` is `1`).
-pub fn is_boot_display(sysfs: &Sysfs, address: &PciAddress) -> Result<bool> {
+pub(crate) fn is_boot_display(sysfs: &Sysfs, address: &PciAddress) -> Result<bool> {
     let path = PciDevice::sysfs_dir(sysfs, address).join("boot_vga");
     Ok(read_optional_attr(&path)?.as_deref() == Some("1"))
 }

@@ -6,7 +6,7 @@ use crate::address::PciAddress;
 use crate::device::PciDevice;
 use crate::error::{Error, Result};
 use crate::iommu::{IommuGroup, IommuState};
-use crate::sysfs::{list_dir, read_optional_attr, Sysfs, DEFAULT_ROOT};
+use crate::sysfs::{link_name, list_dir, read_optional_attr, Sysfs, DEFAULT_ROOT};
 
 /// Whether vfio-pci can drive devices on this host.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -17,9 +17,15 @@ pub enum VfioPciModule {
     /// Built into the kernel (listed in `modules.builtin`).
     BuiltIn,
     /// A loadable module at `path`.
-    Available { path: PathBuf },
+    Available {
+        /// The module file.
+        path: PathBuf,
+    },
     /// Neither loaded nor found in `modules_dir`.
-    Missing { modules_dir: PathBuf },
+    Missing {
+        /// Where it was looked for.
+        modules_dir: PathBuf,
+    },
     /// Not loaded, and no modules directory to look in.
     Unknown,
 }
@@ -53,20 +59,25 @@ impl Host {
         self
     }
 
+    /// The sysfs tree read.
     pub fn sysfs(&self) -> &Sysfs {
         &self.sysfs
     }
 
+    /// Checks that the sysfs root exists and holds a PCI bus.
+    pub fn verify(&self) -> Result<()> {
+        self.sysfs.verify()
+    }
+
+    /// Where `vfio-pci.ko` is looked for, if anywhere.
     pub fn modules_dir(&self) -> Option<&Path> {
         self.modules_dir.as_deref()
     }
 
     /// All PCI functions, sorted by address.
     pub fn addresses(&self) -> Result<Vec<PciAddress>> {
+        self.sysfs.verify()?;
         let dir = self.sysfs.pci_bus().join("devices");
-        if !dir.is_dir() {
-            return Err(Error::Missing { path: dir });
-        }
         let mut addresses = list_dir(&dir)?
             .into_iter()
             .map(|name| {
@@ -79,6 +90,7 @@ impl Host {
         Ok(addresses)
     }
 
+    /// One device, read in full.
     pub fn device(&self, address: PciAddress) -> Result<PciDevice> {
         PciDevice::read(&self.sysfs, address)
     }
@@ -92,15 +104,52 @@ impl Host {
             .collect()
     }
 
-    /// The other functions of `address`'s slot (a GPU's audio or USB function).
+    /// The other functions of `address`'s multi-function device (a GPU's audio or
+    /// USB function). SR-IOV virtual functions share their PF's slot number but
+    /// are not functions of it: a VF has no companions and is no one's companion.
     pub fn companions(&self, address: PciAddress) -> Result<Vec<PciAddress>> {
-        Ok(self
-            .addresses()?
-            .into_iter()
-            .filter(|a| *a != address && a.same_slot(&address))
-            .collect())
+        if self.is_virtual_function(address)? {
+            return Ok(Vec::new());
+        }
+        let mut companions = Vec::new();
+        for a in self.addresses()? {
+            if a != address && a.same_slot(&address) && !self.is_virtual_function(a)? {
+                companions.push(a);
+            }
+        }
+        Ok(companions)
     }
 
+    fn is_virtual_function(&self, address: PciAddress) -> Result<bool> {
+        let path = PciDevice::sysfs_dir(&self.sysfs, &address).join("physfn");
+        Ok(link_name(&path)?.is_some())
+    }
+
+    /// The enabled SR-IOV virtual functions of `address` (its `virtfnN` links), in
+    /// VF order; empty for anything but a PF with VFs enabled.
+    pub fn virtual_functions(&self, address: PciAddress) -> Result<Vec<PciAddress>> {
+        let dir = PciDevice::sysfs_dir(&self.sysfs, &address);
+        let mut vfs = Vec::new();
+        for name in list_dir(&dir)? {
+            let Some(n) = name
+                .strip_prefix("virtfn")
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = dir.join(&name);
+            if let Some(target) = link_name(&path)? {
+                let vf = target
+                    .parse()
+                    .map_err(|source| Error::BadAddress { path, source })?;
+                vfs.push((n, vf));
+            }
+        }
+        vfs.sort();
+        Ok(vfs.into_iter().map(|(_, vf)| vf).collect())
+    }
+
+    /// IOMMU group `id`.
     pub fn group(&self, id: u32) -> Result<IommuGroup> {
         IommuGroup::read(&self.sysfs, id)
     }
@@ -114,10 +163,12 @@ impl Host {
             .collect()
     }
 
+    /// The IOMMU's state.
     pub fn iommu(&self) -> Result<IommuState> {
         IommuState::read(&self.sysfs)
     }
 
+    /// Whether vfio-pci is loaded, built in, or where its module is.
     pub fn vfio_pci_module(&self) -> Result<VfioPciModule> {
         if self.sysfs.pci_bus().join("drivers/vfio-pci").is_dir() {
             return Ok(VfioPciModule::Loaded);

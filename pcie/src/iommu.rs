@@ -32,6 +32,7 @@ pub struct IommuState {
     pub units: Vec<String>,
     /// Number of IOMMU groups under `kernel/iommu_groups`.
     pub group_count: usize,
+    /// Whether MSIs are remapped.
     pub interrupt_remapping: InterruptRemapping,
     /// `vfio_iommu_type1.allow_unsafe_interrupts`, when the module is loaded.
     pub allow_unsafe_interrupts: Option<bool>,
@@ -44,6 +45,7 @@ impl IommuState {
         self.group_count > 0
     }
 
+    /// Reads the IOMMU state of the tree.
     pub fn read(sysfs: &Sysfs) -> Result<Self> {
         let units = list_dir(&sysfs.path("class/iommu"))?;
         let group_count = list_dir(&sysfs.path("kernel/iommu_groups"))?.len();
@@ -52,11 +54,7 @@ impl IommuState {
             .map(|v| match v.as_str() {
                 "Y" | "1" => Ok(true),
                 "N" | "0" => Ok(false),
-                _ => Err(Error::Parse {
-                    path: allow_path.clone(),
-                    value: v,
-                    expected: "Y or N",
-                }),
+                _ => Err(Error::parse(&allow_path, &v, "Y or N")),
             })
             .transpose()?;
         Ok(Self {
@@ -97,11 +95,7 @@ fn read_interrupt_remapping(sysfs: &Sysfs, units: &[String]) -> Result<Interrupt
             .join("intel-iommu/ecap");
         if let Some(value) = read_optional_attr(&path)? {
             let ecap = u64::from_str_radix(value.trim_start_matches("0x"), 16).map_err(|_| {
-                Error::Parse {
-                    path: path.clone(),
-                    value: value.clone(),
-                    expected: "a hex VT-d extended capability register",
-                }
+                Error::parse(&path, &value, "a hex VT-d extended capability register")
             })?;
             if ecap & INTEL_ECAP_IR == 0 {
                 return Ok(InterruptRemapping::Disabled);
@@ -114,14 +108,17 @@ fn read_interrupt_remapping(sysfs: &Sysfs, units: &[String]) -> Result<Interrupt
 /// One IOMMU group: the smallest set of devices the IOMMU can isolate.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IommuGroup {
+    /// The group number.
     pub id: u32,
+    /// Its members, bridges included, sorted.
     pub devices: Vec<PciAddress>,
 }
 
 impl IommuGroup {
+    /// Reads group `id`.
     pub fn read(sysfs: &Sysfs, id: u32) -> Result<Self> {
         let dir = sysfs.path(format!("kernel/iommu_groups/{id}"));
-        if !dir.is_dir() {
+        if !sysfs::exists(&dir)? {
             return Err(Error::GroupNotFound {
                 group: id,
                 path: dir,
@@ -148,7 +145,9 @@ impl IommuGroup {
 /// Why a group member keeps the group from being used through VFIO.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Blocker {
+    /// The endpoint.
     pub address: PciAddress,
+    /// The host driver holding it.
     pub driver: String,
 }
 

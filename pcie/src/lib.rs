@@ -3,8 +3,12 @@
 //! Everything starts from a [`Host`], rooted at a sysfs tree (`/sys`, or a fixture
 //! tree in tests): its devices ([`PciDevice`]), IOMMU groups ([`IommuGroup`]) and
 //! IOMMU state, NVIDIA identification ([`NvidiaInfo`]), and whether a device can be
-//! given to a VM ([`check::assess`]). The crate only reads and writes sysfs files; it
-//! issues no ioctls.
+//! given to a VM ([`check::assess`]); binding a group to vfio-pci and back
+//! ([`bind`]). The crate only reads and writes sysfs files; it issues no ioctls.
+//!
+//! Feature `testing`: `kernel::SimulatedKernel` (acts on a writable copy of a
+//! fixture tree the way Linux acts on sysfs, with injected failures and crashes)
+//! and `kernel::copy_tree`, for tests of code that binds devices.
 
 pub mod address;
 pub mod bar;

@@ -12,10 +12,12 @@ pub struct LinkSpeed {
 }
 
 impl LinkSpeed {
+    /// A speed of `deci_gts` tenths of GT/s (160 is 16.0 GT/s).
     pub fn from_gts_tenths(deci_gts: u32) -> Self {
         Self { deci_gts }
     }
 
+    /// The speed in GT/s.
     pub fn gts(&self) -> f64 {
         f64::from(self.deci_gts) / 10.0
     }
@@ -35,16 +37,12 @@ impl LinkSpeed {
 
     /// Parses `2.5 GT/s PCIe`, `8.0 GT/s PCIe`, older `8 GT/s`. `Unknown` (link down or
     /// not reported) is `None`.
-    pub fn parse(path: &Path, value: &str) -> Result<Option<Self>> {
+    pub(crate) fn parse(path: &Path, value: &str) -> Result<Option<Self>> {
         let value = value.trim();
         if value.eq_ignore_ascii_case("unknown") || value.is_empty() {
             return Ok(None);
         }
-        let bad = || Error::Parse {
-            path: path.to_path_buf(),
-            value: value.to_string(),
-            expected: "a link speed such as \"16.0 GT/s PCIe\"",
-        };
+        let bad = || Error::parse(path, value, "a link speed such as \"16.0 GT/s PCIe\"");
         let number = value.split_whitespace().next().ok_or_else(bad)?;
         if !value[number.len()..].trim_start().starts_with("GT/s") {
             return Err(bad());
@@ -56,7 +54,10 @@ impl LinkSpeed {
         let whole: u32 = whole.parse().map_err(|_| bad())?;
         let frac: u32 = frac.parse().map_err(|_| bad())?;
         Ok(Some(Self {
-            deci_gts: whole.checked_mul(10).ok_or_else(bad)? + frac,
+            deci_gts: whole
+                .checked_mul(10)
+                .and_then(|w| w.checked_add(frac))
+                .ok_or_else(bad)?,
         }))
     }
 }
@@ -78,8 +79,11 @@ impl serde::Serialize for LinkSpeed {
 pub struct Link {
     /// GT/s in JSON; `None` when the kernel says `Unknown`.
     pub current_speed: Option<LinkSpeed>,
+    /// Lanes in use; `None` when the kernel could not read them.
     pub current_width: Option<u8>,
+    /// The fastest speed both ends support.
     pub max_speed: Option<LinkSpeed>,
+    /// The most lanes both ends support.
     pub max_width: Option<u8>,
 }
 
@@ -109,12 +113,11 @@ impl fmt::Display for Link {
 }
 
 /// Parses a link width (`16`); `0` or `255` mean the kernel could not read it.
-pub fn parse_width(path: &Path, value: &str) -> Result<Option<u8>> {
-    let width: u8 = value.trim().parse().map_err(|_| Error::Parse {
-        path: path.to_path_buf(),
-        value: value.to_string(),
-        expected: "a link width such as \"16\"",
-    })?;
+pub(crate) fn parse_width(path: &Path, value: &str) -> Result<Option<u8>> {
+    let width: u8 = value
+        .trim()
+        .parse()
+        .map_err(|_| Error::parse(path, value, "a link width such as \"16\""))?;
     Ok((width != 0 && width != 255).then_some(width))
 }
 
@@ -137,7 +140,14 @@ mod tests {
 
     #[test]
     fn rejects_garbage_speed_with_path() {
-        for bad in ["fast", "16.00 GT/s", "x GT/s", "16.0 Gb/s"] {
+        for bad in [
+            "fast",
+            "16.00 GT/s",
+            "x GT/s",
+            "16.0 Gb/s",
+            "429496729.9 GT/s",
+            "4294967295.0 GT/s",
+        ] {
             let err = LinkSpeed::parse(Path::new("/d/max_link_speed"), bad).unwrap_err();
             assert!(err.to_string().starts_with("/d/max_link_speed:"), "{err}");
         }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::class::ClassCode;
 
+/// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
 
 /// The role of one NVIDIA PCI function. A GPU board exposes the GPU and often an
@@ -13,15 +14,20 @@ pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NvidiaFunction {
+    /// The GPU (display class).
     Gpu,
+    /// The HDA audio function.
     Audio,
+    /// The xHCI USB controller.
     Usb,
+    /// The USB-C controller (UCSI) and other serial-bus functions.
     SerialBus,
     /// NVSwitch (class 0x0680, "other bridge").
     #[serde(rename = "nvswitch")]
     NvSwitch,
     /// Any other NVIDIA bridge (e.g. an NF200 PCIe switch).
     Bridge,
+    /// Anything else.
     Other,
 }
 
@@ -39,6 +45,7 @@ impl NvidiaFunction {
         }
     }
 
+    /// The JSON name (`gpu`, `audio`, ...).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Gpu => "gpu",
@@ -61,6 +68,7 @@ impl fmt::Display for NvidiaFunction {
 /// NVIDIA GPU architectures, oldest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[allow(missing_docs)] // the names are the documentation
 pub enum GpuArchitecture {
     Kepler,
     Maxwell,
@@ -112,6 +120,7 @@ impl GpuArchitecture {
             .map(|(_, _, arch)| *arch)
     }
 
+    /// The JSON name (`hopper`, ...).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Kepler => "kepler",
@@ -136,8 +145,11 @@ impl fmt::Display for GpuArchitecture {
 /// What we know of an NVIDIA function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct NvidiaInfo {
+    /// What the function is.
     pub function: NvidiaFunction,
-    /// Only for GPUs, and only when the id is in a known block.
+    /// The GPU's architecture when its id is in a known block. A board's audio,
+    /// USB and UCSI functions get that of the GPU in the same slot when read
+    /// from sysfs ([`NvidiaInfo::identify`] alone leaves them `None`).
     pub architecture: Option<GpuArchitecture>,
 }
 

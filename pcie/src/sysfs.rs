@@ -3,7 +3,7 @@
 //! The root is injectable so the whole crate runs against the trees in `fixtures/`.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -18,10 +18,12 @@ pub struct Sysfs {
 }
 
 impl Sysfs {
+    /// A tree rooted at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
     }
 
+    /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -40,11 +42,37 @@ impl Sysfs {
     pub fn pci_driver(&self, driver: &str) -> PathBuf {
         self.pci_bus().join("drivers").join(driver)
     }
+
+    /// Checks that the root exists and holds a PCI bus, so a wrong `--sysfs` is
+    /// reported as such rather than as a missing device.
+    pub fn verify(&self) -> Result<()> {
+        if !exists(&self.root)? {
+            return Err(Error::NoSysfsRoot {
+                root: self.root.clone(),
+            });
+        }
+        let devices = self.pci_bus().join("devices");
+        if !exists(&devices)? {
+            return Err(Error::NoPciBus {
+                root: self.root.clone(),
+                path: devices,
+            });
+        }
+        Ok(())
+    }
 }
 
-fn io_error(path: &Path, source: io::Error) -> Error {
+fn is_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+pub(crate) fn io_error(path: &Path, source: io::Error) -> Error {
     if source.kind() == io::ErrorKind::NotFound {
         Error::Missing {
+            path: path.to_path_buf(),
+        }
+    } else if is_loop(&source) {
+        Error::SymlinkLoop {
             path: path.to_path_buf(),
         }
     } else {
@@ -55,20 +83,42 @@ fn io_error(path: &Path, source: io::Error) -> Error {
     }
 }
 
+/// Whether `path` exists (following links): `false` when it does not, an error
+/// when it cannot be told (a symlink loop, no permission).
+pub(crate) fn exists(path: &Path) -> Result<bool> {
+    match fs::metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error(path, e)),
+    }
+}
+
+/// Largest attribute read, in bytes: sysfs attributes fit in a page; anything
+/// larger is not one.
+const MAX_ATTR: u64 = 64 << 10;
+
 /// Reads an attribute and strips the trailing newline the kernel adds.
-pub fn read_attr(path: &Path) -> Result<String> {
-    let raw = fs::read(path).map_err(|e| io_error(path, e))?;
-    let text = String::from_utf8(raw).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        value: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        expected: "UTF-8 text",
-    })?;
+pub(crate) fn read_attr(path: &Path) -> Result<String> {
+    let file = fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let mut raw = Vec::new();
+    file.take(MAX_ATTR + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| io_error(path, e))?;
+    if raw.len() as u64 > MAX_ATTR {
+        return Err(Error::parse(
+            path,
+            &String::from_utf8_lossy(&raw),
+            "a sysfs attribute (at most 64 KiB)",
+        ));
+    }
+    let text = String::from_utf8(raw)
+        .map_err(|e| Error::parse(path, &String::from_utf8_lossy(e.as_bytes()), "UTF-8 text"))?;
     Ok(text.trim_end_matches(['\n', '\0']).to_string())
 }
 
 /// Like [`read_attr`], but a missing file is `None`: for attributes that only
 /// some kernels or devices have.
-pub fn read_optional_attr(path: &Path) -> Result<Option<String>> {
+pub(crate) fn read_optional_attr(path: &Path) -> Result<Option<String>> {
     match read_attr(path) {
         Ok(v) => Ok(Some(v)),
         Err(Error::Missing { .. }) => Ok(None),
@@ -77,72 +127,67 @@ pub fn read_optional_attr(path: &Path) -> Result<Option<String>> {
 }
 
 /// Parses `0x`-prefixed hex as the kernel prints ids and class codes.
-pub fn parse_hex(path: &Path, value: &str, expected: &'static str) -> Result<u32> {
-    let parse_error = || Error::Parse {
-        path: path.to_path_buf(),
-        value: value.to_string(),
-        expected,
-    };
+pub(crate) fn parse_hex(path: &Path, value: &str, expected: &'static str) -> Result<u32> {
+    let parse_error = || Error::parse(path, value, expected);
     let digits = value.strip_prefix("0x").ok_or_else(parse_error)?;
     u32::from_str_radix(digits, 16).map_err(|_| parse_error())
 }
 
 /// Reads a hex attribute that must fit `max`.
-pub fn read_hex(path: &Path, max: u32, expected: &'static str) -> Result<u32> {
+pub(crate) fn read_hex(path: &Path, max: u32, expected: &'static str) -> Result<u32> {
     let value = read_attr(path)?;
     let n = parse_hex(path, &value, expected)?;
     if n > max {
-        return Err(Error::Parse {
-            path: path.to_path_buf(),
-            value,
-            expected,
-        });
+        return Err(Error::parse(path, &value, expected));
     }
     Ok(n)
 }
 
 /// Parses a decimal attribute.
-pub fn parse_decimal<T: std::str::FromStr>(
+pub(crate) fn parse_decimal<T: std::str::FromStr>(
     path: &Path,
     value: &str,
     expected: &'static str,
 ) -> Result<T> {
-    value.trim().parse().map_err(|_| Error::Parse {
-        path: path.to_path_buf(),
-        value: value.to_string(),
-        expected,
-    })
+    value
+        .trim()
+        .parse()
+        .map_err(|_| Error::parse(path, value, expected))
 }
 
 /// Follows a symlink such as `driver` or `iommu_group` and returns the final
 /// component of its target. `None` when the link does not exist; an error when it
 /// dangles, since then the sysfs tree is inconsistent.
-pub fn link_name(path: &Path) -> Result<Option<String>> {
+pub(crate) fn link_name(path: &Path) -> Result<Option<String>> {
     let target = match fs::read_link(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(path, e)),
     };
     let resolved = path.parent().unwrap_or(Path::new("/")).join(&target);
-    if !resolved.exists() {
+    if !exists(&resolved).map_err(|e| match e {
+        Error::SymlinkLoop { .. } => Error::SymlinkLoop {
+            path: path.to_path_buf(),
+        },
+        other => other,
+    })? {
         return Err(Error::DanglingLink {
             path: path.to_path_buf(),
             target,
         });
     }
-    let name = target
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::Parse {
-            path: path.to_path_buf(),
-            value: target.display().to_string(),
-            expected: "a link whose last component is a name",
-        })?;
+    let name = target.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        Error::parse(
+            path,
+            &target.display().to_string(),
+            "a link whose last component is a name",
+        )
+    })?;
     Ok(Some(name.to_string()))
 }
 
 /// Names in a directory, sorted; a missing directory is an empty list.
-pub fn list_dir(path: &Path) -> Result<Vec<String>> {
+pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
     let entries = match fs::read_dir(path) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),

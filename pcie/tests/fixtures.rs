@@ -204,3 +204,92 @@ fn hosts_without_iommu_or_with_amd_iommu() {
     let a2000 = amd.device("0000:06:00.0".parse().unwrap()).unwrap();
     assert_eq!(a2000.reset_methods, Some(vec![]));
 }
+
+#[test]
+fn switch_a100_functions_resets_and_vfs() {
+    let host = host("switch-a100");
+    let dev = |s: &str| host.device(s.parse().unwrap()).unwrap();
+    // A board's audio, USB and UCSI functions take the GPU's architecture.
+    let kinds: Vec<(String, NvidiaFunction, Option<GpuArchitecture>)> = [
+        "0000:05:00.0",
+        "0000:05:00.1",
+        "0000:05:00.2",
+        "0000:05:00.3",
+    ]
+    .iter()
+    .map(|a| {
+        let n = dev(a).nvidia.unwrap();
+        (a.to_string(), n.function, n.architecture)
+    })
+    .collect();
+    use NvidiaFunction::*;
+    let t = Some(GpuArchitecture::Turing);
+    assert_eq!(
+        kinds,
+        [
+            ("0000:05:00.0".to_string(), Gpu, t),
+            ("0000:05:00.1".to_string(), Audio, t),
+            ("0000:05:00.2".to_string(), Usb, t),
+            ("0000:05:00.3".to_string(), SerialBus, t),
+        ]
+    );
+    // The workstation's RTX 4090 audio function (10de:22ba) too.
+    let ws_audio = crate::host("workstation")
+        .device("0000:01:00.1".parse().unwrap())
+        .unwrap();
+    assert_eq!(
+        ws_audio.nvidia.unwrap().architecture,
+        Some(GpuArchitecture::Ada)
+    );
+    // Linux 5.15+ hides reset_method (and reset) when there is no reset method.
+    assert!(!host
+        .sysfs()
+        .root()
+        .join("bus/pci/devices/0000:05:00.0/reset_method")
+        .exists());
+    assert_eq!(dev("0000:05:00.0").reset_methods, Some(vec![]));
+    assert_eq!(
+        dev("0000:05:00.1").reset_methods,
+        Some(vec!["flr".to_string()])
+    );
+    assert_eq!(dev("0000:00:00.0").reset_methods, Some(vec![]));
+    // The pre-set override on a GPU still on nvidia.
+    let gpu = dev("0000:05:00.0");
+    assert_eq!(
+        (gpu.driver.as_deref(), gpu.driver_override.as_deref()),
+        (Some("nvidia"), Some("vfio-pci"))
+    );
+    // SR-IOV: the PF reports its enabled VFs, each VF its PF.
+    assert_eq!(
+        dev("0000:06:00.0").sriov,
+        Some(pcie::Sriov {
+            total_vfs: 8,
+            num_vfs: 2
+        })
+    );
+    let vf = dev("0000:06:00.2");
+    assert_eq!(
+        (vf.device_id, vf.physical_function.map(|a| a.to_string())),
+        (0x101e, Some("0000:06:00.0".to_string()))
+    );
+    assert_eq!(vf.sriov, None);
+    // Two A100s share group 1 with the switch ports.
+    let members: Vec<String> = host
+        .group(1)
+        .unwrap()
+        .devices
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    assert_eq!(
+        members,
+        [
+            "0000:00:01.0",
+            "0000:01:00.0",
+            "0000:02:08.0",
+            "0000:02:10.0",
+            "0000:03:00.0",
+            "0000:04:00.0"
+        ]
+    );
+}

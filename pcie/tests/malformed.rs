@@ -31,6 +31,8 @@ fn tree() -> (tempfile::TempDir, PathBuf) {
         ("current_link_width", "16"),
         ("max_link_width", "16"),
         ("reset_method", "bus"),
+        // Every kernel creates `reset` for a function it can reset.
+        ("reset", ""),
         (
             "resource",
             "0x000000009c000000 0x000000009cffffff 0x0000000000040200\n\
@@ -106,10 +108,45 @@ fn optional_attributes_may_be_absent() {
         fs::remove_file(dev.join(name)).unwrap();
     }
     let d = read(root.path()).unwrap();
+    // With `reset` but no `reset_method`, the kernel predates 5.15: it can reset
+    // the function and does not say how.
     assert_eq!(
         (d.numa_node, d.link, d.reset_methods.clone(), d.bars.len()),
         (None, None, None, 0)
     );
+}
+
+#[test]
+fn hidden_reset_method_means_no_reset_method() {
+    // Linux 5.15+ hides both `reset_method` and `reset` for a function it cannot
+    // reset (and older kernels never create `reset` for one): no reset method, not
+    // "kernel too old".
+    let (root, dev) = tree();
+    fs::remove_file(dev.join("reset_method")).unwrap();
+    fs::remove_file(dev.join("reset")).unwrap();
+    assert_eq!(read(root.path()).unwrap().reset_methods, Some(vec![]));
+    let a = assess(&Host::new(root.path()), address()).unwrap();
+    let reset = a.check("reset").unwrap();
+    assert_eq!(reset.status, pcie::check::CheckStatus::Warn);
+    assert!(
+        reset.detail.starts_with("no reset method"),
+        "{}",
+        reset.detail
+    );
+}
+
+#[test]
+fn huge_garbage_is_quoted_briefly() {
+    let (root, dev) = tree();
+    // 10 MB of garbage in one line, then in many.
+    for garbage in ["x".repeat(10 << 20), "0x1 0x2 0x3 junk\n".repeat(600_000)] {
+        fs::write(dev.join("resource"), &garbage).unwrap();
+        let err = read(root.path()).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Parse { .. }), "{err:?}");
+        assert!(text.len() < 400, "{} bytes: {}", text.len(), &text[..400]);
+        assert!(text.contains("resource"), "{text}");
+    }
 }
 
 #[test]
@@ -206,10 +243,33 @@ fn bad_names_in_directories_are_reported() {
 #[test]
 fn missing_tree_and_device_are_clear() {
     let empty = tempfile::tempdir().unwrap();
+    let any: PciAddress = "0000:01:00.0".parse().unwrap();
+    // A root without a PCI bus, for listing and for one device.
     match Host::new(empty.path()).devices() {
-        Err(Error::Missing { path }) => assert!(path.ends_with("bus/pci/devices")),
-        other => panic!("expected Missing, got {other:?}"),
+        Err(Error::NoPciBus { root, path }) => {
+            assert_eq!(root, empty.path());
+            assert!(path.ends_with("bus/pci/devices"));
+        }
+        other => panic!("expected NoPciBus, got {other:?}"),
     }
+    assert!(matches!(
+        Host::new(empty.path()).device(any),
+        Err(Error::NoPciBus { .. })
+    ));
+    // A root that does not exist.
+    let gone = empty.path().join("nonexistent");
+    for result in [
+        Host::new(&gone).devices().map(|_| ()),
+        Host::new(&gone).device(any).map(|_| ()),
+        Host::new(&gone).verify(),
+    ] {
+        match result {
+            Err(Error::NoSysfsRoot { root }) => assert_eq!(root, gone),
+            other => panic!("expected NoSysfsRoot, got {other:?}"),
+        }
+    }
+    let text = Host::new(&gone).verify().unwrap_err().to_string();
+    assert!(text.contains("does not exist"), "{text}");
     let (root, _) = tree();
     let err = Host::new(root.path())
         .device("0000:05:00.0".parse().unwrap())
@@ -219,6 +279,35 @@ fn missing_tree_and_device_are_clear() {
         Host::new(root.path()).group(3),
         Err(Error::GroupNotFound { group: 3, .. })
     ));
+}
+
+#[test]
+fn symlink_loops_are_reported_as_loops() {
+    // The root is a loop.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    symlink(&b, &a).unwrap();
+    symlink(&a, &b).unwrap();
+    match Host::new(&a).devices() {
+        Err(Error::SymlinkLoop { path }) => assert_eq!(path, a),
+        other => panic!("expected SymlinkLoop, got {other:?}"),
+    }
+    // A device entry is a loop.
+    let (root, _) = tree();
+    let bus = root.path().join("bus/pci/devices");
+    symlink("0000:03:00.0", bus.join("0000:02:00.0")).unwrap();
+    symlink("0000:02:00.0", bus.join("0000:03:00.0")).unwrap();
+    match Host::new(root.path()).device("0000:02:00.0".parse().unwrap()) {
+        Err(Error::SymlinkLoop { path }) => assert!(path.ends_with("0000:02:00.0")),
+        other => panic!("expected SymlinkLoop, got {other:?}"),
+    }
+    // A `driver` link into a loop.
+    let (root, dev) = tree();
+    symlink("driver", dev.join("driver")).unwrap();
+    match read(root.path()) {
+        Err(Error::SymlinkLoop { path }) => assert!(path.ends_with("driver")),
+        other => panic!("expected SymlinkLoop, got {other:?}"),
+    }
 }
 
 #[test]

@@ -197,7 +197,10 @@ fn check_json_lists_group_roles_and_blockers() {
         ])
     );
     assert_eq!(check_named(&v, "iommu_group")["status"], "fail");
-    assert_eq!(check_named(&v, "boot_display")["status"], "warn");
+    // `bind` refuses the boot display without --force, so `check` fails it (it
+    // was a warning while bind refused: defect 3).
+    assert_eq!(check_named(&v, "boot_display")["status"], "fail");
+    assert_eq!(check_named(&v, "taken_from_host")["status"], "fail");
     let role = |bdf: &str| {
         v["group"]
             .as_array()
@@ -266,7 +269,17 @@ fn bind_dry_run_and_refusal() {
         .iter()
         .map(|t| t["address"].as_str().unwrap())
         .collect();
-    assert_eq!(taken, ["0000:06:00.0", "0000:07:00.0"]);
+    // The NIC and USB controller are separate devices on host drivers: they are
+    // taken from the host too, and reported (they went silently before).
+    assert_eq!(
+        taken,
+        [
+            "0000:04:00.0",
+            "0000:05:00.0",
+            "0000:06:00.0",
+            "0000:07:00.0"
+        ]
+    );
 }
 
 #[test]
@@ -330,10 +343,14 @@ fn list_without_a_tree_falls_back_to_the_demo_host_only_without_nvidia() {
     if host_has_nvidia {
         assert_eq!(v["sysfs_root"], "/sys");
     } else {
-        assert!(v["sysfs_root"]
-            .as_str()
-            .unwrap()
-            .ends_with("fixtures/sysfs/dgx-h100"));
+        let root = v["sysfs_root"].as_str().unwrap();
+        assert!(root.ends_with("fixtures/sysfs/dgx-h100"), "{root}");
+        // Normalised: no `vm-passthrough/../` in the path shown.
+        assert!(
+            !root.contains("/../") && !root.contains("vm-passthrough"),
+            "{root}"
+        );
+        assert!(!stderr(&out).contains("/../"), "{}", stderr(&out));
         assert_eq!(v["devices"].as_array().unwrap().len(), 12);
         assert!(
             stderr(&out).contains("no NVIDIA device under /sys"),
@@ -341,4 +358,309 @@ fn list_without_a_tree_falls_back_to_the_demo_host_only_without_nvidia() {
             stderr(&out)
         );
     }
+}
+
+/// Runs vmgpu on an arbitrary root with a given state directory.
+fn vmgpu_at(root: &std::path::Path, state: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmgpu"))
+        .arg("--sysfs")
+        .arg(root)
+        .args(args)
+        .env_remove("VMGPU_SYSFS")
+        .env_remove("VMGPU_MODULES")
+        .env("VMGPU_STATE_DIR", state)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    for args in [
+        vec!["list", "--all"],
+        vec!["list", "--all", "--json"],
+        vec!["show", "0000:1b:00.0"],
+        vec!["check", "0000:1b:00.0"],
+        vec!["--help"],
+    ] {
+        // A pipe whose reader is gone before vmgpu writes: every write is EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_vmgpu"))
+            .arg("--sysfs")
+            .arg(fixture("dgx-h100"))
+            .args(&args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
+
+#[test]
+fn a_missing_or_empty_root_is_named_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let gone = dir.path().join("nonexistent");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for (root, says) in [(&gone, "does not exist"), (&empty, "holds no PCI bus")] {
+        for args in [
+            vec!["list"],
+            vec!["list", "--all", "--json"],
+            vec!["show", "0000:01:00.0"],
+            vec!["check", "0000:01:00.0"],
+            vec!["bind", "0000:01:00.0", "--dry-run"],
+            vec!["bind", "0000:01:00.0"],
+            vec!["unbind", "0000:01:00.0"],
+        ] {
+            let out = vmgpu_at(root, &state, &args);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{root:?} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains(says) && err.contains(root.to_str().unwrap()),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains("not found"), "{args:?}: {err}");
+        }
+    }
+    assert!(!state.exists(), "a refused command left {state:?}");
+    // A refused bind on a real tree leaves no state directory either.
+    let out = vmgpu_at(&fixture("shared-group"), &state, &["bind", "0000:06:00.0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    assert!(!state.exists(), "a refused bind left {state:?}");
+}
+
+#[test]
+fn errors_print_their_chain_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("bus/pci/devices/0000:01:00.0");
+    std::fs::create_dir_all(dev.join("vendor")).unwrap();
+    let out = vmgpu_at(dir.path(), &dir.path().join("state"), &["list", "--all"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "vmgpu: error: {}: Is a directory (os error 21)",
+            dev.join("vendor").display()
+        )
+    );
+}
+
+#[test]
+fn a_bad_value_is_quoted_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("bus/pci/devices/0000:01:00.0");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("vendor"), "z".repeat(10 << 20)).unwrap();
+    let out = vmgpu_at(dir.path(), &dir.path().join("state"), &["list", "--all"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.len() < 500, "{} bytes of error", err.len());
+    assert!(err.contains("vendor"), "{err}");
+}
+
+#[test]
+fn unbind_without_a_record_leaves_no_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = vmgpu_at(&fixture("workstation"), &state, &["unbind", "0000:01:00.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no bind record"), "{}", stderr(&out));
+    assert!(!state.exists());
+    std::fs::create_dir(&state).unwrap();
+    let out = vmgpu_at(&fixture("workstation"), &state, &["unbind", "0000:01:00.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_dir(&state).unwrap().count(),
+        0,
+        "lock left behind"
+    );
+}
+
+#[test]
+fn check_and_bind_agree_on_bridges_and_the_boot_display() {
+    // A switch port (group 4 of the DGX): neither command calls it assignable.
+    let check = vmgpu("dgx-h100", &["check", "0000:02:00.0"]);
+    assert_eq!(check.status.code(), Some(1), "{}", stdout(&check));
+    assert!(
+        stdout(&check).contains("FAIL  endpoint"),
+        "{}",
+        stdout(&check)
+    );
+    let bind = vmgpu("dgx-h100", &["bind", "0000:02:00.0", "--dry-run"]);
+    assert_eq!(bind.status.code(), Some(1), "{}", stdout(&bind));
+    assert!(
+        stderr(&bind).contains("bridges and ports are not assignable"),
+        "{}",
+        stderr(&bind)
+    );
+    // The boot display: check fails as bind refuses.
+    let check = vmgpu("workstation", &["check", "0000:00:02.0", "--json"]);
+    assert_eq!(check.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check_named(&v, "boot_display")["status"], "fail");
+    assert_eq!(
+        v["taken_from_host"],
+        serde_json::json!([{"address": "0000:00:02.0", "reason": "the host's boot display"}])
+    );
+    let bind = vmgpu("workstation", &["bind", "0000:00:02.0", "--dry-run"]);
+    assert_eq!(bind.status.code(), Some(1));
+    assert!(stderr(&bind).contains("boot display"), "{}", stderr(&bind));
+    // An NVMe target: refused by both.
+    assert_eq!(
+        vmgpu("dgx-h100", &["check", "0000:07:00.0"]).status.code(),
+        Some(1)
+    );
+    let bind = vmgpu("dgx-h100", &["bind", "0000:07:00.0", "--dry-run"]);
+    assert_eq!(bind.status.code(), Some(1));
+    assert!(
+        stderr(&bind).contains("0000:07:00.0 (Non-Volatile memory controller on nvme)"),
+        "{}",
+        stderr(&bind)
+    );
+}
+
+#[test]
+fn two_gpus_in_a_group_and_sr_iov_on_the_switch_host() {
+    let check = vmgpu("switch-a100", &["check", "0000:03:00.0"]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(
+        stdout(&check).ends_with(
+            "0000:03:00.0: cannot be assigned to a VM without taking what the host needs (`vmgpu bind --force` would take it)\n"
+        ),
+        "{}",
+        stdout(&check)
+    );
+    assert!(
+        stdout(&check).contains("0000:04:00.0 (3D controller on nvidia"),
+        "{}",
+        stdout(&check)
+    );
+    let forced = json(
+        "switch-a100",
+        &["bind", "0000:03:00.0", "--dry-run", "--force", "--json"],
+    );
+    assert_eq!(
+        forced["plan"]["taken_from_host"][0]["address"],
+        "0000:04:00.0"
+    );
+    assert_eq!(forced["plan"]["functions"][1]["role"], "other");
+
+    let pf = vmgpu("switch-a100", &["bind", "0000:06:00.0", "--dry-run"]);
+    assert_eq!(pf.status.code(), Some(1));
+    assert!(stderr(&pf).contains("2 VF(s) enabled"), "{}", stderr(&pf));
+    let vf = json("switch-a100", &["show", "0000:06:00.1", "--json"]);
+    assert_eq!(vf["physical_function"], "0000:06:00.0");
+    assert_eq!(vf["companions"], serde_json::json!([]));
+    let pf = json("switch-a100", &["show", "0000:06:00.0", "--json"]);
+    assert_eq!(pf["companions"], serde_json::json!([]));
+    assert_eq!(
+        pf["virtual_functions"],
+        serde_json::json!(["0000:06:00.1", "0000:06:00.2"])
+    );
+    let text = stdout(&vmgpu("switch-a100", &["show", "0000:06:00.0"]));
+    assert!(
+        text.contains("virtual_fns      0000:06:00.1 0000:06:00.2"),
+        "{text}"
+    );
+    let text = stdout(&vmgpu("switch-a100", &["show", "0000:06:00.2"]));
+    assert!(text.contains("physical_fn      0000:06:00.0"), "{text}");
+    assert_eq!(
+        pf["sriov"],
+        serde_json::json!({"total_vfs": 8, "num_vfs": 2})
+    );
+}
+
+#[test]
+fn hidden_reset_method_and_companion_architecture() {
+    let check = vmgpu("switch-a100", &["check", "0000:05:00.0"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+    assert!(
+        stdout(&check).contains("warn  reset                no reset method"),
+        "{}",
+        stdout(&check)
+    );
+    let show = stdout(&vmgpu("switch-a100", &["show", "0000:05:00.2"]));
+    assert!(show.contains("reset_methods    none"), "{show}");
+    let list = json("switch-a100", &["list", "--json"]);
+    let archs: Vec<(&str, &str, &str)> = list["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["address"].as_str().unwrap().starts_with("0000:05:"))
+        .map(|d| {
+            (
+                d["address"].as_str().unwrap(),
+                d["nvidia"]["function"].as_str().unwrap(),
+                d["nvidia"]["architecture"].as_str().unwrap_or("null"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        archs,
+        [
+            ("0000:05:00.0", "gpu", "turing"),
+            ("0000:05:00.1", "audio", "turing"),
+            ("0000:05:00.2", "usb", "turing"),
+            ("0000:05:00.3", "serial-bus", "turing"),
+        ]
+    );
+}
+
+#[test]
+fn a_dry_run_says_when_a_record_holds_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let record = r#"{"device": "0000:01:00.0", "iommu_group": 1, "loaded_vfio_pci": true,
+        "functions": [{"address": "0000:01:00.0", "driver": "nvidia", "driver_override": null},
+                      {"address": "0000:01:00.1", "driver": "snd_hda_intel", "driver_override": null}]}"#;
+    std::fs::write(state.join("0000:01:00.0.json"), record).unwrap();
+    for bdf in ["0000:01:00.0", "0000:01:00.1"] {
+        let out = vmgpu_at(&fixture("workstation"), &state, &["bind", bdf, "--dry-run"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains("already bound by vmgpu") && err.contains("vmgpu unbind 0000:01:00.0"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(state.join("0000:01:00.0.json")).unwrap(),
+        record
+    );
+}
+
+#[test]
+fn every_function_check_agrees_with_bind_dry_run_and_nothing_panics() {
+    let mut agreed = 0;
+    for host in ["workstation", "shared-group", "switch-a100", "no-iommu"] {
+        let list = json(host, &["list", "--all", "--json"]);
+        for d in list["devices"].as_array().unwrap() {
+            let bdf = d["address"].as_str().unwrap();
+            let show = vmgpu(host, &["show", bdf]);
+            assert_eq!(show.status.code(), Some(0), "{host} show {bdf}");
+            let check = vmgpu(host, &["check", bdf]);
+            let bind = vmgpu(host, &["bind", bdf, "--dry-run"]);
+            let (c, b) = (check.status.code(), bind.status.code());
+            assert!(matches!(c, Some(0 | 1)), "{host} check {bdf}: {c:?}");
+            assert_eq!(
+                c,
+                b,
+                "{host} {bdf}: check and bind --dry-run disagree\n{}\n{}",
+                stdout(&check),
+                stderr(&bind)
+            );
+            agreed += 1;
+        }
+    }
+    assert!(agreed > 60, "{agreed}");
 }

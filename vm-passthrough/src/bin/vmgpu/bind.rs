@@ -9,6 +9,8 @@ use pcie::kernel::SysfsKernel;
 use pcie::{Host, PciAddress};
 use serde::Serialize;
 
+use crate::Out;
+
 #[derive(Args)]
 pub struct BindArgs {
     /// PCI address, e.g. 0000:1b:00.0
@@ -51,39 +53,49 @@ struct BindOutput<'a> {
     dry_run: bool,
     plan: &'a BindPlan,
     /// Absent on a dry run.
-    record: Option<BindRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<&'a BindRecord>,
 }
 
-pub fn run_bind(host: &Host, args: &BindArgs) -> anyhow::Result<ExitCode> {
-    let plan = bind::plan_bind(host, args.bdf, args.force)?;
-    let record = if args.dry_run {
-        None
+pub fn run_bind(host: &Host, args: &BindArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
+    let (plan, record) = if args.dry_run {
+        let plan = bind::plan_bind(host, args.bdf, args.force)?;
+        bind::check_no_record_holds(&args.state.state_dir, &plan)?;
+        (plan, None)
     } else {
-        Some(bind::bind(
+        let outcome = bind::bind(
             host,
             &SysfsKernel,
-            &plan,
+            args.bdf,
+            args.force,
             &args.state.state_dir,
-        )?)
+        )?;
+        (outcome.plan, outcome.record)
     };
     if args.json {
-        crate::print_json(&BindOutput {
-            dry_run: args.dry_run,
-            plan: &plan,
-            record,
-        })?;
+        crate::print_json(
+            out,
+            &BindOutput {
+                dry_run: args.dry_run,
+                plan: &plan,
+                record: record.as_ref(),
+            },
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if args.dry_run { "would bind" } else { "bound" };
     if plan.nothing_to_do() {
-        println!(
+        outln!(
+            out,
             "{}: IOMMU group {} is already on vfio-pci",
-            plan.device, plan.iommu_group
+            plan.device,
+            plan.iommu_group
         );
         return Ok(ExitCode::SUCCESS);
     }
     if plan.load_vfio_pci {
-        println!(
+        outln!(
+            out,
             "{} load vfio-pci",
             if args.dry_run { "would" } else { "did" }
         );
@@ -91,19 +103,22 @@ pub fn run_bind(host: &Host, args: &BindArgs) -> anyhow::Result<ExitCode> {
     for f in &plan.functions {
         let from = f.driver.as_deref().unwrap_or("no driver");
         if f.rebind {
-            println!("{verb} {} ({}) {from} -> vfio-pci", f.address, f.role);
+            outln!(out, "{verb} {} ({}) {from} -> vfio-pci", f.address, f.role);
         } else {
-            println!("{} already on vfio-pci", f.address);
+            outln!(out, "{} already on vfio-pci", f.address);
         }
     }
     for need in &plan.taken_from_host {
-        println!(
+        outln!(
+            out,
             "warning: {} taken from the host: {}",
-            need.address, need.reason
+            need.address,
+            need.reason
         );
     }
-    if !args.dry_run {
-        println!(
+    if record.is_some() {
+        outln!(
+            out,
             "record: {}",
             bind::record_path(&args.state.state_dir, plan.device).display()
         );
@@ -111,14 +126,14 @@ pub fn run_bind(host: &Host, args: &BindArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn run_unbind(host: &Host, args: &UnbindArgs) -> anyhow::Result<ExitCode> {
+pub fn run_unbind(host: &Host, args: &UnbindArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let record = bind::unbind(host, &SysfsKernel, args.bdf, &args.state.state_dir)?;
     if args.json {
-        crate::print_json(&record)?;
+        crate::print_json(out, &record)?;
     } else {
         for f in &record.functions {
             let to = f.driver.as_deref().unwrap_or("no driver");
-            println!("restored {} -> {to}", f.address);
+            outln!(out, "restored {} -> {to}", f.address);
         }
     }
     Ok(ExitCode::SUCCESS)

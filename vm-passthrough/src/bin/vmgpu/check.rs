@@ -3,8 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use pcie::check::{assess, CheckStatus};
+use pcie::check::{assess, CheckStatus, FORCEABLE_CHECKS};
 use pcie::{Host, PciAddress};
+
+use crate::Out;
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -16,10 +18,10 @@ pub struct CheckArgs {
     json: bool,
 }
 
-pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+pub fn run(host: &Host, args: &CheckArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let assessment = assess(host, args.bdf)?;
     if args.json {
-        crate::print_json(&assessment)?;
+        crate::print_json(out, &assessment)?;
     } else {
         for c in &assessment.checks {
             let mark = match c.status {
@@ -27,13 +29,21 @@ pub fn run(host: &Host, args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 CheckStatus::Warn => "warn",
                 CheckStatus::Fail => "FAIL",
             };
-            println!("{mark}  {:<20} {}", c.name, c.detail);
+            outln!(out, "{mark}  {:<20} {}", c.name, c.detail);
         }
-        println!(
+        let only_forceable = assessment
+            .checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Fail)
+            .all(|c| FORCEABLE_CHECKS.contains(&c.name));
+        outln!(
+            out,
             "{}: {}",
             assessment.device,
             if assessment.assignable {
                 "can be assigned to a VM"
+            } else if only_forceable {
+                "cannot be assigned to a VM without taking what the host needs (`vmgpu bind --force` would take it)"
             } else {
                 "cannot be assigned to a VM"
             }

@@ -1,5 +1,6 @@
 //! `vmgpu list`
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -7,11 +8,13 @@ use clap::Args;
 use pcie::{Host, PciDevice};
 use serde::Serialize;
 
+use crate::Out;
+
 #[derive(Args)]
 pub struct ListArgs {
     /// List every PCI function, not only NVIDIA ones
     #[arg(long)]
-    all: bool,
+    pub all: bool,
     /// Print JSON instead of a table
     #[arg(long)]
     json: bool,
@@ -19,8 +22,28 @@ pub struct ListArgs {
 
 /// The tree `vmgpu list` shows when it was not told where to look and the host has
 /// no NVIDIA function: so a first run on a laptop or CI box shows what the tool does.
+/// Normalised, so it prints as `.../fixtures/sysfs/dgx-h100`.
 fn demo_tree() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sysfs/dgx-h100")
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sysfs/dgx-h100");
+    std::fs::canonicalize(&tree).unwrap_or_else(|_| normalise(&tree))
+}
+
+/// `path` with `.` and `..` components folded away, without touching the disk.
+fn normalise(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[derive(Serialize)]
@@ -31,14 +54,29 @@ struct Listing<'a> {
     devices: Vec<PciDevice>,
 }
 
-pub fn run(host: &Host, root_given: bool, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let mut devices = host.devices()?;
+pub fn run(
+    host: &Host,
+    root_given: bool,
+    args: &ListArgs,
+    out: &mut Out,
+) -> anyhow::Result<ExitCode> {
+    let fallback_allowed = !root_given && !args.all;
+    let mut devices = match host.devices() {
+        // No PCI bus at all (a container): the demo host below says what vmgpu does.
+        Err(pcie::Error::NoPciBus { .. } | pcie::Error::NoSysfsRoot { .. })
+            if fallback_allowed && demo_tree().is_dir() =>
+        {
+            Vec::new()
+        }
+        other => other?,
+    };
     let mut shown_host = host.clone();
     let mut demo = false;
-    if !root_given && !args.all && !devices.iter().any(|d| d.nvidia.is_some()) {
+    if fallback_allowed && !devices.iter().any(|d| d.nvidia.is_some()) {
         let tree = demo_tree();
         if tree.is_dir() {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "vmgpu: no NVIDIA device under {}; showing the bundled demo host {} (use --sysfs to choose a tree)",
                 host.sysfs().root().display(),
                 tree.display()
@@ -52,18 +90,21 @@ pub fn run(host: &Host, root_given: bool, args: &ListArgs) -> anyhow::Result<Exi
         devices.retain(|d| d.nvidia.is_some());
     }
     if args.json {
-        crate::print_json(&Listing {
-            sysfs_root: shown_host.sysfs().root(),
-            demo,
-            devices,
-        })?;
+        crate::print_json(
+            out,
+            &Listing {
+                sysfs_root: shown_host.sysfs().root(),
+                demo,
+                devices,
+            },
+        )?;
     } else {
-        print_table(&devices);
+        print_table(&devices, out);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(devices: &[PciDevice]) {
+fn print_table(devices: &[PciDevice], out: &mut Out) {
     let header = [
         "BDF", "KIND", "ARCH", "ID", "DRIVER", "GROUP", "NUMA", "LINK", "NAME",
     ];
@@ -74,7 +115,7 @@ fn print_table(devices: &[PciDevice]) {
             *w = (*w).max(cell.len());
         }
     }
-    let print = |cells: &[String]| {
+    let mut print = |cells: &[String]| {
         let line: Vec<String> = cells
             .iter()
             .zip(widths.iter())
@@ -87,14 +128,14 @@ fn print_table(devices: &[PciDevice]) {
                 }
             })
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        outln!(out, "{}", line.join("  ").trim_end());
     };
     print(&header.map(str::to_string));
     for r in &rows {
         print(r);
     }
     if devices.is_empty() {
-        println!("(no devices)");
+        print(&["(no devices)".to_string()]);
     }
 }
 

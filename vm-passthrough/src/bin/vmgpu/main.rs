@@ -1,10 +1,22 @@
 //! `vmgpu`: inspect the host's GPUs and IOMMU, and prepare devices for VMs.
 
+/// Appends a line to an [`Out`].
+macro_rules! outln {
+    ($out:expr) => {
+        $out.push('\n')
+    };
+    ($out:expr, $($arg:tt)*) => {{
+        $out.push_str(&format!($($arg)*));
+        $out.push('\n');
+    }};
+}
+
 mod bind;
 mod check;
 mod list;
 mod show;
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,21 +76,46 @@ enum Command {
 /// Exit status for bad invocations, the same that clap uses.
 const EXIT_USAGE: u8 = 2;
 
+/// What a command prints on stdout. Commands write here and `main` prints it at
+/// the end, so a reader that goes away (`vmgpu list | head -n1`) costs nothing but
+/// the output: the command's work and exit status stand.
+pub type Out = String;
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
-    let host = cli.host.host();
-    let result = match &cli.command {
-        Command::List(args) => list::run(&host, cli.host.sysfs.is_some(), args),
-        Command::Show(args) => show::run(&host, args),
-        Command::Check(args) => check::run(&host, args),
-        Command::Bind(args) => bind::run_bind(&host, args),
-        Command::Unbind(args) => bind::run_unbind(&host, args),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout, errors to stderr; neither may panic on
+            // a closed pipe.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
     };
-    match result {
+    let host = cli.host.host();
+    let mut out = Out::new();
+    // A wrong --sysfs is named as such, for every command. Only a plain `list` on
+    // the default /sys goes on without a PCI bus: it shows the demo host.
+    let plain_list = matches!(&cli.command, Command::List(a) if !a.all) && cli.host.sysfs.is_none();
+    let verified = if plain_list { Ok(()) } else { host.verify() };
+    let result = verified
+        .map_err(anyhow::Error::from)
+        .and_then(|()| match &cli.command {
+            Command::List(args) => list::run(&host, cli.host.sysfs.is_some(), args, &mut out),
+            Command::Show(args) => show::run(&host, args, &mut out),
+            Command::Check(args) => check::run(&host, args, &mut out),
+            Command::Bind(args) => bind::run_bind(&host, args, &mut out),
+            Command::Unbind(args) => bind::run_unbind(&host, args, &mut out),
+        });
+    let code = match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("vmgpu: {err:#}");
+            // `{:#}` prints the chain once: each message, then its source's.
+            let _ = writeln!(io::stderr(), "vmgpu: error: {err:#}");
             let not_found = |e: &pcie::Error| matches!(e, pcie::Error::DeviceNotFound { .. });
             let usage = err.downcast_ref::<pcie::Error>().is_some_and(not_found)
                 || matches!(
@@ -91,6 +128,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => code,
+        // The reader went away: end quietly, like lspci.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => code,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "vmgpu: error: writing the output: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -99,8 +149,8 @@ fn parse_address(s: &str) -> Result<PciAddress, String> {
     s.parse::<PciAddress>().map_err(|e| e.to_string())
 }
 
-/// Prints a value as pretty JSON on stdout.
-fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+/// Appends a value as pretty JSON.
+fn print_json<T: serde::Serialize>(out: &mut Out, value: &T) -> anyhow::Result<()> {
+    outln!(out, "{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

@@ -7,6 +7,8 @@ use pcie::bar::format_size;
 use pcie::{BarKind, Host, PciAddress, PciDevice};
 use serde::Serialize;
 
+use crate::Out;
+
 #[derive(Args)]
 pub struct ShowArgs {
     /// PCI address, e.g. 0000:1b:00.0
@@ -25,9 +27,11 @@ struct Shown {
     group_peers: Vec<PciAddress>,
     /// Other functions of the same slot.
     companions: Vec<PciAddress>,
+    /// Enabled SR-IOV virtual functions (of a PF).
+    virtual_functions: Vec<PciAddress>,
 }
 
-pub fn run(host: &Host, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+pub fn run(host: &Host, args: &ShowArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let device = host.device(args.bdf)?;
     let group_peers = match device.iommu_group {
         Some(id) => host
@@ -39,20 +43,22 @@ pub fn run(host: &Host, args: &ShowArgs) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let companions = host.companions(args.bdf)?;
+    let virtual_functions = host.virtual_functions(args.bdf)?;
     let shown = Shown {
         device,
         group_peers,
         companions,
+        virtual_functions,
     };
     if args.json {
-        crate::print_json(&shown)?;
+        crate::print_json(out, &shown)?;
     } else {
-        print_text(&shown);
+        print_text(&shown, out);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(s: &Shown) {
+fn print_text(s: &Shown, out: &mut Out) {
     let d = &s.device;
     let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".to_string());
     let list = |v: &[PciAddress]| {
@@ -65,8 +71,8 @@ fn print_text(s: &Shown) {
                 .join(" ")
         }
     };
-    println!("{}  {}", d.address, d.display_name());
-    let field = |k: &str, v: String| println!("  {k:<16} {v}");
+    outln!(out, "{}  {}", d.address, d.display_name());
+    let mut field = |k: &str, v: String| outln!(out, "  {k:<16} {v}");
     field(
         "ids",
         format!(
@@ -98,13 +104,22 @@ fn print_text(s: &Shown) {
         match &d.reset_methods {
             Some(m) if m.is_empty() => "none".to_string(),
             Some(m) => m.join(" "),
-            None => "not reported by this kernel".to_string(),
+            None => "not reported by this kernel (reset_method needs Linux 5.15)".to_string(),
         },
     );
     if let Some(sriov) = d.sriov {
         field(
             "sriov",
             format!("{} of {} VFs enabled", sriov.num_vfs, sriov.total_vfs),
+        );
+    }
+    if !s.virtual_functions.is_empty() {
+        field("virtual_fns", list(&s.virtual_functions));
+    }
+    if let Some(pf) = d.physical_function {
+        field(
+            "physical_fn",
+            format!("{pf} (this is an SR-IOV virtual function)"),
         );
     }
     for bar in &d.bars {
