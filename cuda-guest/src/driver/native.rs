@@ -330,6 +330,14 @@ impl Backend for NativeBackend {
         Ok(())
     }
 
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
+        let d = self.dev(dev, "cuDevicePrimaryCtxReset_v2")?;
+        // SAFETY: `d` came from cuDeviceGet; the caller guarantees that nothing made in
+        // the context before the reset (pinned memory above all) is used afterwards.
+        let r = unsafe { (self.api().primary_ctx_reset)(d) };
+        self.check_dev(r, || "cuDevicePrimaryCtxReset_v2".into(), dev)
+    }
+
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
         let ordinal = {
