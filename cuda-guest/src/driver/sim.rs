@@ -269,7 +269,7 @@ impl SimBackend {
         Err(e.into())
     }
 
-    fn from_fault(&self, f: &Fault, operation: &str) -> DriverError {
+    fn fault_error(&self, f: &Fault, operation: &str) -> DriverError {
         let mut e = self.err(f.code, operation);
         e.stream = Some(f.stream);
         e.detail = Some(f.detail.clone());
@@ -305,7 +305,7 @@ impl SimBackend {
         self.ctx(op)?;
         let st = self.shared.state();
         if let Some(f) = &st.sticky {
-            return Err(self.from_fault(f, op));
+            return Err(self.fault_error(f, op));
         }
         Ok(st)
     }
@@ -322,10 +322,10 @@ impl SimBackend {
             st = self.shared.wait(st);
         }
         if let Some(f) = &st.sticky {
-            return Err(self.from_fault(f, op));
+            return Err(self.fault_error(f, op));
         }
         if let Some(f) = st.deferred.take() {
-            return Err(self.from_fault(&f, op));
+            return Err(self.fault_error(&f, op));
         }
         Ok(st)
     }
@@ -381,7 +381,7 @@ impl SimBackend {
         let mut sim = self.shared.sim();
         run(&mut sim).map_err(|e| {
             let f = fault_of(&e, 0);
-            self.from_fault(&f, op)
+            self.fault_error(&f, op)
         })
     }
 
@@ -916,7 +916,7 @@ impl Backend for SimBackend {
         self.shared
             .sim()
             .free(engine::DevicePtr(ptr.0))
-            .map_err(|e| self.from_fault(&fault_of(&e, 0), OP))
+            .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
     }
 
     unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
@@ -939,7 +939,7 @@ impl Backend for SimBackend {
         if count == 0 {
             return self.ctx(OP);
         }
-        if dst.0 % 4 != 0 {
+        if !dst.0.is_multiple_of(4) {
             return self.fail(
                 sys::CUDA_ERROR_INVALID_VALUE,
                 OP,
