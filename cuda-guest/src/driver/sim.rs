@@ -548,7 +548,9 @@ fn fault_of(e: &SimError, stream: u64) -> Fault {
         SimError::Sticky(inner) => return fault_of(inner, stream),
         SimError::OutOfMemory { .. } => (sys::CUDA_ERROR_OUT_OF_MEMORY, None),
         SimError::Parse(_) => (sys::CUDA_ERROR_INVALID_PTX, None),
-        SimError::Unsupported { .. } => (sys::CUDA_ERROR_NOT_SUPPORTED, None),
+        // The simulator's JIT cannot compile it (an instruction unknown to PTX is
+        // indistinguishable from one it does not implement): the log says which.
+        SimError::Unsupported { .. } => (sys::CUDA_ERROR_INVALID_PTX, None),
         SimError::UnknownKernel { .. } => (sys::CUDA_ERROR_NOT_FOUND, None),
         SimError::InvalidLaunch { .. } => (sys::CUDA_ERROR_INVALID_VALUE, None),
         _ => (sys::CUDA_ERROR_INVALID_VALUE, None),
@@ -818,7 +820,14 @@ impl Backend for SimBackend {
             Err(e) => {
                 let f = fault_of(&e, 0);
                 let mut err = self.err(f.code, OP);
-                err.jit_log = Some(format!("ptx simulator: {e}\n"));
+                err.jit_log = Some(match &e {
+                    SimError::Unsupported {
+                        module,
+                        line,
+                        message,
+                    } => format!("ptx simulator: {module}:{line}: error: {message}\n"),
+                    other => format!("ptx simulator: {other}\n"),
+                });
                 Err(err.into())
             }
         }
