@@ -970,6 +970,7 @@ impl Backend for SimBackend {
         stream: &Stream,
     ) -> Result<()> {
         const OP: &str = "cuMemsetD8Async";
+        self.owned(stream.owner(), OP)?;
         let mut st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         if bytes == 0 {
@@ -1020,6 +1021,7 @@ impl Backend for SimBackend {
         stream: &Stream,
     ) -> Result<()> {
         const OP: &str = "cuMemcpyHtoDAsync_v2";
+        self.owned(stream.owner(), OP)?;
         let mut st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         if bytes == 0 {
@@ -1053,6 +1055,7 @@ impl Backend for SimBackend {
         stream: &Stream,
     ) -> Result<()> {
         const OP: &str = "cuMemcpyDtoHAsync_v2";
+        self.owned(stream.owner(), OP)?;
         let mut st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         if bytes == 0 {
@@ -1086,6 +1089,7 @@ impl Backend for SimBackend {
         stream: &Stream,
     ) -> Result<()> {
         const OP: &str = "cuMemcpyDtoDAsync_v2";
+        self.owned(stream.owner(), OP)?;
         let mut st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         if bytes == 0 {
@@ -1204,6 +1208,7 @@ impl Backend for SimBackend {
 
     fn stream_synchronize(&self, stream: &Stream) -> Result<()> {
         const OP: &str = "cuStreamSynchronize";
+        self.owned(stream.owner(), OP)?;
         self.ctx(OP)?;
         let st = self.shared.state();
         let s = self.stream_id(&st, stream, OP)?;
@@ -1225,6 +1230,7 @@ impl Backend for SimBackend {
 
     fn stream_query(&self, stream: &Stream) -> Result<bool> {
         const OP: &str = "cuStreamQuery";
+        self.owned(stream.owner(), OP)?;
         let st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         let seq = if s == 0 {
@@ -1237,6 +1243,8 @@ impl Backend for SimBackend {
 
     fn stream_wait_event(&self, stream: &Stream, event: &Event) -> Result<()> {
         const OP: &str = "cuStreamWaitEvent";
+        self.owned(stream.owner(), OP)?;
+        self.owned(event.owner(), OP)?;
         let mut st = self.live(OP)?;
         self.stream_id(&st, stream, OP)?;
         // The record the wait refers to is already queued; in-order execution reaches it
@@ -1275,6 +1283,8 @@ impl Backend for SimBackend {
 
     fn event_record(&self, event: &Event, stream: &Stream) -> Result<()> {
         const OP: &str = "cuEventRecord";
+        self.owned(stream.owner(), OP)?;
+        self.owned(event.owner(), OP)?;
         let mut st = self.live(OP)?;
         let s = self.stream_id(&st, stream, OP)?;
         self.event_state(&mut st, event, OP)?;
@@ -1287,6 +1297,7 @@ impl Backend for SimBackend {
 
     fn event_synchronize(&self, event: &Event) -> Result<()> {
         const OP: &str = "cuEventSynchronize";
+        self.owned(event.owner(), OP)?;
         self.ctx(OP)?;
         let mut st = self.shared.state();
         let seq = self.event_state(&mut st, event, OP)?.record.unwrap_or(0);
@@ -1295,6 +1306,7 @@ impl Backend for SimBackend {
 
     fn event_query(&self, event: &Event) -> Result<bool> {
         const OP: &str = "cuEventQuery";
+        self.owned(event.owner(), OP)?;
         let mut st = self.live(OP)?;
         let done = st.done;
         let seq = self.event_state(&mut st, event, OP)?.record.unwrap_or(0);
@@ -1303,6 +1315,8 @@ impl Backend for SimBackend {
 
     fn event_elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
         const OP: &str = "cuEventElapsedTime";
+        self.owned(start.owner(), OP)?;
+        self.owned(end.owner(), OP)?;
         let mut st = self.live(OP)?;
         let mut times = [None; 2];
         for (slot, ev) in times.iter_mut().zip([start, end]) {
