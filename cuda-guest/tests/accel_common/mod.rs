@@ -401,7 +401,6 @@ pub fn out_of_bounds_kernel_is_sticky_until_reset(f: &Fixture) {
         gpu.synchronize().unwrap_err(),
         gpu.alloc_zeroed::<u8>(16).unwrap_err(),
         buf.to_vec().unwrap_err(),
-        gpu.stream(StreamFlags::default()).unwrap_err(),
     ] {
         assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
     }
