@@ -315,3 +315,39 @@ fn backend_selection() {
     assert_eq!(acc.selection().source, "builder");
     std::env::remove_var(BACKEND_ENV);
 }
+
+#[test]
+#[ignore = "needs libnvrtc (set VMGPU_LIBNVRTC; run with --ignored)"]
+fn cuda_c_through_nvrtc_runs_on_the_simulator() {
+    let (_sim, gpu) = sim_with(SimConfig::default());
+    let src = r#"
+        extern "C" __global__ void saxpy(float *y, const float *x, float a, unsigned n) {
+            unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) y[i] = a * x[i] + y[i];
+        }"#;
+    let module = gpu.compile_cuda(src, "saxpy.cu", &[]).unwrap();
+    let saxpy = module.function("saxpy").unwrap();
+    let n = 777u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let dx = gpu.htod(&x).unwrap();
+    let mut dy = gpu.htod(&vec![1.0f32; n as usize]).unwrap();
+    let stream = gpu.stream(StreamFlags::default()).unwrap();
+    // SAFETY: saxpy stays within n elements of each buffer.
+    unsafe {
+        saxpy.launch(
+            &stream,
+            LaunchConfig::for_elements(n, 128),
+            &kernel_args![&mut dy, &dx, 3.0f32, n],
+        )
+    }
+    .unwrap();
+    let y = dy.to_vec().unwrap();
+    for i in 0..n as usize {
+        assert_eq!(y[i], 3.0f32.mul_add(x[i], 1.0), "element {i}");
+    }
+    let err = gpu
+        .compile_cuda("__global__ void k() { nope; }", "bad.cu", &[])
+        .unwrap_err();
+    assert!(matches!(err, DriverError::Nvrtc { .. }), "{err}");
+    assert!(err.to_string().contains("nope"), "{err}");
+}

@@ -72,6 +72,7 @@ macro_rules! accel_suite {
             device_queries,
             sync_copies_and_views,
             d2d_chain_on_two_streams_with_events,
+            raw_async_copies_with_pinned_memory,
             checked_launch_and_argument_errors,
             dynamic_shared_memory_launch,
             bad_launch_geometry_is_refused,
@@ -216,6 +217,38 @@ pub fn d2d_chain_on_two_streams_with_events(f: &Fixture) {
     let total = end.elapsed_since(&start).unwrap();
     let first = mid.elapsed_since(&start).unwrap();
     assert!(total >= first && first >= 0.0, "{first} ms, {total} ms");
+}
+
+pub fn raw_async_copies_with_pinned_memory(f: &Fixture) {
+    let gpu = &f.gpu;
+    let n = 64 << 10;
+    let mut src = gpu.pinned(n, HostAllocFlags::default()).unwrap();
+    for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let mut dst = gpu.pinned(n, HostAllocFlags::default()).unwrap();
+    let mut dev = gpu.alloc_zeroed::<u8>(n).unwrap();
+    let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
+    // SAFETY: `src` and `dst` are neither touched nor dropped until the stream is
+    // synchronised below.
+    unsafe {
+        stream
+            .copy_htod_async(&mut dev.as_mut_slice(), src.as_slice())
+            .unwrap();
+        dev.slice_mut(..16)
+            .unwrap()
+            .memset_async(0xee, &stream)
+            .unwrap();
+        stream
+            .copy_dtoh_async(dst.as_mut_slice(), &dev.as_slice())
+            .unwrap();
+    }
+    stream.synchronize().unwrap();
+    assert!(dst.as_slice()[..16].iter().all(|&b| b == 0xee));
+    assert_eq!(dst.as_slice()[16..], src.as_slice()[16..]);
+    let mut short = vec![0u8; 3];
+    // SAFETY: refused (lengths differ) before anything is queued.
+    assert!(unsafe { stream.copy_dtoh_async(&mut short, &dev.as_slice()) }.is_err());
 }
 
 pub fn checked_launch_and_argument_errors(f: &Fixture) {
