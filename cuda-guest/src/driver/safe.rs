@@ -55,6 +55,30 @@
 //! assert_eq!(data.to_vec()?, [2, 4, 6, 8, 10]);
 //! # Ok(()) }
 //! ```
+//!
+//! Asynchronous copies and launches as futures, here under tokio's single-threaded
+//! runtime (the completion thread waits for the device, never the runtime):
+//!
+//! ```
+//! use cuda_guest::accel::{Accelerator, Choice};
+//! use cuda_guest::driver::StreamFlags;
+//! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
+//! let gpu = Accelerator::builder().backend(Choice::Sim).build()?.gpu(0)?;
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! rt.block_on(async {
+//!     let stream = gpu.stream(StreamFlags { non_blocking: true })?;
+//!     let mut a = gpu.alloc_zeroed::<u32>(1024)?;
+//!     let mut b = gpu.alloc_zeroed::<u32>(1024)?;
+//!     let host: Vec<u32> = (0..1024).collect();
+//!     // The future owns `host` until the device has read it, then gives it back.
+//!     let host = stream.upload(&mut a.as_mut_slice(), host)?.await?;
+//!     stream.copy_dtod_future(&mut b.as_mut_slice(), &a.as_slice())?.await?;
+//!     let back = stream.download(&b.as_slice(), vec![0u32; 1024])?.await?;
+//!     assert_eq!(back, host);
+//!     Ok(())
+//! })
+//! # }
+//! ```
 
 mod future;
 mod memory;
