@@ -351,3 +351,35 @@ fn cuda_c_through_nvrtc_runs_on_the_simulator() {
     assert!(matches!(err, DriverError::Nvrtc { .. }), "{err}");
     assert!(err.to_string().contains("nope"), "{err}");
 }
+
+#[test]
+fn the_sticky_error_reaches_every_stream() {
+    let (_sim, gpu) = sim_with(SimConfig::default());
+    let module = gpu.load_ptx(POKE_PTX).unwrap();
+    let poke = module.function("poke").unwrap();
+    let mut buf = gpu.htod(&[5u32; 16]).unwrap();
+    let mut after = gpu.htod(&[5u32; 16]).unwrap();
+    let s1 = gpu.stream(StreamFlags::default()).unwrap();
+    let s2 = gpu.stream(StreamFlags::default()).unwrap();
+    // SAFETY: the simulator reaches device memory only.
+    unsafe {
+        poke.launch(
+            &s1,
+            LaunchConfig::linear(1, 1),
+            &kernel_args![&mut buf, 1u64 << 30],
+        )
+    }
+    .unwrap();
+    // Queued behind the faulting kernel (the simulator drops it).
+    let _ = after.as_mut_slice().memset_async(0, &s1);
+    let err = s1.synchronize().unwrap_err();
+    assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
+    // Another stream's synchronisation reports it too (the error is the context's).
+    let err = s2.synchronize().unwrap_err();
+    assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
+    assert_eq!(err.as_cuda().unwrap().stream, Some(s2.raw().raw()));
+    // SAFETY: no raw handle is used after the reset.
+    unsafe { gpu.reset() }.unwrap();
+    let fresh = gpu.alloc_zeroed::<u32>(4).unwrap();
+    assert_eq!(fresh.to_vec().unwrap(), [0; 4]);
+}

@@ -83,6 +83,7 @@ macro_rules! accel_suite {
             registered_host_memory,
             futures_on_a_current_thread_runtime_do_not_block_it,
             futures_on_a_multi_thread_runtime,
+            concurrent_use_from_several_threads,
         );
     };
     (@each $setup:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
@@ -635,5 +636,44 @@ pub fn futures_on_a_multi_thread_runtime(f: &Fixture) {
         drop(s2.download(&e.as_slice(), vec![0f32; n]).unwrap());
         s2.done().unwrap().await.unwrap();
         assert_eq!(e.to_vec().unwrap()[1], 2.0);
+    });
+}
+
+pub fn concurrent_use_from_several_threads(f: &Fixture) {
+    let module = f.gpu.load_ptx(KERNELS_PTX).unwrap();
+    let add = module.function("vector_add").unwrap();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4u32)
+            .map(|t| {
+                // Each thread binds the context itself (the safe API does, per call).
+                let gpu = f.gpu.clone();
+                let add = add.clone();
+                scope.spawn(move || {
+                    let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
+                    for round in 0..5u32 {
+                        let n = 1000 + 37 * t + round;
+                        let a: Vec<f32> = (0..n).map(|i| (i + t) as f32).collect();
+                        let da = gpu.htod(&a).unwrap();
+                        let mut dc = gpu.alloc_zeroed::<f32>(n as usize).unwrap();
+                        // SAFETY: vector_add stays within n elements of each buffer.
+                        unsafe {
+                            add.launch(
+                                &stream,
+                                LaunchConfig::for_elements(n, 128),
+                                &kernel_args![&da, &da, &mut dc, n],
+                            )
+                        }
+                        .unwrap();
+                        stream.synchronize().unwrap();
+                        let c = dc.to_vec().unwrap();
+                        assert_eq!(c.len(), n as usize);
+                        assert_eq!(c[n as usize - 1], 2.0 * a[n as usize - 1], "thread {t}");
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
     });
 }
