@@ -383,3 +383,16 @@ fn the_sticky_error_reaches_every_stream() {
     let fresh = gpu.alloc_zeroed::<u32>(4).unwrap();
     assert_eq!(fresh.to_vec().unwrap(), [0; 4]);
 }
+
+#[test]
+fn an_allocation_larger_than_the_host_can_back_is_out_of_memory() {
+    let (_sim, gpu) = sim_with(SimConfig {
+        memory_limit: u64::MAX / 2,
+        ..SimConfig::default()
+    });
+    let err = gpu.alloc_zeroed::<u8>(1 << 50).unwrap_err();
+    let e = err.as_cuda().unwrap();
+    assert_eq!(e.name, "CUDA_ERROR_OUT_OF_MEMORY", "{err}");
+    assert!(e.detail.as_deref().unwrap().contains("host"), "{err}");
+    gpu.synchronize().unwrap();
+}

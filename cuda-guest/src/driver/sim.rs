@@ -522,6 +522,14 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
     })
 }
 
+/// `MemAvailable` of `/proc/meminfo`, in bytes (`None` where it cannot be read).
+fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 fn is_sticky(e: &SimError) -> bool {
     matches!(
         e,
@@ -890,6 +898,16 @@ impl Backend for SimBackend {
                     st.allocated
                 );
                 return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
+            }
+            // The simulator backs device memory with host memory, which a failed
+            // allocation would abort the process for: refuse what the host lacks.
+            if let Some(avail) = host_available_bytes() {
+                if bytes as u64 > avail {
+                    let detail = format!(
+                        "{bytes} bytes requested; the simulator backs device memory with host                          memory and the host has {avail} bytes available"
+                    );
+                    return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
+                }
             }
             st.allocated += bytes as u64;
         }
