@@ -170,6 +170,11 @@ pub fn sync_copies_and_views(f: &Fixture) {
     let mut host = vec![0u32; 5];
     a.slice(995..).unwrap().copy_to_host(&mut host).unwrap();
     assert_eq!(host, [995, 996, 997, 998, 999]);
+    let empty = gpu.htod::<u32>(&[]).unwrap();
+    assert!(empty.is_empty() && empty.to_vec().unwrap().is_empty());
+    let mut none = gpu.alloc_zeroed::<u64>(0).unwrap();
+    none.memset(3).unwrap();
+    none.copy_from_host(&[]).unwrap();
     let floats = gpu.htod(&[1.5f64, -2.25]).unwrap();
     assert_eq!(floats.to_vec().unwrap(), [1.5, -2.25]);
 }
