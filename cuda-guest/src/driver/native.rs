@@ -364,6 +364,17 @@ impl Backend for NativeBackend {
 
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
+        // Fast path (the safe API binds before every call): already current on this
+        // thread, as this backend last made it.
+        if CURRENT.with(|c| c.get().0) == self.id {
+            let mut cur: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: `cur` is a valid, writable slot; cuCtxGetCurrent only reads the
+            // calling thread's state.
+            let r = unsafe { (self.api().ctx_get_current)(&mut cur) };
+            if r == sys::CUDA_SUCCESS && !cur.is_null() && cur as usize as u64 == ctx.raw() {
+                return Ok(());
+            }
+        }
         let ordinal = {
             let retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
             retained
