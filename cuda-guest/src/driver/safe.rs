@@ -10,7 +10,7 @@
 //!   parameters before the launch.
 //! - [`GpuStream`], [`GpuEvent`], elapsed time, and [`GpuFuture`]s that complete when a
 //!   stream reaches an operation, for async code (tokio or any other executor: a
-//!   completion thread per device waits, never the executor's workers).
+//!   completion thread per stream waits, never the executor's workers).
 //!
 //! Every operation makes the device's context current on the calling thread first.
 //!
@@ -108,8 +108,6 @@ struct Inner {
     generation: AtomicU64,
     /// Pinned buffers alive (a reset would free their memory on the driver).
     pinned: AtomicUsize,
-    /// The completion thread's queue, started by the first future.
-    completer: Mutex<Option<std::sync::mpsc::Sender<future::Job>>>,
 }
 
 impl Drop for Inner {
@@ -227,7 +225,6 @@ impl Gpu {
                 ctx,
                 generation: AtomicU64::new(0),
                 pinned: AtomicUsize::new(0),
-                completer: Mutex::new(None),
             }),
         };
         gpu.bind()?;
@@ -414,6 +411,7 @@ impl Gpu {
             gpu: self.clone(),
             stream: Some(stream),
             generation: self.generation(),
+            completer: Mutex::new(None),
         })
     }
 
@@ -423,6 +421,7 @@ impl Gpu {
             gpu: self.clone(),
             stream: None,
             generation: u64::MAX,
+            completer: Mutex::new(None),
         }
     }
 
@@ -469,6 +468,8 @@ pub struct GpuStream {
     stream: Option<Stream>,
     /// `u64::MAX` for the default stream, valid in every generation.
     generation: u64,
+    /// The queue of this stream's completion thread, started by its first future.
+    completer: Mutex<Option<std::sync::mpsc::Sender<future::Job>>>,
 }
 
 impl GpuStream {
@@ -665,7 +666,7 @@ impl GpuStream {
             drop(value);
             return Err(e);
         }
-        future::submit(&self.gpu, event, value)
+        future::submit(&self.completer, event, value)
     }
 }
 
