@@ -362,7 +362,7 @@ impl Gpu {
         self.bind()
     }
 
-    /// An uninitialised-on-the-device buffer of `len` zeroed values of `T`.
+    /// A device buffer of `len` values of `T`, zeroed.
     pub fn alloc_zeroed<T: DeviceData>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         self.bind()?;
         let bytes =
