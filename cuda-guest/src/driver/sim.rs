@@ -904,7 +904,8 @@ impl Backend for SimBackend {
             if let Some(avail) = host_available_bytes() {
                 if bytes as u64 > avail {
                     let detail = format!(
-                        "{bytes} bytes requested; the simulator backs device memory with host                          memory and the host has {avail} bytes available"
+                        "{bytes} bytes requested; the simulator backs device memory with host \
+                         memory and the host has {avail} bytes available"
                     );
                     return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
                 }
