@@ -30,6 +30,11 @@
 //! work is queued or running; event timestamps are the host's monotonic clock when the
 //! worker reaches the record.
 //!
+//! [`Backend::mem_get_info`] reports [`SimConfig::memory_limit`] as the total and the
+//! total less what `cuMemAlloc` handed out as free (module `.global` variables are not
+//! counted). An allocation larger than the host's available memory is refused with
+//! `CUDA_ERROR_OUT_OF_MEMORY`, since the simulator backs device memory with host memory.
+//!
 //! Synchronous copies and memsets wait for all queued work first (as the legacy default
 //! stream does), then run on the calling thread; `cuMemcpyDtoD` is queued on the legacy
 //! default stream, as CUDA orders it; `cuMemFree` waits for queued work first.
