@@ -84,6 +84,7 @@ macro_rules! accel_suite {
             futures_on_a_current_thread_runtime_do_not_block_it,
             futures_on_a_multi_thread_runtime,
             concurrent_use_from_several_threads,
+            a_faulting_kernel_fails_its_future,
         );
     };
     (@each $setup:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
@@ -681,4 +682,37 @@ pub fn concurrent_use_from_several_threads(f: &Fixture) {
             w.join().unwrap();
         }
     });
+}
+
+pub fn a_faulting_kernel_fails_its_future(f: &Fixture) {
+    let gpu = f.gpu.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let module = gpu.load_ptx(KERNELS_PTX).unwrap();
+        let oob = module.function("oob_write").unwrap();
+        let mut buf = gpu.alloc_zeroed::<u32>(32).unwrap();
+        let stream = gpu.stream(StreamFlags::default()).unwrap();
+        // SAFETY: oob_write writes one terabyte past the buffer, where nothing is mapped
+        // in the device's address space: the device faults.
+        let fut = unsafe {
+            oob.launch_future(
+                &stream,
+                LaunchConfig::linear(1, 32),
+                &kernel_args![&mut buf],
+            )
+        }
+        .unwrap();
+        let err = fut.await.unwrap_err();
+        assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
+        // A download queued behind it fails too, and gives nothing back.
+        let after = stream.download(&buf.as_slice(), vec![0u32; 32]);
+        if let Ok(fut) = after {
+            assert!(fut.await.is_err());
+        }
+    });
+    // SAFETY: no raw handle or address of this device is used after the reset.
+    unsafe { gpu.reset() }.unwrap();
+    assert_eq!(gpu.htod(&[1u8, 2]).unwrap().to_vec().unwrap(), [1, 2]);
 }
