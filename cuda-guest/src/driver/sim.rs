@@ -383,11 +383,31 @@ impl SimBackend {
         let seq = st.submitted;
         let st = self.wait_for(st, seq, op)?;
         drop(st);
-        let mut sim = self.shared.sim();
-        run(&mut sim).map_err(|e| {
+        self.guarded(op, run)?.map_err(|e| {
             let f = fault_of(&e, 0);
             self.fault_error(&f, op)
         })
+    }
+
+    /// Runs `f` on the simulator, turning a panic inside it (a simulator bug) into
+    /// `CUDA_ERROR_UNKNOWN` instead of unwinding into the caller.
+    fn guarded<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut Simulator) -> std::result::Result<T, SimError>,
+    ) -> Result<std::result::Result<T, SimError>> {
+        let mut sim = self.shared.sim();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| f(&mut sim))) {
+            Ok(r) => Ok(r),
+            Err(p) => {
+                let mut e = self.err(sys::CUDA_ERROR_UNKNOWN, op);
+                e.detail = Some(format!(
+                    "the simulator failed internally: {}",
+                    panic_message(&*p)
+                ));
+                Err(e.into())
+            }
+        }
     }
 
     fn event_state<'a>(
@@ -451,11 +471,7 @@ fn worker(shared: &Shared) {
             match std::panic::catch_unwind(AssertUnwindSafe(|| execute(shared, &item))) {
                 Ok(r) => r,
                 Err(p) => {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
+                    let msg = panic_message(&*p);
                     Err((
                         Fault {
                             code: sys::CUDA_ERROR_LAUNCH_FAILED,
@@ -533,6 +549,13 @@ fn host_available_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 fn is_sticky(e: &SimError) -> bool {
@@ -822,7 +845,7 @@ impl Backend for SimBackend {
             st.next_module += 1;
             format!("module{}.ptx", st.next_module)
         };
-        let loaded = self.shared.sim().load_module(&name, ptx);
+        let loaded = self.guarded(OP, |sim| sim.load_module(&name, ptx))?;
         match loaded {
             Ok(m) => {
                 let mut st = self.shared.state();
@@ -917,8 +940,15 @@ impl Backend for SimBackend {
             }
             st.allocated += bytes as u64;
         }
-        let r = self.shared.sim().malloc(bytes as u64);
+        let r = self.guarded("cuMemAlloc_v2", |sim| sim.malloc(bytes as u64));
         let mut st = self.shared.state();
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                st.allocated = st.allocated.saturating_sub(bytes as u64);
+                return Err(e);
+            }
+        };
         match r {
             Ok(p) => {
                 st.allocs.insert(p.0, bytes as u64);
@@ -946,9 +976,7 @@ impl Backend for SimBackend {
         };
         st.allocated = st.allocated.saturating_sub(size);
         drop(st);
-        self.shared
-            .sim()
-            .free(engine::DevicePtr(ptr.0))
+        self.guarded(OP, |sim| sim.free(engine::DevicePtr(ptr.0)))?
             .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
     }
 
