@@ -566,3 +566,26 @@ fn the_backend_survives_random_calls() {
     let buf = gpu.htod(&[9u32; 8]).unwrap();
     assert_eq!(buf.to_vec().unwrap(), [9; 8]);
 }
+
+#[test]
+fn a_reset_concerns_every_gpu_of_the_device() {
+    let acc = Accelerator::builder().backend(Choice::Sim).build().unwrap();
+    let (one, two) = (acc.gpu(0).unwrap(), acc.gpu(0).unwrap());
+    let buf = two.htod(&[1u32, 2, 3]).unwrap();
+    let pinned = two.pinned(64, Default::default()).unwrap();
+    // SAFETY: no raw handle is used after a reset.
+    let refused = unsafe { one.reset() }.unwrap_err();
+    assert!(refused.to_string().contains("pinned"), "{refused}");
+    drop(pinned);
+    // SAFETY: as above.
+    unsafe { one.reset() }.unwrap();
+    let stale = buf.to_vec().unwrap_err();
+    assert_eq!(stale.cuda_name(), Some("CUDA_ERROR_CONTEXT_IS_DESTROYED"));
+    assert_eq!(two.htod(&[4u8]).unwrap().to_vec().unwrap(), [4]);
+    // Another backend instance is another device.
+    let other = Accelerator::builder().backend(Choice::Sim).build().unwrap();
+    let kept = other.gpu(0).unwrap().htod(&[5u8]).unwrap();
+    // SAFETY: as above.
+    unsafe { one.reset() }.unwrap();
+    assert_eq!(kept.to_vec().unwrap(), [5]);
+}
