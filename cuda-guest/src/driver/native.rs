@@ -804,6 +804,29 @@ impl Backend for NativeBackend {
         self.check(r, || "cuEventDestroy_v2".into(), None)
     }
 
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+        self.owned(function.owner(), "cuFuncSetAttribute")?;
+        let value = c_int::try_from(bytes).map_err(|_| DriverError::InvalidArgument {
+            operation: "cuFuncSetAttribute",
+            reason: format!("{bytes} bytes does not fit a C int"),
+        })?;
+        // SAFETY: the function is a live handle of this backend (a `Function` exists only
+        // while its module is loaded, per `module_unload`'s contract); the attribute and
+        // value are passed by value.
+        let r = unsafe {
+            (self.api().func_set_attribute)(
+                function.raw() as usize as sys::CUfunction,
+                sys::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                value,
+            )
+        };
+        self.check(
+            r,
+            || format!("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {bytes})"),
+            None,
+        )
+    }
+
     unsafe fn launch(
         &self,
         function: &Function,

@@ -79,8 +79,11 @@ pub const SIM_DEVICE_UUID: [u8; 16] = *b"vmgpu-sim-dev-00";
 pub const SIM_PCI_BUS_ID: &str = "0000:ff:00.0";
 /// The CUDA version the simulator reports (`cuDriverGetVersion`): 12.8.
 pub const SIM_DRIVER_VERSION: i32 = 12080;
-/// Largest shared memory (static plus dynamic) one block may use on the virtual device.
+/// Largest shared memory (static plus dynamic) one block may use on the virtual device,
+/// after opting in with [`Backend::function_set_max_dynamic_shared`].
 pub const SIM_MAX_SHARED_PER_BLOCK: u32 = 166_912;
+/// Shared memory (static plus dynamic) a block may use without opting in.
+pub const SIM_DEFAULT_SHARED_PER_BLOCK: u32 = 49_152;
 
 thread_local! {
     /// The simulator backend instance whose (only) context is current on this thread.
@@ -154,6 +157,9 @@ struct FunctionState {
     name: String,
     params: Vec<ptx::Param>,
     shared_static: u32,
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: 48 KiB less the static part
+    /// until raised.
+    max_dynamic: u32,
 }
 
 #[derive(Debug, Default)]
@@ -607,7 +613,7 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::MaxBlockDimZ => 64,
         A::MaxGridDimX => i32::MAX,
         A::MaxGridDimY | A::MaxGridDimZ => 65535,
-        A::MaxSharedMemoryPerBlock => 49152,
+        A::MaxSharedMemoryPerBlock => SIM_DEFAULT_SHARED_PER_BLOCK as i32,
         A::MaxSharedMemoryPerBlockOptin => SIM_MAX_SHARED_PER_BLOCK as i32,
         A::MaxSharedMemoryPerMultiprocessor => 167_936,
         A::TotalConstantMemory => 65536,
@@ -904,6 +910,7 @@ impl Backend for SimBackend {
             module_handle: module.raw(),
             params: k.params().to_vec(),
             shared_static: k.shared_bytes(),
+            max_dynamic: SIM_DEFAULT_SHARED_PER_BLOCK.saturating_sub(k.shared_bytes()),
             module: m.clone(),
             name: name.into(),
         };
@@ -1418,6 +1425,30 @@ impl Backend for SimBackend {
         Ok(())
     }
 
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+        const OP: &str = "cuFuncSetAttribute";
+        self.owned(function.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let Some(f) = st.functions.get_mut(&function.raw()) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown function (its module was unloaded, or the context reset)".into(),
+            );
+        };
+        let limit = SIM_MAX_SHARED_PER_BLOCK.saturating_sub(f.shared_static);
+        if bytes > limit {
+            let detail = format!(
+                "{bytes} bytes of dynamic shared memory; the device allows {limit} beside \
+                 the kernel's {} static bytes",
+                f.shared_static
+            );
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, detail);
+        }
+        f.max_dynamic = bytes;
+        Ok(())
+    }
+
     unsafe fn launch(
         &self,
         function: &Function,
@@ -1467,6 +1498,14 @@ impl Backend for SimBackend {
             let detail = "block: 1..=1024 threads, x,y <= 1024, z <= 64; grid: x < 2^31, \
                           y,z <= 65535, none 0"
                 .to_string();
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
+        }
+        if config.shared_bytes > f.max_dynamic {
+            let detail = format!(
+                "{} bytes of dynamic shared memory, more than the kernel's maximum of {} \
+                 (raise it with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES))",
+                config.shared_bytes, f.max_dynamic
+            );
             return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
         }
         let shared = f.shared_static as u64 + config.shared_bytes as u64;

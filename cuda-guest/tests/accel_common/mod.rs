@@ -355,6 +355,24 @@ pub fn dynamic_shared_memory_launch(f: &Fixture) {
         let want: u32 = input.iter().skip(b * 128).take(128).sum();
         assert_eq!(*got, want, "block {b}");
     }
+    // More than 48 KiB needs the kernel's opt-in first.
+    let big = LaunchConfig {
+        shared_bytes: 64 << 10,
+        ..cfg
+    };
+    dout.memset(0).unwrap();
+    // SAFETY: as above.
+    let err = unsafe { sum.launch(&stream, big, &kernel_args![&din, &mut dout, n]) }.unwrap_err();
+    if gpu.kind() == BackendKind::Simulator {
+        assert_eq!(cuda_code(&err), 1, "{err}");
+    }
+    sum.set_max_dynamic_shared_memory(64 << 10).unwrap();
+    // SAFETY: as above.
+    unsafe { sum.launch(&stream, big, &kernel_args![&din, &mut dout, n]) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dout.to_vec().unwrap(), out);
+    let optin = gpu.properties().unwrap().shared_memory_per_block_optin;
+    assert!(sum.set_max_dynamic_shared_memory(optin + 1).is_err());
 }
 
 pub fn bad_launch_geometry_is_refused(f: &Fixture) {

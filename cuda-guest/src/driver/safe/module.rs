@@ -380,6 +380,15 @@ impl Function {
         &self.module
     }
 
+    /// Lets launches use up to `bytes` of dynamic shared memory (beyond the default
+    /// 48 KiB in all, up to the device's opt-in limit).
+    pub fn set_max_dynamic_shared_memory(&self, bytes: u32) -> Result<()> {
+        let gpu = &self.module.inner.gpu;
+        gpu.enter(self.module.inner.generation)?;
+        gpu.backend()
+            .function_set_max_dynamic_shared(&self.function, bytes)
+    }
+
     /// Checks `args` against the kernel's PTX parameters without launching.
     pub fn check_args(&self, args: &[KernelArg<'_>]) -> Result<()> {
         match &self.params {
