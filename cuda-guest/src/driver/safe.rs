@@ -368,7 +368,9 @@ impl Gpu {
     ///
     /// # Safety
     /// No raw handle taken from an object of this device (`GpuStream::raw`, ...) and no
-    /// raw device address of its buffers is passed to the backend afterwards.
+    /// raw device address of its buffers is passed to the backend afterwards, and no
+    /// other thread uses the device while the reset runs (it could allocate pinned
+    /// memory between the check and the reset).
     pub unsafe fn reset(&self) -> Result<()> {
         let live = self.inner.shared.pinned.load(Ordering::Acquire);
         if live > 0 {
