@@ -1,6 +1,6 @@
 //! The driver boundary: one trait at the level of the CUDA driver API ([`Backend`]),
-//! implemented by the native driver loaded at run time ([`NativeBackend`]) and, later,
-//! by the PTX simulator.
+//! implemented by the native driver loaded at run time ([`NativeBackend`]) and by the
+//! PTX simulator ([`SimBackend`], a documented virtual device with CUDA's semantics).
 //!
 //! Handles ([`Context`], [`Module`], [`Function`], [`Stream`], [`Event`],
 //! [`HostAlloc`]) are opaque values: a raw 64-bit handle tagged with the backend
@@ -12,6 +12,31 @@
 //! in buffers that free themselves.
 //!
 //! [`nvrtc`] compiles CUDA C++ to PTX with NVRTC, loaded at run time the same way.
+//!
+//! The same calls on the simulator (no GPU needed):
+//!
+//! ```
+//! use cuda_guest::driver::{Backend, Device, SimBackend, Stream};
+//! use cuda_guest::sim::SimConfig;
+//! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
+//! let sim = SimBackend::new(SimConfig::default())?;
+//! let ctx = sim.primary_context_retain(Device::new(0))?;
+//! sim.context_set_current(&ctx)?;
+//! assert_eq!(sim.compute_capability(Device::new(0))?, (8, 0));
+//! let a = sim.mem_alloc(16)?;
+//! let b = sim.mem_alloc(16)?;
+//! // SAFETY: both ranges are device memory of the simulator.
+//! unsafe {
+//!     sim.memcpy_htod(a, &[7; 16])?;
+//!     sim.memcpy_dtod_async(b, a, 16, &Stream::DEFAULT)?; // queued on the device thread
+//!     let mut out = [0u8; 16];
+//!     sim.memcpy_dtoh(&mut out, b)?; // waits for the queued copy first
+//!     assert_eq!(out, [7; 16]);
+//! }
+//! sim.mem_free(a)?;
+//! sim.mem_free(b)?;
+//! # Ok(()) }
+//! ```
 //!
 //! ```no_run
 //! use cuda_guest::driver::{Backend, Device, NativeBackend};
@@ -29,11 +54,13 @@ pub mod loader;
 mod native;
 pub mod nvrtc;
 pub mod safe;
+pub mod sim;
 pub mod sys;
 
 pub use error::{CudaError, DriverError};
 pub use loader::{Driver, LoadOptions, Resolution};
 pub use native::NativeBackend;
+pub use sim::SimBackend;
 
 /// Instance ids of every backend in the process.
 static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
@@ -448,6 +475,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn primary_context_retain(&self, dev: Device) -> Result<Context>;
     /// Gives back one reference from [`Backend::primary_context_retain`].
     fn primary_context_release(&self, ctx: Context) -> Result<()>;
+    /// Resets the device's primary context (`cuDevicePrimaryCtxReset_v2`): waits for
+    /// its work, then destroys every allocation, module, stream and event made in it and
+    /// clears its sticky error. References on it and its [`Context`] handle stay valid.
+    ///
+    /// # Safety
+    /// Nothing uses memory from [`Backend::host_alloc`] of this context afterwards (the
+    /// driver frees it; the simulator keeps it), and no handle or device address made
+    /// before the reset is used afterwards except to be dropped.
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()>;
     /// Makes `ctx` current on the calling thread.
     fn context_set_current(&self, ctx: &Context) -> Result<()>;
     /// Waits for all work of the current context; returns its sticky error, if any.
@@ -600,6 +636,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn event_destroy(&self, event: Event) -> Result<()>;
 
     // Launch.
+    /// Lets launches of `function` use up to `bytes` of dynamic shared memory
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). Without it a launch may use
+    /// 48 KiB of shared memory in all (static and dynamic); with it, up to the device's
+    /// [`DeviceAttribute::MaxSharedMemoryPerBlockOptin`] less the static part.
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()>;
     /// Launches `function` on `stream`. `args` holds each kernel parameter's bytes, in
     /// order (a `u64` device pointer as its 8 little-endian bytes, a `u32` as 4, ...).
     ///

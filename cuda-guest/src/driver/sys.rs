@@ -115,6 +115,8 @@ pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
 pub const CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: CUresult = 701;
 /// `CUDA_ERROR_LAUNCH_TIMEOUT`.
 pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+pub const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
 /// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`.
 pub const CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: CUresult = 712;
 /// `CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`.
@@ -387,6 +389,11 @@ pub type cuEventOp = unsafe extern "C" fn(event: CUevent) -> CUresult;
 /// `cuEventElapsedTime`.
 pub type cuEventElapsedTime =
     unsafe extern "C" fn(ms: *mut f32, start: CUevent, end: CUevent) -> CUresult;
+/// `cuFuncSetAttribute`.
+pub type cuFuncSetAttribute =
+    unsafe extern "C" fn(func: CUfunction, attrib: c_int, value: c_int) -> CUresult;
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 /// `cuLaunchKernel`.
 pub type cuLaunchKernel = unsafe extern "C" fn(
     f: CUfunction,
