@@ -885,6 +885,12 @@ impl<'a> Dec<'a> {
                             Rnd::M => ops::f32_fma_dir::<2>,
                             _ => ops::f32_fma_dir::<3>,
                         }
+                    } else if t == ScalarType::F32 {
+                        if ftz {
+                            ops::ffma32::<true>
+                        } else {
+                            ops::ffma32::<false>
+                        }
                     } else {
                         flt_fn!(t, ftz, ffma, line)
                     }

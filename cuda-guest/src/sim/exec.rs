@@ -71,7 +71,10 @@ struct Exec<'a, 'b> {
     l: &'b Launch<'a>,
     block: [u32; 3],
     block_linear: u64,
-    shared: Vec<u8>,
+    /// Shared memory of the running block, as little-endian words.
+    shared: Vec<u32>,
+    /// Its size in bytes.
+    shared_len: usize,
     /// Per instruction: the allocation its last global access hit.
     cache: Vec<u32>,
     count: u64,
@@ -262,7 +265,7 @@ impl<'a, 'b> Exec<'a, 'b> {
             Sp::Shared => {
                 if addr
                     .checked_add(len)
-                    .is_some_and(|e| e <= self.shared.len() as u64)
+                    .is_some_and(|e| e <= self.shared_len as u64)
                 {
                     Ok(Target::Shared(addr as usize))
                 } else {
@@ -347,20 +350,17 @@ impl<'a, 'b> Exec<'a, 'b> {
     /// Fast path of a shared access: every active lane in bounds and aligned.
     #[inline(always)]
     fn fast_shared(&self, regs: &[u64], a: R, off: i64, len: u64, mask: u32) -> Option<[u64; 32]> {
-        let size = self.shared.len() as u64;
+        let size = self.shared_len as u64;
         if size < len {
             return None;
         }
         let limit = size - len;
         let av = lanes(regs, a);
         let mut offs = [0u64; 32];
-        let mut bad = 0u64;
         for l in 0..32 {
-            let o = av[l].wrapping_add(off as u64);
-            offs[l] = o;
-            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+            offs[l] = av[l].wrapping_add(off as u64);
         }
-        if bad != 0 {
+        if lanes_bad(&offs, limit, len - 1, mask) {
             return None;
         }
         Some(offs)
@@ -388,13 +388,10 @@ impl<'a, 'b> Exec<'a, 'b> {
         let base = al.base.wrapping_sub(off as u64);
         let av = lanes(regs, a);
         let mut offs = [0u64; 32];
-        let mut bad = 0u64;
         for l in 0..32 {
-            let o = av[l].wrapping_sub(base);
-            offs[l] = o;
-            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+            offs[l] = av[l].wrapping_sub(base);
         }
-        if bad != 0 {
+        if lanes_bad(&offs, limit, len - 1, mask) {
             return None;
         }
         Some((al, offs))
@@ -403,7 +400,7 @@ impl<'a, 'b> Exec<'a, 'b> {
     fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
         match *t {
             Target::Global(i, o) => self.l.live[i].load(o + off, size),
-            Target::Shared(o) => read_le(&self.shared, o + off as usize, size),
+            Target::Shared(o) => sh_read(&self.shared, o + off as usize, size),
             Target::Local(o) => read_le(&warp.local, o + off as usize, size),
         }
     }
@@ -593,11 +590,23 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared {
                     if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
+                        if *size == 4 && *n == 1 && mask == FULL {
+                            // The common case: a full warp loading 32-bit words.
+                            let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                            let sh = &self.shared[..];
+                            for l in 0..32 {
+                                row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                            }
+                            if *sx {
+                                row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
+                            }
+                            return Ok(());
+                        }
                         for k in 0..*n as usize {
                             let ko = k * *size as usize;
                             let row = d[k] as usize * 32;
                             each_lane!(mask, l, {
-                                let mut v = read_le(&self.shared, offs[l] as usize + ko, *size);
+                                let mut v = sh_read(&self.shared, offs[l] as usize + ko, *size);
                                 if *sx {
                                     v = sext(v, *size);
                                 }
@@ -652,7 +661,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                             let ko = k * *size as usize;
                             let row = s[k] as usize * 32;
                             each_lane!(mask, l, {
-                                write_le(
+                                sh_write(
                                     &mut self.shared,
                                     offs[l] as usize + ko,
                                     *size,
@@ -686,7 +695,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                         match t {
                             Target::Global(i, go) => self.l.live[i].store(go + o, *size, v),
                             Target::Shared(so) => {
-                                write_le(&mut self.shared, so + o as usize, *size, v)
+                                sh_write(&mut self.shared, so + o as usize, *size, v)
                             }
                             Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
                         }
@@ -881,8 +890,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                             }
                         }
                         Target::Shared(so) => {
-                            let old = read_le(&self.shared, so, size as u8);
-                            write_le(
+                            let old = sh_read(&self.shared, so, size as u8);
+                            sh_write(
                                 &mut self.shared,
                                 so,
                                 size as u8,
@@ -1006,9 +1015,9 @@ impl<'a, 'b> Exec<'a, 'b> {
             ((lin / gx as u64) % gy as u64) as u32,
             (lin / (gx as u64 * gy as u64)) as u32,
         ];
+        self.shared_len = prog.shared_static as usize + l.cfg.shared_bytes as usize;
         self.shared.clear();
-        self.shared
-            .resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
+        self.shared.resize(self.shared_len.div_ceil(4) + 1, 0);
         for (wi, w) in warps.iter_mut().enumerate() {
             let wi = wi as u32;
             let first = wi * 32;
@@ -1047,6 +1056,55 @@ impl<'a, 'b> Exec<'a, 'b> {
             if !any {
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
+#[inline(always)]
+fn lanes_bad(offs: &Lanes, limit: u64, align_mask: u64, mask: u32) -> bool {
+    if mask == FULL {
+        let mut bad = false;
+        for &o in offs {
+            bad |= (o > limit) | (o & align_mask != 0);
+        }
+        bad
+    } else {
+        let mut bad = false;
+        for (l, &o) in offs.iter().enumerate() {
+            bad |= ((mask >> l) & 1 == 1) & ((o > limit) | (o & align_mask != 0));
+        }
+        bad
+    }
+}
+
+/// Reads `size` bytes at byte offset `o` (naturally aligned) of word-array memory.
+#[inline(always)]
+fn sh_read(m: &[u32], o: usize, size: u8) -> u64 {
+    let w = o >> 2;
+    match size {
+        4 => m[w] as u64,
+        8 => m[w] as u64 | ((m[w + 1] as u64) << 32),
+        2 => ((m[w] >> ((o & 3) * 8)) & 0xffff) as u64,
+        1 => ((m[w] >> ((o & 3) * 8)) & 0xff) as u64,
+        _ => m[w] as u64 | ((m[w + 1] as u64) << 32),
+    }
+}
+
+/// Writes `size` bytes at byte offset `o` (naturally aligned) of word-array memory.
+#[inline(always)]
+fn sh_write(m: &mut [u32], o: usize, size: u8, v: u64) {
+    let w = o >> 2;
+    match size {
+        4 => m[w] = v as u32,
+        8 | 16 => {
+            m[w] = v as u32;
+            m[w + 1] = (v >> 32) as u32;
+        }
+        _ => {
+            let sh = (o & 3) * 8;
+            let mask: u32 = (if size == 1 { 0xff } else { 0xffff }) << sh;
+            m[w] = (m[w] & !mask) | (((v as u32) << sh) & mask);
         }
     }
 }
@@ -1228,6 +1286,7 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         block: [0; 3],
         block_linear: 0,
         shared: Vec::new(),
+        shared_len: 0,
         cache: vec![0; l.prog.insts.len()],
         count: 0,
     };
