@@ -349,21 +349,25 @@ impl<'a, 'b> Exec<'a, 'b> {
 
     /// Fast path of a shared access: every active lane in bounds and aligned.
     #[inline(always)]
-    fn fast_shared(&self, regs: &[u64], a: R, off: i64, len: u64, mask: u32) -> Option<[u64; 32]> {
+    fn fast_shared(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        len: u64,
+        mask: u32,
+        offs: &mut Lanes,
+    ) -> bool {
         let size = self.shared_len as u64;
         if size < len {
-            return None;
+            return false;
         }
         let limit = size - len;
         let av = lanes(regs, a);
-        let mut offs = [0u64; 32];
         for l in 0..32 {
             offs[l] = av[l].wrapping_add(off as u64);
         }
-        if lanes_bad(&offs, limit, len - 1, mask) {
-            return None;
-        }
-        Some(offs)
+        !lanes_bad(offs, limit, len - 1, mask)
     }
 
     /// Fast path of a global access: every active lane inside the cached allocation,
@@ -379,7 +383,8 @@ impl<'a, 'b> Exec<'a, 'b> {
         mask: u32,
         write: bool,
         pc: u32,
-    ) -> Option<(&'b Alloc, [u64; 32])> {
+        offs: &mut Lanes,
+    ) -> Option<&'b Alloc> {
         let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
         if (write && al.read_only) || al.size < len {
             return None;
@@ -387,14 +392,13 @@ impl<'a, 'b> Exec<'a, 'b> {
         let limit = al.size - len;
         let base = al.base.wrapping_sub(off as u64);
         let av = lanes(regs, a);
-        let mut offs = [0u64; 32];
         for l in 0..32 {
             offs[l] = av[l].wrapping_sub(base);
         }
-        if lanes_bad(&offs, limit, len - 1, mask) {
+        if lanes_bad(offs, limit, len - 1, mask) {
             return None;
         }
-        Some((al, offs))
+        Some(al)
     }
 
     fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
@@ -558,7 +562,6 @@ impl<'a, 'b> Exec<'a, 'b> {
         pc: u32,
         ls: usize,
     ) -> Result<(), SimError> {
-        let mut out: Lanes = [0; 32];
         match op {
             Op::Bin(f, d, a, b) => f(&mut w.regs, *d as usize, *a as usize, *b as usize, mask),
             Op::Un(f, d, a) => f(&mut w.regs, *d as usize, *a as usize, mask),
@@ -571,11 +574,34 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask,
             ),
             Op::Mov(d, a, m) => {
-                let av = lanes(&w.regs, *a);
-                for l in 0..32 {
-                    out[l] = av[l] & m;
+                let (d, a) = (*d as usize * 32, *a as usize * 32);
+                if d != a {
+                    let (dst, src) = if d < a {
+                        let (lo, hi) = w.regs.split_at_mut(a);
+                        (&mut lo[d..d + 32], &hi[..32])
+                    } else {
+                        let (lo, hi) = w.regs.split_at_mut(d);
+                        (&mut hi[..32], &lo[a..a + 32])
+                    };
+                    if mask == FULL {
+                        for l in 0..32 {
+                            dst[l] = src[l] & m;
+                        }
+                    } else {
+                        for l in 0..32 {
+                            dst[l] = if (mask >> l) & 1 == 1 {
+                                src[l] & m
+                            } else {
+                                dst[l]
+                            };
+                        }
+                    }
+                } else {
+                    for l in 0..32 {
+                        let v = w.regs[d + l];
+                        w.regs[d + l] = if (mask >> l) & 1 == 1 { v & m } else { v };
+                    }
                 }
-                write(&mut w.regs, *d, &out, mask);
             }
             Op::Ld {
                 sp,
@@ -587,9 +613,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                 off,
                 dmask,
             } => {
+                let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared {
-                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
+                    if self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                        let offs = &out;
                         if *size == 4 && *n == 1 && mask == FULL {
                             // The common case: a full warp loading 32-bit words.
                             let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
@@ -617,9 +645,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) =
-                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc)
+                    if let Some(al) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc, &mut out)
                     {
+                        let offs = &out;
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = d[k] as usize * 32;
@@ -654,9 +683,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                 a,
                 off,
             } => {
+                let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared {
-                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
+                    if self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                        let offs = &out;
                         for k in 0..*n as usize {
                             let ko = k * *size as usize;
                             let row = s[k] as usize * 32;
@@ -673,9 +704,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) =
-                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc)
+                    if let Some(al) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc, &mut out)
                     {
+                        let offs = &out;
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = s[k] as usize * 32;
@@ -716,8 +748,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                     if *sx {
                         v = sext(v, *size);
                     }
-                    let out = [v & dmask; 32];
-                    write(&mut w.regs, d[k], &out, mask);
+                    let v = v & dmask;
+                    let row = &mut w.regs[d[k] as usize * 32..d[k] as usize * 32 + 32];
+                    if mask == FULL {
+                        row.fill(v);
+                    } else {
+                        for l in 0..32 {
+                            row[l] = if (mask >> l) & 1 == 1 { v } else { row[l] };
+                        }
+                    }
                 }
             }
             Op::Setp {
@@ -750,6 +789,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
             }
             Op::Selp { d, a, b, p, neg } => {
+                let mut out: Lanes = [0; 32];
                 let pm = w.preds[*p as usize] ^ if *neg { FULL } else { 0 };
                 let (av, bv) = (lanes(&w.regs, *a), lanes(&w.regs, *b));
                 for l in 0..32 {
@@ -788,6 +828,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
                 e,
             } => {
+                let mut out: Lanes = [0; 32];
                 let (av, bv, cv, ev) = (
                     lanes(&w.regs, *a),
                     lanes(&w.regs, *b),
@@ -804,6 +845,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Prmt(d, a, b, c) => {
+                let mut out: Lanes = [0; 32];
                 let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
                 for l in 0..32 {
                     out[l] = ops::prmt(av[l], bv[l], cv[l]);
@@ -811,6 +853,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Pack { d, parts, bits } => {
+                let mut out: Lanes = [0; 32];
                 let m = if *bits >= 64 {
                     u64::MAX
                 } else {
@@ -825,6 +868,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Unpack { s, parts, bits } => {
+                let mut out: Lanes = [0; 32];
                 let m = if *bits >= 64 {
                     u64::MAX
                 } else {
@@ -848,6 +892,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 sat,
                 ftz,
             } => {
+                let mut out: Lanes = [0; 32];
                 let av = lanes(&w.regs, *a);
                 each_lane!(mask, l, {
                     out[l] = ops::cvt_one(av[l], *st, *dt, *rnd, *irnd, *sat, *ftz);
@@ -923,6 +968,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 b,
                 c,
             } => {
+                let mut out: Lanes = [0; 32];
                 // Every source is read before any destination is written.
                 let av = *lanes(&w.regs, *a);
                 let (bv, cv) = (lanes(&w.regs, *b), lanes(&w.regs, *c));
