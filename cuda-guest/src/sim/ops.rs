@@ -94,8 +94,16 @@ macro_rules! impl_int {
             #[inline(always)]
             fn shr(self, n: u32) -> Self {
                 // Shift amounts are clamped to the width (sign fill for signed types).
-                self.checked_shr(n)
-                    .unwrap_or(if self < (0 as $t) { !0 } else { 0 })
+                if $signed {
+                    self >> n.min(<$t>::BITS - 1)
+                } else {
+                    let v = self >> (n & (<$t>::BITS - 1));
+                    if n >= <$t>::BITS {
+                        0
+                    } else {
+                        v
+                    }
+                }
             }
             #[inline(always)]
             fn to_i128(self) -> i128 {
