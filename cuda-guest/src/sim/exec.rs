@@ -615,34 +615,32 @@ impl<'a, 'b> Exec<'a, 'b> {
             } => {
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
-                if *sp == Sp::Shared {
-                    if self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
-                        let offs = &out;
-                        if *size == 4 && *n == 1 && mask == FULL {
-                            // The common case: a full warp loading 32-bit words.
-                            let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
-                            let sh = &self.shared[..];
-                            for l in 0..32 {
-                                row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
-                            }
-                            if *sx {
-                                row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
-                            }
-                            return Ok(());
+                if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                    let offs = &out;
+                    if *size == 4 && *n == 1 && mask == FULL {
+                        // The common case: a full warp loading 32-bit words.
+                        let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                        let sh = &self.shared[..];
+                        for l in 0..32 {
+                            row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
                         }
-                        for k in 0..*n as usize {
-                            let ko = k * *size as usize;
-                            let row = d[k] as usize * 32;
-                            each_lane!(mask, l, {
-                                let mut v = sh_read(&self.shared, offs[l] as usize + ko, *size);
-                                if *sx {
-                                    v = sext(v, *size);
-                                }
-                                w.regs[row + l] = v & dmask;
-                            });
+                        if *sx {
+                            row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
                         }
                         return Ok(());
                     }
+                    for k in 0..*n as usize {
+                        let ko = k * *size as usize;
+                        let row = d[k] as usize * 32;
+                        each_lane!(mask, l, {
+                            let mut v = sh_read(&self.shared, offs[l] as usize + ko, *size);
+                            if *sx {
+                                v = sext(v, *size);
+                            }
+                            w.regs[row + l] = v & dmask;
+                        });
+                    }
+                    return Ok(());
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
@@ -685,23 +683,21 @@ impl<'a, 'b> Exec<'a, 'b> {
             } => {
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
-                if *sp == Sp::Shared {
-                    if self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
-                        let offs = &out;
-                        for k in 0..*n as usize {
-                            let ko = k * *size as usize;
-                            let row = s[k] as usize * 32;
-                            each_lane!(mask, l, {
-                                sh_write(
-                                    &mut self.shared,
-                                    offs[l] as usize + ko,
-                                    *size,
-                                    w.regs[row + l],
-                                );
-                            });
-                        }
-                        return Ok(());
+                if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                    let offs = &out;
+                    for k in 0..*n as usize {
+                        let ko = k * *size as usize;
+                        let row = s[k] as usize * 32;
+                        each_lane!(mask, l, {
+                            sh_write(
+                                &mut self.shared,
+                                offs[l] as usize + ko,
+                                *size,
+                                w.regs[row + l],
+                            );
+                        });
                     }
+                    return Ok(());
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
