@@ -264,6 +264,11 @@ pub(crate) struct Program {
     pub local_size: u32,
 }
 
+/// Most registers a kernel may declare (with inlined calls).
+const MAX_REGS: u64 = 1 << 16;
+/// Most decoded instructions of a kernel (with inlined calls).
+const MAX_INSTS: usize = 1 << 20;
+
 /// Reconvergence at the kernel's end.
 pub(crate) const EXIT_PC: u32 = u32::MAX - 1;
 
@@ -501,6 +506,10 @@ impl<'a> Dec<'a> {
     fn declare(&mut self, d: &ptx::VarDecl) -> DResult<()> {
         match d.space {
             Space::Reg => {
+                let count = d.range.unwrap_or(1) as u64;
+                if self.nregs as u64 + self.npreds as u64 + count > MAX_REGS {
+                    return derr(d.line, format!("more than {MAX_REGS} registers"));
+                }
                 let names: Vec<String> = match d.range {
                     Some(n) => (0..n).map(|i| format!("{}{}", d.name, i)).collect(),
                     None => vec![d.name.clone()],
@@ -523,21 +532,27 @@ impl<'a> Dec<'a> {
                 if d.is_extern || d.array.contains(&0) {
                     return derr(d.line, "extern .shared inside a function is not supported");
                 }
-                self.shared_size = self.shared_size.div_ceil(a) * a;
+                self.shared_size = self
+                    .shared_size
+                    .checked_next_multiple_of(a)
+                    .unwrap_or(u64::MAX);
                 self.scopes
                     .last_mut()
                     .expect("scope")
                     .insert(d.name.clone(), Sym::Shared(self.shared_size));
-                self.shared_size += d.size();
+                self.shared_size = self.shared_size.saturating_add(d.size());
             }
             Space::Local | Space::Param => {
                 let a = d.alignment().max(1) as u64;
-                self.local_size = self.local_size.div_ceil(a) * a;
+                self.local_size = self
+                    .local_size
+                    .checked_next_multiple_of(a)
+                    .unwrap_or(u64::MAX);
                 self.scopes
                     .last_mut()
                     .expect("scope")
                     .insert(d.name.clone(), Sym::Local(self.local_size));
-                self.local_size += d.size().max(1);
+                self.local_size = self.local_size.saturating_add(d.size().max(1));
             }
             Space::Global | Space::Const => {
                 return derr(
@@ -551,6 +566,13 @@ impl<'a> Dec<'a> {
 
     fn emit(&mut self, op: Op, guard: Option<(P, bool)>, line: u32) {
         self.insts.push(Inst { op, guard, line });
+    }
+
+    fn check_size(&self, line: u32) -> DResult<()> {
+        if self.insts.len() > MAX_INSTS || self.nregs as u64 > MAX_REGS * 2 {
+            return derr(line, format!("kernel too large after inlining calls (over {MAX_INSTS} instructions or {MAX_REGS} registers)"));
+        }
+        Ok(())
     }
 
     /// A source operand as a register (immediates and symbols become constants).
@@ -714,6 +736,7 @@ impl<'a> Dec<'a> {
 
     fn inst(&mut self, i: &Instruction) -> DResult<()> {
         let line = i.line;
+        self.check_size(line)?;
         let guard = match &i.guard {
             Some(g) => match self.lookup(&g.reg) {
                 Some(Sym::Pred(p)) => Some((p, g.negated)),
@@ -1788,9 +1811,15 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
     for (_, a) in &m.extern_shared {
         dyn_align = dyn_align.max(*a);
     }
-    let shared_static = d.shared_size.div_ceil(dyn_align as u64) * dyn_align as u64;
-    if shared_static > u32::MAX as u64 / 2 || d.local_size > 1 << 24 {
-        return derr(f.line, "shared or local memory too large");
+    let shared_static = d
+        .shared_size
+        .checked_next_multiple_of(dyn_align as u64)
+        .unwrap_or(u64::MAX);
+    if shared_static > u32::MAX as u64 / 2 || d.local_size > 512 * 1024 {
+        return derr(
+            f.line,
+            "shared memory or local memory (512 KiB per thread) too large",
+        );
     }
     let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
     consts.push((d.dyn_reg, shared_static));
@@ -1804,6 +1833,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         npreds: d.npreds.max(1),
         consts,
         shared_static: shared_static as u32,
-        local_size: (d.local_size.div_ceil(8) * 8) as u32,
+        local_size: d.local_size.next_multiple_of(8) as u32,
     })
 }

@@ -526,6 +526,13 @@ impl Simulator {
                         });
                     }
                     let size = v.size();
+                    if self.mem.bytes_live.saturating_add(size) > self.config.memory_limit {
+                        return Err(SimError::OutOfMemory {
+                            requested: size,
+                            in_use: self.mem.bytes_live,
+                            limit: self.config.memory_limit,
+                        });
+                    }
                     let a = self
                         .mem
                         .alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const)
@@ -542,9 +549,9 @@ impl Simulator {
                         extern_shared.push((v.name.clone(), v.alignment()));
                     } else {
                         let al = v.alignment().max(1) as u64;
-                        shared_size = shared_size.div_ceil(al) * al;
+                        shared_size = shared_size.checked_next_multiple_of(al).unwrap_or(u64::MAX);
                         shared.insert(v.name.clone(), shared_size);
-                        shared_size += v.size();
+                        shared_size = shared_size.saturating_add(v.size());
                     }
                 }
                 _ => {
