@@ -240,6 +240,17 @@ proptest! {
                 let n = (b as u32).min(32);
                 ((((b & 0xffff_ffff) << 32) | (a & 0xffff_ffff)) >> n) & 0xffff_ffff
             }),
+            ("add.cc.u32 %r4, %x1, %x2; addc.u32 %y, %x3, 0;", |a, b, c| {
+                let carry = (a as u32).overflowing_add(b as u32).1 as u32;
+                (c as u32).wrapping_add(carry) as u64
+            }),
+            ("sub.cc.u32 %r4, %x1, %x2; subc.cc.u32 %r3, %x3, 5; subc.u32 %y, 100, 0;", |a, b, c| {
+                let borrow1 = ((a as u32) < (b as u32)) as u32;
+                let borrow2 = ((c as u32 as u64) < 5 + borrow1 as u64) as u32;
+                100 - borrow2 as u64
+            }),
+            ("lop3.b32 %y, %x1, %x2, %x3, 0xE8;", |a, b, c| ((a & b) | (a & c) | (b & c)) & 0xffff_ffff),
+            ("lop3.b32 %y, %x1, %x2, %x3, 0x96;", |a, b, c| (a ^ b ^ c) & 0xffff_ffff),
             ("setp.lt.s32 %p1, %x1, %x2; selp.b32 %y, 1, 2, %p1;", |a, b, _| if (a as i32) < (b as i32) { 1 } else { 2 }),
             ("setp.hi.u32 %p1, %x1, %x2; setp.eq.u32 %p2, %x3, 7; or.pred %p1, %p1, %p2; selp.b32 %y, 1, 0, %p1;", |a, b, c| ((a as u32 > b as u32) || c as u32 == 7) as u64),
             ("bfi.b32 %y, %x1, %x2, %s2, 8;", |a, b, _| {
@@ -398,6 +409,10 @@ proptest! {
             ("setp.ltu.f32 %p1, %x1, %x2; selp.f32 %y, 0f3F800000, 0f00000000, %p1;", |a, b, _| {
                 let (x, y) = (f(a), f(b));
                 if x.is_nan() || y.is_nan() || x < y { 0x3f80_0000 } else { 0 }
+            }),
+            ("copysign.f32 %y, %x1, %x2;", |a, b, _| ((b as u32 & 0x7fff_ffff) | (a as u32 & 0x8000_0000)) as u64),
+            ("testp.subnormal.f32 %p1, %x1; testp.notanumber.f32 %p2, %x2; or.pred %p1, %p1, %p2; selp.f32 %y, 0f3F800000, 0f00000000, %p1;", |a, b, _| {
+                if f(a).is_subnormal() || f(b).is_nan() { 0x3f80_0000 } else { 0 }
             }),
             ("set.gt.u32.f32 %r4, %x1, %x2; mov.b32 %y, %r4;", |a, b, _| if f(a) > f(b) { 0xffff_ffff } else { 0 }),
         ];

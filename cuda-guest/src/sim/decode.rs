@@ -128,6 +128,29 @@ pub(crate) enum Op {
         e: R,
     },
     Prmt(R, R, R, R),
+    Lop3 {
+        d: R,
+        a: R,
+        b: R,
+        c: R,
+        lut: u8,
+    },
+    /// `add.cc`/`addc`/`sub.cc`/`subc`: `sub`, carry in (`cin`), carry out (`cout`), width.
+    Carry {
+        d: R,
+        a: R,
+        b: R,
+        sub: bool,
+        cin: bool,
+        cout: bool,
+        w64: bool,
+    },
+    Testp {
+        d: P,
+        a: R,
+        class: u8,
+        f64: bool,
+    },
     Mov(R, R, u64),
     Pack {
         d: R,
@@ -795,6 +818,25 @@ impl<'a> Dec<'a> {
                     );
                     return Ok(());
                 }
+                if i.has("cc") && matches!(i.opcode.as_str(), "add" | "sub") {
+                    let d = self.dst(&ops[0], line)?;
+                    let a = self.src_typed(&ops[1], t, line)?;
+                    let b = self.src_typed(&ops[2], t, line)?;
+                    self.emit(
+                        Op::Carry {
+                            d,
+                            a,
+                            b,
+                            sub: i.opcode == "sub",
+                            cin: false,
+                            cout: true,
+                            w64: t.size() == 8,
+                        },
+                        guard,
+                        line,
+                    );
+                    return Ok(());
+                }
                 let d = self.dst(&ops[0], line)?;
                 let a_ty = t;
                 let a = self.src_typed(&ops[1], a_ty, line)?;
@@ -1068,6 +1110,79 @@ impl<'a> Dec<'a> {
                     e,
                 }
             }
+            "lop3" => {
+                need(5)?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                let Operand::Int(lut) = ops[4] else {
+                    return derr(line, "lop3 needs an immediate table");
+                };
+                Op::Lop3 {
+                    d,
+                    a,
+                    b,
+                    c,
+                    lut: lut as u8,
+                }
+            }
+            "addc" | "subc" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                Op::Carry {
+                    d,
+                    a,
+                    b,
+                    sub: i.opcode == "subc",
+                    cin: true,
+                    cout: i.has("cc"),
+                    w64: t.size() == 8,
+                }
+            }
+            "copysign" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let f: BinFn = match t {
+                    ScalarType::F32 => ops::copysign::<f32>,
+                    ScalarType::F64 => ops::copysign::<f64>,
+                    _ => return derr(line, "copysign needs .f32 or .f64"),
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "testp" => {
+                need(2)?;
+                let t = need_ty()?;
+                let class = [
+                    ("finite", 0u8),
+                    ("infinite", 1),
+                    ("number", 2),
+                    ("notanumber", 3),
+                    ("normal", 4),
+                    ("subnormal", 5),
+                ]
+                .iter()
+                .find(|(n, _)| i.has(n))
+                .map(|x| x.1)
+                .ok_or(DecodeError {
+                    line,
+                    message: "testp needs a class".into(),
+                })?;
+                let (d, _) = self.pred(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                Op::Testp {
+                    d,
+                    a,
+                    class,
+                    f64: t == ScalarType::F64,
+                }
+            }
             "prmt" => {
                 need(4)?;
                 if i.modifiers.len() > 1 {
@@ -1335,7 +1450,8 @@ impl<'a> Dec<'a> {
                     c,
                 }
             }
-            "bra" | "brx" => {
+            "brx" => return derr(line, "brx.idx (indirect branch) is not supported"),
+            "bra" => {
                 need(1)?;
                 let Operand::Name(l) = &ops[0] else {
                     return derr(line, "bra needs a label");

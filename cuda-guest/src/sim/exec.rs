@@ -41,6 +41,8 @@ struct Warp {
     state: WState,
     local: Vec<u8>,
     bar_pc: u32,
+    /// Carry flag (`CC.CF`) per lane.
+    carry: u32,
 }
 
 enum Stop {
@@ -840,6 +842,77 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
+            Op::Lop3 { d, a, b, c, lut } => {
+                let mut out: Lanes = [0; 32];
+                let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                for l in 0..32 {
+                    out[l] = ops::lop3(av[l], bv[l], cv[l], *lut);
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Carry {
+                d,
+                a,
+                b,
+                sub,
+                cin,
+                cout,
+                w64,
+            } => {
+                let mut out: Lanes = [0; 32];
+                let (av, bv) = (lanes(&w.regs, *a), lanes(&w.regs, *b));
+                let cf = w.carry;
+                let mut new_cf = 0u32;
+                for l in 0..32 {
+                    let c = if *cin { ((cf >> l) & 1) as u128 } else { 0 };
+                    let m: u128 = if *w64 {
+                        u64::MAX as u128
+                    } else {
+                        u32::MAX as u128
+                    };
+                    let (x, y) = (av[l] as u128 & m, bv[l] as u128 & m);
+                    let (r, carry) = if *sub {
+                        let r = x.wrapping_sub(y).wrapping_sub(c);
+                        (r & m, x < y + c)
+                    } else {
+                        let r = x + y + c;
+                        (r & m, r > m)
+                    };
+                    out[l] = r as u64;
+                    new_cf |= (carry as u32) << l;
+                }
+                write(&mut w.regs, *d, &out, mask);
+                if *cout {
+                    w.carry = (w.carry & !mask) | (new_cf & mask);
+                }
+            }
+            Op::Testp { d, a, class, f64 } => {
+                let av = lanes(&w.regs, *a);
+                let mut r = 0u32;
+                for l in 0..32 {
+                    let v = if *f64 {
+                        f64::from_bits(av[l])
+                    } else {
+                        f32::from_bits(av[l] as u32) as f64
+                    };
+                    let sub = if *f64 {
+                        f64::from_bits(av[l]).is_subnormal()
+                    } else {
+                        f32::from_bits(av[l] as u32).is_subnormal()
+                    };
+                    let t = match class {
+                        0 => v.is_finite(),
+                        1 => v.is_infinite(),
+                        2 => !v.is_nan(),
+                        3 => v.is_nan(),
+                        4 => v.is_finite() && v != 0.0 && !sub,
+                        _ => sub,
+                    };
+                    r |= (t as u32) << l;
+                }
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | (r & mask);
+            }
             Op::Prmt(d, a, b, c) => {
                 let mut out: Lanes = [0; 32];
                 let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
@@ -1318,6 +1391,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         state: WState::Done,
         local: vec![0; prog.local_size as usize * 32],
         bar_pc: 0,
+        carry: 0,
     }
 }
 
