@@ -1237,6 +1237,27 @@ pub(crate) fn f16_sign<const ABS: bool>(o: &mut [u64], d: usize, a: usize, mk: u
     })
 }
 
+/// `lop3.b32 d, a, b, c, immLut`: the lookup table applied bitwise.
+pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
+    let (a, b, c) = (a as u32, b as u32, c as u32);
+    let mut d = 0u32;
+    for i in 0..8u8 {
+        if lut >> i & 1 == 1 {
+            let ma = if i & 4 != 0 { a } else { !a };
+            let mb = if i & 2 != 0 { b } else { !b };
+            let mc = if i & 1 != 0 { c } else { !c };
+            d |= ma & mb & mc;
+        }
+    }
+    d as u64
+}
+
+/// `copysign.f32/.f64 d, a, b`: b with the sign of a.
+pub(crate) fn copysign<F: Flt>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let s = 1u64 << (F::BITS - 1);
+    map2(o, d, a, b, mk, |x, y| (y & !s) | (x & s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1307,25 +1328,4 @@ mod tests {
         assert_eq!(f64_to_f16(2f64.powi(-25), Rnd::N), 0); // tie with 0: even
         assert_eq!(f64_to_f16(2f64.powi(-25) * 1.5, Rnd::N), 1);
     }
-}
-
-/// `lop3.b32 d, a, b, c, immLut`: the lookup table applied bitwise.
-pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
-    let (a, b, c) = (a as u32, b as u32, c as u32);
-    let mut d = 0u32;
-    for i in 0..8u8 {
-        if lut >> i & 1 == 1 {
-            let ma = if i & 4 != 0 { a } else { !a };
-            let mb = if i & 2 != 0 { b } else { !b };
-            let mc = if i & 1 != 0 { c } else { !c };
-            d |= ma & mb & mc;
-        }
-    }
-    d as u64
-}
-
-/// `copysign.f32/.f64 d, a, b`: b with the sign of a.
-pub(crate) fn copysign<F: Flt>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
-    let s = 1u64 << (F::BITS - 1);
-    map2(o, d, a, b, mk, |x, y| (y & !s) | (x & s))
 }
