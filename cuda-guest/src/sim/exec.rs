@@ -1161,6 +1161,30 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
+            // Every waiting warp must wait at the same barrier instruction.
+            let mut first: Option<(usize, u32)> = None;
+            for (wi, w) in warps.iter().enumerate() {
+                if w.state != WState::Bar {
+                    continue;
+                }
+                match first {
+                    None => first = Some((wi, w.bar_pc)),
+                    Some((fw, fpc)) if fpc != w.bar_pc => {
+                        let line_of =
+                            |pc: u32| prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0);
+                        let lane = warps[fw].live.trailing_zeros() as usize;
+                        return Err(SimError::BarrierDivergence {
+                            at: self.location(fw as u32, lane, fpc),
+                            message: format!(
+                                "warp {fw} waits at bar.sync on PTX line {} while warp {wi} waits at another bar.sync on PTX line {}",
+                                line_of(fpc),
+                                line_of(w.bar_pc)
+                            ),
+                        });
+                    }
+                    _ => {}
+                }
+            }
             let mut any = false;
             for w in warps.iter_mut() {
                 if w.state == WState::Bar {
