@@ -1569,6 +1569,9 @@ impl<'a> Dec<'a> {
         } else {
             1
         };
+        if matches!(t, ScalarType::B128 | ScalarType::Pred) {
+            return derr(line, format!("`{}`: .{} memory accesses are not supported", i.full_name(), t.name()));
+        }
         let size = t.size() as u8;
         let sext = matches!(t, ScalarType::S8 | ScalarType::S16 | ScalarType::S32);
         let space = if i.has("global") {
