@@ -1,4 +1,7 @@
 //! CUDA accelerator for guests of a VMM.
 //!
-//! Nothing here yet: the driver API loader, the PTX simulator and the guest protocol
-//! arrive with their own issues.
+//! The driver API loader and the PTX simulator arrive with their own issues.
+
+/// The wire protocol between a guest's `libcuda.so.1` and the VMM's CUDA service:
+/// handshake, frames, one request per driver call, replies; pure and synchronous.
+pub mod proto;
