@@ -174,6 +174,8 @@ impl ServerHello {
         l.max_params = l.max_params.min((room - l.max_param_bytes) / 8);
         ServerHello {
             major: VERSION_MAJOR,
+            // The smaller minor (trivially 0 while this crate is at 1.0).
+            #[allow(clippy::unnecessary_min_or_max)]
             minor: VERSION_MINOR.min(client.minor),
             status: Status::SUCCESS,
             features: offered.intersect(client.features).intersect(Features::ALL),
