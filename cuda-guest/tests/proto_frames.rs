@@ -1247,3 +1247,55 @@ fn kernel_params_layouts() {
     assert!(KernelParams::with_layout(&layout, &[&[1; 4], &[2; 4]]).is_none());
     assert!(KernelParams::with_layout(&layout, &[&[1; 4]]).is_none());
 }
+
+// ---------------------------------------------------------------- fuzz seeds
+
+/// Writes the seed inputs of `cuda-guest/fuzz-proto` (a selector byte, then frames).
+#[test]
+#[ignore = "writes files: PROTO_SEED_DIR=cuda-guest/fuzz-proto/seeds cargo test -p cuda-guest --test proto_frames -- --ignored"]
+fn write_fuzz_seeds() {
+    let dir = std::env::var("PROTO_SEED_DIR").expect("PROTO_SEED_DIR");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut n = 0;
+    let mut put = |sel: u8, bytes: &[u8]| {
+        let mut v = vec![sel];
+        v.extend_from_slice(bytes);
+        std::fs::write(format!("{dir}/seed-{n:03}"), v).unwrap();
+        n += 1;
+    };
+    let mut stream = Vec::new();
+    for (i, f) in sample_requests().iter().enumerate() {
+        let b = f.to_bytes().unwrap();
+        put((i % 2) as u8, &b);
+        stream.extend_from_slice(&b);
+    }
+    put(0x20, &stream);
+    let mut replies = Vec::new();
+    for (i, &op) in Opcode::ALL.iter().enumerate() {
+        let b = Reply::ok(i as u64 + 1, op, sample_body(op))
+            .to_bytes()
+            .unwrap();
+        put(0, &b);
+        replies.extend_from_slice(&b);
+    }
+    let d = Reply::deferred(
+        5,
+        Opcode::CtxSynchronize,
+        Status::ERROR_ILLEGAL_ADDRESS,
+        Cause {
+            id: 4,
+            opcode: Opcode::LaunchKernel,
+        },
+        "illegal address",
+    );
+    replies.extend_from_slice(&d.to_bytes().unwrap());
+    put(0x41, &replies);
+    put(0, &ClientHello::new(Features::ALL, 1 << 20).encode());
+    let s = ServerHello::answer(
+        &ClientHello::new(Features::ALL, 1 << 20),
+        Limits::default(),
+        Features::ALL,
+        7,
+    );
+    put(0, &s.encode());
+}
