@@ -564,7 +564,12 @@ fn every_opcode_round_trips_as_a_reply() {
     assert_eq!(&b[40..44], &[0xff; 4]);
     assert_eq!(decode_reply(&b, &limits()).unwrap(), r);
     // The server's closing notice has id 0.
-    let notice = Reply::error(0, Opcode::Goodbye, Status::ERROR_INVALID_VALUE, "bad frame");
+    let notice = Reply::closing_notice(Status::ERROR_INVALID_VALUE, "bad frame");
+    assert!(notice.is_closing_notice());
+    assert_eq!(
+        &notice.to_bytes().unwrap()[..16],
+        &[45, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0x80]
+    );
     assert_eq!(
         decode_reply(&notice.to_bytes().unwrap(), &limits()).unwrap(),
         notice
@@ -668,11 +673,13 @@ fn header_errors() {
         DecodeError::Rejected {
             id: 4,
             opcode: 0x0999,
+            flags: 0,
             frame_len: 16,
             reason: FieldError::UnknownOpcode { opcode: 0x0999 }
         }
     );
     assert!(!e.is_fatal());
+    assert_eq!(e.answerable(), None, "a protocol violation");
     assert_eq!(
         reason(decode_req(&frame(4, 0x0204, 0x0004, &[]), &l).unwrap_err()),
         FieldError::BadFlags { flags: 4, bad: 4 }
@@ -710,6 +717,26 @@ fn header_errors() {
 #[test]
 fn payload_errors_name_field_and_offset() {
     let l = small();
+    // A payload error is answered, and the session goes on.
+    let e = decode_req(&frame(1, 0x0401, 0, &[0; 4]), &l).unwrap_err();
+    assert_eq!(
+        e.answerable(),
+        Some(Refused {
+            id: 1,
+            opcode: Opcode::MemAlloc,
+            no_reply: false
+        })
+    );
+    // One of a pipelined request is deferred.
+    let e = decode_req(&frame(2, 0x0701, FLAG_NO_REPLY, &[0; 4]), &l).unwrap_err();
+    assert_eq!(
+        e.answerable(),
+        Some(Refused {
+            id: 2,
+            opcode: Opcode::LaunchKernel,
+            no_reply: true
+        })
+    );
     // MemAlloc with 4 of its 8 bytes.
     assert_eq!(
         reason(decode_req(&frame(1, 0x0401, 0, &[0; 4]), &l).unwrap_err()),

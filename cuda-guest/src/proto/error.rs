@@ -125,6 +125,8 @@ pub enum DecodeError {
         id: u64,
         /// Its opcode, as found.
         opcode: u16,
+        /// Its flags, as found.
+        flags: u16,
         /// Its whole length: how many bytes to skip.
         frame_len: u32,
         /// What is wrong.
@@ -139,6 +141,52 @@ impl DecodeError {
     pub fn is_fatal(&self) -> bool {
         !matches!(self, DecodeError::Rejected { .. })
     }
+
+    /// For a frame refused for its payload (its header was right): the frame to answer
+    /// with `CUDA_ERROR_INVALID_VALUE` (or, when `no_reply` is set, whose error to defer
+    /// like any pipelined failure) before going on. `None` for the fatal errors and for
+    /// frames refused for their header (unknown opcode, bad flags, `NO_REPLY` where not
+    /// allowed, id 0): those are protocol violations, after which the server sends its
+    /// closing notice and closes.
+    pub fn answerable(&self) -> Option<Refused> {
+        let DecodeError::Rejected {
+            id,
+            opcode,
+            flags,
+            reason,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let header = matches!(
+            reason,
+            FieldError::UnknownOpcode { .. }
+                | FieldError::BadFlags { .. }
+                | FieldError::NoReplyNotAllowed { .. }
+                | FieldError::InvalidValue { field: "id", .. }
+        );
+        if header {
+            return None;
+        }
+        Some(Refused {
+            id: *id,
+            opcode: super::Opcode::from_u16(*opcode)?,
+            no_reply: flags & super::FLAG_NO_REPLY != 0,
+        })
+    }
+}
+
+/// A frame refused for its payload, which the session answers and survives (see
+/// [`DecodeError::answerable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// Its request id.
+    pub id: u64,
+    /// Its opcode.
+    pub opcode: super::Opcode,
+    /// Whether it was sent with `NO_REPLY` (then its error is deferred, not answered).
+    pub no_reply: bool,
 }
 
 /// Why a message cannot be encoded.

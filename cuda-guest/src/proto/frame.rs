@@ -220,6 +220,7 @@ impl Header {
         DecodeError::Rejected {
             id: self.id,
             opcode: self.opcode,
+            flags: self.flags,
             frame_len: self.length,
             reason,
         }

@@ -57,7 +57,7 @@ mod status;
 mod wire;
 
 pub use decoder::{Decoded, Decoder, Message};
-pub use error::{DecodeError, EncodeError, FieldError, HandshakeError};
+pub use error::{DecodeError, EncodeError, FieldError, HandshakeError, Refused};
 pub use frame::{Opcode, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN};
 pub use handshake::{ClientHello, ServerHello, CLIENT_HELLO_LEN, SERVER_HELLO_LEN};
 pub use reply::{Cause, FunctionInfo, Reply, ReplyBody};

@@ -249,6 +249,17 @@ impl Reply {
         }
     }
 
+    /// The server's last frame before it closes a connection (after a protocol
+    /// violation, or when it shuts down): request id 0, opcode `Goodbye`.
+    pub fn closing_notice(status: Status, detail: impl Into<String>) -> Self {
+        Reply::error(0, Opcode::Goodbye, status, detail)
+    }
+
+    /// Whether it is the server's closing notice.
+    pub fn is_closing_notice(&self) -> bool {
+        self.id == 0 && self.opcode == Opcode::Goodbye
+    }
+
     /// The failure detail, if any.
     pub fn detail(&self) -> Option<&str> {
         match &self.body {
