@@ -1326,3 +1326,59 @@ fn write_fuzz_seeds() {
     );
     put(0, &s.encode());
 }
+
+#[test]
+fn inline_copy_head_matches_the_whole_frame() {
+    let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    for (stream, no_reply) in [(None, false), (Some(StreamId(0x100)), true)] {
+        let whole = RequestFrame {
+            id: 77,
+            no_reply,
+            request: Request::MemcpyHtoD {
+                dst: DevAddr(0x2_0000_0000),
+                src: HostSource::Inline(data.clone()),
+                stream,
+            },
+        }
+        .to_bytes()
+        .unwrap();
+        let mut head = Vec::new();
+        let total = RequestFrame::encode_inline_htod_head(
+            77,
+            no_reply,
+            DevAddr(0x2_0000_0000),
+            stream,
+            data.len(),
+            &mut head,
+        )
+        .unwrap();
+        assert_eq!(total, whole.len());
+        head.extend_from_slice(&data);
+        assert_eq!(head, whole);
+    }
+    assert_eq!(
+        RequestFrame::encode_inline_htod_head(1, true, DevAddr(0), None, 4, &mut Vec::new()),
+        Err(EncodeError::NoReplyNotAllowed { opcode: 0x0420 })
+    );
+}
+
+#[test]
+fn opaque_kernel_parameters() {
+    let p = KernelParams::opaque(vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert!(p.is_opaque());
+    assert!(!KernelParams::pack(&[]).is_opaque());
+    let f = RequestFrame::pipelined(
+        3,
+        Request::LaunchKernel {
+            function: FunctionId(0x104),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_bytes: 0,
+            stream: StreamId::DEFAULT,
+            params: p,
+        },
+    );
+    let b = f.to_bytes().unwrap();
+    assert_eq!(&b[60..68], &[0, 0, 0, 0, 12, 0, 0, 0]);
+    assert_eq!(decode_req(&b, &limits()).unwrap(), f);
+}

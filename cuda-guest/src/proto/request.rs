@@ -134,6 +134,21 @@ impl KernelParams {
         })
     }
 
+    /// Parameter bytes whose layout the client does not know (a launch with `extra` and
+    /// `CU_LAUNCH_PARAM_BUFFER_POINTER`): no slots; the server splits the bytes by the
+    /// kernel's own parameter list.
+    pub fn opaque(bytes: Vec<u8>) -> Self {
+        KernelParams {
+            slots: Vec::new(),
+            bytes,
+        }
+    }
+
+    /// Whether the layout is left to the server ([`KernelParams::opaque`]).
+    pub fn is_opaque(&self) -> bool {
+        self.slots.is_empty() && !self.bytes.is_empty()
+    }
+
     /// Each parameter's bytes, in order (what a backend's launch takes). Slots outside the
     /// bytes (only possible in a value built by hand) give empty slices.
     pub fn args(&self) -> Vec<&[u8]> {
@@ -575,6 +590,48 @@ impl RequestFrame {
         let mut v = Vec::new();
         self.encode(&mut v)?;
         Ok(v)
+    }
+
+    /// Appends everything of an inline `MemcpyHtoD[Async]` frame but its `len` data bytes,
+    /// so that a transport can send the caller's buffer after it without copying it
+    /// (e.g. with `write_vectored`); returns the whole frame's length. The bytes equal
+    /// those of [`RequestFrame::encode`] for the same copy.
+    pub fn encode_inline_htod_head(
+        id: u64,
+        no_reply: bool,
+        dst: DevAddr,
+        stream: Option<StreamId>,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, EncodeError> {
+        let opcode = match stream {
+            Some(_) => Opcode::MemcpyHtoDAsync,
+            None => Opcode::MemcpyHtoD,
+        };
+        if id == 0 {
+            return Err(EncodeError::ZeroRequestId);
+        }
+        if no_reply && !opcode.pipelined() {
+            return Err(EncodeError::NoReplyNotAllowed {
+                opcode: opcode.code(),
+            });
+        }
+        let head = HEADER_LEN + if stream.is_some() { 8 } else { 0 } + 24;
+        let total = u32::try_from(head as u64 + len as u64).map_err(|_| EncodeError::TooLong {
+            field: "data",
+            len: len as u64,
+        })?;
+        let start = frame::begin(out, id, opcode, if no_reply { FLAG_NO_REPLY } else { 0 });
+        out[start..start + 4].copy_from_slice(&total.to_le_bytes());
+        let mut w = Writer { out };
+        if let Some(s) = stream {
+            w.u64(s.0);
+        }
+        w.u64(dst.0);
+        w.u64(len as u64);
+        w.u32(0);
+        w.u32(len as u32);
+        Ok(total as usize)
     }
 }
 
