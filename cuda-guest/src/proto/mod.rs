@@ -121,8 +121,10 @@ pub struct Limits {
     /// Most live objects (allocations, modules, functions, streams, events) of the
     /// session; enforced by the service, announced so the guest knows.
     pub max_objects: u32,
-    /// Most requests the client may have sent without their reply having arrived
-    /// (pipelined ones included); the server stops reading beyond it.
+    /// Most requests awaiting a reply (sent without `NO_REPLY`, reply not yet read) the
+    /// client may have at once. Beyond it the server may stop reading until the client
+    /// reads its replies, so a client that writes more without reading can deadlock.
+    /// `NO_REPLY` requests do not count: the transport's backpressure bounds them.
     pub max_pipelined: u32,
 }
 
