@@ -1382,3 +1382,142 @@ fn opaque_kernel_parameters() {
     assert_eq!(&b[60..68], &[0, 0, 0, 0, 12, 0, 0, 0]);
     assert_eq!(decode_req(&b, &limits()).unwrap(), f);
 }
+
+// ---------------------------------------------------------------- the documentation
+
+/// The hex blocks of `docs/protocol.md`'s worked example, in order.
+fn documented_blocks() -> Vec<Vec<u8>> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol.md"))
+        .unwrap();
+    let start = doc.find("## 8. Worked example").unwrap();
+    let end = doc[start..].find("## 9.").unwrap() + start;
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<u8>> = None;
+    for line in doc[start..end].lines() {
+        match (
+            line.trim() == "```text",
+            line.trim() == "```",
+            current.as_mut(),
+        ) {
+            (true, _, None) => current = Some(Vec::new()),
+            (_, true, Some(_)) => blocks.push(current.take().unwrap()),
+            (_, _, Some(bytes)) => {
+                for tok in line.split_whitespace() {
+                    let is_byte = tok.len() == 2 && tok.chars().all(|c| c.is_ascii_hexdigit());
+                    if !is_byte {
+                        break;
+                    }
+                    bytes.push(u8::from_str_radix(tok, 16).unwrap());
+                }
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn the_documented_session_is_what_the_code_sends() {
+    let b = documented_blocks();
+    assert_eq!(b.len(), 8, "blocks of section 8");
+    let client = ClientHello::new(Features::ALL, 1 << 20);
+    assert_eq!(b[0], client.encode());
+    let server = ServerHello::answer(&client, Limits::default(), Features::PIPELINING, 42);
+    assert_eq!(b[1], server.encode());
+    assert_eq!(
+        b[2],
+        RequestFrame::new(7, Request::MemAlloc { bytes: 1 << 20 })
+            .to_bytes()
+            .unwrap()
+    );
+    assert_eq!(
+        b[3],
+        Reply::ok(
+            7,
+            Opcode::MemAlloc,
+            ReplyBody::DevAddr(DevAddr(0x2_0000_0000))
+        )
+        .to_bytes()
+        .unwrap()
+    );
+    let mut htod = RequestFrame::new(
+        8,
+        Request::MemcpyHtoD {
+            dst: DevAddr(0x2_0000_0000),
+            src: HostSource::Inline(vec![1, 0, 0, 0, 2, 0, 0, 0]),
+            stream: None,
+        },
+    )
+    .to_bytes()
+    .unwrap();
+    Reply::ok(8, Opcode::MemcpyHtoD, ReplyBody::Empty)
+        .encode(&mut htod)
+        .unwrap();
+    assert_eq!(b[4], htod);
+    let ptr = 0x2_0000_0000u64.to_le_bytes();
+    let n = 1024u32.to_le_bytes();
+    assert_eq!(
+        b[5],
+        RequestFrame::pipelined(
+            9,
+            Request::LaunchKernel {
+                function: FunctionId(0x101),
+                grid: [4, 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+                stream: StreamId::DEFAULT,
+                params: KernelParams::pack(&[&ptr, &n]),
+            }
+        )
+        .to_bytes()
+        .unwrap()
+    );
+    assert_eq!(
+        b[6],
+        RequestFrame::new(10, Request::CtxSynchronize)
+            .to_bytes()
+            .unwrap()
+    );
+    assert_eq!(
+        b[7],
+        Reply::deferred(
+            10,
+            Opcode::CtxSynchronize,
+            Status::ERROR_ILLEGAL_ADDRESS,
+            Cause {
+                id: 9,
+                opcode: Opcode::LaunchKernel
+            },
+            ""
+        )
+        .to_bytes()
+        .unwrap()
+    );
+}
+
+#[test]
+fn the_documented_opcode_table_matches() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol.md"))
+        .unwrap();
+    for &op in Opcode::ALL {
+        let row = format!("| `{:#06x}` | {} |", op.code(), op.name());
+        let line = doc
+            .lines()
+            .find(|l| l.starts_with(&row))
+            .unwrap_or_else(|| panic!("no row {row}"));
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | opcode | name | call | request | reply | P | scope |
+        assert_eq!(cells[6] == "P", op.pipelined(), "{line}");
+        for f in sample_requests() {
+            if f.request.opcode() == op {
+                let scope = match f.request.sync_scope() {
+                    SyncScope::None => "",
+                    SyncScope::Stream(_) => "stream",
+                    SyncScope::Event(_) => "event",
+                    SyncScope::Context => "context",
+                };
+                assert_eq!(cells[7], scope, "{line}");
+            }
+        }
+    }
+}
