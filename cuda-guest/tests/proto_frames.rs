@@ -1094,6 +1094,55 @@ fn reply_errors() {
             max: 4
         }
     );
+    // A layout out of order, or beyond max_param_bytes.
+    let layout = |slots: Vec<ParamSlot>| {
+        Reply::ok(
+            1,
+            Opcode::ModuleGetFunction,
+            ReplyBody::Function(FunctionInfo {
+                function: FunctionId(1),
+                params: Some(slots),
+            }),
+        )
+        .to_bytes()
+        .unwrap()
+    };
+    assert_eq!(
+        reason(
+            decode_reply(
+                &layout(vec![
+                    ParamSlot { offset: 0, size: 8 },
+                    ParamSlot { offset: 4, size: 4 }
+                ]),
+                &l
+            )
+            .unwrap_err()
+        ),
+        FieldError::Mismatch {
+            field: "param_offset",
+            offset: 52,
+            found: 4,
+            expected: 8
+        }
+    );
+    assert_eq!(
+        reason(
+            decode_reply(
+                &layout(vec![ParamSlot {
+                    offset: 60,
+                    size: 8
+                }]),
+                &l
+            )
+            .unwrap_err()
+        ),
+        FieldError::LimitExceeded {
+            field: "param_size",
+            offset: 48,
+            value: 68,
+            max: 64
+        }
+    );
 }
 
 // ---------------------------------------------------------------- decoder

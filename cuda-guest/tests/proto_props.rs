@@ -190,10 +190,7 @@ fn body_for(op: Opcode) -> BoxedStrategy<ReplyBody> {
             .boxed(),
         O::ModuleGetFunction => (
             any::<u64>(),
-            proptest::option::of(vec(
-                (any::<u32>(), any::<u32>()).prop_map(|(offset, size)| ParamSlot { offset, size }),
-                0..16,
-            )),
+            proptest::option::of(params().prop_map(|p| p.slots)),
         )
             .prop_map(|(f, params)| {
                 ReplyBody::Function(FunctionInfo {

@@ -97,8 +97,8 @@ impl<M: Message> Decoder<M> {
     /// `read` returned. `Ok(0)` is end of stream, or no room.
     pub fn read_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<usize> {
         self.compact();
-        let want = match M::decode(&self.buf, &self.limits) {
-            Ok(Decoded::NeedMore(n)) => n.max(4096),
+        let want = match super::frame::read_header(&self.buf, &self.limits) {
+            Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(4096),
             _ => 4096,
         }
         .min(self.room());

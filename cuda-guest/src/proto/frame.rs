@@ -29,7 +29,6 @@ macro_rules! opcodes {
         /// their request's opcode.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u16)]
-        #[non_exhaustive]
         pub enum Opcode {
             $($(#[$doc])* $name = $value,)*
         }

@@ -36,8 +36,8 @@ pub struct Cause {
 pub struct FunctionInfo {
     /// The kernel.
     pub function: FunctionId,
-    /// Offset and size of each parameter, in order; `None` when the server does not know
-    /// them (the shim then needs `extra` with `CU_LAUNCH_PARAM_BUFFER_POINTER`).
+    /// Offset and size of each parameter, in order, without overlap, ending within
+    /// `max_param_bytes`; `None` when the server does not know them (the shim then needs `extra` with `CU_LAUNCH_PARAM_BUFFER_POINTER`).
     pub params: Option<Vec<ParamSlot>>,
 }
 
@@ -46,7 +46,6 @@ const PARAMS_UNKNOWN: u32 = u32::MAX;
 
 /// The body of a reply.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum ReplyBody {
     /// Nothing (most commands).
     Empty,
@@ -386,11 +385,31 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>, limits: &Limits) -> Result<ReplyB
                 }
                 r.check_items("param_slots", count, 8)?;
                 let mut v = Vec::with_capacity(count as usize);
+                let mut end = 0u64;
                 for _ in 0..count {
-                    v.push(ParamSlot {
-                        offset: r.u32("param_offset")?,
-                        size: r.u32("param_size")?,
-                    });
+                    let at = r.offset();
+                    let offset = r.u32("param_offset")?;
+                    let size = r.u32("param_size")?;
+                    // In order, and inside the most parameter bytes a launch may carry,
+                    // so a client can lay out a buffer from them without a surprise.
+                    if u64::from(offset) < end {
+                        return Err(FieldError::Mismatch {
+                            field: "param_offset",
+                            offset: at,
+                            found: offset.into(),
+                            expected: end,
+                        });
+                    }
+                    end = u64::from(offset) + u64::from(size);
+                    if end > u64::from(limits.max_param_bytes) {
+                        return Err(FieldError::LimitExceeded {
+                            field: "param_size",
+                            offset: at + 4,
+                            value: end,
+                            max: limits.max_param_bytes.into(),
+                        });
+                    }
+                    v.push(ParamSlot { offset, size });
                 }
                 Some(v)
             };

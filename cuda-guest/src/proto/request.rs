@@ -185,8 +185,10 @@ impl KernelParams {
 /// One command of the guest. Field order and sizes on the wire are in
 /// `docs/protocol.md`; every `*Async` request's payload is `stream: u64` followed by the
 /// payload of its synchronous twin. A `None` stream selects the synchronous opcode.
+///
+/// Not `#[non_exhaustive]`: a dispatcher should match every command, and a new one comes
+/// with a new protocol version.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum Request {
     /// Echo `data` (at most `max_inline` bytes).
     Ping {
