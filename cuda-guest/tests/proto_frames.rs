@@ -1570,3 +1570,28 @@ fn the_documented_opcode_table_matches() {
         }
     }
 }
+
+#[test]
+fn frames_of_both_directions() {
+    let mut wire = Vec::new();
+    let req = RequestFrame::new(7, Request::MemAlloc { bytes: 64 });
+    let rep = Reply::ok(
+        7,
+        Opcode::MemAlloc,
+        ReplyBody::DevAddr(DevAddr(0x2_0000_0000)),
+    );
+    req.encode(&mut wire).unwrap();
+    rep.encode(&mut wire).unwrap();
+    let mut d = Decoder::<Frame>::new(limits());
+    d.feed(&wire);
+    assert_eq!(d.next_frame().unwrap(), Some(Frame::Request(req)));
+    assert_eq!(d.next_frame().unwrap(), Some(Frame::Reply(rep)));
+    assert_eq!(d.next_frame().unwrap(), None);
+    assert_eq!(
+        Frame::decode(&[0xff, 0xff, 0xff, 0xff], &limits()).unwrap_err(),
+        DecodeError::FrameTooLarge {
+            length: u32::MAX,
+            max: limits().max_frame
+        }
+    );
+}

@@ -302,6 +302,7 @@ proptest! {
         let l = limits();
         let _ = RequestFrame::decode(&b, &l);
         let _ = Reply::decode(&b, &l);
+        let _ = Frame::decode(&b, &l);
         let _ = ClientHello::decode(&b);
         let _ = ServerHello::decode(&b);
         let mut d = Decoder::<RequestFrame>::new(l);

@@ -109,6 +109,10 @@ fuzz_target!(|data: &[u8]| {
     let piece = usize::from(sel >> 1) + 1;
     check::<RequestFrame>(rest, &l, piece, |f, o| f.encode(o));
     check::<Reply>(rest, &l, piece, |f, o| f.encode(o));
+    check::<Frame>(rest, &l, piece, |f, o| match f {
+        Frame::Request(r) => r.encode(o),
+        Frame::Reply(r) => r.encode(o),
+    });
     if let Ok(Decoded::Frame { frame, .. }) = ClientHello::decode(rest) {
         assert_eq!(&frame.encode()[..], &rest[..CLIENT_HELLO_LEN]);
         let s = ServerHello::answer(&frame, Limits::default(), Features::ALL, 1);

@@ -143,3 +143,41 @@ impl<M: Message> Decoder<M> {
         }
     }
 }
+
+/// A frame of either direction, told apart by its `REPLY` flag: for tools that watch
+/// both directions of a connection (traces, captures).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// A client's request.
+    Request(super::RequestFrame),
+    /// A server's reply.
+    Reply(super::Reply),
+}
+
+impl Message for Frame {
+    fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded<Self>, DecodeError> {
+        // The length is checked first, whatever the direction.
+        if let super::frame::HeaderStep::NeedMore(n) = super::frame::read_header(buf, limits)? {
+            return Ok(Decoded::NeedMore(n));
+        }
+        let flags = u16::from_le_bytes([buf[14], buf[15]]);
+        if flags & super::FLAG_REPLY != 0 {
+            Ok(map(super::Reply::decode(buf, limits)?, Frame::Reply))
+        } else {
+            Ok(map(
+                super::RequestFrame::decode(buf, limits)?,
+                Frame::Request,
+            ))
+        }
+    }
+}
+
+fn map<T, U>(d: Decoded<T>, f: impl FnOnce(T) -> U) -> Decoded<U> {
+    match d {
+        Decoded::NeedMore(n) => Decoded::NeedMore(n),
+        Decoded::Frame { frame, len } => Decoded::Frame {
+            frame: f(frame),
+            len,
+        },
+    }
+}
