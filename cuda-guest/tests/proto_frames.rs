@@ -1595,3 +1595,55 @@ fn frames_of_both_directions() {
         }
     );
 }
+
+#[test]
+fn lent_decoding_leaves_inline_data_in_the_buffer() {
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+    let htod = RequestFrame::pipelined(
+        1,
+        Request::MemcpyHtoD {
+            dst: DevAddr(0x2_0000_0000),
+            src: HostSource::Inline(data.clone()),
+            stream: Some(StreamId(0x100)),
+        },
+    );
+    let ping = RequestFrame::new(
+        2,
+        Request::Ping {
+            data: b"abc".to_vec(),
+        },
+    );
+    let sync = RequestFrame::new(3, Request::CtxSynchronize);
+    let mut wire = Vec::new();
+    for f in [&htod, &ping, &sync] {
+        f.encode(&mut wire).unwrap();
+    }
+    // One shot.
+    let Decoded::Frame { frame, len } = RequestFrame::decode_lent(&wire, &limits()).unwrap() else {
+        panic!("whole frame")
+    };
+    assert_eq!(len, htod.to_bytes().unwrap().len());
+    assert_eq!(frame.data, &data[..]);
+    assert_eq!(
+        frame.frame.request,
+        Request::MemcpyHtoD {
+            dst: DevAddr(0x2_0000_0000),
+            src: HostSource::Inline(Vec::new()),
+            stream: Some(StreamId(0x100)),
+        }
+    );
+    // Through the stream decoder, mixed with owned decoding.
+    let mut d = Decoder::<RequestFrame>::new(limits());
+    assert_eq!(d.feed(&wire[..100]), 100);
+    assert_eq!(d.next_lent().unwrap(), None);
+    d.feed(&wire[100..]);
+    let a = d.next_lent().unwrap().unwrap();
+    assert_eq!(a.frame.id, 1);
+    assert_eq!(a.data, &data[..]);
+    let b = d.next_lent().unwrap().unwrap();
+    assert_eq!(b.frame.id, 2);
+    assert_eq!(b.data, b"abc");
+    assert_eq!(d.next_frame().unwrap(), Some(sync));
+    assert_eq!(d.next_lent().unwrap(), None);
+    assert_eq!(d.buffered(), 0);
+}

@@ -286,6 +286,24 @@ proptest! {
     }
 
     #[test]
+    fn lent_decoding_agrees(f in request_frame()) {
+        let b = f.to_bytes().unwrap();
+        let Ok(Decoded::Frame { frame: lent, len }) = RequestFrame::decode_lent(&b, &limits()) else {
+            panic!("a whole frame");
+        };
+        prop_assert_eq!(len, b.len());
+        let mut back = lent.frame.clone();
+        match &mut back.request {
+            Request::MemcpyHtoD { src: HostSource::Inline(d), .. } | Request::Ping { data: d } => {
+                prop_assert!(d.is_empty());
+                d.extend_from_slice(lent.data);
+            }
+            _ => prop_assert!(lent.data.is_empty()),
+        }
+        prop_assert_eq!(back, f);
+    }
+
+    #[test]
     fn replies_round_trip(r in reply()) {
         let b = r.to_bytes().unwrap();
         match Reply::decode(&b, &limits()).unwrap() {

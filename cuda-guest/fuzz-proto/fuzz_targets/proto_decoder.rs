@@ -109,6 +109,34 @@ fuzz_target!(|data: &[u8]| {
     let piece = usize::from(sel >> 1) + 1;
     check::<RequestFrame>(rest, &l, piece, |f, o| f.encode(o));
     check::<Reply>(rest, &l, piece, |f, o| f.encode(o));
+    // Lent decoding agrees with owned decoding.
+    match (
+        RequestFrame::decode(rest, &l),
+        RequestFrame::decode_lent(rest, &l),
+    ) {
+        (
+            Ok(Decoded::Frame { frame, len }),
+            Ok(Decoded::Frame {
+                frame: lent,
+                len: l2,
+            }),
+        ) => {
+            assert_eq!(len, l2);
+            let mut back = lent.frame.clone();
+            match &mut back.request {
+                Request::MemcpyHtoD {
+                    src: HostSource::Inline(d),
+                    ..
+                }
+                | Request::Ping { data: d } => d.extend_from_slice(lent.data),
+                _ => assert!(lent.data.is_empty()),
+            }
+            assert_eq!(back, frame);
+        }
+        (Ok(Decoded::NeedMore(a)), Ok(Decoded::NeedMore(b))) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(a, b),
+        (a, b) => panic!("owned {a:?} and lent {b:?} disagree"),
+    }
     check::<Frame>(rest, &l, piece, |f, o| match f {
         Frame::Request(r) => r.encode(o),
         Frame::Reply(r) => r.encode(o),

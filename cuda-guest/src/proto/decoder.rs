@@ -43,6 +43,8 @@ pub struct Decoder<M> {
     start: usize,
     limits: Limits,
     failed: Option<DecodeError>,
+    /// Length of the frame lent out by [`Decoder::next_lent`], consumed at the next call.
+    pending: usize,
     _m: PhantomData<fn() -> M>,
 }
 
@@ -57,6 +59,7 @@ impl<M: Message> Decoder<M> {
             start: 0,
             limits,
             failed: None,
+            pending: 0,
             _m: PhantomData,
         }
     }
@@ -68,7 +71,7 @@ impl<M: Message> Decoder<M> {
 
     /// Bytes held that are not yet part of a returned frame.
     pub fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.buf.len() - self.start - self.pending
     }
 
     /// How many more bytes may be fed now (at most `max_frame` are held).
@@ -76,7 +79,16 @@ impl<M: Message> Decoder<M> {
         (self.limits.max_frame as usize).saturating_sub(self.buffered())
     }
 
+    /// Drops the frame lent out by [`Decoder::next_lent`].
+    fn settle(&mut self) {
+        if self.pending > 0 {
+            let n = std::mem::take(&mut self.pending);
+            self.consume(n);
+        }
+    }
+
     fn compact(&mut self) {
+        self.settle();
         if self.start > 0 {
             self.buf.drain(..self.start);
             self.start = 0;
@@ -112,6 +124,7 @@ impl<M: Message> Decoder<M> {
 
     /// The next whole frame, `Ok(None)` when more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<M>, DecodeError> {
+        self.settle();
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -139,6 +152,41 @@ impl<M: Message> Decoder<M> {
             self.start = 0;
             if self.buf.capacity() > KEEP_CAPACITY {
                 self.buf.shrink_to(KEEP_CAPACITY);
+            }
+        }
+    }
+}
+
+impl Decoder<super::RequestFrame> {
+    /// The next whole request with its inline data left in the decoder's buffer (see
+    /// [`RequestFrame::decode_lent`](super::RequestFrame::decode_lent)); `Ok(None)` when
+    /// more bytes are needed. The frame's bytes are released at the next call.
+    pub fn next_lent(&mut self) -> Result<Option<super::LentRequest<'_>>, DecodeError> {
+        self.settle();
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match super::request::decode_request(&self.buf[self.start..], &self.limits, true) {
+            Ok(Decoded::NeedMore(_)) => Ok(None),
+            Ok(Decoded::Frame {
+                frame: (frame, lent),
+                len,
+            }) => {
+                self.pending = len;
+                let base = self.start + super::HEADER_LEN;
+                let data = match lent {
+                    Some((at, n)) => &self.buf[base + at..base + at + n],
+                    None => &[],
+                };
+                Ok(Some(super::LentRequest { frame, data }))
+            }
+            Err(e @ DecodeError::Rejected { frame_len, .. }) => {
+                self.consume(frame_len as usize);
+                Err(e)
+            }
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
             }
         }
     }

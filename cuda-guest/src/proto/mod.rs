@@ -62,8 +62,8 @@ pub use frame::{Opcode, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN}
 pub use handshake::{ClientHello, ServerHello, CLIENT_HELLO_LEN, SERVER_HELLO_LEN};
 pub use reply::{Cause, FunctionInfo, Reply, ReplyBody};
 pub use request::{
-    HostDest, HostSource, KernelParams, MemsetWidth, ParamSlot, Request, RequestFrame, SgEntry,
-    SyncScope,
+    HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, ParamSlot, Request, RequestFrame,
+    SgEntry, SyncScope,
 };
 pub use status::Status;
 

@@ -637,50 +637,113 @@ impl RequestFrame {
     }
 }
 
-impl Message for RequestFrame {
-    fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded<Self>, DecodeError> {
-        let h = match frame::read_header(buf, limits)? {
-            HeaderStep::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
-            HeaderStep::Whole(h) => h,
+/// A request decoded without copying its bulk data: `frame`'s inline data (of
+/// `MemcpyHtoD[Async]` with [`HostSource::Inline`], or `Ping`) is left empty and `data`
+/// points at it in the buffer the frame was decoded from. `data` is empty for the other
+/// requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LentRequest<'a> {
+    /// The request, its inline data empty.
+    pub frame: RequestFrame,
+    /// The inline data.
+    pub data: &'a [u8],
+}
+
+impl RequestFrame {
+    /// Like [`Message::decode`], but the inline data stays in `buf` (no copy; see
+    /// [`LentRequest`]): for a server that moves large host-to-device copies straight from
+    /// its receive buffer to the device.
+    pub fn decode_lent<'a>(
+        buf: &'a [u8],
+        limits: &Limits,
+    ) -> Result<Decoded<LentRequest<'a>>, DecodeError> {
+        Ok(match decode_request(buf, limits, true)? {
+            Decoded::NeedMore(n) => Decoded::NeedMore(n),
+            Decoded::Frame {
+                frame: (frame, lent),
+                len,
+            } => Decoded::Frame {
+                frame: LentRequest {
+                    frame,
+                    data: match lent {
+                        Some((at, n)) => &buf[HEADER_LEN + at..HEADER_LEN + at + n],
+                        None => &[],
+                    },
+                },
+                len,
+            },
+        })
+    }
+}
+
+pub(crate) type WithLent = (RequestFrame, Option<(usize, usize)>);
+
+pub(crate) fn decode_request(
+    buf: &[u8],
+    limits: &Limits,
+    lend: bool,
+) -> Result<Decoded<WithLent>, DecodeError> {
+    let h = match frame::read_header(buf, limits)? {
+        HeaderStep::NeedMore(n) => return Ok(Decoded::NeedMore(n)),
+        HeaderStep::Whole(h) => h,
+    };
+    let body = &buf[HEADER_LEN..h.length as usize];
+    let parse = || -> Result<WithLent, FieldError> {
+        if h.id == 0 {
+            return Err(FieldError::InvalidValue {
+                field: "id",
+                offset: 4,
+                value: 0,
+            });
+        }
+        let opcode =
+            Opcode::from_u16(h.opcode).ok_or(FieldError::UnknownOpcode { opcode: h.opcode })?;
+        let bad = h.flags & !FLAG_NO_REPLY;
+        if bad != 0 {
+            return Err(FieldError::BadFlags {
+                flags: h.flags,
+                bad,
+            });
+        }
+        let no_reply = h.flags & FLAG_NO_REPLY != 0;
+        if no_reply && !opcode.pipelined() {
+            return Err(FieldError::NoReplyNotAllowed { opcode: h.opcode });
+        }
+        let mut r = if lend {
+            Reader::lending(body, HEADER_LEN)
+        } else {
+            Reader::new(body, HEADER_LEN)
         };
-        let body = &buf[HEADER_LEN..h.length as usize];
-        let parse = || -> Result<RequestFrame, FieldError> {
-            if h.id == 0 {
-                return Err(FieldError::InvalidValue {
-                    field: "id",
-                    offset: 4,
-                    value: 0,
-                });
-            }
-            let opcode =
-                Opcode::from_u16(h.opcode).ok_or(FieldError::UnknownOpcode { opcode: h.opcode })?;
-            let bad = h.flags & !FLAG_NO_REPLY;
-            if bad != 0 {
-                return Err(FieldError::BadFlags {
-                    flags: h.flags,
-                    bad,
-                });
-            }
-            let no_reply = h.flags & FLAG_NO_REPLY != 0;
-            if no_reply && !opcode.pipelined() {
-                return Err(FieldError::NoReplyNotAllowed { opcode: h.opcode });
-            }
-            let mut r = Reader::new(body, HEADER_LEN);
-            let request = cmd::decode(opcode, &mut r, limits)?;
-            r.finish()?;
-            Ok(RequestFrame {
+        let request = cmd::decode(opcode, &mut r, limits)?;
+        let lent = r.lent;
+        r.finish()?;
+        Ok((
+            RequestFrame {
                 id: h.id,
                 no_reply,
                 request,
-            })
-        };
-        match parse() {
-            Ok(frame) => Ok(Decoded::Frame {
-                frame,
-                len: h.length as usize,
-            }),
-            Err(reason) => Err(h.reject(reason)),
-        }
+            },
+            lent,
+        ))
+    };
+    match parse() {
+        Ok(frame) => Ok(Decoded::Frame {
+            frame,
+            len: h.length as usize,
+        }),
+        Err(reason) => Err(h.reject(reason)),
+    }
+}
+
+impl Message for RequestFrame {
+    fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded<Self>, DecodeError> {
+        Ok(match decode_request(buf, limits, false)? {
+            Decoded::NeedMore(n) => Decoded::NeedMore(n),
+            Decoded::Frame {
+                frame: (frame, _),
+                len,
+            } => Decoded::Frame { frame, len },
+        })
     }
 }
 

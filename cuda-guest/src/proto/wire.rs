@@ -11,11 +11,42 @@ pub(crate) struct Reader<'a> {
     pos: usize,
     /// Offset of `buf[0]` in the frame (for error messages).
     base: usize,
+    /// Leave bulk data in the buffer ([`Reader::data`]) instead of copying it.
+    lend: bool,
+    /// Where the bulk data left in the buffer is: offset in `buf`, length.
+    pub(crate) lent: Option<(usize, usize)>,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8], base: usize) -> Self {
-        Reader { buf, pos: 0, base }
+        Reader {
+            buf,
+            pos: 0,
+            base,
+            lend: false,
+            lent: None,
+        }
+    }
+
+    /// A reader that leaves bulk data in `buf` (see [`Reader::data`]).
+    pub(crate) fn lending(buf: &'a [u8], base: usize) -> Self {
+        Reader {
+            lend: true,
+            ..Reader::new(buf, base)
+        }
+    }
+
+    /// `n` bytes of bulk data (inline copy data, a ping's echo): copied out, or, for a
+    /// lending reader, left in place (recorded in `lent`) with an empty vector returned.
+    pub(crate) fn data(&mut self, field: &'static str, n: u64) -> Result<Vec<u8>, FieldError> {
+        let at = self.pos;
+        let s = self.take(field, n)?;
+        if self.lend {
+            self.lent = Some((at, s.len()));
+            Ok(Vec::new())
+        } else {
+            Ok(s.to_vec())
+        }
     }
 
     /// Offset in the frame of the next byte.

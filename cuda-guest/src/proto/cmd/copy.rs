@@ -46,7 +46,7 @@ pub(super) fn decode(
                         expected: bytes,
                     });
                 }
-                HostSource::Inline(r.take("data", count.into())?.to_vec())
+                HostSource::Inline(r.data("data", count.into())?)
             } else {
                 HostSource::Guest(sg_list(r, limits, bytes, bytes_at)?)
             };

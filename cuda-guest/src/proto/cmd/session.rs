@@ -11,9 +11,12 @@ pub(super) fn decode(
 ) -> Result<Request, FieldError> {
     Ok(match opcode {
         // data_len u32, data
-        Opcode::Ping => Request::Ping {
-            data: r.blob("data_len", limits.max_inline)?,
-        },
+        Opcode::Ping => {
+            let n = r.len_u32("data_len", limits.max_inline)?;
+            Request::Ping {
+                data: r.data("data", n.into())?,
+            }
+        }
         // flags u32
         Opcode::Init => Request::Init {
             flags: r.u32("flags")?,
