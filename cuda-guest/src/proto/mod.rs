@@ -48,6 +48,7 @@
 
 mod cmd;
 mod decoder;
+mod deferred;
 mod error;
 mod frame;
 mod handshake;
@@ -57,6 +58,7 @@ mod status;
 mod wire;
 
 pub use decoder::{Decoded, Decoder, Frame, Message};
+pub use deferred::{Covered, DeferredError, DeferredErrors};
 pub use error::{DecodeError, EncodeError, FieldError, HandshakeError, Refused};
 pub use frame::{Opcode, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN};
 pub use handshake::{ClientHello, ServerHello, CLIENT_HELLO_LEN, SERVER_HELLO_LEN};
