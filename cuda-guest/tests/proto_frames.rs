@@ -1175,6 +1175,10 @@ fn decoder_holds_at_most_one_frame_limit() {
     assert_eq!(d.feed(&big), l.max_frame as usize);
     assert_eq!(d.room(), 0);
     assert_eq!(d.feed(&big), 0);
+    let e = d
+        .read_from(&mut std::io::Cursor::new(vec![0u8; 10]))
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
 
 #[test]

@@ -104,11 +104,19 @@ impl<M: Message> Decoder<M> {
         n
     }
 
-    /// Reads once from `src` into the buffer (at most [`Decoder::room`] bytes, and at most
+    /// Reads once from `src` into the buffer (at most [`Decoder::room`] bytes, and at least
     /// what the frame being assembled still needs when that is known); returns what
-    /// `read` returned. `Ok(0)` is end of stream, or no room.
+    /// `read` returned, so `Ok(0)` is the end of the stream. With no room left (a whole
+    /// frame is waiting: take it with [`Decoder::next_frame`]) it reads nothing and
+    /// returns an `InvalidInput` error.
     pub fn read_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<usize> {
         self.compact();
+        if self.room() == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "decoder full: take the buffered frames first",
+            ));
+        }
         let want = match super::frame::read_header(&self.buf, &self.limits) {
             Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(4096),
             _ => 4096,
