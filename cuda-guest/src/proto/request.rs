@@ -538,7 +538,7 @@ impl Request {
 /// A request with its id and whether the client waits for the reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestFrame {
-    /// Request id: non-zero, chosen by the client (increasing, by convention); the reply
+    /// Request id: non-zero, chosen by the client, increasing within the session; the reply
     /// and any deferred error of this request name it.
     pub id: u64,
     /// Sent with `NO_REPLY`: no reply, a failure is deferred (only for
@@ -640,7 +640,8 @@ impl RequestFrame {
 /// A request decoded without copying its bulk data: `frame`'s inline data (of
 /// `MemcpyHtoD[Async]` with [`HostSource::Inline`], or `Ping`) is left empty and `data`
 /// points at it in the buffer the frame was decoded from. `data` is empty for the other
-/// requests.
+/// requests. The borrow ends before the next frame is read, so an asynchronous copy must
+/// be done, or its bytes staged (e.g. into pinned memory), before then.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LentRequest<'a> {
     /// The request, its inline data empty.
