@@ -87,7 +87,8 @@ impl Features {
     /// (a VMM's own device). Socket transports move data inline.
     pub const SCATTER_GATHER: Features = Features(1 << 0);
     /// Requests sent with `NO_REPLY` (pipelined launches, async copies and memsets,
-    /// event records, stream waits). Servers of version 1.0 always grant it.
+    /// event records, stream waits). Servers of version 1.0 always offer it; a client
+    /// that did not get it sends none.
     pub const PIPELINING: Features = Features(1 << 1);
     /// Every feature this version knows.
     pub const ALL: Features = Features(0b11);
