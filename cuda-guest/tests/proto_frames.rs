@@ -681,6 +681,10 @@ fn header_errors() {
     assert!(!e.is_fatal());
     assert_eq!(e.answerable(), None, "a protocol violation");
     assert_eq!(
+        e.to_string(),
+        "frame 4 (opcode 0x0999, 16 bytes) refused: unknown opcode 0x0999 at offset 12"
+    );
+    assert_eq!(
         reason(decode_req(&frame(4, 0x0204, 0x0004, &[]), &l).unwrap_err()),
         FieldError::BadFlags { flags: 4, bad: 4 }
     );
@@ -736,6 +740,11 @@ fn payload_errors_name_field_and_offset() {
             opcode: Opcode::LaunchKernel,
             no_reply: true
         })
+    );
+    assert_eq!(
+        e.to_string(),
+        "frame 2 (opcode 0x0701, 20 bytes) refused: field `function` at offset 16 needs 8 \
+         bytes, the frame has 4 left"
     );
     // MemAlloc with 4 of its 8 bytes.
     assert_eq!(

@@ -9,7 +9,7 @@ use super::frame::HEADER_LEN;
 #[non_exhaustive]
 pub enum FieldError {
     /// The opcode is not one of [`Opcode`](super::Opcode).
-    #[error("unknown opcode {opcode:#06x}")]
+    #[error("unknown opcode {opcode:#06x} at offset 12")]
     UnknownOpcode {
         /// The opcode found.
         opcode: u16,
@@ -23,7 +23,7 @@ pub enum FieldError {
         bad: u16,
     },
     /// `NO_REPLY` on an opcode whose reply the client cannot do without.
-    #[error("opcode {opcode:#06x} cannot be sent with NO_REPLY (it is not a pipelined command)")]
+    #[error("flags at offset 14: opcode {opcode:#06x} cannot be sent with NO_REPLY (it is not a pipelined command)")]
     NoReplyNotAllowed {
         /// The opcode.
         opcode: u16,
