@@ -3,21 +3,22 @@
 //! over a Unix socket, AF_VSOCK, a virtio-serial port or a VMM's own virtio queue.
 //! `docs/protocol.md` documents it byte by byte.
 //!
-//! A connection starts with a handshake ([`ClientHello`](crate::proto::ClientHello), answered by [`ServerHello`](crate::proto::ServerHello),
-//! which announces the session's [`Limits`](crate::proto::Limits)); then the client sends [`RequestFrame`](crate::proto::RequestFrame)s,
-//! one per CUDA driver call ([`Request`](crate::proto::Request)), and the server answers each one that does not
-//! carry `NO_REPLY` with a [`Reply`](crate::proto::Reply), in request order. Every frame starts with a 16-byte
+//! A connection starts with a handshake ([`ClientHello`], answered by [`ServerHello`],
+//! which announces the session's [`Limits`]); then the client sends [`RequestFrame`]s,
+//! one per CUDA driver call ([`Request`]), and the server answers each one that does not
+//! carry `NO_REPLY` with a [`Reply`], in request order. Every frame starts with a 16-byte
 //! header: `length: u32` (the whole frame), `id: u64`, `opcode: u16`, `flags: u16`, all
 //! little-endian.
 //!
-//! Handles ([`ContextId`](crate::proto::ContextId), [`ModuleId`](crate::proto::ModuleId), [`FunctionId`](crate::proto::FunctionId), [`StreamId`](crate::proto::StreamId), [`EventId`](crate::proto::EventId)) are
-//! opaque numbers the server chose for this session; device addresses ([`DevAddr`](crate::proto::DevAddr)) are
+//! Handles ([`ContextId`], [`ModuleId`], [`FunctionId`], [`StreamId`], [`EventId`]) are
+//! opaque numbers the server chose for this session; device addresses ([`DevAddr`]) are
 //! addresses in the session's own device address space. Neither is ever a host pointer,
 //! and neither means anything in another session.
 //!
-//! Decoding checks every length and count against the [`Limits`](crate::proto::Limits) before allocating and
-//! never panics; errors say which field was bad and where. [`Decoder`](crate::proto::Decoder) assembles frames
-//! from a byte stream fed in pieces of any size.
+//! Decoding checks every length and count against the [`Limits`] before allocating and
+//! never panics; errors say which field was bad and where. [`Decoder`] assembles frames
+//! from a byte stream fed in pieces of any size; [`DeferredErrors`] keeps the rule by
+//! which failures of pipelined requests are reported.
 //!
 //! ```
 //! use cuda_guest::proto::{Decoder, Limits, Reply, ReplyBody, Request, RequestFrame, Opcode, Status};
@@ -45,6 +46,21 @@
 //! assert_eq!(reply.status, Status::SUCCESS);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`ClientHello`]: crate::proto::ClientHello
+//! [`ServerHello`]: crate::proto::ServerHello
+//! [`Limits`]: crate::proto::Limits
+//! [`RequestFrame`]: crate::proto::RequestFrame
+//! [`Request`]: crate::proto::Request
+//! [`Reply`]: crate::proto::Reply
+//! [`ContextId`]: crate::proto::ContextId
+//! [`ModuleId`]: crate::proto::ModuleId
+//! [`FunctionId`]: crate::proto::FunctionId
+//! [`StreamId`]: crate::proto::StreamId
+//! [`EventId`]: crate::proto::EventId
+//! [`DevAddr`]: crate::proto::DevAddr
+//! [`Decoder`]: crate::proto::Decoder
+//! [`DeferredErrors`]: crate::proto::DeferredErrors
 
 mod cmd;
 mod decoder;
