@@ -38,5 +38,8 @@
 
 pub mod accel;
 pub mod driver;
+/// The wire protocol between a guest's `libcuda.so.1` and the VMM's CUDA service:
+/// handshake, frames, one request per driver call, replies; pure and synchronous.
+pub mod proto;
 pub mod ptx;
 pub mod sim;

@@ -1,0 +1,239 @@
+//! Incremental decoding: [`Message::decode`] looks at the front of a buffer and says
+//! "need more" or "here is a frame of `len` bytes"; [`Decoder`] keeps the bytes of a
+//! stream fed in pieces and hands out whole frames.
+
+use std::marker::PhantomData;
+
+use super::error::DecodeError;
+use super::Limits;
+
+/// What the front of a buffer holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded<T> {
+    /// Not a whole frame yet: at least this many more bytes are needed.
+    NeedMore(usize),
+    /// A frame, which took the first `len` bytes.
+    Frame {
+        /// The frame.
+        frame: T,
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
+/// A frame type: [`RequestFrame`](super::RequestFrame) (what a server decodes) or
+/// [`Reply`](super::Reply) (what a client decodes).
+pub trait Message: Sized {
+    /// Decodes the frame at the front of `buf`. Never panics and allocates nothing for a
+    /// field before checking it against `limits` and against the bytes present. The
+    /// frame's length is checked as soon as its first 4 bytes are there, so an oversized
+    /// frame is refused before it is buffered.
+    fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded<Self>, DecodeError>;
+}
+
+/// Assembles frames from a byte stream. It buffers at most `max_frame` bytes: feed it
+/// with [`Decoder::feed`] (or [`Decoder::read_from`]) and take frames with
+/// [`Decoder::next_frame`] until it returns `Ok(None)`.
+///
+/// After [`DecodeError::Rejected`] the bad frame has been skipped and decoding goes on;
+/// after a fatal error ([`DecodeError::is_fatal`]) every later call returns that error.
+#[derive(Debug)]
+pub struct Decoder<M> {
+    buf: Vec<u8>,
+    start: usize,
+    limits: Limits,
+    failed: Option<DecodeError>,
+    /// Length of the frame lent out by [`Decoder::next_lent`], consumed at the next call.
+    pending: usize,
+    _m: PhantomData<fn() -> M>,
+}
+
+/// Capacity kept after a large frame has been taken out.
+const KEEP_CAPACITY: usize = 64 << 10;
+
+impl<M: Message> Decoder<M> {
+    /// A decoder for a session with these limits.
+    pub fn new(limits: Limits) -> Self {
+        Decoder {
+            buf: Vec::new(),
+            start: 0,
+            limits,
+            failed: None,
+            pending: 0,
+            _m: PhantomData,
+        }
+    }
+
+    /// The limits it checks.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Bytes held that are not yet part of a returned frame.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start - self.pending
+    }
+
+    /// How many more bytes may be fed now (at most `max_frame` are held).
+    pub fn room(&self) -> usize {
+        (self.limits.max_frame as usize).saturating_sub(self.buffered())
+    }
+
+    /// Drops the frame lent out by [`Decoder::next_lent`].
+    fn settle(&mut self) {
+        if self.pending > 0 {
+            let n = std::mem::take(&mut self.pending);
+            self.consume(n);
+        }
+    }
+
+    fn compact(&mut self) {
+        self.settle();
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+    }
+
+    /// Takes as many bytes of `data` as there is [`Decoder::room`] for; returns how many.
+    /// When it takes fewer than offered, take frames out first.
+    pub fn feed(&mut self, data: &[u8]) -> usize {
+        self.compact();
+        let n = data.len().min(self.room());
+        self.buf.extend_from_slice(&data[..n]);
+        n
+    }
+
+    /// Reads once from `src` into the buffer (at most [`Decoder::room`] bytes, and at least
+    /// what the frame being assembled still needs when that is known); returns what
+    /// `read` returned, so `Ok(0)` is the end of the stream. With no room left (a whole
+    /// frame is waiting: take it with [`Decoder::next_frame`]) it reads nothing and
+    /// returns an `InvalidInput` error.
+    pub fn read_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<usize> {
+        self.compact();
+        if self.room() == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "decoder full: take the buffered frames first",
+            ));
+        }
+        let want = match super::frame::read_header(&self.buf, &self.limits) {
+            Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(4096),
+            _ => 4096,
+        }
+        .min(self.room());
+        let old = self.buf.len();
+        self.buf.resize(old + want, 0);
+        let r = src.read(&mut self.buf[old..]);
+        let got = *r.as_ref().unwrap_or(&0);
+        self.buf.truncate(old + got.min(want));
+        r
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<M>, DecodeError> {
+        self.settle();
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match M::decode(&self.buf[self.start..], &self.limits) {
+            Ok(Decoded::NeedMore(_)) => Ok(None),
+            Ok(Decoded::Frame { frame, len }) => {
+                self.consume(len);
+                Ok(Some(frame))
+            }
+            Err(e @ DecodeError::Rejected { frame_len, .. }) => {
+                self.consume(frame_len as usize);
+                Err(e)
+            }
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn consume(&mut self, len: usize) {
+        self.start = (self.start + len).min(self.buf.len());
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf.shrink_to(KEEP_CAPACITY);
+            }
+        }
+    }
+}
+
+impl Decoder<super::RequestFrame> {
+    /// The next whole request with its inline data left in the decoder's buffer (see
+    /// [`RequestFrame::decode_lent`](super::RequestFrame::decode_lent)); `Ok(None)` when
+    /// more bytes are needed. The frame's bytes are released at the next call.
+    pub fn next_lent(&mut self) -> Result<Option<super::LentRequest<'_>>, DecodeError> {
+        self.settle();
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match super::request::decode_request(&self.buf[self.start..], &self.limits, true) {
+            Ok(Decoded::NeedMore(_)) => Ok(None),
+            Ok(Decoded::Frame {
+                frame: (frame, lent),
+                len,
+            }) => {
+                self.pending = len;
+                let base = self.start + super::HEADER_LEN;
+                let data = match lent {
+                    Some((at, n)) => &self.buf[base + at..base + at + n],
+                    None => &[],
+                };
+                Ok(Some(super::LentRequest { frame, data }))
+            }
+            Err(e @ DecodeError::Rejected { frame_len, .. }) => {
+                self.consume(frame_len as usize);
+                Err(e)
+            }
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A frame of either direction, told apart by its `REPLY` flag: for tools that watch
+/// both directions of a connection (traces, captures).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// A client's request.
+    Request(super::RequestFrame),
+    /// A server's reply.
+    Reply(super::Reply),
+}
+
+impl Message for Frame {
+    fn decode(buf: &[u8], limits: &Limits) -> Result<Decoded<Self>, DecodeError> {
+        // The length is checked first, whatever the direction.
+        if let super::frame::HeaderStep::NeedMore(n) = super::frame::read_header(buf, limits)? {
+            return Ok(Decoded::NeedMore(n));
+        }
+        let flags = u16::from_le_bytes([buf[14], buf[15]]);
+        if flags & super::FLAG_REPLY != 0 {
+            Ok(map(super::Reply::decode(buf, limits)?, Frame::Reply))
+        } else {
+            Ok(map(
+                super::RequestFrame::decode(buf, limits)?,
+                Frame::Request,
+            ))
+        }
+    }
+}
+
+fn map<T, U>(d: Decoded<T>, f: impl FnOnce(T) -> U) -> Decoded<U> {
+    match d {
+        Decoded::NeedMore(n) => Decoded::NeedMore(n),
+        Decoded::Frame { frame, len } => Decoded::Frame {
+            frame: f(frame),
+            len,
+        },
+    }
+}
