@@ -242,8 +242,8 @@ fn d2d(
     rep: &mut Report,
 ) -> Result<(), DriverError> {
     let bytes = args.mib << 20;
-    let src = gpu.alloc_zeroed(bytes)?;
-    let dst = gpu.alloc_zeroed(bytes)?;
+    let src = gpu.alloc_zeroed::<u8>(bytes)?;
+    let dst = gpu.alloc_zeroed::<u8>(bytes)?;
     let (s, d) = (src.ptr(), dst.ptr());
     let stream = gpu.stream(StreamFlags { non_blocking: true })?;
     let (e0, e1) = (
@@ -332,7 +332,7 @@ fn host_copies(
     rep: &mut Report,
 ) -> Result<(), DriverError> {
     let bytes = args.mib << 20;
-    let dev = gpu.alloc_zeroed(bytes)?;
+    let dev = gpu.alloc_zeroed::<u8>(bytes)?;
     let mut pageable = vec![0u8; bytes];
     for (i, b) in pageable.iter_mut().enumerate() {
         *b = i as u8;

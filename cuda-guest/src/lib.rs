@@ -5,9 +5,14 @@
 //! - [`sim`]: a PTX simulator that decodes a module once and executes its kernels on
 //!   the CPU with the results a GPU would give, plus the checks a GPU does not make
 //!   (bounds, freed pointers, divergent barriers, runaway kernels).
-//! - [`driver`]: the boundary at the level of the CUDA driver API, with the native
-//!   backend (the NVIDIA driver loaded at run time, never linked).
+//! - [`driver`]: the boundary at the level of the CUDA driver API ([`driver::Backend`]),
+//!   implemented by the native backend (the NVIDIA driver loaded at run time, never
+//!   linked) and by the simulator ([`driver::SimBackend`]); the safe API over either
+//!   ([`driver::safe`]).
+//! - [`accel`]: choosing the backend (native when a driver and a device are there,
+//!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
 
+pub mod accel;
 pub mod driver;
 pub mod ptx;
 pub mod sim;

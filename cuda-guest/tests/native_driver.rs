@@ -187,7 +187,7 @@ fn sync_copies_round_trip_and_memset() {
     let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
     let a = gpu.htod(&data).unwrap();
     assert_eq!(a.to_vec().unwrap(), data);
-    let mut b = gpu.alloc_zeroed(n).unwrap();
+    let mut b = gpu.alloc_zeroed::<u8>(n).unwrap();
     assert!(b.to_vec().unwrap().iter().all(|&x| x == 0));
     b.copy_from_device(&a).unwrap();
     assert_eq!(b.to_vec().unwrap(), data);
@@ -222,8 +222,8 @@ fn async_copies_on_a_stream_with_pinned_memory() {
     }
     let dst = gpu.pinned(n, HostAllocFlags::default()).unwrap();
     let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
-    let d1 = gpu.alloc_zeroed(n).unwrap();
-    let mut d2 = gpu.alloc_zeroed(n).unwrap();
+    let d1 = gpu.alloc_zeroed::<u8>(n).unwrap();
+    let mut d2 = gpu.alloc_zeroed::<u8>(n).unwrap();
     // SAFETY: pinned buffers outlive the stream synchronisation below and are not
     // touched until then; the device ranges are the buffers' own.
     unsafe {
@@ -264,7 +264,7 @@ fn registered_host_memory_round_trip() {
         err.cuda_name(),
         Some("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")
     );
-    let d = gpu.alloc_zeroed(n).unwrap();
+    let d = gpu.alloc_zeroed::<u8>(n).unwrap();
     let stream = gpu.stream(StreamFlags::default()).unwrap();
     // SAFETY: `host` is registered, alive and untouched until the stream is synchronised.
     unsafe { cuda.memcpy_htod_async(d.ptr(), host.as_ptr(), n, stream.raw()) }.unwrap();
@@ -296,7 +296,7 @@ fn ptx_module_launches_vector_add_and_block_sum() {
     let b: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 1.0)).collect();
     let da = gpu.htod(&f32_bytes(&a)).unwrap();
     let db = gpu.htod(&f32_bytes(&b)).unwrap();
-    let dc = gpu.alloc_zeroed(n as usize * 4).unwrap();
+    let dc = gpu.alloc_zeroed::<u8>(n as usize * 4).unwrap();
     let args: [&[u8]; 4] = [
         &da.ptr().0.to_le_bytes(),
         &db.ptr().0.to_le_bytes(),
@@ -337,7 +337,7 @@ fn ptx_module_launches_vector_add_and_block_sum() {
         ..LaunchConfig::for_elements(n, 256)
     };
     let blocks = cfg.grid[0] as usize;
-    let dout = gpu.alloc_zeroed(blocks * 4).unwrap();
+    let dout = gpu.alloc_zeroed::<u8>(blocks * 4).unwrap();
     let stream = gpu.stream(StreamFlags::default()).unwrap();
     let args: [&[u8]; 3] = [
         &din.ptr().0.to_le_bytes(),
@@ -422,8 +422,8 @@ fn streams_and_events_order_work_and_time_it() {
         .device_attribute(Device::new(0), DeviceAttribute::ClockRate)
         .unwrap() as i64;
     let cycles: i64 = clock_khz * 100; // about 100 ms at the reported clock
-    let flag = gpu.alloc_zeroed(4).unwrap();
-    let mut copy = gpu.alloc_zeroed(4).unwrap();
+    let flag = gpu.alloc_zeroed::<u8>(4).unwrap();
+    let mut copy = gpu.alloc_zeroed::<u8>(4).unwrap();
     let a = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
     let b = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
     let start = gpu.event(EventFlags::default()).unwrap();
@@ -517,7 +517,7 @@ fn launch_out_of_resources_has_its_hint() {
     let cuda = gpu.backend().clone();
     let module = cuda.module_load_ptx(KERNELS_PTX).unwrap();
     let hog = cuda.module_get_function(&module, "register_hog").unwrap();
-    let buf = gpu.alloc_zeroed(1024 * 4).unwrap();
+    let buf = gpu.alloc_zeroed::<u8>(1024 * 4).unwrap();
     let n: i32 = 1;
     let args: [&[u8]; 2] = [&buf.ptr().0.to_le_bytes(), &n.to_le_bytes()];
     // SAFETY: register_hog(float*, int) with a buffer of 1024 floats (it touches at most
@@ -560,7 +560,7 @@ fn threads_bind_the_context_and_copy_on_their_own_streams() {
                 // Every safe-layer call makes the context current on this thread.
                 let data: Vec<u8> = (0..(1 << 20)).map(|i: u32| (i as u8) ^ t).collect();
                 let src = gpu.htod(&data).unwrap();
-                let mut dst = gpu.alloc_zeroed(data.len()).unwrap();
+                let mut dst = gpu.alloc_zeroed::<u8>(data.len()).unwrap();
                 let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
                 for _ in 0..10 {
                     dst.copy_from_device_async(&src, &stream).unwrap();

@@ -14,7 +14,7 @@ fn out_of_bounds_kernel_surfaces_illegal_address_at_the_next_sync() {
     let cuda = gpu.backend().clone();
     let module = cuda.module_load_ptx(KERNELS_PTX).unwrap();
     let oob = cuda.module_get_function(&module, "oob_write").unwrap();
-    let buf = gpu.alloc_zeroed(4096).unwrap();
+    let buf = gpu.alloc_zeroed::<u8>(4096).unwrap();
     let stream = gpu.stream(StreamFlags::default()).unwrap();
     let args: [&[u8]; 1] = [&buf.ptr().0.to_le_bytes()];
     // SAFETY: oob_write(unsigned*) takes one pointer; it writes 1 TiB past the buffer,

@@ -66,6 +66,27 @@ pub enum DriverError {
         /// What came back.
         reason: String,
     },
+    /// A launch argument does not match the kernel's parameter list (read from its PTX),
+    /// refused before the launch.
+    #[error("kernel `{kernel}`: argument {index} (parameter `{param}`): {reason}")]
+    BadKernelArgument {
+        /// The kernel.
+        kernel: String,
+        /// The argument's position (0-based); for a wrong count, the first missing or
+        /// extra one.
+        index: usize,
+        /// The parameter's name in the PTX (`-` past the end of the list).
+        param: String,
+        /// What does not match.
+        reason: String,
+    },
+    /// No backend could be chosen (the native one was asked for and failed to load,
+    /// or the choice is not understood).
+    #[error("no CUDA backend: {reason}")]
+    NoBackend {
+        /// Why, with the native backend's error where there is one.
+        reason: String,
+    },
     /// An argument was refused before reaching the driver (a handle of another backend,
     /// a name with a NUL byte, a size that does not fit).
     #[error("{operation}: {reason}")]
@@ -130,9 +151,32 @@ pub struct CudaError {
     pub stream: Option<u64>,
     /// The JIT error log of a failed module load.
     pub jit_log: Option<String>,
+    /// What the backend knows beyond the code: for an asynchronous error, the operation
+    /// that caused it; on the simulator, its precise fault report (kernel, block, thread,
+    /// PTX line, address, nearest allocation); for a refused argument, which one.
+    pub detail: Option<String>,
+    /// The simulator's memory-fault report, when a simulated kernel faulted.
+    pub fault: Option<Box<crate::sim::MemoryFault>>,
 }
 
 impl CudaError {
+    /// An error for `code` with the built-in name and description (for backends
+    /// without a driver library to ask).
+    pub fn builtin(code: i32, operation: impl Into<String>) -> CudaError {
+        let (name, description) = builtin_text(code);
+        CudaError {
+            code,
+            name: name.into(),
+            description: description.into(),
+            operation: operation.into(),
+            device: None,
+            stream: None,
+            jit_log: None,
+            detail: None,
+            fault: None,
+        }
+    }
+
     /// A short hint for the common failures.
     pub fn hint(&self) -> Option<&'static str> {
         hint(self.code)
@@ -155,6 +199,9 @@ impl fmt::Display for CudaError {
         write!(f, ": {} ({}): {}", self.name, self.code, self.description)?;
         if let Some(h) = self.hint() {
             write!(f, " (hint: {h})")?;
+        }
+        if let Some(d) = &self.detail {
+            write!(f, "\n{d}")?;
         }
         if let Some(log) = &self.jit_log {
             let log = log.trim_end();
@@ -323,6 +370,8 @@ mod tests {
             device: Some(1),
             stream: Some(0xabc),
             jit_log: None,
+            detail: None,
+            fault: None,
         }
     }
 

@@ -86,6 +86,7 @@ entry_points! {
     device_total_mem: cuDeviceTotalMem = "cuDeviceTotalMem", "cuDeviceTotalMem_v2";
     primary_ctx_retain: cuDevicePrimaryCtxRetain = "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain";
     primary_ctx_release: cuDevicePrimaryCtxRelease = "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2";
+    primary_ctx_reset: cuDevicePrimaryCtxRelease = "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2";
     ctx_set_current: cuCtxSetCurrent = "cuCtxSetCurrent", "cuCtxSetCurrent";
     ctx_get_current: cuCtxGetCurrent = "cuCtxGetCurrent", "cuCtxGetCurrent";
     ctx_synchronize: cuCtxSynchronize = "cuCtxSynchronize", "cuCtxSynchronize";
@@ -412,6 +413,8 @@ impl Driver {
             device,
             stream,
             jit_log: None,
+            detail: None,
+            fault: None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The driver boundary: one trait at the level of the CUDA driver API ([`Backend`]),
-//! implemented by the native driver loaded at run time ([`NativeBackend`]) and, later,
-//! by the PTX simulator.
+//! implemented by the native driver loaded at run time ([`NativeBackend`]) and by the
+//! PTX simulator ([`SimBackend`], a documented virtual device with CUDA's semantics).
 //!
 //! Handles ([`Context`], [`Module`], [`Function`], [`Stream`], [`Event`],
 //! [`HostAlloc`]) are opaque values: a raw 64-bit handle tagged with the backend
@@ -29,11 +29,13 @@ pub mod loader;
 mod native;
 pub mod nvrtc;
 pub mod safe;
+pub mod sim;
 pub mod sys;
 
 pub use error::{CudaError, DriverError};
 pub use loader::{Driver, LoadOptions, Resolution};
 pub use native::NativeBackend;
+pub use sim::SimBackend;
 
 /// Instance ids of every backend in the process.
 static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
@@ -448,6 +450,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn primary_context_retain(&self, dev: Device) -> Result<Context>;
     /// Gives back one reference from [`Backend::primary_context_retain`].
     fn primary_context_release(&self, ctx: Context) -> Result<()>;
+    /// Resets the device's primary context (`cuDevicePrimaryCtxReset_v2`): waits for
+    /// its work, then destroys every allocation, module, stream and event made in it and
+    /// clears its sticky error. References on it and its [`Context`] handle stay valid.
+    ///
+    /// # Safety
+    /// Nothing uses memory from [`Backend::host_alloc`] of this context afterwards (the
+    /// driver frees it; the simulator keeps it), and no handle or device address made
+    /// before the reset is used afterwards except to be dropped.
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()>;
     /// Makes `ctx` current on the calling thread.
     fn context_set_current(&self, ctx: &Context) -> Result<()>;
     /// Waits for all work of the current context; returns its sticky error, if any.

@@ -330,6 +330,38 @@ impl Backend for NativeBackend {
         Ok(())
     }
 
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
+        let d = self.dev(dev, "cuDevicePrimaryCtxReset_v2")?;
+        // SAFETY: `d` came from cuDeviceGet; the caller guarantees that nothing made in
+        // the context before the reset (pinned memory above all) is used afterwards.
+        let r = unsafe { (self.api().primary_ctx_reset)(d) };
+        self.check_dev(r, || "cuDevicePrimaryCtxReset_v2".into(), dev)?;
+        // The references survive a reset; a retain re-initialises the context. Its handle
+        // must be the one this backend (and its callers' `Context`s) hold.
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `ctx` is a valid, writable slot; `d` came from cuDeviceGet.
+        let r = unsafe { (self.api().primary_ctx_retain)(&mut ctx, d) };
+        self.check_dev(r, || "cuDevicePrimaryCtxRetain (after reset)".into(), dev)?;
+        // SAFETY: gives back the reference just taken.
+        unsafe { (self.api().primary_ctx_release)(d) };
+        let held = self
+            .retained
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(dev.ordinal() as usize)
+            .copied()
+            .flatten()
+            .map(|r| r.ctx);
+        match held {
+            Some(h) if h != ctx as usize as u64 => Err(DriverError::Unexpected {
+                operation: "cuDevicePrimaryCtxReset_v2",
+                reason: "the primary context has a new handle after the reset; retain it again"
+                    .into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
         let ordinal = {

@@ -1,0 +1,1451 @@
+//! [`Backend`] over the PTX simulator ([`crate::sim`]): the same driver-level API as
+//! the native backend, with CUDA's semantics, on a documented virtual device.
+//!
+//! # The virtual device
+//! One device (ordinal 0), shaped like an A100 as far as the attributes go:
+//!
+//! | query | value |
+//! | --- | --- |
+//! | name | [`SIM_DEVICE_NAME`] |
+//! | UUID | [`SIM_DEVICE_UUID`] (`GPU-766d6770-752d-7369-6d2d-6465762d3030`) |
+//! | PCI bus id | [`SIM_PCI_BUS_ID`] (`0000:ff:00.0`, a bus no real host device uses) |
+//! | compute capability | 8.0 |
+//! | total memory | [`SimConfig::memory_limit`] (the quota; `cuMemAlloc` beyond it is `CUDA_ERROR_OUT_OF_MEMORY`) |
+//! | SMs, threads | 108 SMs, 2048 threads/SM, 1024 threads/block, block ≤ 1024×1024×64, grid ≤ (2³¹−1)×65535×65535 |
+//! | shared memory | 48 KiB per block (166912 bytes opt-in), 164 KiB per SM; 64 KiB constant |
+//! | warp, registers | 32 lanes, 65536 registers per block |
+//! | clocks | 1410 MHz SM, 1215 MHz memory, 5120-bit bus, 40 MiB L2 |
+//! | flags | unified addressing 1, ECC 0, integrated 0, concurrent kernels 0, 1 copy engine, host registration 1, mapped host memory 0, managed memory 0 |
+//!
+//! The driver version reported is [`SIM_DRIVER_VERSION`] (the API level it follows).
+//!
+//! # Execution
+//! Every asynchronous operation (copies, memsets, launches, event records) goes into
+//! one queue in submission order and is executed by a worker thread that owns the
+//! device; calls return as soon as the work is queued. Executing in submission order is
+//! one of the schedules CUDA allows: each stream's order holds, and an event a stream
+//! waits for was recorded (submitted) before the wait, so it has been reached when the
+//! waiting stream's later work runs. Streams therefore never overlap on the simulator.
+//! [`Backend::stream_query`] and [`Backend::event_query`] say "not ready" while their
+//! work is queued or running; event timestamps are the host's monotonic clock when the
+//! worker reaches the record.
+//!
+//! Synchronous copies and memsets wait for all queued work first (as the legacy default
+//! stream does), then run on the calling thread; `cuMemcpyDtoD` is queued on the legacy
+//! default stream, as CUDA orders it; `cuMemFree` waits for queued work first.
+//!
+//! # Errors
+//! Arguments are checked when the work is queued (handles, ranges against the live
+//! allocations, launch geometry, the argument count and sizes against the kernel's PTX
+//! parameters): those errors come back at once. A kernel fault comes back at the next
+//! synchronising call, as in CUDA: an out-of-bounds, freed or null access is
+//! `CUDA_ERROR_ILLEGAL_ADDRESS`, a misaligned one `CUDA_ERROR_MISALIGNED_ADDRESS`, a
+//! launch past its instruction budget or time limit `CUDA_ERROR_LAUNCH_TIMEOUT`, a
+//! barrier not reached by every thread `CUDA_ERROR_LAUNCH_FAILED`. These are sticky:
+//! every later call of the context returns the same error (queued work after it is
+//! dropped) until [`Backend::primary_context_reset`], which frees every device
+//! allocation, module, stream and event of the context. The simulator's own report is
+//! kept in [`CudaError::detail`] (and [`CudaError::fault`] for memory faults). Pinned
+//! host memory ([`Backend::host_alloc`]) is plain page-aligned host memory here and
+//! survives a reset.
+
+use std::alloc::Layout;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::error::{CudaError, DriverError};
+use super::{
+    next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
+    Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
+    MemInfo, Module, Result, Stream, StreamFlags,
+};
+use crate::ptx;
+use crate::sim::{self as engine, FaultKind, KernelArg, SimConfig, SimError, Simulator};
+
+/// The virtual device's name.
+pub const SIM_DEVICE_NAME: &str = "vmgpu PTX simulator (virtual sm_80)";
+/// The virtual device's UUID: the bytes of `vmgpu-sim-dev-00`.
+pub const SIM_DEVICE_UUID: [u8; 16] = *b"vmgpu-sim-dev-00";
+/// The virtual device's PCI address.
+pub const SIM_PCI_BUS_ID: &str = "0000:ff:00.0";
+/// The CUDA version the simulator reports (`cuDriverGetVersion`): 12.8.
+pub const SIM_DRIVER_VERSION: i32 = 12080;
+/// Largest shared memory (static plus dynamic) one block may use on the virtual device.
+pub const SIM_MAX_SHARED_PER_BLOCK: u32 = 166_912;
+
+thread_local! {
+    /// The simulator backend instance whose (only) context is current on this thread.
+    static SIM_CURRENT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A host address handed to the worker thread by an `unsafe` asynchronous copy.
+#[derive(Debug, Clone, Copy)]
+struct HostPtr(usize);
+
+#[derive(Debug)]
+enum Op {
+    Memset {
+        dst: u64,
+        value: u8,
+        bytes: u64,
+    },
+    HtoD {
+        dst: u64,
+        src: HostPtr,
+        bytes: usize,
+    },
+    DtoH {
+        dst: HostPtr,
+        src: u64,
+        bytes: usize,
+    },
+    DtoD {
+        dst: u64,
+        src: u64,
+        bytes: u64,
+    },
+    Launch {
+        module: Arc<engine::Module>,
+        kernel: String,
+        cfg: engine::LaunchConfig,
+        args: Vec<KernelArg>,
+    },
+    Record {
+        event: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Queued {
+    seq: u64,
+    stream: u64,
+    op: Op,
+}
+
+/// An asynchronous failure, turned into a [`CudaError`] for whichever call reports it.
+#[derive(Debug, Clone)]
+struct Fault {
+    code: i32,
+    detail: String,
+    fault: Option<Box<engine::MemoryFault>>,
+    stream: u64,
+}
+
+#[derive(Debug)]
+struct EventState {
+    flags: EventFlags,
+    record: Option<u64>,
+    time: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct FunctionState {
+    module_handle: u64,
+    module: Arc<engine::Module>,
+    name: String,
+    params: Vec<ptx::Param>,
+    shared_static: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    ops: VecDeque<Queued>,
+    /// Sequence number of the last queued operation (0: none yet).
+    submitted: u64,
+    /// Sequence number of the last finished operation.
+    done: u64,
+    shutdown: bool,
+    /// Bumped by every reset; handles carry it in their upper 32 bits.
+    generation: u32,
+    next_handle: u32,
+    next_module: u32,
+    sticky: Option<Fault>,
+    deferred: Option<Fault>,
+    ctx_refs: u64,
+    /// Stream handle to the sequence number of its last queued operation.
+    streams: HashMap<u64, u64>,
+    events: HashMap<u64, EventState>,
+    modules: HashMap<u64, Arc<engine::Module>>,
+    functions: HashMap<u64, FunctionState>,
+    /// Live device allocations: base to size.
+    allocs: BTreeMap<u64, u64>,
+    /// Bytes of device memory allocated or reserved.
+    allocated: u64,
+    /// Pinned host allocations: address to layout.
+    host: HashMap<usize, Layout>,
+    /// Registered host ranges: start to length.
+    registered: BTreeMap<usize, usize>,
+}
+
+impl State {
+    fn handle(&mut self) -> u64 {
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        ((self.generation as u64) << 32) | self.next_handle as u64
+    }
+
+    fn range_ok(&self, ptr: u64, len: u64) -> bool {
+        match self.allocs.range(..=ptr).next_back() {
+            Some((&base, &size)) => ptr
+                .checked_sub(base)
+                .and_then(|off| off.checked_add(len))
+                .is_some_and(|end| end <= size),
+            None => false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: SimConfig,
+    sim: Mutex<Simulator>,
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn sim(&self) -> MutexGuard<'_, Simulator> {
+        self.sim.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.cv.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The PTX simulator as a [`Backend`]; see the [module documentation](self) for the
+/// virtual device and the execution model.
+#[derive(Debug)]
+pub struct SimBackend {
+    id: u32,
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl SimBackend {
+    /// A simulator backend with `config` (threads per launch, budgets, and
+    /// [`SimConfig::memory_limit`] as the device's memory).
+    pub fn new(config: SimConfig) -> Result<SimBackend> {
+        let shared = Arc::new(Shared {
+            sim: Mutex::new(Simulator::new(config.clone())),
+            config,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        });
+        let worker_shared = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name("vmgpu-sim-device".into())
+            .spawn(move || worker(&worker_shared))
+            .map_err(|e| DriverError::Unexpected {
+                operation: "starting the simulator's device thread",
+                reason: e.to_string(),
+            })?;
+        Ok(SimBackend {
+            id: next_instance_id(),
+            shared,
+            worker: Some(worker),
+        })
+    }
+
+    /// The simulator's settings.
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.config
+    }
+
+    fn err(&self, code: i32, operation: impl Into<String>) -> CudaError {
+        let mut e = CudaError::builtin(code, operation);
+        e.device = Some(0);
+        e
+    }
+
+    fn fail<T>(&self, code: i32, operation: impl Into<String>, detail: String) -> Result<T> {
+        let mut e = self.err(code, operation);
+        e.detail = Some(detail);
+        Err(e.into())
+    }
+
+    fn fault_error(&self, f: &Fault, operation: &str) -> DriverError {
+        let mut e = self.err(f.code, operation);
+        e.stream = Some(f.stream);
+        e.detail = Some(f.detail.clone());
+        e.fault = f.fault.clone();
+        e.into()
+    }
+
+    fn owned(&self, owner: u32, op: &'static str) -> Result<()> {
+        if owner == 0 || owner == self.id {
+            Ok(())
+        } else {
+            Err(DriverError::InvalidArgument {
+                operation: op,
+                reason: format!(
+                    "the handle belongs to backend instance {owner}, not to this one ({})",
+                    self.id
+                ),
+            })
+        }
+    }
+
+    /// The context must be current on this thread.
+    fn ctx(&self, op: &'static str) -> Result<()> {
+        if SIM_CURRENT.with(|c| c.get()) == self.id {
+            Ok(())
+        } else {
+            Err(self.err(sys::CUDA_ERROR_INVALID_CONTEXT, op).into())
+        }
+    }
+
+    /// The context is current and not failed; returns the state.
+    fn live(&self, op: &'static str) -> Result<MutexGuard<'_, State>> {
+        self.ctx(op)?;
+        let st = self.shared.state();
+        if let Some(f) = &st.sticky {
+            return Err(self.fault_error(f, op));
+        }
+        Ok(st)
+    }
+
+    /// Waits until every operation up to `seq` is done, then reports the sticky error
+    /// or (once) a deferred one.
+    fn wait_for<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        seq: u64,
+        op: &'static str,
+    ) -> Result<MutexGuard<'a, State>> {
+        while st.done < seq && st.sticky.is_none() {
+            st = self.shared.wait(st);
+        }
+        if let Some(f) = &st.sticky {
+            return Err(self.fault_error(f, op));
+        }
+        if let Some(f) = st.deferred.take() {
+            return Err(self.fault_error(&f, op));
+        }
+        Ok(st)
+    }
+
+    fn stream_id(&self, st: &State, stream: &Stream, op: &'static str) -> Result<u64> {
+        self.owned(stream.owner(), op)?;
+        let raw = stream.raw();
+        if raw == 0 || st.streams.contains_key(&raw) {
+            Ok(raw)
+        } else {
+            let mut e = self.err(sys::CUDA_ERROR_INVALID_HANDLE, op);
+            e.stream = Some(raw);
+            e.detail = Some("unknown or destroyed stream (or one from before a reset)".into());
+            Err(e.into())
+        }
+    }
+
+    fn submit(&self, st: &mut State, stream: u64, op: Op) -> u64 {
+        st.submitted += 1;
+        let seq = st.submitted;
+        if stream != 0 {
+            st.streams.insert(stream, seq);
+        }
+        st.ops.push_back(Queued { seq, stream, op });
+        self.shared.cv.notify_all();
+        seq
+    }
+
+    fn check_range(&self, st: &State, ptr: DevicePtr, len: u64, op: &'static str) -> Result<()> {
+        if st.range_ok(ptr.0, len) {
+            Ok(())
+        } else {
+            self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                op,
+                format!(
+                    "{:#x}..+{len} is not inside one live device allocation",
+                    ptr.0
+                ),
+            )
+        }
+    }
+
+    fn sync_op(
+        &self,
+        op: &'static str,
+        run: impl FnOnce(&mut Simulator) -> std::result::Result<(), SimError>,
+    ) -> Result<()> {
+        let st = self.live(op)?;
+        let seq = st.submitted;
+        let st = self.wait_for(st, seq, op)?;
+        drop(st);
+        let mut sim = self.shared.sim();
+        run(&mut sim).map_err(|e| {
+            let f = fault_of(&e, 0);
+            self.fault_error(&f, op)
+        })
+    }
+
+    fn event_state<'a>(
+        &self,
+        st: &'a mut State,
+        event: &Event,
+        op: &'static str,
+    ) -> Result<&'a mut EventState> {
+        self.owned(event.owner(), op)?;
+        match st.events.get_mut(&event.raw()) {
+            Some(e) => Ok(e),
+            None => self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                op,
+                "unknown or destroyed event (or one from before a reset)".into(),
+            ),
+        }
+    }
+}
+
+impl Drop for SimBackend {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.state();
+            st.shutdown = true;
+            self.shared.cv.notify_all();
+        }
+        if let Some(w) = self.worker.take() {
+            if w.join().is_err() {
+                log::warn!("the simulator's device thread panicked");
+            }
+        }
+        let mut st = self.shared.state();
+        for (addr, layout) in st.host.drain() {
+            // SAFETY: `addr` came from `std::alloc::alloc_zeroed(layout)` in host_alloc
+            // and was not freed (host_free removes it from the map); the backend is
+            // going away, and `host_free`'s callers may not use memory past its backend.
+            unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        }
+    }
+}
+
+/// The device thread: executes queued operations in order.
+fn worker(shared: &Shared) {
+    loop {
+        let (item, skip) = {
+            let mut st = shared.state();
+            loop {
+                if let Some(item) = st.ops.pop_front() {
+                    break (item, st.sticky.is_some());
+                }
+                if st.shutdown {
+                    return;
+                }
+                st = shared.wait(st);
+            }
+        };
+        let result = if skip {
+            Ok(())
+        } else {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| execute(shared, &item))) {
+                Ok(r) => r,
+                Err(p) => {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Err((
+                        Fault {
+                            code: sys::CUDA_ERROR_LAUNCH_FAILED,
+                            detail: format!("the simulator failed internally: {msg}"),
+                            fault: None,
+                            stream: item.stream,
+                        },
+                        true,
+                    ))
+                }
+            }
+        };
+        let now = Instant::now();
+        let mut st = shared.state();
+        st.done = item.seq;
+        if let Op::Record { event } = item.op {
+            if let Some(e) = st.events.get_mut(&event) {
+                if e.record == Some(item.seq) {
+                    e.time = Some(now);
+                }
+            }
+        }
+        if let Err((f, sticky)) = result {
+            if sticky {
+                log::debug!("simulated device: sticky error {}: {}", f.code, f.detail);
+                st.sticky.get_or_insert(f);
+            } else {
+                st.deferred.get_or_insert(f);
+            }
+        }
+        shared.cv.notify_all();
+    }
+}
+
+/// Runs one operation; the error and whether it is sticky.
+fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bool)> {
+    let mut sim = shared.sim();
+    let r = match &item.op {
+        Op::Memset { dst, value, bytes } => sim.memset_d8(engine::DevicePtr(*dst), *value, *bytes),
+        Op::HtoD { dst, src, bytes } => {
+            // SAFETY: the caller of the `unsafe` memcpy_htod_async guaranteed that
+            // `src..src+bytes` is readable host memory, valid and unwritten until the
+            // stream has passed this copy, which is now.
+            let src = unsafe { std::slice::from_raw_parts(src.0 as *const u8, *bytes) };
+            sim.memcpy_htod(engine::DevicePtr(*dst), src)
+        }
+        Op::DtoH { dst, src, bytes } => {
+            // SAFETY: the caller of the `unsafe` memcpy_dtoh_async guaranteed that
+            // `dst..dst+bytes` is writable host memory, valid and used by nothing else
+            // until the stream has passed this copy, which is now.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst.0 as *mut u8, *bytes) };
+            sim.memcpy_dtoh(dst, engine::DevicePtr(*src))
+        }
+        Op::DtoD { dst, src, bytes } => {
+            sim.memcpy_dtod(engine::DevicePtr(*dst), engine::DevicePtr(*src), *bytes)
+        }
+        Op::Launch {
+            module,
+            kernel,
+            cfg,
+            args,
+        } => sim.launch(module, kernel, *cfg, args).map(|_| ()),
+        Op::Record { .. } => Ok(()),
+    };
+    r.map_err(|e| {
+        let f = fault_of(&e, item.stream);
+        let sticky = is_sticky(&e);
+        (f, sticky)
+    })
+}
+
+fn is_sticky(e: &SimError) -> bool {
+    matches!(
+        e,
+        SimError::MemoryFault(_)
+            | SimError::BarrierDivergence { .. }
+            | SimError::Timeout { .. }
+            | SimError::Sticky(_)
+    )
+}
+
+/// The CUDA error a simulator error stands for, with the simulator's report.
+fn fault_of(e: &SimError, stream: u64) -> Fault {
+    let (code, fault) = match e {
+        SimError::MemoryFault(m) => (
+            if m.kind == FaultKind::Misaligned {
+                sys::CUDA_ERROR_MISALIGNED_ADDRESS
+            } else {
+                sys::CUDA_ERROR_ILLEGAL_ADDRESS
+            },
+            Some(m.clone()),
+        ),
+        SimError::Timeout { .. } => (sys::CUDA_ERROR_LAUNCH_TIMEOUT, None),
+        SimError::BarrierDivergence { .. } => (sys::CUDA_ERROR_LAUNCH_FAILED, None),
+        SimError::Sticky(inner) => return fault_of(inner, stream),
+        SimError::OutOfMemory { .. } => (sys::CUDA_ERROR_OUT_OF_MEMORY, None),
+        SimError::Parse(_) => (sys::CUDA_ERROR_INVALID_PTX, None),
+        // The simulator's JIT cannot compile it (an instruction unknown to PTX is
+        // indistinguishable from one it does not implement): the log says which.
+        SimError::Unsupported { .. } => (sys::CUDA_ERROR_INVALID_PTX, None),
+        SimError::UnknownKernel { .. } => (sys::CUDA_ERROR_NOT_FOUND, None),
+        SimError::InvalidLaunch { .. } => (sys::CUDA_ERROR_INVALID_VALUE, None),
+        _ => (sys::CUDA_ERROR_INVALID_VALUE, None),
+    };
+    Fault {
+        code,
+        detail: format!("simulator: {e}"),
+        fault,
+        stream,
+    }
+}
+
+fn attribute(attr: DeviceAttribute) -> Option<i32> {
+    use DeviceAttribute as A;
+    Some(match attr {
+        A::MaxThreadsPerBlock => 1024,
+        A::MaxBlockDimX | A::MaxBlockDimY => 1024,
+        A::MaxBlockDimZ => 64,
+        A::MaxGridDimX => i32::MAX,
+        A::MaxGridDimY | A::MaxGridDimZ => 65535,
+        A::MaxSharedMemoryPerBlock => 49152,
+        A::MaxSharedMemoryPerBlockOptin => SIM_MAX_SHARED_PER_BLOCK as i32,
+        A::MaxSharedMemoryPerMultiprocessor => 167_936,
+        A::TotalConstantMemory => 65536,
+        A::WarpSize => 32,
+        A::MaxRegistersPerBlock => 65536,
+        A::ClockRate => 1_410_000,
+        A::MemoryClockRate => 1_215_000,
+        A::GlobalMemoryBusWidth => 5120,
+        A::MultiprocessorCount => 108,
+        A::MaxThreadsPerMultiprocessor => 2048,
+        A::L2CacheSize => 40 << 20,
+        A::EccEnabled => 0,
+        A::UnifiedAddressing => 1,
+        A::Integrated => 0,
+        A::CanMapHostMemory => 0,
+        A::ConcurrentKernels => 0,
+        A::AsyncEngineCount => 1,
+        A::ManagedMemory => 0,
+        A::HostRegisterSupported => 1,
+        A::PciDomainId => 0,
+        A::PciBusId => 0xff,
+        A::PciDeviceId => 0,
+        A::ComputeCapabilityMajor => 8,
+        A::ComputeCapabilityMinor => 0,
+        A::Raw(n) => {
+            // Known attributes by number reach the same table.
+            for a in KNOWN {
+                if a.code() == n {
+                    return attribute(*a);
+                }
+            }
+            return None;
+        }
+    })
+}
+
+const KNOWN: &[DeviceAttribute] = {
+    use DeviceAttribute as A;
+    &[
+        A::MaxThreadsPerBlock,
+        A::MaxBlockDimX,
+        A::MaxBlockDimY,
+        A::MaxBlockDimZ,
+        A::MaxGridDimX,
+        A::MaxGridDimY,
+        A::MaxGridDimZ,
+        A::MaxSharedMemoryPerBlock,
+        A::MaxSharedMemoryPerBlockOptin,
+        A::MaxSharedMemoryPerMultiprocessor,
+        A::TotalConstantMemory,
+        A::WarpSize,
+        A::MaxRegistersPerBlock,
+        A::ClockRate,
+        A::MemoryClockRate,
+        A::GlobalMemoryBusWidth,
+        A::MultiprocessorCount,
+        A::MaxThreadsPerMultiprocessor,
+        A::L2CacheSize,
+        A::EccEnabled,
+        A::UnifiedAddressing,
+        A::Integrated,
+        A::CanMapHostMemory,
+        A::ConcurrentKernels,
+        A::AsyncEngineCount,
+        A::ManagedMemory,
+        A::HostRegisterSupported,
+        A::PciDomainId,
+        A::PciBusId,
+        A::PciDeviceId,
+        A::ComputeCapabilityMajor,
+        A::ComputeCapabilityMinor,
+    ]
+};
+
+/// Checks `args` against a kernel's PTX parameters: count and sizes.
+fn check_arg_sizes(
+    kernel: &str,
+    params: &[ptx::Param],
+    args: &[&[u8]],
+) -> std::result::Result<(), String> {
+    if args.len() != params.len() {
+        return Err(format!(
+            "kernel `{kernel}` takes {} parameter(s), {} argument(s) given",
+            params.len(),
+            args.len()
+        ));
+    }
+    for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        if a.len() != p.size as usize {
+            return Err(format!(
+                "kernel `{kernel}`: argument {i} (parameter `{}`, .{}, {} bytes) has {} bytes",
+                p.name,
+                p.ty.name(),
+                p.size,
+                a.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Backend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Simulator
+    }
+
+    fn instance_id(&self) -> u32 {
+        self.id
+    }
+
+    fn driver_version(&self) -> Result<i32> {
+        Ok(SIM_DRIVER_VERSION)
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(1)
+    }
+
+    fn device_name(&self, dev: Device) -> Result<String> {
+        self.device(dev, "cuDeviceGetName")?;
+        Ok(SIM_DEVICE_NAME.into())
+    }
+
+    fn device_uuid(&self, dev: Device) -> Result<[u8; 16]> {
+        self.device(dev, "cuDeviceGetUuid")?;
+        Ok(SIM_DEVICE_UUID)
+    }
+
+    fn device_pci_bus_id(&self, dev: Device) -> Result<String> {
+        self.device(dev, "cuDeviceGetPCIBusId")?;
+        Ok(SIM_PCI_BUS_ID.into())
+    }
+
+    fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32> {
+        self.device(dev, "cuDeviceGetAttribute")?;
+        match attribute(attr) {
+            Some(v) => Ok(v),
+            None => self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                format!("cuDeviceGetAttribute({})", attr.code()),
+                "the simulator does not model this attribute".into(),
+            ),
+        }
+    }
+
+    fn device_total_mem(&self, dev: Device) -> Result<u64> {
+        self.device(dev, "cuDeviceTotalMem_v2")?;
+        Ok(self.shared.config.memory_limit)
+    }
+
+    fn primary_context_retain(&self, dev: Device) -> Result<Context> {
+        self.device(dev, "cuDevicePrimaryCtxRetain")?;
+        self.shared.state().ctx_refs += 1;
+        Ok(Context::from_raw(self.id, 1))
+    }
+
+    fn primary_context_release(&self, ctx: Context) -> Result<()> {
+        self.owned(ctx.owner(), "cuDevicePrimaryCtxRelease")?;
+        let mut st = self.shared.state();
+        if ctx.raw() != 1 || st.ctx_refs == 0 {
+            return Err(DriverError::InvalidArgument {
+                operation: "cuDevicePrimaryCtxRelease",
+                reason: "no reference on this context is held through this backend (released \
+                         more often than retained?)"
+                    .into(),
+            });
+        }
+        st.ctx_refs -= 1;
+        Ok(())
+    }
+
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
+        self.device(dev, "cuDevicePrimaryCtxReset_v2")?;
+        let mut st = self.shared.state();
+        // Queued work runs to its end (or is dropped after a sticky error).
+        while st.done < st.submitted {
+            st = self.shared.wait(st);
+        }
+        let allocs = std::mem::take(&mut st.allocs);
+        {
+            let mut sim = self.shared.sim();
+            sim.reset();
+            for base in allocs.keys() {
+                if let Err(e) = sim.free(engine::DevicePtr(*base)) {
+                    log::warn!("simulator reset: freeing {base:#x}: {e}");
+                }
+            }
+        }
+        st.allocated = 0;
+        st.generation = st.generation.wrapping_add(1);
+        st.next_handle = 0;
+        st.sticky = None;
+        st.deferred = None;
+        st.streams.clear();
+        st.events.clear();
+        st.modules.clear();
+        st.functions.clear();
+        st.registered.clear();
+        log::info!("simulated device: primary context reset");
+        Ok(())
+    }
+
+    fn context_set_current(&self, ctx: &Context) -> Result<()> {
+        self.owned(ctx.owner(), "cuCtxSetCurrent")?;
+        if ctx.raw() != 1 {
+            return Err(DriverError::InvalidArgument {
+                operation: "cuCtxSetCurrent",
+                reason: "not a context of this backend".into(),
+            });
+        }
+        SIM_CURRENT.with(|c| c.set(self.id));
+        Ok(())
+    }
+
+    fn context_synchronize(&self) -> Result<()> {
+        self.ctx("cuCtxSynchronize")?;
+        let st = self.shared.state();
+        let seq = st.submitted;
+        self.wait_for(st, seq, "cuCtxSynchronize").map(drop)
+    }
+
+    fn mem_get_info(&self) -> Result<MemInfo> {
+        let st = self.live("cuMemGetInfo_v2")?;
+        let total = self.shared.config.memory_limit;
+        Ok(MemInfo {
+            free: total.saturating_sub(st.allocated),
+            total,
+        })
+    }
+
+    fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
+        const OP: &str = "cuModuleLoadDataEx (PTX JIT)";
+        let name = {
+            let mut st = self.live(OP)?;
+            st.next_module += 1;
+            format!("module{}.ptx", st.next_module)
+        };
+        let loaded = self.shared.sim().load_module(&name, ptx);
+        match loaded {
+            Ok(m) => {
+                let mut st = self.shared.state();
+                let h = st.handle();
+                st.modules.insert(h, m);
+                Ok(Module::from_raw(self.id, h))
+            }
+            Err(e) => {
+                let f = fault_of(&e, 0);
+                let mut err = self.err(f.code, OP);
+                err.jit_log = Some(match &e {
+                    SimError::Unsupported {
+                        module,
+                        line,
+                        message,
+                    } => format!("ptx simulator: {module}:{line}: error: {message}\n"),
+                    other => format!("ptx simulator: {other}\n"),
+                });
+                Err(err.into())
+            }
+        }
+    }
+
+    unsafe fn module_unload(&self, module: Module) -> Result<()> {
+        self.owned(module.owner(), "cuModuleUnload")?;
+        let mut st = self.live("cuModuleUnload")?;
+        if st.modules.remove(&module.raw()).is_none() {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                "cuModuleUnload",
+                "unknown or unloaded module".into(),
+            );
+        }
+        st.functions.retain(|_, f| f.module_handle != module.raw());
+        Ok(())
+    }
+
+    fn module_get_function(&self, module: &Module, name: &str) -> Result<Function> {
+        self.owned(module.owner(), "cuModuleGetFunction")?;
+        let mut st = self.live("cuModuleGetFunction")?;
+        let Some(m) = st.modules.get(&module.raw()).cloned() else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                format!("cuModuleGetFunction({name:?})"),
+                "unknown or unloaded module".into(),
+            );
+        };
+        let Some(k) = m.kernel(name) else {
+            return self.fail(
+                sys::CUDA_ERROR_NOT_FOUND,
+                format!("cuModuleGetFunction({name:?})"),
+                format!("the module's kernels are {:?}", m.kernel_names()),
+            );
+        };
+        let state = FunctionState {
+            module_handle: module.raw(),
+            params: k.params().to_vec(),
+            shared_static: k.shared_bytes(),
+            module: m.clone(),
+            name: name.into(),
+        };
+        let h = st.handle();
+        st.functions.insert(h, state);
+        Ok(Function::from_raw(self.id, h))
+    }
+
+    fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        let op = || format!("cuMemAlloc_v2({bytes} bytes)");
+        let total = self.shared.config.memory_limit;
+        {
+            let mut st = self.live("cuMemAlloc_v2")?;
+            if bytes == 0 {
+                return self.fail(sys::CUDA_ERROR_INVALID_VALUE, op(), "0 bytes".into());
+            }
+            if st.allocated.saturating_add(bytes as u64) > total {
+                let detail = format!(
+                    "{bytes} bytes requested, {} of the virtual device's {total} in use",
+                    st.allocated
+                );
+                return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
+            }
+            st.allocated += bytes as u64;
+        }
+        let r = self.shared.sim().malloc(bytes as u64);
+        let mut st = self.shared.state();
+        match r {
+            Ok(p) => {
+                st.allocs.insert(p.0, bytes as u64);
+                Ok(DevicePtr(p.0))
+            }
+            Err(e) => {
+                st.allocated = st.allocated.saturating_sub(bytes as u64);
+                let f = fault_of(&e, 0);
+                self.fail(f.code, op(), f.detail)
+            }
+        }
+    }
+
+    fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
+        const OP: &str = "cuMemFree_v2";
+        let st = self.live(OP)?;
+        let seq = st.submitted;
+        let mut st = self.wait_for(st, seq, OP)?;
+        let Some(size) = st.allocs.remove(&ptr.0) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                format!("cuMemFree_v2({:#x})", ptr.0),
+                "not the start of a live device allocation".into(),
+            );
+        };
+        st.allocated = st.allocated.saturating_sub(size);
+        drop(st);
+        self.shared
+            .sim()
+            .free(engine::DevicePtr(ptr.0))
+            .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
+    }
+
+    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return self.ctx("cuMemsetD8_v2");
+        }
+        self.check_range(
+            &*self.live("cuMemsetD8_v2")?,
+            dst,
+            bytes as u64,
+            "cuMemsetD8_v2",
+        )?;
+        self.sync_op("cuMemsetD8_v2", |sim| {
+            sim.memset_d8(engine::DevicePtr(dst.0), value, bytes as u64)
+        })
+    }
+
+    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()> {
+        const OP: &str = "cuMemsetD32_v2";
+        if count == 0 {
+            return self.ctx(OP);
+        }
+        if !dst.0.is_multiple_of(4) {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 4-byte aligned".into(),
+            );
+        }
+        let bytes = (count as u64).saturating_mul(4);
+        self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
+        self.sync_op(OP, |sim| {
+            sim.memset_d32(engine::DevicePtr(dst.0), value, count as u64)
+        })
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemsetD8Async";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.check_range(&st, dst, bytes as u64, OP)?;
+        self.submit(
+            &mut st,
+            s,
+            Op::Memset {
+                dst: dst.0,
+                value,
+                bytes: bytes as u64,
+            },
+        );
+        Ok(())
+    }
+
+    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        const OP: &str = "cuMemcpyHtoD_v2";
+        if src.is_empty() {
+            return self.ctx(OP);
+        }
+        self.check_range(&*self.live(OP)?, dst, src.len() as u64, OP)?;
+        self.sync_op(OP, |sim| sim.memcpy_htod(engine::DevicePtr(dst.0), src))
+    }
+
+    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        const OP: &str = "cuMemcpyDtoH_v2";
+        if dst.is_empty() {
+            return self.ctx(OP);
+        }
+        self.check_range(&*self.live(OP)?, src, dst.len() as u64, OP)?;
+        self.sync_op(OP, |sim| sim.memcpy_dtoh(dst, engine::DevicePtr(src.0)))
+    }
+
+    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: the caller's guarantees are those of the asynchronous copy; the
+        // simulator reaches device memory only.
+        unsafe { self.memcpy_dtod_async(dst, src, bytes, &Stream::DEFAULT) }
+    }
+
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemcpyHtoDAsync_v2";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        if src.is_null() {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "null host pointer".into(),
+            );
+        }
+        self.check_range(&st, dst, bytes as u64, OP)?;
+        self.submit(
+            &mut st,
+            s,
+            Op::HtoD {
+                dst: dst.0,
+                src: HostPtr(src as usize),
+                bytes,
+            },
+        );
+        Ok(())
+    }
+
+    unsafe fn memcpy_dtoh_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemcpyDtoHAsync_v2";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        if dst.is_null() {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "null host pointer".into(),
+            );
+        }
+        self.check_range(&st, src, bytes as u64, OP)?;
+        self.submit(
+            &mut st,
+            s,
+            Op::DtoH {
+                dst: HostPtr(dst as usize),
+                src: src.0,
+                bytes,
+            },
+        );
+        Ok(())
+    }
+
+    unsafe fn memcpy_dtod_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemcpyDtoDAsync_v2";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.check_range(&st, src, bytes as u64, OP)?;
+        self.check_range(&st, dst, bytes as u64, OP)?;
+        self.submit(
+            &mut st,
+            s,
+            Op::DtoD {
+                dst: dst.0,
+                src: src.0,
+                bytes: bytes as u64,
+            },
+        );
+        Ok(())
+    }
+
+    fn host_alloc(&self, bytes: usize, _flags: HostAllocFlags) -> Result<HostAlloc> {
+        const OP: &str = "cuMemHostAlloc";
+        let mut st = self.live(OP)?;
+        let layout = match Layout::from_size_align(bytes, 4096) {
+            Ok(l) if bytes > 0 => l,
+            _ => {
+                return self.fail(
+                    sys::CUDA_ERROR_INVALID_VALUE,
+                    OP,
+                    format!("{bytes} bytes cannot be allocated"),
+                )
+            }
+        };
+        // SAFETY: `layout` has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return self.fail(
+                sys::CUDA_ERROR_OUT_OF_MEMORY,
+                OP,
+                format!("the host has no {bytes} bytes to spare"),
+            );
+        }
+        st.host.insert(p as usize, layout);
+        Ok(HostAlloc::from_raw(self.id, p as usize, bytes))
+    }
+
+    unsafe fn host_free(&self, mem: HostAlloc) -> Result<()> {
+        self.owned(mem.owner(), "cuMemFreeHost")?;
+        let mut st = self.shared.state();
+        let Some(layout) = st.host.remove(&(mem.as_ptr() as usize)) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                "cuMemFreeHost",
+                "not memory from cuMemHostAlloc of this backend".into(),
+            );
+        };
+        // SAFETY: the address came from `alloc_zeroed(layout)` and was removed from the
+        // map, so it is freed once; the caller guarantees nothing uses it any more.
+        unsafe { std::alloc::dealloc(mem.as_ptr(), layout) };
+        Ok(())
+    }
+
+    unsafe fn host_register(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        _flags: HostRegisterFlags,
+    ) -> Result<()> {
+        const OP: &str = "cuMemHostRegister_v2";
+        let mut st = self.live(OP)?;
+        let start = ptr as usize;
+        let Some(end) = start
+            .checked_add(bytes)
+            .filter(|_| !ptr.is_null() && bytes > 0)
+        else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                format!("{start:#x}..+{bytes} is not a host range"),
+            );
+        };
+        let overlaps = st
+            .registered
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &len)| s + len > start);
+        if overlaps {
+            return self.fail(
+                sys::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                OP,
+                format!("{start:#x}..+{bytes} overlaps a registered range"),
+            );
+        }
+        st.registered.insert(start, bytes);
+        Ok(())
+    }
+
+    unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
+        const OP: &str = "cuMemHostUnregister";
+        let mut st = self.live(OP)?;
+        if st.registered.remove(&(ptr as usize)).is_none() {
+            return self.fail(
+                sys::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                OP,
+                format!("{:#x} is not the start of a registered range", ptr as usize),
+            );
+        }
+        Ok(())
+    }
+
+    fn stream_create(&self, _flags: StreamFlags) -> Result<Stream> {
+        let mut st = self.live("cuStreamCreate")?;
+        let h = st.handle();
+        st.streams.insert(h, 0);
+        Ok(Stream::from_raw(self.id, h))
+    }
+
+    fn stream_synchronize(&self, stream: &Stream) -> Result<()> {
+        const OP: &str = "cuStreamSynchronize";
+        self.owned(stream.owner(), OP)?;
+        self.ctx(OP)?;
+        let st = self.shared.state();
+        let s = self.stream_id(&st, stream, OP)?;
+        // The legacy default stream waits for everything.
+        let seq = if s == 0 {
+            st.submitted
+        } else {
+            st.streams.get(&s).copied().unwrap_or(0)
+        };
+        self.wait_for(st, seq, OP)
+            .map_err(|mut e| {
+                if let DriverError::Cuda(c) = &mut e {
+                    c.stream = Some(s);
+                }
+                e
+            })
+            .map(drop)
+    }
+
+    fn stream_query(&self, stream: &Stream) -> Result<bool> {
+        const OP: &str = "cuStreamQuery";
+        self.owned(stream.owner(), OP)?;
+        let st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        let seq = if s == 0 {
+            st.submitted
+        } else {
+            st.streams.get(&s).copied().unwrap_or(0)
+        };
+        Ok(st.done >= seq)
+    }
+
+    fn stream_wait_event(&self, stream: &Stream, event: &Event) -> Result<()> {
+        const OP: &str = "cuStreamWaitEvent";
+        self.owned(stream.owner(), OP)?;
+        self.owned(event.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        self.stream_id(&st, stream, OP)?;
+        // The record the wait refers to is already queued; in-order execution reaches it
+        // before any later work of `stream` (see the module documentation).
+        self.event_state(&mut st, event, OP)?;
+        Ok(())
+    }
+
+    fn stream_destroy(&self, stream: Stream) -> Result<()> {
+        const OP: &str = "cuStreamDestroy_v2";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        if stream.raw() == 0 || st.streams.remove(&stream.raw()).is_none() {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown or destroyed stream".into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn event_create(&self, flags: EventFlags) -> Result<Event> {
+        let mut st = self.live("cuEventCreate")?;
+        let h = st.handle();
+        st.events.insert(
+            h,
+            EventState {
+                flags,
+                record: None,
+                time: None,
+            },
+        );
+        Ok(Event::from_raw(self.id, h))
+    }
+
+    fn event_record(&self, event: &Event, stream: &Stream) -> Result<()> {
+        const OP: &str = "cuEventRecord";
+        self.owned(stream.owner(), OP)?;
+        self.owned(event.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        self.event_state(&mut st, event, OP)?;
+        let seq = self.submit(&mut st, s, Op::Record { event: event.raw() });
+        let e = self.event_state(&mut st, event, OP)?;
+        e.record = Some(seq);
+        e.time = None;
+        Ok(())
+    }
+
+    fn event_synchronize(&self, event: &Event) -> Result<()> {
+        const OP: &str = "cuEventSynchronize";
+        self.owned(event.owner(), OP)?;
+        self.ctx(OP)?;
+        let mut st = self.shared.state();
+        let seq = self.event_state(&mut st, event, OP)?.record.unwrap_or(0);
+        self.wait_for(st, seq, OP).map(drop)
+    }
+
+    fn event_query(&self, event: &Event) -> Result<bool> {
+        const OP: &str = "cuEventQuery";
+        self.owned(event.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let done = st.done;
+        let seq = self.event_state(&mut st, event, OP)?.record.unwrap_or(0);
+        Ok(done >= seq)
+    }
+
+    fn event_elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
+        const OP: &str = "cuEventElapsedTime";
+        self.owned(start.owner(), OP)?;
+        self.owned(end.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let mut times = [None; 2];
+        for (slot, ev) in times.iter_mut().zip([start, end]) {
+            let e = self.event_state(&mut st, ev, OP)?;
+            if e.flags.disable_timing {
+                return self.fail(
+                    sys::CUDA_ERROR_INVALID_HANDLE,
+                    OP,
+                    "an event was created with timing disabled".into(),
+                );
+            }
+            if e.record.is_none() {
+                return self.fail(
+                    sys::CUDA_ERROR_INVALID_HANDLE,
+                    OP,
+                    "an event has not been recorded".into(),
+                );
+            }
+            match e.time {
+                Some(t) => *slot = Some(t),
+                None => {
+                    return Err(self.err(sys::CUDA_ERROR_NOT_READY, OP).into());
+                }
+            }
+        }
+        let (Some(a), Some(b)) = (times[0], times[1]) else {
+            return Err(self.err(sys::CUDA_ERROR_NOT_READY, OP).into());
+        };
+        Ok(if b >= a {
+            b.duration_since(a).as_secs_f64() as f32 * 1000.0
+        } else {
+            -(a.duration_since(b).as_secs_f64() as f32 * 1000.0)
+        })
+    }
+
+    fn event_destroy(&self, event: Event) -> Result<()> {
+        const OP: &str = "cuEventDestroy_v2";
+        self.owned(event.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        if st.events.remove(&event.raw()).is_none() {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown or destroyed event".into(),
+            );
+        }
+        Ok(())
+    }
+
+    unsafe fn launch(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        const OP: &str = "cuLaunchKernel";
+        self.owned(function.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        let Some(f) = st.functions.get(&function.raw()) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown function (its module was unloaded, or the context reset)".into(),
+            );
+        };
+        let launch_op = || {
+            format!(
+                "cuLaunchKernel({}, grid {:?}, block {:?}, {} shared bytes, {} args)",
+                f.name,
+                config.grid,
+                config.block,
+                config.shared_bytes,
+                args.len()
+            )
+        };
+        if let Err(detail) = check_arg_sizes(&f.name, &f.params, args) {
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
+        }
+        let [bx, by, bz] = config.block;
+        let [gx, gy, gz] = config.grid;
+        let threads = bx as u64 * by as u64 * bz as u64;
+        if threads == 0
+            || threads > 1024
+            || bx > 1024
+            || by > 1024
+            || bz > 64
+            || gx == 0
+            || gy == 0
+            || gz == 0
+            || gx > i32::MAX as u32
+            || gy > 65535
+            || gz > 65535
+        {
+            let detail = "block: 1..=1024 threads, x,y <= 1024, z <= 64; grid: x < 2^31, \
+                          y,z <= 65535, none 0"
+                .to_string();
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
+        }
+        let shared = f.shared_static as u64 + config.shared_bytes as u64;
+        if shared > SIM_MAX_SHARED_PER_BLOCK as u64 {
+            let detail = format!(
+                "{} static + {} dynamic bytes of shared memory, more than the device's {} per block",
+                f.shared_static, config.shared_bytes, SIM_MAX_SHARED_PER_BLOCK
+            );
+            return self.fail(sys::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, launch_op(), detail);
+        }
+        let op = Op::Launch {
+            module: f.module.clone(),
+            kernel: f.name.clone(),
+            cfg: engine::LaunchConfig {
+                grid: config.grid,
+                block: config.block,
+                shared_bytes: config.shared_bytes,
+            },
+            args: args.iter().map(|a| KernelArg::Bytes(a.to_vec())).collect(),
+        };
+        self.submit(&mut st, s, op);
+        Ok(())
+    }
+}
+
+impl SimBackend {
+    fn device(&self, dev: Device, op: &'static str) -> Result<()> {
+        if dev.ordinal() == 0 {
+            Ok(())
+        } else {
+            Err(self.err(sys::CUDA_ERROR_INVALID_DEVICE, op).into())
+        }
+    }
+}
