@@ -418,3 +418,34 @@ fn argument_checks() {
     // Argument errors are not sticky.
     s.launch(&m, "k", cfg(1, 1), &ok).unwrap();
 }
+
+#[test]
+fn warps_at_different_barriers_are_reported() {
+    // Warp 0 syncs inside a branch, warp 1 at the end: a barrier not every live thread
+    // reaches (each warp on its own, lanes agree within a warp).
+    let ptx = one_kernel(
+        "  .reg .b32 %r<3>;\n  .reg .pred %p<2>;\n  mov.u32 %r1, %tid.x;\n  setp.ge.u32 %p1, %r1, 32;\n  @%p1 bra L;\n  bar.sync 0;\nL:\n  bar.sync 0;\n  ret;",
+        "",
+    );
+    let mut s = sim(1);
+    let m = s.load_module("t.ptx", &ptx).unwrap();
+    // One warp: both barriers are reached in turn, no error.
+    s.launch(&m, "k", cfg(1, 32), &[]).unwrap();
+    let e = s.launch(&m, "k", cfg(1, 64), &[]).unwrap_err();
+    let SimError::BarrierDivergence { at, message } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        (at.block, at.thread, at.line),
+        ([0, 0, 0], [0, 0, 0], line_of(&ptx, "bar.sync"))
+    );
+    assert_eq!(message, &format!("warp 0 waits at bar.sync on PTX line {} while warp 1 waits at another bar.sync on PTX line {}", line_of(&ptx, "bar.sync"), line_of(&ptx, "bar.sync") + 2));
+    // Threads that exited early do not hold a barrier up.
+    let ptx = one_kernel(
+        "  .reg .b32 %r<3>;\n  .reg .pred %p<2>;\n  mov.u32 %r1, %tid.x;\n  setp.ge.u32 %p1, %r1, 40;\n  @%p1 ret;\n  bar.sync 0;\n  ret;",
+        "",
+    );
+    s.reset();
+    let m = s.load_module("t2.ptx", &ptx).unwrap();
+    s.launch(&m, "k", cfg(1, 128), &[]).unwrap();
+}

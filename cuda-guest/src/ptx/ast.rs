@@ -188,8 +188,11 @@ pub struct VarDecl {
 impl VarDecl {
     /// Size in bytes (0 for unsized arrays).
     pub fn size(&self) -> u64 {
-        let n: u64 = self.array.iter().map(|&d| d as u64).product();
-        n * self.ty.size() as u64 * self.vector as u64
+        let n: u64 = self
+            .array
+            .iter()
+            .fold(1u64, |acc, &d| acc.saturating_mul(d as u64));
+        n.saturating_mul(self.ty.size() as u64 * self.vector as u64)
     }
 
     /// Alignment in bytes (explicit or natural).

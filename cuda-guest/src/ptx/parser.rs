@@ -454,11 +454,15 @@ impl<'a> Parser<'a> {
             params = self.param_list("parameter list")?;
         }
         if is_entry {
-            let mut off = 0u32;
+            let mut off = 0u64;
             for p in &mut params {
-                off = off.div_ceil(p.align.max(1)) * p.align.max(1);
-                p.offset = off;
-                off += p.size;
+                let al = p.align.max(1) as u64;
+                off = off.div_ceil(al) * al;
+                if off > 1 << 24 {
+                    return Err(self.err("parameter list too large"));
+                }
+                p.offset = off as u32;
+                off += p.size as u64;
             }
         }
         let mut directives = vec![];
@@ -559,7 +563,10 @@ impl<'a> Parser<'a> {
                 array = Some(self.expect_u32("an array length")?);
                 self.expect_punct(b']')?;
             }
-            let size = ty.size() * vector * array.unwrap_or(1);
+            let size = (ty.size() * vector)
+                .checked_mul(array.unwrap_or(1))
+                .filter(|&s| s <= 1 << 20)
+                .ok_or_else(|| self.err("parameter larger than 1 MiB"))?;
             let align = align.unwrap_or(ty.size() * vector);
             if !align.is_power_of_two() {
                 return Err(self.err(format!("alignment {align} is not a power of two")));

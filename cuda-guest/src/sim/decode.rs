@@ -128,6 +128,29 @@ pub(crate) enum Op {
         e: R,
     },
     Prmt(R, R, R, R),
+    Lop3 {
+        d: R,
+        a: R,
+        b: R,
+        c: R,
+        lut: u8,
+    },
+    /// `add.cc`/`addc`/`sub.cc`/`subc`: `sub`, carry in (`cin`), carry out (`cout`), width.
+    Carry {
+        d: R,
+        a: R,
+        b: R,
+        sub: bool,
+        cin: bool,
+        cout: bool,
+        w64: bool,
+    },
+    Testp {
+        d: P,
+        a: R,
+        class: u8,
+        f64: bool,
+    },
     Mov(R, R, u64),
     Pack {
         d: R,
@@ -263,6 +286,11 @@ pub(crate) struct Program {
     pub shared_static: u32,
     pub local_size: u32,
 }
+
+/// Most registers a kernel may declare (with inlined calls).
+const MAX_REGS: u64 = 1 << 16;
+/// Most decoded instructions of a kernel (with inlined calls).
+const MAX_INSTS: usize = 1 << 20;
 
 /// Reconvergence at the kernel's end.
 pub(crate) const EXIT_PC: u32 = u32::MAX - 1;
@@ -501,6 +529,10 @@ impl<'a> Dec<'a> {
     fn declare(&mut self, d: &ptx::VarDecl) -> DResult<()> {
         match d.space {
             Space::Reg => {
+                let count = d.range.unwrap_or(1) as u64;
+                if self.nregs as u64 + self.npreds as u64 + count > MAX_REGS {
+                    return derr(d.line, format!("more than {MAX_REGS} registers"));
+                }
                 let names: Vec<String> = match d.range {
                     Some(n) => (0..n).map(|i| format!("{}{}", d.name, i)).collect(),
                     None => vec![d.name.clone()],
@@ -523,21 +555,27 @@ impl<'a> Dec<'a> {
                 if d.is_extern || d.array.contains(&0) {
                     return derr(d.line, "extern .shared inside a function is not supported");
                 }
-                self.shared_size = self.shared_size.div_ceil(a) * a;
+                self.shared_size = self
+                    .shared_size
+                    .checked_next_multiple_of(a)
+                    .unwrap_or(u64::MAX);
                 self.scopes
                     .last_mut()
                     .expect("scope")
                     .insert(d.name.clone(), Sym::Shared(self.shared_size));
-                self.shared_size += d.size();
+                self.shared_size = self.shared_size.saturating_add(d.size());
             }
             Space::Local | Space::Param => {
                 let a = d.alignment().max(1) as u64;
-                self.local_size = self.local_size.div_ceil(a) * a;
+                self.local_size = self
+                    .local_size
+                    .checked_next_multiple_of(a)
+                    .unwrap_or(u64::MAX);
                 self.scopes
                     .last_mut()
                     .expect("scope")
                     .insert(d.name.clone(), Sym::Local(self.local_size));
-                self.local_size += d.size().max(1);
+                self.local_size = self.local_size.saturating_add(d.size().max(1));
             }
             Space::Global | Space::Const => {
                 return derr(
@@ -551,6 +589,13 @@ impl<'a> Dec<'a> {
 
     fn emit(&mut self, op: Op, guard: Option<(P, bool)>, line: u32) {
         self.insts.push(Inst { op, guard, line });
+    }
+
+    fn check_size(&self, line: u32) -> DResult<()> {
+        if self.insts.len() > MAX_INSTS || self.nregs as u64 > MAX_REGS * 2 {
+            return derr(line, format!("kernel too large after inlining calls (over {MAX_INSTS} instructions or {MAX_REGS} registers)"));
+        }
+        Ok(())
     }
 
     /// A source operand as a register (immediates and symbols become constants).
@@ -714,6 +759,7 @@ impl<'a> Dec<'a> {
 
     fn inst(&mut self, i: &Instruction) -> DResult<()> {
         let line = i.line;
+        self.check_size(line)?;
         let guard = match &i.guard {
             Some(g) => match self.lookup(&g.reg) {
                 Some(Sym::Pred(p)) => Some((p, g.negated)),
@@ -766,6 +812,25 @@ impl<'a> Dec<'a> {
                             an,
                             b,
                             bn,
+                        },
+                        guard,
+                        line,
+                    );
+                    return Ok(());
+                }
+                if i.has("cc") && matches!(i.opcode.as_str(), "add" | "sub") {
+                    let d = self.dst(&ops[0], line)?;
+                    let a = self.src_typed(&ops[1], t, line)?;
+                    let b = self.src_typed(&ops[2], t, line)?;
+                    self.emit(
+                        Op::Carry {
+                            d,
+                            a,
+                            b,
+                            sub: i.opcode == "sub",
+                            cin: false,
+                            cout: true,
+                            w64: t.size() == 8,
                         },
                         guard,
                         line,
@@ -884,6 +949,12 @@ impl<'a> Dec<'a> {
                             Rnd::Z => ops::f32_fma_dir::<1>,
                             Rnd::M => ops::f32_fma_dir::<2>,
                             _ => ops::f32_fma_dir::<3>,
+                        }
+                    } else if t == ScalarType::F32 {
+                        if ftz {
+                            ops::ffma32::<true>
+                        } else {
+                            ops::ffma32::<false>
                         }
                     } else {
                         flt_fn!(t, ftz, ffma, line)
@@ -1037,6 +1108,79 @@ impl<'a> Dec<'a> {
                     b,
                     c,
                     e,
+                }
+            }
+            "lop3" => {
+                need(5)?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                let Operand::Int(lut) = ops[4] else {
+                    return derr(line, "lop3 needs an immediate table");
+                };
+                Op::Lop3 {
+                    d,
+                    a,
+                    b,
+                    c,
+                    lut: lut as u8,
+                }
+            }
+            "addc" | "subc" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                Op::Carry {
+                    d,
+                    a,
+                    b,
+                    sub: i.opcode == "subc",
+                    cin: true,
+                    cout: i.has("cc"),
+                    w64: t.size() == 8,
+                }
+            }
+            "copysign" => {
+                need(3)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let f: BinFn = match t {
+                    ScalarType::F32 => ops::copysign::<f32>,
+                    ScalarType::F64 => ops::copysign::<f64>,
+                    _ => return derr(line, "copysign needs .f32 or .f64"),
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "testp" => {
+                need(2)?;
+                let t = need_ty()?;
+                let class = [
+                    ("finite", 0u8),
+                    ("infinite", 1),
+                    ("number", 2),
+                    ("notanumber", 3),
+                    ("normal", 4),
+                    ("subnormal", 5),
+                ]
+                .iter()
+                .find(|(n, _)| i.has(n))
+                .map(|x| x.1)
+                .ok_or(DecodeError {
+                    line,
+                    message: "testp needs a class".into(),
+                })?;
+                let (d, _) = self.pred(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                Op::Testp {
+                    d,
+                    a,
+                    class,
+                    f64: t == ScalarType::F64,
                 }
             }
             "prmt" => {
@@ -1306,7 +1450,8 @@ impl<'a> Dec<'a> {
                     c,
                 }
             }
-            "bra" | "brx" => {
+            "brx" => return derr(line, "brx.idx (indirect branch) is not supported"),
+            "bra" => {
                 need(1)?;
                 let Operand::Name(l) = &ops[0] else {
                     return derr(line, "bra needs a label");
@@ -1782,9 +1927,15 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
     for (_, a) in &m.extern_shared {
         dyn_align = dyn_align.max(*a);
     }
-    let shared_static = d.shared_size.div_ceil(dyn_align as u64) * dyn_align as u64;
-    if shared_static > u32::MAX as u64 / 2 || d.local_size > 1 << 24 {
-        return derr(f.line, "shared or local memory too large");
+    let shared_static = d
+        .shared_size
+        .checked_next_multiple_of(dyn_align as u64)
+        .unwrap_or(u64::MAX);
+    if shared_static > u32::MAX as u64 / 2 || d.local_size > 512 * 1024 {
+        return derr(
+            f.line,
+            "shared memory or local memory (512 KiB per thread) too large",
+        );
     }
     let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
     consts.push((d.dyn_reg, shared_static));
@@ -1798,6 +1949,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         npreds: d.npreds.max(1),
         consts,
         shared_static: shared_static as u32,
-        local_size: (d.local_size.div_ceil(8) * 8) as u32,
+        local_size: d.local_size.next_multiple_of(8) as u32,
     })
 }

@@ -41,6 +41,8 @@ struct Warp {
     state: WState,
     local: Vec<u8>,
     bar_pc: u32,
+    /// Carry flag (`CC.CF`) per lane.
+    carry: u32,
 }
 
 enum Stop {
@@ -71,7 +73,10 @@ struct Exec<'a, 'b> {
     l: &'b Launch<'a>,
     block: [u32; 3],
     block_linear: u64,
-    shared: Vec<u8>,
+    /// Shared memory of the running block, as little-endian words.
+    shared: Vec<u32>,
+    /// Its size in bytes.
+    shared_len: usize,
     /// Per instruction: the allocation its last global access hit.
     cache: Vec<u32>,
     count: u64,
@@ -262,7 +267,7 @@ impl<'a, 'b> Exec<'a, 'b> {
             Sp::Shared => {
                 if addr
                     .checked_add(len)
-                    .is_some_and(|e| e <= self.shared.len() as u64)
+                    .is_some_and(|e| e <= self.shared_len as u64)
                 {
                     Ok(Target::Shared(addr as usize))
                 } else {
@@ -346,24 +351,25 @@ impl<'a, 'b> Exec<'a, 'b> {
 
     /// Fast path of a shared access: every active lane in bounds and aligned.
     #[inline(always)]
-    fn fast_shared(&self, regs: &[u64], a: R, off: i64, len: u64, mask: u32) -> Option<[u64; 32]> {
-        let size = self.shared.len() as u64;
+    fn fast_shared(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        len: u64,
+        mask: u32,
+        offs: &mut Lanes,
+    ) -> bool {
+        let size = self.shared_len as u64;
         if size < len {
-            return None;
+            return false;
         }
         let limit = size - len;
         let av = lanes(regs, a);
-        let mut offs = [0u64; 32];
-        let mut bad = 0u64;
         for l in 0..32 {
-            let o = av[l].wrapping_add(off as u64);
-            offs[l] = o;
-            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+            offs[l] = av[l].wrapping_add(off as u64);
         }
-        if bad != 0 {
-            return None;
-        }
-        Some(offs)
+        !lanes_bad(offs, limit, len - 1, mask)
     }
 
     /// Fast path of a global access: every active lane inside the cached allocation,
@@ -379,7 +385,8 @@ impl<'a, 'b> Exec<'a, 'b> {
         mask: u32,
         write: bool,
         pc: u32,
-    ) -> Option<(&'b Alloc, [u64; 32])> {
+        offs: &mut Lanes,
+    ) -> Option<&'b Alloc> {
         let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
         if (write && al.read_only) || al.size < len {
             return None;
@@ -387,23 +394,19 @@ impl<'a, 'b> Exec<'a, 'b> {
         let limit = al.size - len;
         let base = al.base.wrapping_sub(off as u64);
         let av = lanes(regs, a);
-        let mut offs = [0u64; 32];
-        let mut bad = 0u64;
         for l in 0..32 {
-            let o = av[l].wrapping_sub(base);
-            offs[l] = o;
-            bad |= (((o > limit) as u64) | (o & (len - 1))) * ((mask >> l) & 1) as u64;
+            offs[l] = av[l].wrapping_sub(base);
         }
-        if bad != 0 {
+        if lanes_bad(offs, limit, len - 1, mask) {
             return None;
         }
-        Some((al, offs))
+        Some(al)
     }
 
     fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
         match *t {
             Target::Global(i, o) => self.l.live[i].load(o + off, size),
-            Target::Shared(o) => read_le(&self.shared, o + off as usize, size),
+            Target::Shared(o) => sh_read(&self.shared, o + off as usize, size),
             Target::Local(o) => read_le(&warp.local, o + off as usize, size),
         }
     }
@@ -561,7 +564,6 @@ impl<'a, 'b> Exec<'a, 'b> {
         pc: u32,
         ls: usize,
     ) -> Result<(), SimError> {
-        let mut out: Lanes = [0; 32];
         match op {
             Op::Bin(f, d, a, b) => f(&mut w.regs, *d as usize, *a as usize, *b as usize, mask),
             Op::Un(f, d, a) => f(&mut w.regs, *d as usize, *a as usize, mask),
@@ -574,11 +576,34 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask,
             ),
             Op::Mov(d, a, m) => {
-                let av = lanes(&w.regs, *a);
-                for l in 0..32 {
-                    out[l] = av[l] & m;
+                let (d, a) = (*d as usize * 32, *a as usize * 32);
+                if d != a {
+                    let (dst, src) = if d < a {
+                        let (lo, hi) = w.regs.split_at_mut(a);
+                        (&mut lo[d..d + 32], &hi[..32])
+                    } else {
+                        let (lo, hi) = w.regs.split_at_mut(d);
+                        (&mut hi[..32], &lo[a..a + 32])
+                    };
+                    if mask == FULL {
+                        for l in 0..32 {
+                            dst[l] = src[l] & m;
+                        }
+                    } else {
+                        for l in 0..32 {
+                            dst[l] = if (mask >> l) & 1 == 1 {
+                                src[l] & m
+                            } else {
+                                dst[l]
+                            };
+                        }
+                    }
+                } else {
+                    for l in 0..32 {
+                        let v = w.regs[d + l];
+                        w.regs[d + l] = if (mask >> l) & 1 == 1 { v & m } else { v };
+                    }
                 }
-                write(&mut w.regs, *d, &out, mask);
             }
             Op::Ld {
                 sp,
@@ -590,27 +615,40 @@ impl<'a, 'b> Exec<'a, 'b> {
                 off,
                 dmask,
             } => {
+                let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
-                if *sp == Sp::Shared {
-                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
-                        for k in 0..*n as usize {
-                            let ko = k * *size as usize;
-                            let row = d[k] as usize * 32;
-                            each_lane!(mask, l, {
-                                let mut v = read_le(&self.shared, offs[l] as usize + ko, *size);
-                                if *sx {
-                                    v = sext(v, *size);
-                                }
-                                w.regs[row + l] = v & dmask;
-                            });
+                if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                    let offs = &out;
+                    if *size == 4 && *n == 1 && mask == FULL {
+                        // The common case: a full warp loading 32-bit words.
+                        let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                        let sh = &self.shared[..];
+                        for l in 0..32 {
+                            row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                        }
+                        if *sx {
+                            row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
                         }
                         return Ok(());
                     }
+                    for k in 0..*n as usize {
+                        let ko = k * *size as usize;
+                        let row = d[k] as usize * 32;
+                        each_lane!(mask, l, {
+                            let mut v = sh_read(&self.shared, offs[l] as usize + ko, *size);
+                            if *sx {
+                                v = sext(v, *size);
+                            }
+                            w.regs[row + l] = v & dmask;
+                        });
+                    }
+                    return Ok(());
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) =
-                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc)
+                    if let Some(al) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, false, pc, &mut out)
                     {
+                        let offs = &out;
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = d[k] as usize * 32;
@@ -645,28 +683,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                 a,
                 off,
             } => {
+                let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
-                if *sp == Sp::Shared {
-                    if let Some(offs) = self.fast_shared(&w.regs, *a, *off, total, mask) {
-                        for k in 0..*n as usize {
-                            let ko = k * *size as usize;
-                            let row = s[k] as usize * 32;
-                            each_lane!(mask, l, {
-                                write_le(
-                                    &mut self.shared,
-                                    offs[l] as usize + ko,
-                                    *size,
-                                    w.regs[row + l],
-                                );
-                            });
-                        }
-                        return Ok(());
+                if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
+                    let offs = &out;
+                    for k in 0..*n as usize {
+                        let ko = k * *size as usize;
+                        let row = s[k] as usize * 32;
+                        each_lane!(mask, l, {
+                            sh_write(
+                                &mut self.shared,
+                                offs[l] as usize + ko,
+                                *size,
+                                w.regs[row + l],
+                            );
+                        });
                     }
+                    return Ok(());
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
-                    if let Some((al, offs)) =
-                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc)
+                    if let Some(al) =
+                        self.fast_global(&w.regs, *a, *off, total, mask, true, pc, &mut out)
                     {
+                        let offs = &out;
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = s[k] as usize * 32;
@@ -686,7 +725,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                         match t {
                             Target::Global(i, go) => self.l.live[i].store(go + o, *size, v),
                             Target::Shared(so) => {
-                                write_le(&mut self.shared, so + o as usize, *size, v)
+                                sh_write(&mut self.shared, so + o as usize, *size, v)
                             }
                             Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
                         }
@@ -707,8 +746,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                     if *sx {
                         v = sext(v, *size);
                     }
-                    let out = [v & dmask; 32];
-                    write(&mut w.regs, d[k], &out, mask);
+                    let v = v & dmask;
+                    let row = &mut w.regs[d[k] as usize * 32..d[k] as usize * 32 + 32];
+                    if mask == FULL {
+                        row.fill(v);
+                    } else {
+                        for l in 0..32 {
+                            row[l] = if (mask >> l) & 1 == 1 { v } else { row[l] };
+                        }
+                    }
                 }
             }
             Op::Setp {
@@ -741,6 +787,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
             }
             Op::Selp { d, a, b, p, neg } => {
+                let mut out: Lanes = [0; 32];
                 let pm = w.preds[*p as usize] ^ if *neg { FULL } else { 0 };
                 let (av, bv) = (lanes(&w.regs, *a), lanes(&w.regs, *b));
                 for l in 0..32 {
@@ -779,6 +826,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
                 e,
             } => {
+                let mut out: Lanes = [0; 32];
                 let (av, bv, cv, ev) = (
                     lanes(&w.regs, *a),
                     lanes(&w.regs, *b),
@@ -794,7 +842,79 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
+            Op::Lop3 { d, a, b, c, lut } => {
+                let mut out: Lanes = [0; 32];
+                let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                for l in 0..32 {
+                    out[l] = ops::lop3(av[l], bv[l], cv[l], *lut);
+                }
+                write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Carry {
+                d,
+                a,
+                b,
+                sub,
+                cin,
+                cout,
+                w64,
+            } => {
+                let mut out: Lanes = [0; 32];
+                let (av, bv) = (lanes(&w.regs, *a), lanes(&w.regs, *b));
+                let cf = w.carry;
+                let mut new_cf = 0u32;
+                for l in 0..32 {
+                    let c = if *cin { ((cf >> l) & 1) as u128 } else { 0 };
+                    let m: u128 = if *w64 {
+                        u64::MAX as u128
+                    } else {
+                        u32::MAX as u128
+                    };
+                    let (x, y) = (av[l] as u128 & m, bv[l] as u128 & m);
+                    let (r, carry) = if *sub {
+                        let r = x.wrapping_sub(y).wrapping_sub(c);
+                        (r & m, x < y + c)
+                    } else {
+                        let r = x + y + c;
+                        (r & m, r > m)
+                    };
+                    out[l] = r as u64;
+                    new_cf |= (carry as u32) << l;
+                }
+                write(&mut w.regs, *d, &out, mask);
+                if *cout {
+                    w.carry = (w.carry & !mask) | (new_cf & mask);
+                }
+            }
+            Op::Testp { d, a, class, f64 } => {
+                let av = lanes(&w.regs, *a);
+                let mut r = 0u32;
+                for l in 0..32 {
+                    let v = if *f64 {
+                        f64::from_bits(av[l])
+                    } else {
+                        f32::from_bits(av[l] as u32) as f64
+                    };
+                    let sub = if *f64 {
+                        f64::from_bits(av[l]).is_subnormal()
+                    } else {
+                        f32::from_bits(av[l] as u32).is_subnormal()
+                    };
+                    let t = match class {
+                        0 => v.is_finite(),
+                        1 => v.is_infinite(),
+                        2 => !v.is_nan(),
+                        3 => v.is_nan(),
+                        4 => v.is_finite() && v != 0.0 && !sub,
+                        _ => sub,
+                    };
+                    r |= (t as u32) << l;
+                }
+                let pd = &mut w.preds[*d as usize];
+                *pd = (*pd & !mask) | (r & mask);
+            }
             Op::Prmt(d, a, b, c) => {
+                let mut out: Lanes = [0; 32];
                 let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
                 for l in 0..32 {
                     out[l] = ops::prmt(av[l], bv[l], cv[l]);
@@ -802,6 +922,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Pack { d, parts, bits } => {
+                let mut out: Lanes = [0; 32];
                 let m = if *bits >= 64 {
                     u64::MAX
                 } else {
@@ -816,6 +937,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Unpack { s, parts, bits } => {
+                let mut out: Lanes = [0; 32];
                 let m = if *bits >= 64 {
                     u64::MAX
                 } else {
@@ -839,6 +961,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 sat,
                 ftz,
             } => {
+                let mut out: Lanes = [0; 32];
                 let av = lanes(&w.regs, *a);
                 each_lane!(mask, l, {
                     out[l] = ops::cvt_one(av[l], *st, *dt, *rnd, *irnd, *sat, *ftz);
@@ -881,8 +1004,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                             }
                         }
                         Target::Shared(so) => {
-                            let old = read_le(&self.shared, so, size as u8);
-                            write_le(
+                            let old = sh_read(&self.shared, so, size as u8);
+                            sh_write(
                                 &mut self.shared,
                                 so,
                                 size as u8,
@@ -914,6 +1037,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 b,
                 c,
             } => {
+                let mut out: Lanes = [0; 32];
                 // Every source is read before any destination is written.
                 let av = *lanes(&w.regs, *a);
                 let (bv, cv) = (lanes(&w.regs, *b), lanes(&w.regs, *c));
@@ -1006,9 +1130,9 @@ impl<'a, 'b> Exec<'a, 'b> {
             ((lin / gx as u64) % gy as u64) as u32,
             (lin / (gx as u64 * gy as u64)) as u32,
         ];
+        self.shared_len = prog.shared_static as usize + l.cfg.shared_bytes as usize;
         self.shared.clear();
-        self.shared
-            .resize(prog.shared_static as usize + l.cfg.shared_bytes as usize, 0);
+        self.shared.resize(self.shared_len.div_ceil(4) + 1, 0);
         for (wi, w) in warps.iter_mut().enumerate() {
             let wi = wi as u32;
             let first = wi * 32;
@@ -1037,6 +1161,30 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
+            // Every waiting warp must wait at the same barrier instruction.
+            let mut first: Option<(usize, u32)> = None;
+            for (wi, w) in warps.iter().enumerate() {
+                if w.state != WState::Bar {
+                    continue;
+                }
+                match first {
+                    None => first = Some((wi, w.bar_pc)),
+                    Some((fw, fpc)) if fpc != w.bar_pc => {
+                        let line_of =
+                            |pc: u32| prog.insts.get(pc as usize).map(|i| i.line).unwrap_or(0);
+                        let lane = warps[fw].live.trailing_zeros() as usize;
+                        return Err(SimError::BarrierDivergence {
+                            at: self.location(fw as u32, lane, fpc),
+                            message: format!(
+                                "warp {fw} waits at bar.sync on PTX line {} while warp {wi} waits at another bar.sync on PTX line {}",
+                                line_of(fpc),
+                                line_of(w.bar_pc)
+                            ),
+                        });
+                    }
+                    _ => {}
+                }
+            }
             let mut any = false;
             for w in warps.iter_mut() {
                 if w.state == WState::Bar {
@@ -1047,6 +1195,55 @@ impl<'a, 'b> Exec<'a, 'b> {
             if !any {
                 return Ok(());
             }
+        }
+    }
+}
+
+/// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
+#[inline(always)]
+fn lanes_bad(offs: &Lanes, limit: u64, align_mask: u64, mask: u32) -> bool {
+    if mask == FULL {
+        let mut bad = false;
+        for &o in offs {
+            bad |= (o > limit) | (o & align_mask != 0);
+        }
+        bad
+    } else {
+        let mut bad = false;
+        for (l, &o) in offs.iter().enumerate() {
+            bad |= ((mask >> l) & 1 == 1) & ((o > limit) | (o & align_mask != 0));
+        }
+        bad
+    }
+}
+
+/// Reads `size` bytes at byte offset `o` (naturally aligned) of word-array memory.
+#[inline(always)]
+fn sh_read(m: &[u32], o: usize, size: u8) -> u64 {
+    let w = o >> 2;
+    match size {
+        4 => m[w] as u64,
+        8 => m[w] as u64 | ((m[w + 1] as u64) << 32),
+        2 => ((m[w] >> ((o & 3) * 8)) & 0xffff) as u64,
+        1 => ((m[w] >> ((o & 3) * 8)) & 0xff) as u64,
+        _ => m[w] as u64 | ((m[w + 1] as u64) << 32),
+    }
+}
+
+/// Writes `size` bytes at byte offset `o` (naturally aligned) of word-array memory.
+#[inline(always)]
+fn sh_write(m: &mut [u32], o: usize, size: u8, v: u64) {
+    let w = o >> 2;
+    match size {
+        4 => m[w] = v as u32,
+        8 | 16 => {
+            m[w] = v as u32;
+            m[w + 1] = (v >> 32) as u32;
+        }
+        _ => {
+            let sh = (o & 3) * 8;
+            let mask: u32 = (if size == 1 { 0xff } else { 0xffff }) << sh;
+            m[w] = (m[w] & !mask) | (((v as u32) << sh) & mask);
         }
     }
 }
@@ -1218,6 +1415,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         state: WState::Done,
         local: vec![0; prog.local_size as usize * 32],
         bar_pc: 0,
+        carry: 0,
     }
 }
 
@@ -1228,6 +1426,7 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         block: [0; 3],
         block_linear: 0,
         shared: Vec::new(),
+        shared_len: 0,
         cache: vec![0; l.prog.insts.len()],
         count: 0,
     };

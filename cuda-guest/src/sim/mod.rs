@@ -9,6 +9,51 @@
 //! SIMT stack that reconverges at immediate post-dominators. Blocks run in parallel on
 //! [`SimConfig::threads`] host threads (1 gives a deterministic order).
 //!
+//! # Semantics
+//!
+//! - Grids and blocks in 3D, warps of 32, `bar.sync`/`barrier.sync` (a warp arriving
+//!   with only part of its live lanes is a [`SimError::BarrierDivergence`]; exited
+//!   threads do not count), static and dynamic (`extern .shared`) shared memory,
+//!   `.local` memory, `.func` calls (inlined at decode time, `.param` arguments and
+//!   return values in per-thread local memory; recursion is refused).
+//! - Global memory: tagged 64-bit addresses never reused, so null, freed and foreign
+//!   pointers fault; every access is checked against the live allocations and its
+//!   alignment; a fault names kernel, block, thread, PTX line, address, size and the
+//!   nearest allocation ([`MemoryFault`]). After a fault or timeout the simulator stays
+//!   failed ([`SimError::Sticky`]) until [`Simulator::reset`].
+//! - Generic addressing: shared and local memory appear in generic windows reached
+//!   through `cvta`; other generic addresses are global.
+//! - Atomics on global memory are host atomics (32-bit words) or striped locks
+//!   (64-bit), so they stay atomic across host threads; `membar`/`fence` are SeqCst
+//!   fences.
+//! - Floating point: IEEE results with the GPU's canonical NaN; `.ftz` flushes
+//!   subnormals; directed roundings (`.rz/.rm/.rp`) are exact for f32 add/sub/mul/fma,
+//!   f64 add/sub/mul, and every `cvt`; `approx` instructions are computed in f64 and
+//!   rounded once (within the PTX ISA bounds, see `tests/sim_props.rs`).
+//!
+//! # Instruction coverage
+//!
+//! Implemented: `add sub mul(.lo/.hi/.wide) mad(.lo/.hi/.wide) mul24 sad div rem abs neg
+//! min max` on 8/16/32/64-bit integers; `add.cc addc sub.cc subc`; `and or xor not cnot
+//! shl shr lop3 popc clz brev bfind bfe bfi shf`, `prmt` (default mode); `add sub mul div
+//! fma mad min max abs neg sqrt rcp rsqrt copysign testp` on f32/f64 (f16: add sub mul
+//! fma min max neg abs); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
+//! div.approx div.full`; `setp` (all comparisons, `.and/.or/.xor` combination, two
+//! destinations) and `set`; `selp`; `mov` (including vector pack/unpack and special
+//! registers); `cvt` between every integer and float type with every rounding mode
+//! and `.sat`; `cvta`; `ld st ldu` (`.global .shared .local .const .param`, generic,
+//! `.v2/.v4`, volatile/cache qualifiers ignored); `atom red` (add min max inc dec exch
+//! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
+//! barrier.sync bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
+//! predicate output; every source lane is read before any destination is written);
+//! `vote.sync` (all any uni ballot); `activemask`; `%tid %ntid %ctaid %nctaid %laneid
+//! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
+//! %dynamic_smem_size %total_smem_size`.
+//!
+//! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
+//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic, `mma`/`wmma`, `cp.async`,
+//! `bar.arrive`/`bar.red`, clusters, `match.sync`, `redux.sync`, `dp4a`.
+//!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
 //! let ptx = r#"
@@ -526,6 +571,13 @@ impl Simulator {
                         });
                     }
                     let size = v.size();
+                    if self.mem.bytes_live.saturating_add(size) > self.config.memory_limit {
+                        return Err(SimError::OutOfMemory {
+                            requested: size,
+                            in_use: self.mem.bytes_live,
+                            limit: self.config.memory_limit,
+                        });
+                    }
                     let a = self
                         .mem
                         .alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const)
@@ -542,9 +594,9 @@ impl Simulator {
                         extern_shared.push((v.name.clone(), v.alignment()));
                     } else {
                         let al = v.alignment().max(1) as u64;
-                        shared_size = shared_size.div_ceil(al) * al;
+                        shared_size = shared_size.checked_next_multiple_of(al).unwrap_or(u64::MAX);
                         shared.insert(v.name.clone(), shared_size);
-                        shared_size += v.size();
+                        shared_size = shared_size.saturating_add(v.size());
                     }
                 }
                 _ => {

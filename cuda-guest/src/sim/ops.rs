@@ -94,8 +94,16 @@ macro_rules! impl_int {
             #[inline(always)]
             fn shr(self, n: u32) -> Self {
                 // Shift amounts are clamped to the width (sign fill for signed types).
-                self.checked_shr(n)
-                    .unwrap_or(if self < (0 as $t) { !0 } else { 0 })
+                if $signed {
+                    self >> n.min(<$t>::BITS - 1)
+                } else {
+                    let v = self >> (n & (<$t>::BITS - 1));
+                    if n >= <$t>::BITS {
+                        0
+                    } else {
+                        v
+                    }
+                }
             }
             #[inline(always)]
             fn to_i128(self) -> i128 {
@@ -438,7 +446,13 @@ macro_rules! impl_flt {
             }
             #[inline(always)]
             fn fma(self, b: Self, c: Self) -> Self {
-                <$t>::mul_add(self, b, c)
+                if $bits == 32 {
+                    // Through f64 (see fma_f32), without a libm call.
+                    let r = fma_f32(self as f32, b as f32, c as f32);
+                    r as $t
+                } else {
+                    <$t>::mul_add(self, b, c)
+                }
             }
             #[inline(always)]
             fn sqrt(self) -> Self {
@@ -480,6 +494,39 @@ macro_rules! impl_flt {
 }
 impl_flt!(f32, 32, u32, 0x7fff_ffff);
 impl_flt!(f64, 64, u64, 0x7fff_ffff_ffff_ffff);
+
+/// Correctly rounded f32 fused multiply-add computed in f64: the product is exact in
+/// f64 and the sum is rounded once to f64; rounding that to f32 again is only wrong when
+/// the f64 sum lands exactly on a midpoint between two f32 values while the exact sum
+/// does not, in which case the sum is moved one f64 ulp toward the exact value first.
+/// Results in the f32 subnormal range take the library fma.
+#[inline(always)]
+pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let p = a as f64 * b as f64;
+    let cc = c as f64;
+    let s = p + cc;
+    let abs = s.abs();
+    // A zero f64 sum of two f64 values is exact (with IEEE's sign), so only results in
+    // the f32 subnormal range need the library.
+    if abs < f32::MIN_POSITIVE as f64 && abs != 0.0 {
+        return a.mul_add(b, c);
+    }
+    let bits = s.to_bits();
+    if bits & 0x1FFF_FFFF == 0x1000_0000 && s.is_finite() {
+        let bb = s - p;
+        let e = (p - (s - bb)) + (cc - bb);
+        if e != 0.0 {
+            let toward_larger_magnitude = (e > 0.0) == (s > 0.0);
+            let s2 = f64::from_bits(if toward_larger_magnitude {
+                bits + 1
+            } else {
+                bits - 1
+            });
+            return s2 as f32;
+        }
+    }
+    s as f32
+}
 
 /// Adjusts a round-to-nearest result `r` of an exact value `r + err` to mode `m`.
 #[inline]
@@ -595,6 +642,71 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
         }
     })
 }
+/// f32 fma over a warp: a branch-free first pass through f64 (see [`fma_f32`]); the
+/// rare lanes that land on an f32 midpoint, in the f32 subnormal range or off the
+/// finite range are redone exactly.
+pub(crate) fn ffma32<const FTZ: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    let (d, a, b, c) = (d * 32, a * 32, b * 32, c * 32);
+    let n = o.len();
+    assert!(
+        d + 32 <= n && a + 32 <= n && b + 32 <= n && c + 32 <= n,
+        "register index"
+    );
+    let mut out = [0u64; 32];
+    let mut special = 0u32;
+    let ftz = |v: f32| {
+        if FTZ && v.is_subnormal() {
+            f32::from_bits(v.to_bits() & 0x8000_0000)
+        } else {
+            v
+        }
+    };
+    for l in 0..32 {
+        let x = ftz(f32::from_bits(o[a + l] as u32));
+        let y = ftz(f32::from_bits(o[b + l] as u32));
+        let z = ftz(f32::from_bits(o[c + l] as u32));
+        let s = x as f64 * y as f64 + z as f64;
+        let bits = s.to_bits();
+        let abs = s.abs();
+        let odd = (bits & 0x1FFF_FFFF == 0x1000_0000)
+            | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
+            | !s.is_finite();
+        special |= (odd as u32) << l;
+        let r = s as f32;
+        out[l] = r.to_bits() as u64;
+    }
+    let mut sp = special;
+    while sp != 0 {
+        let l = sp.trailing_zeros() as usize;
+        sp &= sp - 1;
+        let x = ftz(f32::from_bits(o[a + l] as u32));
+        let y = ftz(f32::from_bits(o[b + l] as u32));
+        let z = ftz(f32::from_bits(o[c + l] as u32));
+        out[l] = ftz(fma_f32(x, y, z)).to_bits() as u64;
+    }
+    for l in 0..32 {
+        let v = out[l];
+        let v = if v & 0x7fff_ffff > 0x7f80_0000 {
+            0x7fff_ffff
+        } else {
+            v
+        };
+        let v = if FTZ && (v & 0x7f80_0000) == 0 {
+            v & 0x8000_0000
+        } else {
+            v
+        };
+        o[d + l] = if (mk >> l) & 1 == 1 { v } else { o[d + l] };
+    }
+}
+
 /// `mul` then `add` with two roundings (`mad.f32` without `.rn` is fused on sm_20+,
 /// so this is only used for `mul`+`add` pairs written as such).
 pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
@@ -1123,4 +1235,97 @@ pub(crate) fn f16_sign<const ABS: bool>(o: &mut [u64], d: usize, a: usize, mk: u
             (x ^ 0x8000) & 0xffff
         }
     })
+}
+
+/// `lop3.b32 d, a, b, c, immLut`: the lookup table applied bitwise.
+pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
+    let (a, b, c) = (a as u32, b as u32, c as u32);
+    let mut d = 0u32;
+    for i in 0..8u8 {
+        if lut >> i & 1 == 1 {
+            let ma = if i & 4 != 0 { a } else { !a };
+            let mb = if i & 2 != 0 { b } else { !b };
+            let mc = if i & 1 != 0 { c } else { !c };
+            d |= ma & mb & mc;
+        }
+    }
+    d as u64
+}
+
+/// `copysign.f32/.f64 d, a, b`: b with the sign of a.
+pub(crate) fn copysign<F: Flt>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let s = 1u64 << (F::BITS - 1);
+    map2(o, d, a, b, mk, |x, y| (y & !s) | (x & s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn fma_f32_is_correctly_rounded() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut checked = 0;
+        for i in 0..2_000_000u32 {
+            let r = xorshift(&mut x);
+            let (a, b, c) = if i % 2 == 0 {
+                // Arbitrary bit patterns.
+                (
+                    f32::from_bits(r as u32),
+                    f32::from_bits((r >> 32) as u32),
+                    f32::from_bits(xorshift(&mut x) as u32),
+                )
+            } else {
+                // Near-cancelling and near-tie cases: c close to -a*b, small integers.
+                let a = f32::from_bits(0x3f80_0000 | (r as u32 & 0x7f_ffff));
+                let b = f32::from_bits(0x3f80_0000 | ((r >> 23) as u32 & 0x7f_ffff));
+                let c = -(a * b)
+                    + f32::from_bits(((r >> 46) as u32 & 0xff) << 15)
+                        * if r >> 63 == 1 { -1.0 } else { 1.0 };
+                (a, b, c)
+            };
+            let want = a.mul_add(b, c);
+            let got = fma_f32(a, b, c);
+            if want.is_nan() {
+                assert!(got.is_nan());
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "fma({a:e}, {b:e}, {c:e})");
+            }
+            checked += 1;
+        }
+        // The double-rounding trap itself: a*b + c exactly 1 + 2^-24 + 2^-60.
+        let (a, b) = (1.0f32 + f32::EPSILON, 1.0f32 - f32::EPSILON / 2.0);
+        for c in [2.0f32.powi(-24), -1.0, 1.0, 3.0e-8] {
+            assert_eq!(fma_f32(a, b, c).to_bits(), a.mul_add(b, c).to_bits());
+        }
+        assert_eq!(checked, 2_000_000);
+    }
+
+    #[test]
+    fn f16_round_trip_and_overflow() {
+        for h in 0..=u16::MAX {
+            let f = f16_to_f32(h);
+            if f.is_nan() {
+                continue;
+            }
+            assert_eq!(f64_to_f16(f as f64, Rnd::N), h, "{h:#06x}");
+        }
+        assert_eq!(f64_to_f16(65520.0, Rnd::N), 0x7c00);
+        assert_eq!(f64_to_f16(65519.0, Rnd::N), 0x7bff);
+        assert_eq!(f64_to_f16(1e9, Rnd::Z), 0x7bff);
+        assert_eq!(f64_to_f16(-1e9, Rnd::P), 0xfbff);
+        assert_eq!(f64_to_f16(f64::INFINITY, Rnd::Z), 0x7c00);
+        // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even wins.
+        assert_eq!(f64_to_f16(1.0 + 2f64.powi(-11), Rnd::N), 0x3c00);
+        assert_eq!(f64_to_f16(1.0 + 2f64.powi(-11), Rnd::P), 0x3c01);
+        assert_eq!(f64_to_f16(2f64.powi(-25), Rnd::N), 0); // tie with 0: even
+        assert_eq!(f64_to_f16(2f64.powi(-25) * 1.5, Rnd::N), 1);
+    }
 }
