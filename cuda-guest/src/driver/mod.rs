@@ -13,6 +13,31 @@
 //!
 //! [`nvrtc`] compiles CUDA C++ to PTX with NVRTC, loaded at run time the same way.
 //!
+//! The same calls on the simulator (no GPU needed):
+//!
+//! ```
+//! use cuda_guest::driver::{Backend, Device, SimBackend, Stream};
+//! use cuda_guest::sim::SimConfig;
+//! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
+//! let sim = SimBackend::new(SimConfig::default())?;
+//! let ctx = sim.primary_context_retain(Device::new(0))?;
+//! sim.context_set_current(&ctx)?;
+//! assert_eq!(sim.compute_capability(Device::new(0))?, (8, 0));
+//! let a = sim.mem_alloc(16)?;
+//! let b = sim.mem_alloc(16)?;
+//! // SAFETY: both ranges are device memory of the simulator.
+//! unsafe {
+//!     sim.memcpy_htod(a, &[7; 16])?;
+//!     sim.memcpy_dtod_async(b, a, 16, &Stream::DEFAULT)?; // queued on the device thread
+//!     let mut out = [0u8; 16];
+//!     sim.memcpy_dtoh(&mut out, b)?; // waits for the queued copy first
+//!     assert_eq!(out, [7; 16]);
+//! }
+//! sim.mem_free(a)?;
+//! sim.mem_free(b)?;
+//! # Ok(()) }
+//! ```
+//!
 //! ```no_run
 //! use cuda_guest::driver::{Backend, Device, NativeBackend};
 //! # fn main() -> Result<(), cuda_guest::driver::DriverError> {

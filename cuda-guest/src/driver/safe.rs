@@ -55,6 +55,30 @@
 //! assert_eq!(data.to_vec()?, [2, 4, 6, 8, 10]);
 //! # Ok(()) }
 //! ```
+//!
+//! Asynchronous copies and launches as futures, here under tokio's single-threaded
+//! runtime (the completion thread waits for the device, never the runtime):
+//!
+//! ```
+//! use cuda_guest::accel::{Accelerator, Choice};
+//! use cuda_guest::driver::StreamFlags;
+//! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
+//! let gpu = Accelerator::builder().backend(Choice::Sim).build()?.gpu(0)?;
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! rt.block_on(async {
+//!     let stream = gpu.stream(StreamFlags { non_blocking: true })?;
+//!     let mut a = gpu.alloc_zeroed::<u32>(1024)?;
+//!     let mut b = gpu.alloc_zeroed::<u32>(1024)?;
+//!     let host: Vec<u32> = (0..1024).collect();
+//!     // The future owns `host` until the device has read it, then gives it back.
+//!     let host = stream.upload(&mut a.as_mut_slice(), host)?.await?;
+//!     stream.copy_dtod_future(&mut b.as_mut_slice(), &a.as_slice())?.await?;
+//!     let back = stream.download(&b.as_slice(), vec![0u32; 1024])?.await?;
+//!     assert_eq!(back, host);
+//!     Ok(())
+//! })
+//! # }
+//! ```
 
 mod future;
 mod memory;
@@ -561,6 +585,9 @@ impl GpuStream {
             ));
         }
         self.check()?;
+        // The event first: once the copy is queued, `src` must not be dropped before the
+        // stream has passed it.
+        let event = self.completion_event()?;
         // SAFETY: `dst` is device memory of a live buffer; `src` is owned by the future
         // (and by the completion thread until the stream has passed the copy), and its
         // memory does not move with it (`HostMemory`).
@@ -572,7 +599,7 @@ impl GpuStream {
                 self.raw(),
             )
         }?;
-        self.future_with(src)
+        self.complete_with(event, src)
     }
 
     /// Queues a copy of device `src` into `dst` (owned until the device is done with
@@ -591,6 +618,7 @@ impl GpuStream {
             ));
         }
         self.check()?;
+        let event = self.completion_event()?;
         // SAFETY: `src` is device memory of a live buffer; `dst` is owned by the future
         // (and by the completion thread until the stream has passed the copy), its
         // memory does not move, and nothing else reaches it meanwhile (`HostMemory`).
@@ -602,7 +630,7 @@ impl GpuStream {
                 self.raw(),
             )
         }?;
-        self.future_with(dst)
+        self.complete_with(event, dst)
     }
 
     /// Queues a device-to-device copy and returns a future that completes when the
@@ -617,11 +645,26 @@ impl GpuStream {
     }
 
     fn future_with<V: Send + 'static>(&self, value: V) -> Result<GpuFuture<V>> {
-        let event = self.gpu.event(EventFlags {
+        let event = self.completion_event()?;
+        self.complete_with(event, value)
+    }
+
+    fn completion_event(&self) -> Result<GpuEvent> {
+        self.gpu.event(EventFlags {
             disable_timing: true,
             blocking_sync: true,
-        })?;
-        event.record(self)?;
+        })
+    }
+
+    /// Records `event` after the work queued so far and hands `value` to a future that
+    /// keeps it until the event is reached.
+    fn complete_with<V: Send + 'static>(&self, event: GpuEvent, value: V) -> Result<GpuFuture<V>> {
+        if let Err(e) = event.record(self) {
+            // `value` may be in use by queued work: let the stream pass it first.
+            let _ = self.synchronize();
+            drop(value);
+            return Err(e);
+        }
         future::submit(&self.gpu, event, value)
     }
 }

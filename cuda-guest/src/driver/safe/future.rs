@@ -167,7 +167,7 @@ pub(super) fn submit<V: Send + 'static>(
         None => job,
     };
     let (tx, rx) = mpsc::channel::<Job>();
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("vmgpu-completion".into())
         .spawn(move || {
             for job in rx {
@@ -175,13 +175,20 @@ pub(super) fn submit<V: Send + 'static>(
                 job.done.complete(r);
                 // The event (and the Gpu reference it holds) is dropped here.
             }
-        })
-        .map_err(|e| DriverError::Unexpected {
-            operation: "starting the completion thread",
-            reason: e.to_string(),
-        })?;
+        });
+    if let Err(e) = spawned {
+        // No thread to wait with: wait here, so that what the future owns is not
+        // released while the device may still use it.
+        log::warn!("cannot start the completion thread ({e}); waiting for the stream");
+        let r = job.event.synchronize();
+        job.done.complete(r);
+        return Ok(GpuFuture { shared });
+    }
     // A new channel: the receiver lives in the thread just started.
-    let _ = tx.send(job);
+    if let Err(mpsc::SendError(job)) = tx.send(job) {
+        let r = job.event.synchronize();
+        job.done.complete(r);
+    }
     *completer = Some(tx);
     Ok(GpuFuture { shared })
 }

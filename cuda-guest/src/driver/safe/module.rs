@@ -224,6 +224,16 @@ impl<'a, T: DeviceData> From<&'a DeviceSlice<'_, T>> for KernelArg<'a> {
         pointer_arg(b.ptr())
     }
 }
+impl<'a, T: DeviceData> From<DeviceSlice<'a, T>> for KernelArg<'a> {
+    fn from(b: DeviceSlice<'a, T>) -> Self {
+        pointer_arg(b.ptr())
+    }
+}
+impl<'a, T: DeviceData> From<DeviceSliceMut<'a, T>> for KernelArg<'a> {
+    fn from(b: DeviceSliceMut<'a, T>) -> Self {
+        pointer_arg(b.ptr())
+    }
+}
 impl<'a, T: DeviceData> From<&'a mut DeviceSliceMut<'_, T>> for KernelArg<'a> {
     fn from(b: &'a mut DeviceSliceMut<'_, T>) -> Self {
         pointer_arg(b.ptr())
