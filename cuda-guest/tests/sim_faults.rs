@@ -449,3 +449,18 @@ fn warps_at_different_barriers_are_reported() {
     let m = s.load_module("t2.ptx", &ptx).unwrap();
     s.launch(&m, "k", cfg(1, 128), &[]).unwrap();
 }
+
+#[test]
+fn simulator_and_modules_cross_threads() {
+    fn send<T: Send>() {}
+    fn send_sync<T: Send + Sync>() {}
+    send::<Simulator>();
+    send_sync::<cuda_guest::sim::Module>();
+    send_sync::<SimError>();
+    let mut s = sim(1);
+    assert_eq!(s.bytes_allocated(), 0);
+    let p = s.malloc(1000).unwrap();
+    assert_eq!(s.bytes_allocated(), 1000);
+    s.free(p).unwrap();
+    assert_eq!(s.bytes_allocated(), 0);
+}

@@ -649,6 +649,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         self.fast_global(&w.regs, *a, *off, total, mask, false, pc, &mut out)
                     {
                         let offs = &out;
+                        if *size == 4 && *n == 1 && mask == FULL && !*sx {
+                            let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                            for l in 0..32 {
+                                row[l] = al.load32(offs[l]) as u64 & dmask;
+                            }
+                            return Ok(());
+                        }
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = d[k] as usize * 32;
@@ -706,6 +713,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         self.fast_global(&w.regs, *a, *off, total, mask, true, pc, &mut out)
                     {
                         let offs = &out;
+                        if *size == 4 && *n == 1 && mask == FULL {
+                            let row = &w.regs[s[0] as usize * 32..s[0] as usize * 32 + 32];
+                            for l in 0..32 {
+                                al.store32(offs[l], row[l] as u32);
+                            }
+                            return Ok(());
+                        }
                         for k in 0..*n as usize {
                             let ko = (k * *size as usize) as u64;
                             let row = s[k] as usize * 32;

@@ -58,6 +58,18 @@ impl Alloc {
         }
     }
 
+    /// Loads the aligned 32-bit word at `off`.
+    #[inline(always)]
+    pub fn load32(&self, off: u64) -> u32 {
+        self.words[(off >> 2) as usize].load(Relaxed)
+    }
+
+    /// Stores the aligned 32-bit word at `off`.
+    #[inline(always)]
+    pub fn store32(&self, off: u64, v: u32) {
+        self.words[(off >> 2) as usize].store(v, Relaxed)
+    }
+
     /// Stores `size` bytes at `off` (naturally aligned, in range).
     #[inline(always)]
     pub fn store(&self, off: u64, size: u8, v: u64) {

@@ -657,6 +657,11 @@ impl Simulator {
         }))
     }
 
+    /// Bytes held by live allocations (device `malloc`s and module variables).
+    pub fn bytes_allocated(&self) -> u64 {
+        self.mem.bytes_live
+    }
+
     /// Allocates device memory (zero-filled).
     pub fn malloc(&mut self, bytes: u64) -> Result<DevicePtr, SimError> {
         self.check_sticky()?;
