@@ -11,8 +11,11 @@
 //!   ([`driver::safe`]).
 //! - [`accel`]: choosing the backend (native when a driver and a device are there,
 //!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
+//! - [`bench`]: the native backend measured against plain driver calls (the simulator's
+//!   benchmark set is [`sim::bench`]); what `vmgpu cuda bench` reports.
 
 pub mod accel;
+pub mod bench;
 pub mod driver;
 pub mod ptx;
 pub mod sim;
