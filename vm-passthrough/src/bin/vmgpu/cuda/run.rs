@@ -393,6 +393,14 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         Err(e) => {
             report.status = "failed";
             report.error = Some(error_report(&e, &report.args, &text));
+            // A kernel fault leaves the context failed (sticky): reset it so that the
+            // buffers, the module, the stream and the events drop without calling into
+            // a failed context.
+            // SAFETY: no raw handle or device address of this context is used after
+            // the reset; the safe objects alive refuse to work and drop quietly.
+            if let Err(e) = unsafe { gpu.reset() } {
+                log::debug!("resetting the device after the failure: {e}");
+            }
         }
     }
 
