@@ -71,8 +71,16 @@ impl Elem {
         let bad = |e: &dyn fmt::Display| format!("`{s}` is not a {} value: {e}", self.name());
         let s = s.trim();
         Ok(match self {
-            Elem::F32 => s.parse::<f32>().map_err(|e| bad(&e))?.to_le_bytes().to_vec(),
-            Elem::F64 => s.parse::<f64>().map_err(|e| bad(&e))?.to_le_bytes().to_vec(),
+            Elem::F32 => s
+                .parse::<f32>()
+                .map_err(|e| bad(&e))?
+                .to_le_bytes()
+                .to_vec(),
+            Elem::F64 => s
+                .parse::<f64>()
+                .map_err(|e| bad(&e))?
+                .to_le_bytes()
+                .to_vec(),
             _ => {
                 let v = parse_int(s).map_err(|e| bad(&e))?;
                 let (lo, hi): (i128, i128) = match self {
@@ -145,10 +153,7 @@ fn parse_int(s: &str) -> Result<i128, String> {
         Some(b) => (true, b),
         None => (false, t.strip_prefix('+').unwrap_or(&t)),
     };
-    let v = match body
-        .strip_prefix("0x")
-        .or_else(|| body.strip_prefix("0X"))
-    {
+    let v = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
         Some(hex) => i128::from_str_radix(hex, 16),
         None => body.parse::<i128>(),
     }
@@ -210,8 +215,8 @@ pub fn parse_arg(s: &str) -> Result<Arg, String> {
         let (ty, value) = s
             .split_once(':')
             .ok_or_else(|| format!("`{s}`: {SYNTAX}"))?;
-        let elem = Elem::from_name(ty)
-            .ok_or_else(|| format!("`{s}`: unknown type `{ty}`; {SYNTAX}"))?;
+        let elem =
+            Elem::from_name(ty).ok_or_else(|| format!("`{s}`: unknown type `{ty}`; {SYNTAX}"))?;
         ArgSpec::Scalar(elem, elem.parse_value(value)?)
     };
     Ok(Arg {
@@ -382,7 +387,8 @@ impl BufferSpec {
 
 fn read_exact_file(path: &Path, bytes: usize) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let size = f
         .metadata()
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?
@@ -467,11 +473,17 @@ mod tests {
         let ArgSpec::Buffer(b) = parse_arg("buf:u32:3=fill:7").unwrap().spec else {
             panic!()
         };
-        assert_eq!(b.host_bytes(3).unwrap(), [7, 0, 0, 0, 7, 0, 0, 0, 7, 0, 0, 0]);
+        assert_eq!(
+            b.host_bytes(3).unwrap(),
+            [7, 0, 0, 0, 7, 0, 0, 0, 7, 0, 0, 0]
+        );
         let ArgSpec::Buffer(b) = parse_arg("buf:f32:3=iota").unwrap().spec else {
             panic!()
         };
-        let want: Vec<u8> = [0f32, 1.0, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let want: Vec<u8> = [0f32, 1.0, 2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         assert_eq!(b.host_bytes(3).unwrap(), want);
         let ArgSpec::Buffer(b) = parse_arg("buf:f32:4=random:9").unwrap().spec else {
             panic!()

@@ -153,7 +153,10 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     let g = native_bench::GOAL_D2D;
     push(
         "d2d_sync",
-        format!("D2D {} MiB, Backend::memcpy_dtod against raw cuMemcpyDtoD", d.mib),
+        format!(
+            "D2D {} MiB, Backend::memcpy_dtod against raw cuMemcpyDtoD",
+            d.mib
+        ),
         "GB/s",
         d.sync_gbps,
         d.raw_gbps,
@@ -364,7 +367,10 @@ fn print_text(r: &BenchReport, out: &mut Out) {
         );
     }
     if r.quick {
-        outln!(out, "(--quick: small sizes, a quick look rather than a measurement)");
+        outln!(
+            out,
+            "(--quick: small sizes, a quick look rather than a measurement)"
+        );
     }
     outln!(
         out,

@@ -206,7 +206,10 @@ fn print_text(l: &Listing, out: &mut Out) {
         row(
             out,
             "block limits",
-            format!("{} x {} x {}", d.max_block[0], d.max_block[1], d.max_block[2]),
+            format!(
+                "{} x {} x {}",
+                d.max_block[0], d.max_block[1], d.max_block[2]
+            ),
         );
         row(
             out,
@@ -246,9 +249,17 @@ fn print_text(l: &Listing, out: &mut Out) {
         );
         row(out, "L2 cache", human_bytes(d.l2_cache_bytes.into()));
         row(out, "ECC", on_off(d.ecc).into());
-        row(out, "unified addressing", on_off(d.unified_addressing).into());
+        row(
+            out,
+            "unified addressing",
+            on_off(d.unified_addressing).into(),
+        );
         row(out, "integrated", on_off(d.integrated).into());
-        row(out, "concurrent kernels", on_off(d.concurrent_kernels).into());
+        row(
+            out,
+            "concurrent kernels",
+            on_off(d.concurrent_kernels).into(),
+        );
         row(out, "copy engines", d.async_engines.to_string());
         row(out, "host registration", on_off(d.host_register).into());
     }

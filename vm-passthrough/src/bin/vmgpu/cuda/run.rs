@@ -49,7 +49,7 @@ pub struct RunArgs {
     /// Kernel arguments, in the order of the kernel's parameters: TYPE:VALUE scalars
     /// (u8 i8 u16 i16 u32 i32 u64 i64 f32 f64, e.g. u32:1000, f32:2.5) and device
     /// buffers buf:TYPE:LEN[=zeros|iota|fill:VALUE|random:SEED|file:PATH][,out=PATH][,show]
-    #[arg(value_name = "ARG", value_parser = parse_arg, allow_hyphen_values = true)]
+    #[arg(value_name = "ARG", value_parser = parse_arg)]
     args: Vec<Arg>,
 }
 
@@ -251,7 +251,10 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
 
     let (acc, backend) = accelerator(
         &a.backend,
-        sim_config(a.sim_threads, Some(Duration::from_secs_f64(a.timeout.min(1e9)))),
+        sim_config(
+            a.sim_threads,
+            Some(Duration::from_secs_f64(a.timeout.min(1e9))),
+        ),
     )?;
     // The simulator names its modules itself; decode once here under the file's name so
     // that what it cannot execute is reported at MODULE:LINE.
