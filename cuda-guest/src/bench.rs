@@ -443,7 +443,11 @@ fn d2d(
     })
 }
 
-fn host_copies(config: &NativeBenchConfig, cuda: &dyn Backend, gpu: &Gpu) -> Result<HostCopyFigures> {
+fn host_copies(
+    config: &NativeBenchConfig,
+    cuda: &dyn Backend,
+    gpu: &Gpu,
+) -> Result<HostCopyFigures> {
     let bytes = config.mib.max(1) << 20;
     let dev = gpu.alloc_zeroed::<u8>(bytes)?;
     let mut pageable = vec![0u8; bytes];
@@ -531,7 +535,11 @@ fn host_copies(config: &NativeBenchConfig, cuda: &dyn Backend, gpu: &Gpu) -> Res
     result
 }
 
-fn launches(config: &NativeBenchConfig, cuda: &dyn Backend, api: &DriverApi) -> Result<LaunchFigures> {
+fn launches(
+    config: &NativeBenchConfig,
+    cuda: &dyn Backend,
+    api: &DriverApi,
+) -> Result<LaunchFigures> {
     let module = cuda.module_load_ptx(KERNELS_PTX)?;
     let figures = launches_in(config, cuda, api, &module);
     // Whatever happened, wait for the launches before unloading.

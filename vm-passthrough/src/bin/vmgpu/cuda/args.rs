@@ -339,7 +339,7 @@ impl BufferSpec {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?
             .len();
         let es = self.elem.size() as u64;
-        if size % es != 0 {
+        if !size.is_multiple_of(es) {
             return Err(format!(
                 "{} holds {size} bytes, not a whole number of {} ({es} bytes)",
                 path.display(),

@@ -152,13 +152,13 @@ pub fn run(args: &CudaArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
 
 /// Bytes for people: exact units where they divide, else one decimal of MiB.
 pub fn human_bytes(b: u64) -> String {
-    if b >= 1 << 30 && b % (1 << 30) == 0 {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
-    } else if b >= 1 << 20 && b % (1 << 20) == 0 {
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
     } else if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
-    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} bytes")

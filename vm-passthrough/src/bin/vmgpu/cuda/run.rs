@@ -235,6 +235,24 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     }
     let mut lens = Vec::with_capacity(a.args.len());
     for arg in &a.args {
+        if let ArgSpec::Buffer(BufferSpec {
+            out: Some(path), ..
+        }) = &arg.spec
+        {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) || path.is_dir() {
+                return Err(usage(format!(
+                    "argument `{}`: cannot write {}: {}",
+                    arg.text,
+                    path.display(),
+                    if path.is_dir() {
+                        "it is a directory"
+                    } else {
+                        "its directory does not exist"
+                    }
+                )));
+            }
+        }
         lens.push(match &arg.spec {
             ArgSpec::Buffer(b) => b
                 .resolved_len()
