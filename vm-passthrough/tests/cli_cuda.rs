@@ -871,3 +871,55 @@ fn odd_inputs_never_panic() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs libnvrtc (set VMGPU_LIBNVRTC; run with --ignored)"]
+fn run_compiles_cuda_c_with_nvrtc_for_the_device() {
+    let dir = tmp();
+    let y = dir.path().join("y.bin");
+    let y_arg = format!("buf:f32:300=fill:1,out={}", y.display());
+    // saxpy.cu includes vmgpu_cuda.h from its own directory.
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        ptx("saxpy.cu").to_str().unwrap(),
+        "saxpy",
+        "--grid",
+        "2",
+        "--block",
+        "64",
+        "f32:-0.75",
+        "buf:f32:300=iota",
+        &y_arg,
+        "u32:300",
+    ]);
+    assert_code(&out, 0);
+    let want: Vec<f32> = (0..300)
+        .map(|i| (-0.75f32).mul_add(i as f32, 1.0))
+        .collect();
+    assert_eq!(f32s(&y), want);
+
+    let bad = dir.path().join("bad.cu");
+    std::fs::write(
+        &bad,
+        "extern \"C\" __global__ void k(int *p) { p[0] = nope; }\n",
+    )
+    .unwrap();
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        bad.to_str().unwrap(),
+        "k",
+        "--grid",
+        "1",
+        "--block",
+        "1",
+        "buf:i32:1",
+    ]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("NVRTC_ERROR_COMPILATION") && err.contains("bad.cu(1): error"),
+        "{err}"
+    );
+}

@@ -21,7 +21,8 @@ use crate::Out;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// The PTX module (text, as clang or NVRTC emit it)
+    /// The module: PTX text (as clang or NVRTC emit it), or CUDA C++ (`.cu`, compiled
+    /// with NVRTC for the device; its directory is on the include path)
     module: PathBuf,
     /// The kernel (`.entry`) to launch
     kernel: String,
@@ -43,6 +44,9 @@ pub struct RunArgs {
     /// Simulator only: stop a launch after this many seconds (CUDA_ERROR_LAUNCH_TIMEOUT)
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     timeout: f64,
+    /// An NVRTC option for a `.cu` module (repeatable), e.g. --nvrtc-opt=--use_fast_math
+    #[arg(long, value_name = "OPTION", allow_hyphen_values = true)]
+    nvrtc_opt: Vec<String>,
     /// Print JSON
     #[arg(long)]
     json: bool,
@@ -125,6 +129,11 @@ struct RunReport {
     backend: BackendInfo,
     device: String,
     module: PathBuf,
+    /// Whether the module was CUDA C++ compiled with NVRTC (PTX lines are then lines of
+    /// NVRTC's output).
+    compiled: bool,
+    #[serde(skip)]
+    ptx_name: String,
     kernel: String,
     grid: [u32; 3],
     block: [u32; 3],
@@ -171,16 +180,46 @@ fn fault_kind(k: FaultKind) -> &'static str {
 
 pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     // Everything the command line names is checked before any backend work.
-    let text = std::fs::read(&a.module)
+    let source = std::fs::read(&a.module)
         .map_err(|e| usage(format!("cannot read {}: {e}", a.module.display())))?;
-    let text = String::from_utf8(text).map_err(|e| {
+    let source = String::from_utf8(source).map_err(|e| {
         usage(format!(
-            "{} is not PTX text (not UTF-8 at byte {})",
+            "{} is not text (not UTF-8 at byte {})",
             a.module.display(),
             e.utf8_error().valid_up_to()
         ))
     })?;
-    let module_name = a.module.display().to_string();
+    if !a.timeout.is_finite() || a.timeout <= 0.0 {
+        return Err(usage(format!(
+            "--timeout {}: expected a positive number of seconds",
+            a.timeout
+        )));
+    }
+    let choose = || {
+        accelerator(
+            &a.backend,
+            sim_config(
+                a.sim_threads,
+                Some(Duration::from_secs_f64(a.timeout.min(1e9))),
+            ),
+        )
+    };
+    let mut module_name = a.module.display().to_string();
+    // CUDA C++ is compiled with NVRTC for the chosen device first.
+    let mut chosen = None;
+    let text = if a.module.extension().is_some_and(|e| e == "cu") {
+        let (acc, info) = choose()?;
+        let (major, minor) = acc
+            .backend()
+            .compute_capability(cuda_guest::driver::Device::new(0))
+            .context("querying CUDA device 0")?;
+        let ptx = compile_cuda(a, &source, major, minor)?;
+        chosen = Some((acc, info));
+        module_name.push_str(" (NVRTC)");
+        ptx
+    } else {
+        source
+    };
     let parsed = ptx::parse(&module_name, &text)
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot load {module_name}")))?;
     let entry = match parsed.entry(&a.kernel) {
@@ -260,20 +299,11 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
             ArgSpec::Scalar(..) => 0,
         });
     }
-    if !a.timeout.is_finite() || a.timeout <= 0.0 {
-        return Err(usage(format!(
-            "--timeout {}: expected a positive number of seconds",
-            a.timeout
-        )));
-    }
 
-    let (acc, backend) = accelerator(
-        &a.backend,
-        sim_config(
-            a.sim_threads,
-            Some(Duration::from_secs_f64(a.timeout.min(1e9))),
-        ),
-    )?;
+    let (acc, backend) = match chosen {
+        Some(c) => c,
+        None => choose()?,
+    };
     // The simulator names its modules itself; decode once here under the file's name so
     // that what it cannot execute is reported at MODULE:LINE.
     if acc.kind() == BackendKind::Simulator {
@@ -291,6 +321,8 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         backend,
         device,
         module: a.module.clone(),
+        compiled: module_name.ends_with(" (NVRTC)"),
+        ptx_name: module_name.clone(),
         kernel: a.kernel.clone(),
         grid: a.grid,
         block: a.block,
@@ -428,7 +460,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     if a.json {
         crate::print_json(out, &report)?;
     } else {
-        print_text(&report, a, out);
+        print_text(&report, out);
     }
     match &report.error {
         None => Ok(ExitCode::SUCCESS),
@@ -437,6 +469,34 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
             a.kernel, e.message
         )))),
     }
+}
+
+/// Compiles a `.cu` module with NVRTC (`VMGPU_LIBNVRTC`, else libnvrtc.so.13/12) for
+/// compute capability `major.minor`, with the module's directory on the include path.
+fn compile_cuda(a: &RunArgs, source: &str, major: u32, minor: u32) -> anyhow::Result<String> {
+    let nvrtc = cuda_guest::driver::nvrtc::Nvrtc::load()
+        .context("compiling CUDA C++ needs NVRTC (set VMGPU_LIBNVRTC)")?;
+    let arch = format!("--gpu-architecture=compute_{major}{minor}");
+    let dir = a
+        .module
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let include = format!("--include-path={}", dir.display());
+    let mut options: Vec<&str> = vec![&arch, &include];
+    options.extend(a.nvrtc_opt.iter().map(String::as_str));
+    let name = a
+        .module
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "module.cu".into());
+    let compiled = nvrtc.compile(source, &name, &options).map_err(|e| {
+        anyhow::Error::new(e).context(format!("cannot compile {}", a.module.display()))
+    })?;
+    if !compiled.log.trim().is_empty() {
+        log::warn!("NVRTC: {}", compiled.log.trim_end());
+    }
+    Ok(compiled.ptx)
 }
 
 fn scalar_arg(elem: Elem, b: &[u8]) -> KernelArg<'static> {
@@ -564,7 +624,7 @@ fn fault_report(f: &MemoryFault, args: &[ArgReport], text: &str) -> FaultReport 
     }
 }
 
-fn print_text(r: &RunReport, a: &RunArgs, out: &mut Out) {
+fn print_text(r: &RunReport, out: &mut Out) {
     let d = |v: [u32; 3]| format!("{},{},{}", v[0], v[1], v[2]);
     outln!(out, "{}", r.backend.line());
     outln!(out, "device 0: {}", r.device);
@@ -657,7 +717,7 @@ fn print_text(r: &RunReport, a: &RunArgs, out: &mut Out) {
                 outln!(
                     out,
                     "  PTX      {}:{}{}",
-                    a.module.display(),
+                    r.ptx_name,
                     f.ptx_line,
                     f.ptx_text
                         .as_deref()
