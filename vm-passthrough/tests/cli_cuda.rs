@@ -923,3 +923,86 @@ fn run_compiles_cuda_c_with_nvrtc_for_the_device() {
         "{err}"
     );
 }
+
+/// Builds cuda-guest's fake `libcuda.so.1` (needs `cc`) with `defines`.
+fn fake_libcuda(dir: &Path, defines: &[&str]) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cuda-guest/tests/fake-libcuda/fake_cuda.c");
+    let path = dir.join("libcuda.so.1");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&path)
+        .arg(&src);
+    for d in defines {
+        cc.arg(format!("-D{d}"));
+    }
+    let out = cc
+        .output()
+        .expect("run cc (a C compiler is needed for this test)");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn a_driver_without_devices_or_queries_is_an_error_never_a_crash() {
+    let dir = tmp();
+    let none = dir.path().join("none");
+    let one = dir.path().join("one");
+    std::fs::create_dir_all(&none).unwrap();
+    std::fs::create_dir_all(&one).unwrap();
+    let no_device = fake_libcuda(&none, &["WITH_GPA", "DEVICE_COUNT=0"]);
+    // One device whose every query but the name and bus id is CUDA_ERROR_NOT_SUPPORTED.
+    let bare = fake_libcuda(&one, &["WITH_GPA"]);
+    let run = |lib: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_vmgpu"))
+            .args(args)
+            .env_remove("VMGPU_CUDA_BACKEND")
+            .env("VMGPU_LIBCUDA", lib)
+            .output()
+            .unwrap()
+    };
+    let out = run(&no_device, &["cuda", "devices", "--json"]);
+    assert_code(&out, 0);
+    let v = json_of(&out);
+    assert_eq!(v["backend"]["kind"], "sim");
+    let reason = v["backend"]["reason"].as_str().unwrap();
+    assert!(reason.contains("reports no device"), "{reason}");
+
+    let out = run(&no_device, &["cuda", "devices", "--backend", "native"]);
+    assert_code(&out, 1);
+    assert!(
+        stderr(&out).contains("reports no device"),
+        "{}",
+        stderr(&out)
+    );
+
+    let va = ptx("vector_add.nvrtc.ptx");
+    for args in [
+        vec!["cuda", "devices"],
+        vec!["cuda", "bench", "--quick"],
+        vec![
+            "cuda",
+            "run",
+            va.to_str().unwrap(),
+            "vector_add",
+            "--grid",
+            "1",
+            "--block",
+            "32",
+            "buf:f32:4",
+            "buf:f32:4",
+            "buf:f32:4",
+            "u32:4",
+        ],
+    ] {
+        let out = run(&bare, &args);
+        assert_code(&out, 1);
+        let err = stderr(&out);
+        assert!(err.starts_with("vmgpu: error: "), "{args:?}: {err}");
+        assert!(err.contains("CUDA_ERROR_NOT_SUPPORTED"), "{args:?}: {err}");
+    }
+}
