@@ -1006,3 +1006,62 @@ fn a_driver_without_devices_or_queries_is_an_error_never_a_crash() {
         assert!(err.contains("CUDA_ERROR_NOT_SUPPORTED"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bytes_pass_a_struct_by_value_checked_by_size() {
+    let dir = tmp();
+    let module = dir.path().join("pair.ptx");
+    std::fs::write(
+        &module,
+        r#".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry pair_sum(.param .align 4 .b8 pair[8], .param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u32 %r1, [pair];
+    ld.param.u32 %r2, [pair+4];
+    add.s32 %r3, %r1, %r2;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+"#,
+    )
+    .unwrap();
+    let m = module.to_str().unwrap();
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        m,
+        "pair_sum",
+        "--grid",
+        "1",
+        "--block",
+        "1",
+        "bytes:05000000_25000000",
+        "buf:u32:1,show",
+    ]);
+    assert_code(&out, 0);
+    assert!(stdout(&out).contains("arg 1: [42]"), "{}", stdout(&out));
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        m,
+        "pair_sum",
+        "--grid",
+        "1",
+        "--block",
+        "1",
+        "bytes:0500",
+        "buf:u32:1",
+    ]);
+    assert_code(&out, 2);
+    assert!(
+        stderr(&out).contains("parameter `pair`"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -194,6 +194,9 @@ pub struct BufferSpec {
 pub enum ArgSpec {
     /// A scalar: its type and little-endian bytes.
     Scalar(Elem, Vec<u8>),
+    /// Raw bytes for a by-value parameter (a struct, `.b8 name[N]`): only the size is
+    /// checked.
+    Bytes(Vec<u8>),
     Buffer(BufferSpec),
 }
 
@@ -204,13 +207,15 @@ pub struct Arg {
     pub spec: ArgSpec,
 }
 
-const SYNTAX: &str = "expected TYPE:VALUE (TYPE: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64) or \
-                      buf:TYPE:LEN[=zeros|iota|fill:VALUE|random:SEED|file:PATH][,out=PATH][,show]";
+const SYNTAX: &str = "expected TYPE:VALUE (TYPE: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64), \
+                      bytes:HEX or buf:TYPE:LEN[=zeros|iota|fill:VALUE|random:SEED|file:PATH][,out=PATH][,show]";
 
 /// Parses one argument (clap's value parser: an error is a usage error).
 pub fn parse_arg(s: &str) -> Result<Arg, String> {
     let spec = if let Some(rest) = s.strip_prefix("buf:") {
         ArgSpec::Buffer(parse_buffer(rest)?)
+    } else if let Some(hex) = s.strip_prefix("bytes:") {
+        ArgSpec::Bytes(parse_hex(hex).map_err(|e| format!("`{s}`: {e}"))?)
     } else {
         let (ty, value) = s
             .split_once(':')
@@ -223,6 +228,22 @@ pub fn parse_arg(s: &str) -> Result<Arg, String> {
         text: s.to_string(),
         spec,
     })
+}
+
+/// Hexadecimal bytes in memory order, e.g. `0100000002000000`; `_` separators allowed.
+fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let t: Vec<u8> = s.bytes().filter(|&b| b != b'_').collect();
+    if t.is_empty() || t.len() % 2 != 0 {
+        return Err("expected an even, non-zero number of hex digits".into());
+    }
+    t.chunks(2)
+        .map(|p| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 16).ok())
+                .ok_or_else(|| format!("`{}` is not a hex byte", String::from_utf8_lossy(p)))
+        })
+        .collect()
 }
 
 fn parse_buffer(s: &str) -> Result<BufferSpec, String> {
@@ -455,6 +476,13 @@ mod tests {
         assert!(parse_arg("i32:--1").is_err());
         assert!(parse_arg("q32:1").unwrap_err().contains("unknown type"));
         assert!(parse_arg("5").is_err());
+        assert_eq!(
+            parse_arg("bytes:0102_ff00").unwrap().spec,
+            ArgSpec::Bytes(vec![1, 2, 255, 0])
+        );
+        assert!(parse_arg("bytes:123").is_err());
+        assert!(parse_arg("bytes:zz").is_err());
+        assert!(parse_arg("bytes:é1").is_err());
     }
 
     #[test]

@@ -52,7 +52,8 @@ pub struct RunArgs {
     json: bool,
     /// Kernel arguments, in the order of the kernel's parameters: TYPE:VALUE scalars
     /// (u8 i8 u16 i16 u32 i32 u64 i64 f32 f64, e.g. u32:1000, f32:2.5) and device
-    /// buffers buf:TYPE:LEN[=zeros|iota|fill:VALUE|random:SEED|file:PATH][,out=PATH][,show]
+    /// buffers buf:TYPE:LEN[=zeros|iota|fill:VALUE|random:SEED|file:PATH][,out=PATH][,show];
+    /// bytes:HEX for a by-value struct parameter
     #[arg(value_name = "ARG", value_parser = parse_arg)]
     args: Vec<Arg>,
 }
@@ -259,6 +260,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         .map(|arg| match &arg.spec {
             ArgSpec::Buffer(_) => KernelArg::pointer(DevicePtr::NULL),
             ArgSpec::Scalar(elem, bytes) => scalar_arg(*elem, bytes),
+            ArgSpec::Bytes(bytes) => KernelArg::bytes(bytes.clone()),
         })
         .collect();
     if let Err(e) = check_args(&a.kernel, &params, &stand_ins) {
@@ -296,7 +298,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
             ArgSpec::Buffer(b) => b
                 .resolved_len()
                 .map_err(|e| usage(format!("argument `{}`: {e}", arg.text)))?,
-            ArgSpec::Scalar(..) => 0,
+            ArgSpec::Scalar(..) | ArgSpec::Bytes(_) => 0,
         });
     }
 
@@ -352,7 +354,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
             device_address: None,
         };
         match &arg.spec {
-            ArgSpec::Scalar(..) => buffers.push(None),
+            ArgSpec::Scalar(..) | ArgSpec::Bytes(_) => buffers.push(None),
             ArgSpec::Buffer(b) => {
                 let buf = make_buffer(&gpu, b, lens[i])
                     .map_err(|e| e.context(format!("argument {i} `{}`", arg.text)))?;
@@ -374,6 +376,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         .map(|(arg, buf)| match (&arg.spec, buf) {
             (_, Some(b)) => KernelArg::from(b),
             (ArgSpec::Scalar(elem, bytes), None) => scalar_arg(*elem, bytes),
+            (ArgSpec::Bytes(bytes), None) => KernelArg::bytes(bytes.clone()),
             // A buffer argument always has its buffer.
             (ArgSpec::Buffer(_), None) => KernelArg::pointer(DevicePtr::NULL),
         })
