@@ -115,8 +115,7 @@ fn sim_figures(rows: &[BenchResult], figures: &mut Vec<Figure>) {
                 set: "sim",
                 name: format!("{}_{threads}t", r.name),
                 what: format!(
-                    "{} over {} on the simulator with {threads} thread(s), against the plain \
-                     Rust loop on one thread",
+                    "{} {}: simulator on {threads} thread(s) / plain Rust loop",
                     r.name, r.size
                 ),
                 unit: "ms",
@@ -153,10 +152,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     let g = native_bench::GOAL_D2D;
     push(
         "d2d_sync",
-        format!(
-            "D2D {} MiB, Backend::memcpy_dtod against raw cuMemcpyDtoD",
-            d.mib
-        ),
+        format!("D2D {} MiB: memcpy_dtod / raw cuMemcpyDtoD", d.mib),
         "GB/s",
         d.sync_gbps,
         d.raw_gbps,
@@ -165,7 +161,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     push(
         "d2d_async",
         format!(
-            "D2D {} MiB, Backend::memcpy_dtod_async on a stream against raw cuMemcpyDtoD",
+            "D2D {} MiB: memcpy_dtod_async on a stream / raw cuMemcpyDtoD",
             d.mib
         ),
         "GB/s",
@@ -176,7 +172,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     push(
         "d2d_async_vs_raw_async",
         format!(
-            "D2D {} MiB, Backend::memcpy_dtod_async against raw cuMemcpyDtoDAsync",
+            "D2D {} MiB: memcpy_dtod_async / raw cuMemcpyDtoDAsync",
             d.mib
         ),
         "GB/s",
@@ -187,7 +183,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     let gr = native_bench::GOAL_REGISTERED;
     push(
         "h2d_registered",
-        format!("H2D {} MiB from registered memory against pinned", h.mib),
+        format!("H2D {} MiB: registered / pinned host memory", h.mib),
         "GB/s",
         h.h2d_registered_gbps,
         h.h2d_pinned_gbps,
@@ -195,7 +191,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     );
     push(
         "h2d_pageable",
-        format!("H2D {} MiB from pageable memory against pinned", h.mib),
+        format!("H2D {} MiB: pageable / pinned host memory", h.mib),
         "GB/s",
         h.h2d_pageable_gbps,
         h.h2d_pinned_gbps,
@@ -203,7 +199,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     );
     push(
         "d2h_registered",
-        format!("D2H {} MiB to registered memory against pinned", h.mib),
+        format!("D2H {} MiB: registered / pinned host memory", h.mib),
         "GB/s",
         h.d2h_registered_gbps,
         h.d2h_pinned_gbps,
@@ -211,7 +207,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     );
     push(
         "d2h_pageable",
-        format!("D2H {} MiB to pageable memory against pinned", h.mib),
+        format!("D2H {} MiB: pageable / pinned host memory", h.mib),
         "GB/s",
         h.d2h_pageable_gbps,
         h.d2h_pinned_gbps,
@@ -240,7 +236,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     };
     launch(
         "launch",
-        "empty-kernel launch through Backend::launch against raw cuLaunchKernel",
+        "empty kernel: Backend::launch / raw cuLaunchKernel",
         l.trait_us,
         l.raw_us,
         l.ratio,
@@ -248,7 +244,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     );
     launch(
         "launch_sync",
-        "empty-kernel launch + synchronize against raw cuLaunchKernel + cuStreamSynchronize",
+        "empty kernel launch+sync / raw cuLaunchKernel+cuStreamSynchronize",
         l.sync_trait_us,
         l.sync_raw_us,
         l.sync_ratio,
@@ -256,7 +252,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
     );
     launch(
         "launch_4_params",
-        "4-parameter launch against raw cuLaunchKernel",
+        "4-parameter kernel: Backend::launch / raw cuLaunchKernel",
         l.params4_trait_us,
         l.params4_raw_us,
         l.params4_ratio,
@@ -374,7 +370,7 @@ fn print_text(r: &BenchReport, out: &mut Out) {
     }
     outln!(
         out,
-        "{:<24} {:>12} {:>12} {:>9}  {:<10} {}",
+        "{:<26} {:>13} {:>13} {:>9}  {:<14} {}",
         "figure",
         "value",
         "baseline",
@@ -390,7 +386,7 @@ fn print_text(r: &BenchReport, out: &mut Out) {
         };
         outln!(
             out,
-            "{:<24} {:>9.3} {:<2} {:>9.3} {:<2} {:>8.3}x  {:<10} {}",
+            "{:<26} {:>8.3} {:<4} {:>8.3} {:<4} {:>8.3}x  {:<14} {}",
             format!("{}/{}", f.set, f.name),
             f.value,
             f.unit,
