@@ -233,7 +233,7 @@ pub fn parse_arg(s: &str) -> Result<Arg, String> {
 /// Hexadecimal bytes in memory order, e.g. `0100000002000000`; `_` separators allowed.
 fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     let t: Vec<u8> = s.bytes().filter(|&b| b != b'_').collect();
-    if t.is_empty() || t.len() % 2 != 0 {
+    if t.is_empty() || !t.len().is_multiple_of(2) {
         return Err("expected an even, non-zero number of hex digits".into());
     }
     t.chunks(2)
