@@ -621,7 +621,7 @@ fn fault_report(f: &MemoryFault, args: &[ArgReport], text: &str) -> FaultReport 
         ptx_text: text
             .lines()
             .nth((f.at.line as usize).saturating_sub(1))
-            .map(|l| l.trim().to_string())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .filter(|_| f.at.line > 0),
         nearest,
     }
