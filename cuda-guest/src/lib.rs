@@ -13,6 +13,30 @@
 //!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
 //! - [`bench`]: the native backend measured against plain driver calls (the simulator's
 //!   benchmark set is [`sim::bench`]); what `vmgpu cuda bench` reports.
+//!
+//! # Backends
+//!
+//! | backend | what it is | when it is chosen |
+//! | --- | --- | --- |
+//! | native ([`driver::NativeBackend`]) | the NVIDIA driver, `libcuda.so.1` opened at run time (`VMGPU_LIBCUDA` overrides the path), entry points through `cuGetProcAddress_v2` | `auto` when the driver loads and reports a device; `native` always (an error without one) |
+//! | simulator ([`driver::SimBackend`]) | the PTX simulator on a documented virtual sm_80 device, one device thread executing queued work in order, CUDA's error semantics | `auto` otherwise; `sim` always |
+//!
+//! The same [`driver::safe`] API and the same tests (`tests/accel_common`) run over
+//! both. Environment: `VMGPU_CUDA_BACKEND` (`native`, `sim`, `auto`), `VMGPU_LIBCUDA`
+//! (the driver library), `VMGPU_LIBNVRTC` (NVRTC, for CUDA C++ sources).
+//!
+//! ```
+//! use cuda_guest::accel::Accelerator;
+//! # fn main() -> Result<(), cuda_guest::driver::DriverError> {
+//! // Native on a host with a GPU, the simulator elsewhere; never a panic.
+//! # std::env::set_var("VMGPU_CUDA_BACKEND", "sim");
+//! let acc = Accelerator::new()?;
+//! println!("CUDA backend: {}", acc.selection());
+//! for device in acc.devices()? {
+//!     println!("{device}");
+//! }
+//! # Ok(()) }
+//! ```
 
 pub mod accel;
 pub mod bench;

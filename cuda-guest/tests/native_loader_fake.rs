@@ -303,3 +303,41 @@ fn fallback_names_the_missing_versioned_symbol() {
         other => panic!("expected SymbolMissing, got {other:?}"),
     }
 }
+
+#[test]
+fn auto_selection_falls_back_to_the_simulator_on_a_driver_without_devices() {
+    use cuda_guest::accel::{Accelerator, Choice};
+    use cuda_guest::driver::BackendKind;
+    let fake = build_fake(&["WITH_GPA", "DEVICE_COUNT=0"], None);
+    let acc = Accelerator::builder()
+        .backend(Choice::Auto)
+        .libcuda(&fake.path)
+        .build()
+        .expect("auto never fails for want of a GPU");
+    assert_eq!(acc.kind(), BackendKind::Simulator);
+    assert!(
+        acc.selection().reason.contains("no device"),
+        "{}",
+        acc.selection()
+    );
+    let err = Accelerator::builder()
+        .backend(Choice::Native)
+        .libcuda(&fake.path)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, DriverError::NoBackend { .. }), "{err}");
+    assert!(err.to_string().contains("no device"), "{err}");
+    // A driver that reports a device is taken by auto.
+    let one = build_fake(&["WITH_GPA", "DEVICE_COUNT=1"], None);
+    let acc = Accelerator::builder()
+        .backend(Choice::Auto)
+        .libcuda(&one.path)
+        .build()
+        .unwrap();
+    assert_eq!(acc.kind(), BackendKind::Native);
+    assert!(
+        acc.selection().reason.contains("1 device(s)"),
+        "{}",
+        acc.selection()
+    );
+}

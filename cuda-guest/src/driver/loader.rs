@@ -121,6 +121,7 @@ entry_points! {
     event_query: cuEventOp = "cuEventQuery", "cuEventQuery";
     event_elapsed_time: cuEventElapsedTime = "cuEventElapsedTime", "cuEventElapsedTime";
     event_destroy: cuEventOp = "cuEventDestroy", "cuEventDestroy_v2";
+    func_set_attribute: cuFuncSetAttribute = "cuFuncSetAttribute", "cuFuncSetAttribute";
     launch_kernel: cuLaunchKernel = "cuLaunchKernel", "cuLaunchKernel";
 }
 

@@ -636,6 +636,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn event_destroy(&self, event: Event) -> Result<()>;
 
     // Launch.
+    /// Lets launches of `function` use up to `bytes` of dynamic shared memory
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). Without it a launch may use
+    /// 48 KiB of shared memory in all (static and dynamic); with it, up to the device's
+    /// [`DeviceAttribute::MaxSharedMemoryPerBlockOptin`] less the static part.
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()>;
     /// Launches `function` on `stream`. `args` holds each kernel parameter's bytes, in
     /// order (a `u64` device pointer as its 8 little-endian bytes, a `u32` as 4, ...).
     ///

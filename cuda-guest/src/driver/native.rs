@@ -364,6 +364,17 @@ impl Backend for NativeBackend {
 
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
+        // Fast path (the safe API binds before every call): already current on this
+        // thread, as this backend last made it.
+        if CURRENT.with(|c| c.get().0) == self.id {
+            let mut cur: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: `cur` is a valid, writable slot; cuCtxGetCurrent only reads the
+            // calling thread's state.
+            let r = unsafe { (self.api().ctx_get_current)(&mut cur) };
+            if r == sys::CUDA_SUCCESS && !cur.is_null() && cur as usize as u64 == ctx.raw() {
+                return Ok(());
+            }
+        }
         let ordinal = {
             let retained = self.retained.lock().unwrap_or_else(|e| e.into_inner());
             retained
@@ -791,6 +802,29 @@ impl Backend for NativeBackend {
         // SAFETY: `e` is a live event of this backend, destroyed once (taken by value).
         let r = unsafe { (self.api().event_destroy)(e) };
         self.check(r, || "cuEventDestroy_v2".into(), None)
+    }
+
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+        self.owned(function.owner(), "cuFuncSetAttribute")?;
+        let value = c_int::try_from(bytes).map_err(|_| DriverError::InvalidArgument {
+            operation: "cuFuncSetAttribute",
+            reason: format!("{bytes} bytes does not fit a C int"),
+        })?;
+        // SAFETY: the function is a live handle of this backend (a `Function` exists only
+        // while its module is loaded, per `module_unload`'s contract); the attribute and
+        // value are passed by value.
+        let r = unsafe {
+            (self.api().func_set_attribute)(
+                function.raw() as usize as sys::CUfunction,
+                sys::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                value,
+            )
+        };
+        self.check(
+            r,
+            || format!("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {bytes})"),
+            None,
+        )
     }
 
     unsafe fn launch(

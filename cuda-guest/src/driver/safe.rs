@@ -10,7 +10,7 @@
 //!   parameters before the launch.
 //! - [`GpuStream`], [`GpuEvent`], elapsed time, and [`GpuFuture`]s that complete when a
 //!   stream reaches an operation, for async code (tokio or any other executor: a
-//!   completion thread per device waits, never the executor's workers).
+//!   completion thread per stream waits, never the executor's workers).
 //!
 //! Every operation makes the device's context current on the calling thread first.
 //!
@@ -84,6 +84,7 @@ mod future;
 mod memory;
 mod module;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -104,12 +105,35 @@ struct Inner {
     backend: Arc<dyn Backend>,
     device: Device,
     ctx: Context,
+    /// Shared by every `Gpu` of this backend instance and device.
+    shared: Arc<DeviceShared>,
+}
+
+/// What every [`Gpu`] of one backend instance and device shares: a reset concerns the
+/// device's primary context, whichever `Gpu` made the objects.
+#[derive(Debug, Default)]
+struct DeviceShared {
     /// Bumped by every [`Gpu::reset`]; objects made before refuse to work.
     generation: AtomicU64,
     /// Pinned buffers alive (a reset would free their memory on the driver).
     pinned: AtomicUsize,
-    /// The completion thread's queue, started by the first future.
-    completer: Mutex<Option<std::sync::mpsc::Sender<future::Job>>>,
+}
+
+/// (backend instance, device ordinal) to what their `Gpu`s share.
+type Registry = HashMap<(u32, u32), std::sync::Weak<DeviceShared>>;
+static DEVICES: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn device_shared(instance: u32, device: Device) -> Arc<DeviceShared> {
+    let mut reg = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    let map = reg.get_or_insert_with(HashMap::new);
+    let key = (instance, device.ordinal());
+    if let Some(s) = map.get(&key).and_then(|w| w.upgrade()) {
+        return s;
+    }
+    map.retain(|_, w| w.strong_count() > 0);
+    let s = Arc::new(DeviceShared::default());
+    map.insert(key, Arc::downgrade(&s));
+    s
 }
 
 impl Drop for Inner {
@@ -220,14 +244,13 @@ impl Gpu {
     /// Retains `device`'s primary context and makes it current on this thread.
     pub fn new(backend: Arc<dyn Backend>, device: Device) -> Result<Gpu> {
         let ctx = backend.primary_context_retain(device)?;
+        let backend_id = backend.instance_id();
         let gpu = Gpu {
             inner: Arc::new(Inner {
                 backend,
                 device,
                 ctx,
-                generation: AtomicU64::new(0),
-                pinned: AtomicUsize::new(0),
-                completer: Mutex::new(None),
+                shared: device_shared(backend_id, device),
             }),
         };
         gpu.bind()?;
@@ -255,7 +278,7 @@ impl Gpu {
     }
 
     pub(crate) fn generation(&self) -> u64 {
-        self.inner.generation.load(Ordering::Acquire)
+        self.inner.shared.generation.load(Ordering::Acquire)
     }
 
     /// Binds the context and checks that an object of `generation` is still valid.
@@ -270,7 +293,7 @@ impl Gpu {
     }
 
     fn pinned_dropped(&self) {
-        self.inner.pinned.fetch_sub(1, Ordering::AcqRel);
+        self.inner.shared.pinned.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// One attribute.
@@ -338,15 +361,18 @@ impl Gpu {
     }
 
     /// Resets the primary context: waits for its work, frees every device buffer,
-    /// module, stream and event made in it (the safe objects that remain refuse to work
-    /// with `CUDA_ERROR_CONTEXT_IS_DESTROYED` and drop quietly), and clears a sticky
-    /// error. Refused while a [`PinnedBuffer`] of this device lives.
+    /// module, stream and event made in it (the safe objects that remain, from any `Gpu`
+    /// of this backend and device, refuse to work with `CUDA_ERROR_CONTEXT_IS_DESTROYED`
+    /// and drop quietly), and clears a sticky error. Refused while a [`PinnedBuffer`] of
+    /// this backend and device lives.
     ///
     /// # Safety
     /// No raw handle taken from an object of this device (`GpuStream::raw`, ...) and no
-    /// raw device address of its buffers is passed to the backend afterwards.
+    /// raw device address of its buffers is passed to the backend afterwards, and no
+    /// other thread uses the device while the reset runs (it could allocate pinned
+    /// memory between the check and the reset).
     pub unsafe fn reset(&self) -> Result<()> {
-        let live = self.inner.pinned.load(Ordering::Acquire);
+        let live = self.inner.shared.pinned.load(Ordering::Acquire);
         if live > 0 {
             return Err(DriverError::InvalidArgument {
                 operation: "Gpu::reset",
@@ -357,7 +383,7 @@ impl Gpu {
             });
         }
         self.bind()?;
-        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        self.inner.shared.generation.fetch_add(1, Ordering::AcqRel);
         // SAFETY: no pinned memory of the context is alive (counted above); every safe
         // object made before checks the generation bumped above and no longer reaches
         // the backend; raw handles are the caller's guarantee.
@@ -365,7 +391,7 @@ impl Gpu {
         self.bind()
     }
 
-    /// An uninitialised-on-the-device buffer of `len` zeroed values of `T`.
+    /// A device buffer of `len` values of `T`, zeroed.
     pub fn alloc_zeroed<T: DeviceData>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         self.bind()?;
         let bytes =
@@ -414,6 +440,7 @@ impl Gpu {
             gpu: self.clone(),
             stream: Some(stream),
             generation: self.generation(),
+            completer: Mutex::new(None),
         })
     }
 
@@ -423,6 +450,7 @@ impl Gpu {
             gpu: self.clone(),
             stream: None,
             generation: u64::MAX,
+            completer: Mutex::new(None),
         }
     }
 
@@ -443,7 +471,7 @@ impl Gpu {
         let mem = self.inner.backend.host_alloc(len.max(1), flags)?;
         // SAFETY: `mem` is `len.max(1)` writable bytes just allocated, used by nothing else.
         unsafe { std::ptr::write_bytes(mem.as_ptr(), 0, mem.len()) };
-        self.inner.pinned.fetch_add(1, Ordering::AcqRel);
+        self.inner.shared.pinned.fetch_add(1, Ordering::AcqRel);
         Ok(PinnedBuffer {
             gpu: self.clone(),
             mem: Some(mem),
@@ -469,6 +497,8 @@ pub struct GpuStream {
     stream: Option<Stream>,
     /// `u64::MAX` for the default stream, valid in every generation.
     generation: u64,
+    /// The queue of this stream's completion thread, started by its first future.
+    completer: Mutex<Option<std::sync::mpsc::Sender<future::Job>>>,
 }
 
 impl GpuStream {
@@ -665,7 +695,7 @@ impl GpuStream {
             drop(value);
             return Err(e);
         }
-        future::submit(&self.gpu, event, value)
+        future::submit(&self.completer, event, value)
     }
 }
 

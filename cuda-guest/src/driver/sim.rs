@@ -30,6 +30,11 @@
 //! work is queued or running; event timestamps are the host's monotonic clock when the
 //! worker reaches the record.
 //!
+//! [`Backend::mem_get_info`] reports [`SimConfig::memory_limit`] as the total and the
+//! total less what `cuMemAlloc` handed out as free (module `.global` variables are not
+//! counted). An allocation larger than the host's available memory is refused with
+//! `CUDA_ERROR_OUT_OF_MEMORY`, since the simulator backs device memory with host memory.
+//!
 //! Synchronous copies and memsets wait for all queued work first (as the legacy default
 //! stream does), then run on the calling thread; `cuMemcpyDtoD` is queued on the legacy
 //! default stream, as CUDA orders it; `cuMemFree` waits for queued work first.
@@ -74,8 +79,11 @@ pub const SIM_DEVICE_UUID: [u8; 16] = *b"vmgpu-sim-dev-00";
 pub const SIM_PCI_BUS_ID: &str = "0000:ff:00.0";
 /// The CUDA version the simulator reports (`cuDriverGetVersion`): 12.8.
 pub const SIM_DRIVER_VERSION: i32 = 12080;
-/// Largest shared memory (static plus dynamic) one block may use on the virtual device.
+/// Largest shared memory (static plus dynamic) one block may use on the virtual device,
+/// after opting in with [`Backend::function_set_max_dynamic_shared`].
 pub const SIM_MAX_SHARED_PER_BLOCK: u32 = 166_912;
+/// Shared memory (static plus dynamic) a block may use without opting in.
+pub const SIM_DEFAULT_SHARED_PER_BLOCK: u32 = 49_152;
 
 thread_local! {
     /// The simulator backend instance whose (only) context is current on this thread.
@@ -149,6 +157,9 @@ struct FunctionState {
     name: String,
     params: Vec<ptx::Param>,
     shared_static: u32,
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: 48 KiB less the static part
+    /// until raised.
+    max_dynamic: u32,
 }
 
 #[derive(Debug, Default)]
@@ -378,11 +389,31 @@ impl SimBackend {
         let seq = st.submitted;
         let st = self.wait_for(st, seq, op)?;
         drop(st);
-        let mut sim = self.shared.sim();
-        run(&mut sim).map_err(|e| {
+        self.guarded(op, run)?.map_err(|e| {
             let f = fault_of(&e, 0);
             self.fault_error(&f, op)
         })
+    }
+
+    /// Runs `f` on the simulator, turning a panic inside it (a simulator bug) into
+    /// `CUDA_ERROR_UNKNOWN` instead of unwinding into the caller.
+    fn guarded<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut Simulator) -> std::result::Result<T, SimError>,
+    ) -> Result<std::result::Result<T, SimError>> {
+        let mut sim = self.shared.sim();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| f(&mut sim))) {
+            Ok(r) => Ok(r),
+            Err(p) => {
+                let mut e = self.err(sys::CUDA_ERROR_UNKNOWN, op);
+                e.detail = Some(format!(
+                    "the simulator failed internally: {}",
+                    panic_message(&*p)
+                ));
+                Err(e.into())
+            }
+        }
     }
 
     fn event_state<'a>(
@@ -446,11 +477,7 @@ fn worker(shared: &Shared) {
             match std::panic::catch_unwind(AssertUnwindSafe(|| execute(shared, &item))) {
                 Ok(r) => r,
                 Err(p) => {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
+                    let msg = panic_message(&*p);
                     Err((
                         Fault {
                             code: sys::CUDA_ERROR_LAUNCH_FAILED,
@@ -522,6 +549,21 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
     })
 }
 
+/// `MemAvailable` of `/proc/meminfo`, in bytes (`None` where it cannot be read).
+fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 fn is_sticky(e: &SimError) -> bool {
     matches!(
         e,
@@ -571,7 +613,7 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::MaxBlockDimZ => 64,
         A::MaxGridDimX => i32::MAX,
         A::MaxGridDimY | A::MaxGridDimZ => 65535,
-        A::MaxSharedMemoryPerBlock => 49152,
+        A::MaxSharedMemoryPerBlock => SIM_DEFAULT_SHARED_PER_BLOCK as i32,
         A::MaxSharedMemoryPerBlockOptin => SIM_MAX_SHARED_PER_BLOCK as i32,
         A::MaxSharedMemoryPerMultiprocessor => 167_936,
         A::TotalConstantMemory => 65536,
@@ -809,7 +851,7 @@ impl Backend for SimBackend {
             st.next_module += 1;
             format!("module{}.ptx", st.next_module)
         };
-        let loaded = self.shared.sim().load_module(&name, ptx);
+        let loaded = self.guarded(OP, |sim| sim.load_module(&name, ptx))?;
         match loaded {
             Ok(m) => {
                 let mut st = self.shared.state();
@@ -868,6 +910,7 @@ impl Backend for SimBackend {
             module_handle: module.raw(),
             params: k.params().to_vec(),
             shared_static: k.shared_bytes(),
+            max_dynamic: SIM_DEFAULT_SHARED_PER_BLOCK.saturating_sub(k.shared_bytes()),
             module: m.clone(),
             name: name.into(),
         };
@@ -891,10 +934,28 @@ impl Backend for SimBackend {
                 );
                 return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
             }
+            // The simulator backs device memory with host memory, which a failed
+            // allocation would abort the process for: refuse what the host lacks.
+            if let Some(avail) = host_available_bytes() {
+                if bytes as u64 > avail {
+                    let detail = format!(
+                        "{bytes} bytes requested; the simulator backs device memory with host \
+                         memory and the host has {avail} bytes available"
+                    );
+                    return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
+                }
+            }
             st.allocated += bytes as u64;
         }
-        let r = self.shared.sim().malloc(bytes as u64);
+        let r = self.guarded("cuMemAlloc_v2", |sim| sim.malloc(bytes as u64));
         let mut st = self.shared.state();
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                st.allocated = st.allocated.saturating_sub(bytes as u64);
+                return Err(e);
+            }
+        };
         match r {
             Ok(p) => {
                 st.allocs.insert(p.0, bytes as u64);
@@ -922,9 +983,7 @@ impl Backend for SimBackend {
         };
         st.allocated = st.allocated.saturating_sub(size);
         drop(st);
-        self.shared
-            .sim()
-            .free(engine::DevicePtr(ptr.0))
+        self.guarded(OP, |sim| sim.free(engine::DevicePtr(ptr.0)))?
             .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
     }
 
@@ -1366,6 +1425,30 @@ impl Backend for SimBackend {
         Ok(())
     }
 
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+        const OP: &str = "cuFuncSetAttribute";
+        self.owned(function.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let Some(f) = st.functions.get_mut(&function.raw()) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown function (its module was unloaded, or the context reset)".into(),
+            );
+        };
+        let limit = SIM_MAX_SHARED_PER_BLOCK.saturating_sub(f.shared_static);
+        if bytes > limit {
+            let detail = format!(
+                "{bytes} bytes of dynamic shared memory; the device allows {limit} beside \
+                 the kernel's {} static bytes",
+                f.shared_static
+            );
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, detail);
+        }
+        f.max_dynamic = bytes;
+        Ok(())
+    }
+
     unsafe fn launch(
         &self,
         function: &Function,
@@ -1415,6 +1498,14 @@ impl Backend for SimBackend {
             let detail = "block: 1..=1024 threads, x,y <= 1024, z <= 64; grid: x < 2^31, \
                           y,z <= 65535, none 0"
                 .to_string();
+            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
+        }
+        if config.shared_bytes > f.max_dynamic {
+            let detail = format!(
+                "{} bytes of dynamic shared memory, more than the kernel's maximum of {} \
+                 (raise it with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES))",
+                config.shared_bytes, f.max_dynamic
+            );
             return self.fail(sys::CUDA_ERROR_INVALID_VALUE, launch_op(), detail);
         }
         let shared = f.shared_static as u64 + config.shared_bytes as u64;

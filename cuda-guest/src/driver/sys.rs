@@ -389,6 +389,11 @@ pub type cuEventOp = unsafe extern "C" fn(event: CUevent) -> CUresult;
 /// `cuEventElapsedTime`.
 pub type cuEventElapsedTime =
     unsafe extern "C" fn(ms: *mut f32, start: CUevent, end: CUevent) -> CUresult;
+/// `cuFuncSetAttribute`.
+pub type cuFuncSetAttribute =
+    unsafe extern "C" fn(func: CUfunction, attrib: c_int, value: c_int) -> CUresult;
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 /// `cuLaunchKernel`.
 pub type cuLaunchKernel = unsafe extern "C" fn(
     f: CUfunction,

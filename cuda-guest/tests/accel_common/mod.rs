@@ -83,6 +83,8 @@ macro_rules! accel_suite {
             registered_host_memory,
             futures_on_a_current_thread_runtime_do_not_block_it,
             futures_on_a_multi_thread_runtime,
+            concurrent_use_from_several_threads,
+            a_faulting_kernel_fails_its_future,
         );
     };
     (@each $setup:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
@@ -169,6 +171,11 @@ pub fn sync_copies_and_views(f: &Fixture) {
     let mut host = vec![0u32; 5];
     a.slice(995..).unwrap().copy_to_host(&mut host).unwrap();
     assert_eq!(host, [995, 996, 997, 998, 999]);
+    let empty = gpu.htod::<u32>(&[]).unwrap();
+    assert!(empty.is_empty() && empty.to_vec().unwrap().is_empty());
+    let mut none = gpu.alloc_zeroed::<u64>(0).unwrap();
+    none.memset(3).unwrap();
+    none.copy_from_host(&[]).unwrap();
     let floats = gpu.htod(&[1.5f64, -2.25]).unwrap();
     assert_eq!(floats.to_vec().unwrap(), [1.5, -2.25]);
 }
@@ -348,6 +355,24 @@ pub fn dynamic_shared_memory_launch(f: &Fixture) {
         let want: u32 = input.iter().skip(b * 128).take(128).sum();
         assert_eq!(*got, want, "block {b}");
     }
+    // More than 48 KiB needs the kernel's opt-in first.
+    let big = LaunchConfig {
+        shared_bytes: 64 << 10,
+        ..cfg
+    };
+    dout.memset(0).unwrap();
+    // SAFETY: as above.
+    let err = unsafe { sum.launch(&stream, big, &kernel_args![&din, &mut dout, n]) }.unwrap_err();
+    if gpu.kind() == BackendKind::Simulator {
+        assert_eq!(cuda_code(&err), 1, "{err}");
+    }
+    sum.set_max_dynamic_shared_memory(64 << 10).unwrap();
+    // SAFETY: as above.
+    unsafe { sum.launch(&stream, big, &kernel_args![&din, &mut dout, n]) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dout.to_vec().unwrap(), out);
+    let optin = gpu.properties().unwrap().shared_memory_per_block_optin;
+    assert!(sum.set_max_dynamic_shared_memory(optin + 1).is_err());
 }
 
 pub fn bad_launch_geometry_is_refused(f: &Fixture) {
@@ -636,4 +661,76 @@ pub fn futures_on_a_multi_thread_runtime(f: &Fixture) {
         s2.done().unwrap().await.unwrap();
         assert_eq!(e.to_vec().unwrap()[1], 2.0);
     });
+}
+
+pub fn concurrent_use_from_several_threads(f: &Fixture) {
+    let module = f.gpu.load_ptx(KERNELS_PTX).unwrap();
+    let add = module.function("vector_add").unwrap();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4u32)
+            .map(|t| {
+                // Each thread binds the context itself (the safe API does, per call).
+                let gpu = f.gpu.clone();
+                let add = add.clone();
+                scope.spawn(move || {
+                    let stream = gpu.stream(StreamFlags { non_blocking: true }).unwrap();
+                    for round in 0..5u32 {
+                        let n = 1000 + 37 * t + round;
+                        let a: Vec<f32> = (0..n).map(|i| (i + t) as f32).collect();
+                        let da = gpu.htod(&a).unwrap();
+                        let mut dc = gpu.alloc_zeroed::<f32>(n as usize).unwrap();
+                        // SAFETY: vector_add stays within n elements of each buffer.
+                        unsafe {
+                            add.launch(
+                                &stream,
+                                LaunchConfig::for_elements(n, 128),
+                                &kernel_args![&da, &da, &mut dc, n],
+                            )
+                        }
+                        .unwrap();
+                        stream.synchronize().unwrap();
+                        let c = dc.to_vec().unwrap();
+                        assert_eq!(c.len(), n as usize);
+                        assert_eq!(c[n as usize - 1], 2.0 * a[n as usize - 1], "thread {t}");
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+pub fn a_faulting_kernel_fails_its_future(f: &Fixture) {
+    let gpu = f.gpu.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let module = gpu.load_ptx(KERNELS_PTX).unwrap();
+        let oob = module.function("oob_write").unwrap();
+        let mut buf = gpu.alloc_zeroed::<u32>(32).unwrap();
+        let stream = gpu.stream(StreamFlags::default()).unwrap();
+        // SAFETY: oob_write writes one terabyte past the buffer, where nothing is mapped
+        // in the device's address space: the device faults.
+        let fut = unsafe {
+            oob.launch_future(
+                &stream,
+                LaunchConfig::linear(1, 32),
+                &kernel_args![&mut buf],
+            )
+        }
+        .unwrap();
+        let err = fut.await.unwrap_err();
+        assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
+        // A download queued behind it fails too, and gives nothing back.
+        let after = stream.download(&buf.as_slice(), vec![0u32; 32]);
+        if let Ok(fut) = after {
+            assert!(fut.await.is_err());
+        }
+    });
+    // SAFETY: no raw handle or address of this device is used after the reset.
+    unsafe { gpu.reset() }.unwrap();
+    assert_eq!(gpu.htod(&[1u8, 2]).unwrap().to_vec().unwrap(), [1, 2]);
 }

@@ -1,8 +1,9 @@
 //! Futures that complete when a stream reaches a recorded event.
 //!
-//! Each [`Gpu`] starts, with its first future, one completion thread that waits on the
-//! events in the order the futures were made (`cuEventSynchronize`, a blocking-sync
-//! event) and wakes each future's task. No executor thread ever blocks, so the futures
+//! Each [`GpuStream`](super::GpuStream) starts, with its first future, one completion
+//! thread that waits on the stream's events in order (`cuEventSynchronize`, a
+//! blocking-sync event; a stream reaches them in that order anyway) and wakes each
+//! future's task; it ends when the stream is dropped and its futures are complete. No executor thread ever blocks, so the futures
 //! work with tokio (or any executor). What a future owns (host memory an asynchronous
 //! copy reads or writes) stays alive until the event is reached, even when the future
 //! is dropped before: the completion thread holds it too.
@@ -13,7 +14,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use super::{Gpu, GpuEvent};
+use super::GpuEvent;
 use crate::driver::{DriverError, Result};
 
 #[derive(Debug)]
@@ -136,10 +137,10 @@ impl<V: Send> Future for GpuFuture<V> {
     }
 }
 
-/// Hands `event` (recorded) to the device's completion thread; the future owns `value`
+/// Hands `event` (recorded) to the stream's completion thread; the future owns `value`
 /// until the event is reached.
 pub(super) fn submit<V: Send + 'static>(
-    gpu: &Gpu,
+    completer: &Mutex<Option<mpsc::Sender<Job>>>,
     event: GpuEvent,
     value: V,
 ) -> Result<GpuFuture<V>> {
@@ -154,11 +155,7 @@ pub(super) fn submit<V: Send + 'static>(
         event,
         done: shared.clone(),
     };
-    let mut completer = gpu
-        .inner
-        .completer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut completer = completer.lock().unwrap_or_else(|e| e.into_inner());
     let job = match completer.as_ref() {
         Some(tx) => match tx.send(job) {
             Ok(()) => return Ok(GpuFuture { shared }),

@@ -252,6 +252,9 @@ impl<'a, T: DeviceData> DeviceSlice<'a, T> {
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
         check_len("DeviceSlice::copy_to_host", self.len, dst.len())?;
         self.gpu.enter(self.generation)?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: the range is live device memory of the buffer this view borrows.
         unsafe { self.gpu.backend().memcpy_dtoh(as_bytes_mut(dst), self.ptr) }
     }
@@ -305,6 +308,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
         check_len("DeviceSliceMut::copy_from_host", self.len, src.len())?;
         self.gpu.enter(self.generation)?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: the range is live device memory of the buffer this view borrows.
         unsafe { self.gpu.backend().memcpy_htod(self.ptr, as_bytes(src)) }
     }
@@ -313,6 +319,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
     pub fn copy_from_device(&mut self, src: &DeviceSlice<'_, T>) -> Result<()> {
         check_len("DeviceSliceMut::copy_from_device", self.len, src.len)?;
         self.gpu.enter(self.generation)?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: both ranges are device memory of live buffers.
         unsafe {
             self.gpu
@@ -329,6 +338,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
         check_len("DeviceSliceMut::copy_from_device_async", self.len, src.len)?;
         self.gpu.enter(self.generation)?;
         stream.check()?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: both ranges are device memory; device memory freed while the copy is
         // pending is a device-side fault, never a write to host memory.
         unsafe {
@@ -340,6 +352,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
     /// Sets every byte to `value`.
     pub fn memset(&mut self, value: u8) -> Result<()> {
         self.gpu.enter(self.generation)?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: the range is live device memory of the borrowed buffer.
         unsafe {
             self.gpu
@@ -351,6 +366,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
     pub fn memset_async(&mut self, value: u8, stream: &GpuStream) -> Result<()> {
         self.gpu.enter(self.generation)?;
         stream.check()?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: the range is device memory of the borrowed buffer.
         unsafe {
             self.gpu
@@ -368,6 +386,9 @@ impl<'a, T: DeviceData> DeviceSliceMut<'a, T> {
             });
         }
         self.gpu.enter(self.generation)?;
+        if self.len == 0 {
+            return Ok(());
+        }
         // SAFETY: the range is live device memory of the borrowed buffer.
         unsafe {
             self.gpu

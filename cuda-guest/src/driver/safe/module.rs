@@ -138,17 +138,60 @@ pub enum ArgKind {
 /// parameter before the launch.
 #[derive(Debug, Clone)]
 pub struct KernelArg<'a> {
-    bytes: Vec<u8>,
+    bytes: ArgBytes,
     kind: ArgKind,
     what: &'static str,
     _borrow: PhantomData<&'a ()>,
+}
+
+/// An argument's bytes: inline up to 16 (every scalar and pointer, without a heap
+/// allocation on the launch path), else on the heap. 8-byte aligned either way.
+#[derive(Debug, Clone)]
+enum ArgBytes {
+    Inline { words: [u64; 2], len: u8 },
+    Heap(Vec<u8>),
+}
+
+impl ArgBytes {
+    fn new(b: &[u8]) -> ArgBytes {
+        if b.len() <= 16 {
+            let mut words = [0u64; 2];
+            for (i, chunk) in b.chunks(8).enumerate() {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                words[i] = u64::from_ne_bytes(w);
+            }
+            ArgBytes::Inline {
+                words,
+                len: b.len() as u8,
+            }
+        } else {
+            ArgBytes::Heap(b.to_vec())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            ArgBytes::Inline { words, len } => {
+                // SAFETY: `words` is 16 initialised bytes; `len` <= 16; u8 has no
+                // alignment requirement; the borrow of `self` covers the slice.
+                let all = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 16) };
+                &all[..(*len as usize).min(16)]
+            }
+            ArgBytes::Heap(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 impl KernelArg<'static> {
     /// A raw device address (for memory not owned by a [`DeviceBuffer`]).
     pub fn pointer(ptr: DevicePtr) -> KernelArg<'static> {
         KernelArg {
-            bytes: ptr.0.to_le_bytes().to_vec(),
+            bytes: ArgBytes::new(&ptr.0.to_le_bytes()),
             kind: ArgKind::Pointer,
             what: "pointer",
             _borrow: PhantomData,
@@ -157,7 +200,7 @@ impl KernelArg<'static> {
     /// Raw bytes, e.g. a by-value struct (`.param .align 8 .b8 s[16]`).
     pub fn bytes(bytes: Vec<u8>) -> KernelArg<'static> {
         KernelArg {
-            bytes,
+            bytes: ArgBytes::new(&bytes),
             kind: ArgKind::Bytes,
             what: "bytes",
             _borrow: PhantomData,
@@ -166,7 +209,7 @@ impl KernelArg<'static> {
     /// A scalar of plain data.
     pub fn scalar<T: DeviceData>(value: T) -> KernelArg<'static> {
         KernelArg {
-            bytes: super::memory::as_bytes(std::slice::from_ref(&value)).to_vec(),
+            bytes: ArgBytes::new(super::memory::as_bytes(std::slice::from_ref(&value))),
             kind: match T::KIND {
                 ScalarKind::Int => ArgKind::Int,
                 ScalarKind::Float => ArgKind::Float,
@@ -181,7 +224,7 @@ impl KernelArg<'static> {
 impl KernelArg<'_> {
     /// Its bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes
+        self.bytes.as_slice()
     }
     /// What it is.
     pub fn kind(&self) -> ArgKind {
@@ -202,7 +245,7 @@ scalar_args!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 
 fn pointer_arg<'a>(ptr: DevicePtr) -> KernelArg<'a> {
     KernelArg {
-        bytes: ptr.0.to_le_bytes().to_vec(),
+        bytes: ArgBytes::new(&ptr.0.to_le_bytes()),
         kind: ArgKind::Pointer,
         what: "device buffer",
         _borrow: PhantomData,
@@ -337,6 +380,15 @@ impl Function {
         &self.module
     }
 
+    /// Lets launches use up to `bytes` of dynamic shared memory (beyond the default
+    /// 48 KiB in all, up to the device's opt-in limit).
+    pub fn set_max_dynamic_shared_memory(&self, bytes: u32) -> Result<()> {
+        let gpu = &self.module.inner.gpu;
+        gpu.enter(self.module.inner.generation)?;
+        gpu.backend()
+            .function_set_max_dynamic_shared(&self.function, bytes)
+    }
+
     /// Checks `args` against the kernel's PTX parameters without launching.
     pub fn check_args(&self, args: &[KernelArg<'_>]) -> Result<()> {
         match &self.params {
@@ -409,7 +461,7 @@ impl Function {
         let heap: Vec<&[u8]>;
         let raw: &[&[u8]] = if args.len() <= inline.len() {
             for (slot, a) in inline.iter_mut().zip(args) {
-                *slot = &a.bytes;
+                *slot = a.bytes.as_slice();
             }
             &inline[..args.len()]
         } else {
@@ -460,5 +512,74 @@ impl Gpu {
         opts.extend_from_slice(options);
         let compiled = nvrtc.compile(source, name, &opts)?;
         self.load_ptx(&compiled.ptx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Vec<ptx::Param> {
+        let m = ptx::parse(
+            "t.ptx",
+            ".version 7.0\n.target sm_80\n.address_size 64\n\
+             .visible .entry k(.param .align 8 .b8 s[24], .param .f64 d, .param .u32 n, \
+             .param .u64 p, .param .b32 raw)\n{ ret; }\n",
+        )
+        .unwrap();
+        m.entry("k").unwrap().params.clone()
+    }
+
+    #[test]
+    fn arguments_are_checked_by_count_size_and_kind() {
+        let p = params();
+        let ok = [
+            KernelArg::bytes(vec![1; 24]),
+            KernelArg::from(2.5f64),
+            KernelArg::from(3u32),
+            KernelArg::pointer(DevicePtr(0x1000)),
+            KernelArg::from(1.0f32),
+        ];
+        check_args("k", &p, &ok).unwrap();
+        assert_eq!(ok[0].as_bytes(), [1; 24]);
+        assert_eq!(ok[1].as_bytes(), 2.5f64.to_le_bytes());
+        assert_eq!(ok[3].as_bytes(), 0x1000u64.to_le_bytes());
+        let cases: [(usize, KernelArg<'static>, &str); 6] = [
+            (0, KernelArg::bytes(vec![0; 23]), "23 bytes"),
+            (
+                1,
+                KernelArg::from(2.5f32),
+                ".f64 (8 bytes), the argument a f32",
+            ),
+            (1, KernelArg::from(7i64), "the argument a i64"),
+            (
+                2,
+                KernelArg::pointer(DevicePtr(1)),
+                ".u32 (4 bytes), the argument a pointer",
+            ),
+            (3, KernelArg::from(1.0f64), "the argument a f64"),
+            (4, KernelArg::from(1u16), "of 2 bytes"),
+        ];
+        for (index, arg, what) in cases {
+            let mut args = ok.clone();
+            args[index] = arg;
+            let err = check_args("k", &p, &args).unwrap_err();
+            match &err {
+                DriverError::BadKernelArgument {
+                    index: i, param, ..
+                } => {
+                    assert_eq!(*i, index, "{err}");
+                    assert_eq!(param, &p[index].name);
+                }
+                other => panic!("{other}"),
+            }
+            assert!(err.to_string().contains(what), "{err}");
+        }
+        let err = check_args("k", &p, &ok[..2]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("takes 5 parameter(s), 2 argument(s)"),
+            "{err}"
+        );
     }
 }
