@@ -1,5 +1,5 @@
 //! A profiling driver: one benchmark kernel launched repeatedly on one thread, for
-//! `perf record`. `cargo bench -p cuda-guest --bench sim_profile -- KERNEL [N] [REPEATS]`
+//! `perf record`. `cargo bench -p cuda-guest --bench sim_profile -- KERNEL [N] [REPEATS] [THREADS]`
 //! with KERNEL one of vector_add, saxpy, reduce_sum, matmul.
 
 use cuda_guest::sim::{bench::BENCH_PTX, KernelArg, LaunchConfig, SimConfig, Simulator};
@@ -16,8 +16,9 @@ fn main() {
         .to_string();
     let n: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
     let reps: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let threads: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
     let mut s = Simulator::new(SimConfig {
-        threads: 1,
+        threads,
         instruction_budget: 0,
         time_limit: None,
         ..SimConfig::default()
@@ -92,7 +93,7 @@ fn main() {
         wi = r.warp_instructions;
     }
     println!(
-        "{kernel} n={n}: best {:.2} ms, {wi} warp instructions, {:.1} ns per warp instruction",
+        "{kernel} n={n} threads={threads}: best {:.2} ms, {wi} warp instructions, {:.1} ns per warp instruction",
         best * 1e3,
         best * 1e9 / wi as f64
     );

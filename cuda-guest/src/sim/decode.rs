@@ -285,6 +285,10 @@ pub(crate) struct Program {
     pub consts: Vec<(R, u64)>,
     pub shared_static: u32,
     pub local_size: u32,
+    /// Instructions hoisted out of the kernel: single-definition pure computations on
+    /// launch- or warp-invariant values (parameters, constants, `%ntid`, `%tid`...),
+    /// evaluated once per warp register file when a launch starts.
+    pub prologue: Vec<Inst>,
 }
 
 /// Most registers a kernel may declare (with inlined calls).
@@ -1565,6 +1569,16 @@ impl<'a> Dec<'a> {
         } else {
             1
         };
+        if matches!(t, ScalarType::B128 | ScalarType::Pred) {
+            return derr(
+                line,
+                format!(
+                    "`{}`: .{} memory accesses are not supported",
+                    i.full_name(),
+                    t.name()
+                ),
+            );
+        }
         let size = t.size() as u8;
         let sext = matches!(t, ScalarType::S8 | ScalarType::S16 | ScalarType::S32);
         let space = if i.has("global") {
@@ -1753,6 +1767,121 @@ fn cvt_fast(d: CvtTy, s: CvtTy, irnd: bool, sat: bool) -> Option<UnFn> {
     })
 }
 
+/// Registers an operation writes in the 64-bit bank.
+fn written(op: &Op) -> Vec<R> {
+    match op {
+        Op::Bin(_, d, ..)
+        | Op::Un(_, d, _)
+        | Op::Ter(_, d, ..)
+        | Op::Mov(d, ..)
+        | Op::Prmt(d, ..) => vec![*d],
+        Op::Bfi { d, .. }
+        | Op::Lop3 { d, .. }
+        | Op::Carry { d, .. }
+        | Op::Cvt { d, .. }
+        | Op::Selp { d, .. } => vec![*d],
+        Op::Pack { d, .. } | Op::Shfl { d, .. } | Op::Activemask(d) | Op::Clock { d, .. } => {
+            vec![*d]
+        }
+        Op::Unpack { parts, .. } => parts.clone(),
+        Op::Ld { n, d, .. } | Op::LdParam { n, d, .. } => d[..*n as usize].to_vec(),
+        Op::Atom { d, .. } => d.iter().copied().collect(),
+        Op::Vote {
+            mode: VoteMode::Ballot,
+            d,
+            ..
+        } => vec![*d],
+        _ => vec![],
+    }
+}
+
+/// Sources of a pure operation that may be hoisted, or `None` if it may not.
+fn hoistable_sources(op: &Op) -> Option<Vec<R>> {
+    Some(match op {
+        Op::Bin(_, _, a, b) => vec![*a, *b],
+        Op::Un(_, _, a) | Op::Mov(_, a, _) | Op::Cvt { a, .. } => vec![*a],
+        Op::Ter(_, _, a, b, c) | Op::Prmt(_, a, b, c) | Op::Lop3 { a, b, c, .. } => {
+            vec![*a, *b, *c]
+        }
+        Op::Bfi { a, b, c, e, .. } => vec![*a, *b, *c, *e],
+        Op::LdParam { .. } => vec![],
+        _ => return None,
+    })
+}
+
+/// Moves single-definition pure instructions whose sources are invariant for a warp
+/// over the whole launch into a prologue, and drops them from the body (branch targets
+/// are renumbered). `%ctaid` changes per block and is never invariant.
+fn hoist_invariants(
+    insts: Vec<Inst>,
+    nregs: u32,
+    consts: &HashMap<u64, R>,
+    dyn_reg: R,
+) -> (Vec<Inst>, Vec<Inst>) {
+    let mut defs = vec![0u32; nregs as usize];
+    for i in &insts {
+        for r in written(&i.op) {
+            if let Some(c) = defs.get_mut(r as usize) {
+                *c += 1;
+            }
+        }
+    }
+    let mut invariant = vec![false; nregs as usize];
+    for (i, name) in SPECIALS.iter().enumerate() {
+        invariant[i] = !name.starts_with("%ctaid");
+    }
+    for &r in consts.values() {
+        invariant[r as usize] = true;
+    }
+    invariant[dyn_reg as usize] = true;
+    let mut keep = vec![true; insts.len()];
+    let mut prologue = vec![];
+    for (pc, i) in insts.iter().enumerate() {
+        if i.guard.is_some() {
+            continue;
+        }
+        let Some(srcs) = hoistable_sources(&i.op) else {
+            continue;
+        };
+        let dst = written(&i.op);
+        let ok = srcs.iter().all(|&r| invariant[r as usize])
+            && dst
+                .iter()
+                .all(|&r| r >= NSPECIAL && defs[r as usize] == 1 && !invariant[r as usize]);
+        if ok {
+            for &r in &dst {
+                invariant[r as usize] = true;
+            }
+            keep[pc] = false;
+            prologue.push(i.clone());
+        }
+    }
+    if prologue.is_empty() {
+        return (insts, prologue);
+    }
+    // New index of every old instruction (a removed one maps to the next kept one).
+    let mut new_index = vec![0u32; insts.len() + 1];
+    let mut n = 0u32;
+    for pc in 0..insts.len() {
+        new_index[pc] = n;
+        if keep[pc] {
+            n += 1;
+        }
+    }
+    new_index[insts.len()] = n;
+    let mut out = Vec::with_capacity(n as usize);
+    for (pc, mut i) in insts.into_iter().enumerate() {
+        if !keep[pc] {
+            continue;
+        }
+        if let Op::Bra { target } = &mut i.op {
+            *target = new_index[(*target as usize).min(new_index.len() - 1)];
+        }
+        out.push(i);
+    }
+    (out, prologue)
+}
+
 /// Immediate post-dominators over instructions.
 fn ipdoms(insts: &[Inst]) -> Vec<u32> {
     let n = insts.len();
@@ -1916,6 +2045,9 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         };
         d.insts[pc].op = Op::Bra { target: t };
     }
+    let (insts, prologue) =
+        hoist_invariants(std::mem::take(&mut d.insts), d.nregs, &d.consts, d.dyn_reg);
+    d.insts = insts;
     let ipdom = ipdoms(&d.insts);
     let param_size = f
         .params
@@ -1950,5 +2082,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         consts,
         shared_static: shared_static as u32,
         local_size: d.local_size.next_multiple_of(8) as u32,
+        prologue,
     })
 }

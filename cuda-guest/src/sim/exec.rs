@@ -1444,6 +1444,17 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         cache: vec![0; l.prog.insts.len()],
         count: 0,
     };
+    // Hoisted launch/warp invariants, once per register file.
+    for (wi, w) in warps.iter_mut().enumerate() {
+        for inst in &l.prog.prologue {
+            if ex
+                .exec(&inst.op, w, FULL, wi as u32, 0, l.prog.local_size as usize)
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
     loop {
         if l.abort.load(Relaxed) {
             break;

@@ -121,37 +121,85 @@ impl_int!(i16, i32, true);
 impl_int!(i32, i64, true);
 impl_int!(i64, i128, true);
 
+/// Row `r` of the register file as a fixed-size array.
+#[inline(always)]
+fn row(regs: &[u64], r: usize) -> &Lanes {
+    <&Lanes>::try_from(&regs[r * 32..r * 32 + 32]).expect("register row")
+}
+
+/// Writes `out` into row `d` on the lanes of `mk`.
+#[inline(always)]
+fn put(regs: &mut [u64], d: usize, out: &Lanes, mk: u32) {
+    let rd = <&mut Lanes>::try_from(&mut regs[d * 32..d * 32 + 32]).expect("register row");
+    if mk == u32::MAX {
+        *rd = *out;
+        return;
+    }
+    let mut m = mk;
+    while m != 0 {
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        rd[l] = out[l];
+    }
+}
+
+/// Row `d` mutably and rows `srcs` shared, when `d` is none of them.
+#[inline(always)]
+fn split<const N: usize>(
+    regs: &mut [u64],
+    d: usize,
+    srcs: [usize; N],
+) -> Option<(&mut Lanes, [&Lanes; N])> {
+    if srcs.contains(&d) || (d + 1) * 32 > regs.len() {
+        return None;
+    }
+    let (lo, hi) = regs.split_at_mut(d * 32);
+    let (rd, rest) = hi.split_at_mut(32);
+    let mut out: [&Lanes; N] = [&[0; 32]; N];
+    for (k, &x) in srcs.iter().enumerate() {
+        let sl = if x < d {
+            lo.get(x * 32..x * 32 + 32)?
+        } else {
+            rest.get((x - d - 1) * 32..(x - d) * 32)?
+        };
+        out[k] = <&Lanes>::try_from(sl).ok()?;
+    }
+    Some((<&mut Lanes>::try_from(rd).ok()?, out))
+}
+
 #[inline(always)]
 fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u64) -> u64) {
-    let (d, a, b) = (d * 32, a * 32, b * 32);
-    let n = r.len();
-    assert!(d + 32 <= n && a + 32 <= n && b + 32 <= n, "register index");
     if mk == u32::MAX {
-        for l in 0..32 {
-            r[d + l] = f(r[a + l], r[b + l]);
-        }
-    } else {
-        for l in 0..32 {
-            let v = f(r[a + l], r[b + l]);
-            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        if let Some((rd, [ra, rb])) = split(r, d, [a, b]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l], rb[l]);
+            }
+            return;
         }
     }
+    let mut out = [0u64; 32];
+    let (ra, rb) = (row(r, a), row(r, b));
+    for l in 0..32 {
+        out[l] = f(ra[l], rb[l]);
+    }
+    put(r, d, &out, mk);
 }
 #[inline(always)]
 fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
-    let (d, a) = (d * 32, a * 32);
-    let n = r.len();
-    assert!(d + 32 <= n && a + 32 <= n, "register index");
     if mk == u32::MAX {
-        for l in 0..32 {
-            r[d + l] = f(r[a + l]);
-        }
-    } else {
-        for l in 0..32 {
-            let v = f(r[a + l]);
-            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        if let Some((rd, [ra])) = split(r, d, [a]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l]);
+            }
+            return;
         }
     }
+    let mut out = [0u64; 32];
+    let ra = row(r, a);
+    for l in 0..32 {
+        out[l] = f(ra[l]);
+    }
+    put(r, d, &out, mk);
 }
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -164,22 +212,20 @@ fn map3(
     mk: u32,
     f: impl Fn(u64, u64, u64) -> u64,
 ) {
-    let (d, a, b, c) = (d * 32, a * 32, b * 32, c * 32);
-    let n = r.len();
-    assert!(
-        d + 32 <= n && a + 32 <= n && b + 32 <= n && c + 32 <= n,
-        "register index"
-    );
     if mk == u32::MAX {
-        for l in 0..32 {
-            r[d + l] = f(r[a + l], r[b + l], r[c + l]);
-        }
-    } else {
-        for l in 0..32 {
-            let v = f(r[a + l], r[b + l], r[c + l]);
-            r[d + l] = if (mk >> l) & 1 == 1 { v } else { r[d + l] };
+        if let Some((rd, [ra, rb, rc])) = split(r, d, [a, b, c]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l], rb[l], rc[l]);
+            }
+            return;
         }
     }
+    let mut out = [0u64; 32];
+    let (ra, rb, rc) = (row(r, a), row(r, b), row(r, c));
+    for l in 0..32 {
+        out[l] = f(ra[l], rb[l], rc[l]);
+    }
+    put(r, d, &out, mk);
 }
 
 // ---- integer ------------------------------------------------------------------------
@@ -375,7 +421,7 @@ pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
 }
 
 pub(crate) fn cmp_int<T: Int, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
-    let (a, b) = (&r[a * 32..a * 32 + 32], &r[b * 32..b * 32 + 32]);
+    let (a, b) = (row(r, a), row(r, b));
     let mut m = 0u32;
     for l in 0..32 {
         let x = T::from_u64(a[l]);
@@ -642,6 +688,17 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
         }
     })
 }
+/// Whether an f64 sum needs the exact f32 fma path: an f32 midpoint, the f32
+/// subnormal range, or not finite.
+#[inline(always)]
+fn fma_odd(s: f64) -> bool {
+    let bits = s.to_bits();
+    let abs = s.abs();
+    (bits & 0x1FFF_FFFF == 0x1000_0000)
+        | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
+        | !s.is_finite()
+}
+
 /// f32 fma over a warp: a branch-free first pass through f64 (see [`fma_f32`]); the
 /// rare lanes that land on an f32 midpoint, in the f32 subnormal range or off the
 /// finite range are redone exactly.
@@ -653,12 +710,6 @@ pub(crate) fn ffma32<const FTZ: bool>(
     c: usize,
     mk: u32,
 ) {
-    let (d, a, b, c) = (d * 32, a * 32, b * 32, c * 32);
-    let n = o.len();
-    assert!(
-        d + 32 <= n && a + 32 <= n && b + 32 <= n && c + 32 <= n,
-        "register index"
-    );
     let mut out = [0u64; 32];
     let mut special = 0u32;
     let ftz = |v: f32| {
@@ -668,47 +719,49 @@ pub(crate) fn ffma32<const FTZ: bool>(
             v
         }
     };
+    let (ra, rb, rc) = (row(o, a), row(o, b), row(o, c));
+    let mut any_odd = false;
     for l in 0..32 {
-        let x = ftz(f32::from_bits(o[a + l] as u32));
-        let y = ftz(f32::from_bits(o[b + l] as u32));
-        let z = ftz(f32::from_bits(o[c + l] as u32));
+        let x = ftz(f32::from_bits(ra[l] as u32));
+        let y = ftz(f32::from_bits(rb[l] as u32));
+        let z = ftz(f32::from_bits(rc[l] as u32));
         let s = x as f64 * y as f64 + z as f64;
-        let bits = s.to_bits();
-        let abs = s.abs();
-        let odd = (bits & 0x1FFF_FFFF == 0x1000_0000)
-            | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
-            | !s.is_finite();
-        special |= (odd as u32) << l;
-        let r = s as f32;
-        out[l] = r.to_bits() as u64;
+        any_odd |= fma_odd(s);
+        out[l] = (s as f32).to_bits() as u64;
+    }
+    if any_odd {
+        for l in 0..32 {
+            let x = ftz(f32::from_bits(ra[l] as u32));
+            let y = ftz(f32::from_bits(rb[l] as u32));
+            let z = ftz(f32::from_bits(rc[l] as u32));
+            special |= (fma_odd(x as f64 * y as f64 + z as f64) as u32) << l;
+        }
     }
     let mut sp = special;
     while sp != 0 {
         let l = sp.trailing_zeros() as usize;
         sp &= sp - 1;
-        let x = ftz(f32::from_bits(o[a + l] as u32));
-        let y = ftz(f32::from_bits(o[b + l] as u32));
-        let z = ftz(f32::from_bits(o[c + l] as u32));
+        let x = ftz(f32::from_bits(ra[l] as u32));
+        let y = ftz(f32::from_bits(rb[l] as u32));
+        let z = ftz(f32::from_bits(rc[l] as u32));
         out[l] = ftz(fma_f32(x, y, z)).to_bits() as u64;
     }
-    for l in 0..32 {
-        let v = out[l];
-        let v = if v & 0x7fff_ffff > 0x7f80_0000 {
+    for v in out.iter_mut() {
+        let x = if *v & 0x7fff_ffff > 0x7f80_0000 {
             0x7fff_ffff
         } else {
-            v
+            *v
         };
-        let v = if FTZ && (v & 0x7f80_0000) == 0 {
-            v & 0x8000_0000
+        *v = if FTZ && (x & 0x7f80_0000) == 0 {
+            x & 0x8000_0000
         } else {
-            v
+            x
         };
-        o[d + l] = if (mk >> l) & 1 == 1 { v } else { o[d + l] };
     }
+    put(o, d, &out, mk);
 }
 
-/// `mul` then `add` with two roundings (`mad.f32` without `.rn` is fused on sm_20+,
-/// so this is only used for `mul`+`add` pairs written as such).
+/// `min`/`max` (`MAX`) on floats: a NaN operand loses, -0 < +0.
 pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
@@ -866,7 +919,7 @@ pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(
 }
 
 pub(crate) fn cmp_flt<F: Flt, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
-    let (a, b) = (&r[a * 32..a * 32 + 32], &r[b * 32..b * 32 + 32]);
+    let (a, b) = (row(r, a), row(r, b));
     let mut m = 0u32;
     for l in 0..32 {
         let x = F::from_u64(a[l]);

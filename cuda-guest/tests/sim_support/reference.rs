@@ -60,7 +60,7 @@ pub fn load_ptx(kernel: &str, compiler: Compiler) -> String {
 }
 
 /// Every kernel of the corpus that computes something checkable.
-pub const WORKING_KERNELS: [&str; 17] = [
+pub const WORKING_KERNELS: [&str; 18] = [
     "vector_add",
     "saxpy",
     "reduce_block",
@@ -78,14 +78,17 @@ pub const WORKING_KERNELS: [&str; 17] = [
     "vec4_const",
     "int_ops",
     "half_conv",
+    "special_regs",
 ];
 
 /// The kernels that are broken on purpose (see `broken`).
-pub const BROKEN_KERNELS: [&str; 4] = [
+pub const BROKEN_KERNELS: [&str; 6] = [
     "oob_write",
     "use_after_free",
     "divergent_barrier",
     "infinite_loop",
+    "misaligned",
+    "shared_oob",
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -242,10 +245,13 @@ pub fn params(kernel: &str) -> Option<&'static [Param]> {
         "vec4_const" => vec4_const::PARAMS,
         "int_ops" => int_ops::PARAMS,
         "half_conv" => half_conv::PARAMS,
+        "special_regs" => special_regs::PARAMS,
         "oob_write" => broken::oob_write::PARAMS,
         "use_after_free" => broken::use_after_free::PARAMS,
         "divergent_barrier" => broken::divergent_barrier::PARAMS,
         "infinite_loop" => broken::infinite_loop::PARAMS,
+        "misaligned" => broken::misaligned::PARAMS,
+        "shared_oob" => broken::shared_oob::PARAMS,
         _ => return None,
     })
 }
@@ -1866,6 +1872,72 @@ pub mod half_conv {
     }
 }
 
+/// `special_regs`: special registers and warps of a 3D block of 60 threads. Bit-exact
+/// (`clocks` is only checked to be a plausible non-negative difference).
+pub mod special_regs {
+    use super::*;
+
+    /// `(unsigned *out, unsigned long long *clocks)`
+    pub const PARAMS: &[Param] = &[ptr("out"), ptr("clocks")];
+    /// Words of `out` per thread.
+    pub const WORDS: usize = 8;
+    /// Block (6, 5, 2): 60 threads, warps of 32 and 28.
+    pub const CONFIG: LaunchConfig = LaunchConfig {
+        grid: Dim3::new(2, 3, 2),
+        block: Dim3::new(6, 5, 2),
+        shared_bytes: 0,
+    };
+
+    /// Threads in the whole grid.
+    pub fn threads() -> usize {
+        (CONFIG.grid.count() * CONFIG.block.count()) as usize
+    }
+
+    /// `out`.
+    pub fn reference() -> Vec<u32> {
+        let (g, bd) = (CONFIG.grid, CONFIG.block);
+        let per_block = bd.count();
+        let pack = |d: Dim3| d.x | (d.y << 8) | (d.z << 16);
+        let mut out = vec![];
+        for bz in 0..g.z {
+            for by in 0..g.y {
+                for bx in 0..g.x {
+                    for tz in 0..bd.z {
+                        for ty in 0..bd.y {
+                            for tx in 0..bd.x {
+                                let t = tx + bd.x * (ty + bd.y * tz);
+                                let lane = t % 32;
+                                let warp_base = t - lane;
+                                let live = (per_block - warp_base).min(32);
+                                let active = if live == 32 {
+                                    u32::MAX
+                                } else {
+                                    (1 << live) - 1
+                                };
+                                // Lane l of this warp has linear id warp_base + l; its tid.y:
+                                let ballot = (0..live)
+                                    .filter(|l| ((warp_base + l) / bd.x) % bd.y % 2 == 1)
+                                    .fold(0u32, |m, l| m | (1 << l));
+                                out.extend_from_slice(&[
+                                    pack(Dim3::new(tx, ty, tz)),
+                                    pack(bd),
+                                    pack(Dim3::new(bx, by, bz)),
+                                    pack(g),
+                                    lane,
+                                    (1u32 << lane) - 1,
+                                    active,
+                                    ballot,
+                                ]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Broken kernels
 // ---------------------------------------------------------------------------------------
@@ -1955,5 +2027,45 @@ pub mod broken {
             block: Dim3::x(32),
             shared_bytes: 0,
         };
+    }
+
+    /// `misaligned`: 4-byte loads from `base + 1 + 4 * i`.
+    pub mod misaligned {
+        use super::*;
+
+        /// `(const char *base, int *out, int n)`
+        pub const PARAMS: &[Param] = &[ptr("base"), ptr("out"), int("n")];
+        /// Words read (the `base` buffer holds 4 * N + 4 bytes, so no read leaves it).
+        pub const N: u32 = 100;
+        /// 2 blocks of 64.
+        pub const CONFIG: LaunchConfig = LaunchConfig {
+            grid: Dim3::x(2),
+            block: Dim3::x(64),
+            shared_bytes: 0,
+        };
+        /// Offset of the first faulting load in `base`.
+        pub const FAULT_OFFSET: u64 = 1;
+        /// Access size.
+        pub const FAULT_SIZE: u32 = 4;
+    }
+
+    /// `shared_oob`: `__shared__ float s[64]` indexed by `threadIdx.x` in a block of 128.
+    pub mod shared_oob {
+        use super::*;
+
+        /// `(const float *in, float *out)`
+        pub const PARAMS: &[Param] = &[ptr("in"), ptr("out")];
+        /// One block of 128 threads.
+        pub const CONFIG: LaunchConfig = LaunchConfig {
+            grid: Dim3::x(1),
+            block: Dim3::x(128),
+            shared_bytes: 0,
+        };
+        /// The first faulting thread.
+        pub const FAULT_THREAD: u32 = 64;
+        /// Its offset in the block's shared memory (just past the 256-byte array).
+        pub const FAULT_OFFSET: u64 = 256;
+        /// Access size.
+        pub const FAULT_SIZE: u32 = 4;
     }
 }

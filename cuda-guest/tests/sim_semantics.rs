@@ -1,0 +1,194 @@
+//! Execution semantics on small hand-written PTX: shuffles read every source before
+//! writing, atomics stay atomic across host threads, divergent calls and returns
+//! reconverge, recursion is refused, dynamic shared memory, `%laneid`/lane masks.
+
+use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
+
+const HEADER: &str = ".version 7.0\n.target sm_80\n.address_size 64\n";
+
+fn sim(threads: usize) -> Simulator {
+    Simulator::new(SimConfig {
+        threads,
+        ..SimConfig::default()
+    })
+}
+
+fn read_u32(s: &mut Simulator, p: cuda_guest::sim::DevicePtr, n: usize) -> Vec<u32> {
+    let mut b = vec![0u8; 4 * n];
+    s.memcpy_dtoh(&mut b, p).unwrap();
+    b.chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn cfg(grid: u32, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        shared_bytes: 0,
+    }
+}
+
+#[test]
+fn shfl_reads_all_sources_before_writing() {
+    // Destination and source are the same register: a simulator writing lane by lane
+    // would shift already-shifted values (GPGPU-Sim's bug).
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %laneid;\n mul.lo.u32 %r2, %r1, 10;\n\
+         shfl.sync.down.b32 %r2|%p1, %r2, 1, 31, -1;\n shfl.sync.bfly.b32 %r3, %r2, 3, 31, -1;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r3;\n\
+         selp.u32 %r3, 1, 0, %p1;\n st.global.u32 [%rd3+128], %r3;\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s.load_module("shfl.ptx", &ptx).unwrap();
+    let out = s.malloc(4 * 64).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
+    let got = read_u32(&mut s, out, 64);
+    let down: Vec<u32> = (0..32)
+        .map(|l| if l < 31 { (l + 1) * 10 } else { l * 10 })
+        .collect();
+    let bfly: Vec<u32> = (0..32).map(|l| down[l as usize ^ 3]).collect();
+    assert_eq!(&got[..32], &bfly[..]);
+    let valid: Vec<u32> = (0..32).map(|l| (l < 31) as u32).collect();
+    assert_eq!(&got[32..], &valid[..]);
+}
+
+#[test]
+fn global_atomics_stay_atomic_across_threads() {
+    // 512 blocks of 256 threads each add 1 (u32), 3 (u64), 0.5 (f32), 1.0 (f64) to one
+    // counter, take a ticket with atom.inc, and do a CAS loop on a shared word.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 c)\n{{\n .reg .b32 %r<6>; .reg .b64 %rd<6>; .reg .f32 %f<2>; .reg .f64 %fd<2>; .reg .pred %p<2>;\n\
+         ld.param.u64 %rd1, [c];\n\
+         atom.global.add.u32 %r1, [%rd1], 1;\n\
+         atom.global.add.u64 %rd2, [%rd1+8], 3;\n\
+         atom.global.add.f32 %f1, [%rd1+16], 0f3F000000;\n\
+         atom.global.add.f64 %fd1, [%rd1+24], 0d3FF0000000000000;\n\
+         atom.global.inc.u32 %r2, [%rd1+32], 1000000;\n\
+         atom.global.max.s32 %r3, [%rd1+36], %r2;\n\
+         LOOP:\n ld.volatile.global.u32 %r4, [%rd1+40];\n add.u32 %r5, %r4, 2;\n\
+         atom.global.cas.b32 %r3, [%rd1+40], %r4, %r5;\n setp.ne.u32 %p1, %r3, %r4;\n @%p1 bra LOOP;\n\
+         ret;\n}}\n"
+    );
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("atom.ptx", &ptx).unwrap();
+        let c = s.malloc(64).unwrap();
+        s.launch(&m, "k", cfg(512, 256), &[KernelArg::Ptr(c)])
+            .unwrap();
+        let mut b = vec![0u8; 64];
+        s.memcpy_dtoh(&mut b, c).unwrap();
+        let n = 512u64 * 256;
+        assert_eq!(u32::from_le_bytes(b[0..4].try_into().unwrap()) as u64, n);
+        assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 3 * n);
+        assert_eq!(
+            f32::from_le_bytes(b[16..20].try_into().unwrap()),
+            0.5 * n as f32
+        );
+        assert_eq!(f64::from_le_bytes(b[24..32].try_into().unwrap()), n as f64);
+        assert_eq!(u32::from_le_bytes(b[32..36].try_into().unwrap()) as u64, n);
+        assert_eq!(
+            u32::from_le_bytes(b[36..40].try_into().unwrap()) as u64,
+            n - 1
+        );
+        assert_eq!(
+            u32::from_le_bytes(b[40..44].try_into().unwrap()) as u64,
+            2 * n
+        );
+    }
+}
+
+#[test]
+fn divergent_calls_and_returns_reconverge() {
+    // A .func with an early return taken by odd lanes; called only by lanes < 20.
+    let ptx = format!(
+        "{HEADER}.func (.param .b32 ret) f(.param .b32 x)\n{{\n .reg .b32 %r<4>; .reg .pred %p<2>;\n\
+         ld.param.b32 %r1, [x];\n and.b32 %r2, %r1, 1;\n setp.eq.u32 %p1, %r2, 1;\n\
+         @%p1 bra ODD;\n mul.lo.u32 %r3, %r1, 100;\n st.param.b32 [ret], %r3;\n ret;\n\
+         ODD:\n st.param.b32 [ret], 7;\n ret;\n}}\n\
+         .visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<5>; .reg .b64 %rd<4>; .reg .pred %p<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n mov.u32 %r4, 1;\n setp.ge.u32 %p1, %r1, 20;\n\
+         @%p1 bra SKIP;\n {{\n .param .b32 a0;\n .param .b32 r0;\n st.param.b32 [a0], %r1;\n\
+         call.uni (r0), f, (a0);\n ld.param.b32 %r4, [r0];\n }}\n\
+         SKIP:\n activemask.b32 %r2;\n add.u32 %r3, %r4, %r2;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r3;\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s.load_module("call.ptx", &ptx).unwrap();
+    assert!(m.kernel("k").unwrap().local_bytes() >= 8);
+    let out = s.malloc(4 * 32).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
+    let got = read_u32(&mut s, out, 32);
+    for l in 0..32u32 {
+        let v = if l >= 20 {
+            1
+        } else if l % 2 == 1 {
+            7
+        } else {
+            l * 100
+        };
+        // After the call every lane is active again: activemask is full.
+        assert_eq!(got[l as usize], v.wrapping_add(u32::MAX), "lane {l}");
+    }
+}
+
+#[test]
+fn recursion_is_refused_with_its_line() {
+    let ptx = format!(
+        "{HEADER}.func f()\n{{\n call.uni f, ();\n ret;\n}}\n.visible .entry k()\n{{\n call.uni f, ();\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let e = s.load_module("rec.ptx", &ptx).unwrap_err();
+    let SimError::Unsupported {
+        module,
+        line,
+        message,
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!((module.as_str(), *line), ("rec.ptx", 6));
+    assert!(message.contains("recursion"), "{message}");
+}
+
+#[test]
+fn dynamic_shared_memory_and_lane_masks() {
+    // Each thread writes lanemask_lt popcount (= laneid) into dynamic shared memory,
+    // then reads its mirror after a barrier.
+    let ptx = format!(
+        "{HEADER}.extern .shared .align 16 .b8 dyn[];\n\
+         .visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<8>; .reg .b64 %rd<5>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n mov.u32 %r2, %lanemask_lt;\n popc.b32 %r3, %r2;\n\
+         mov.u32 %r7, %warpid;\n mad.lo.u32 %r3, %r7, 1000, %r3;\n\
+         shl.b32 %r4, %r1, 2;\n mov.u32 %r5, dyn;\n add.u32 %r5, %r5, %r4;\n st.shared.u32 [%r5], %r3;\n\
+         bar.sync 0;\n mov.u32 %r6, %ntid.x;\n sub.u32 %r6, %r6, 1;\n sub.u32 %r6, %r6, %r1;\n shl.b32 %r6, %r6, 2;\n\
+         mov.u32 %r5, dyn;\n add.u32 %r5, %r5, %r6;\n ld.shared.u32 %r3, [%r5];\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r3;\n ret;\n}}\n"
+    );
+    let mut s = sim(2);
+    let m = s.load_module("dyn.ptx", &ptx).unwrap();
+    let out = s.malloc(4 * 96).unwrap();
+    let mut c = cfg(3, 96);
+    c.shared_bytes = 4 * 96;
+    s.launch(&m, "k", c, &[KernelArg::Ptr(out)]).unwrap();
+    let got = read_u32(&mut s, out, 96);
+    for t in 0..96u32 {
+        let mirror = 95 - t;
+        assert_eq!(
+            got[t as usize],
+            (mirror / 32) * 1000 + mirror % 32,
+            "thread {t}"
+        );
+    }
+    // Too little dynamic shared memory for the block: the out-of-range store faults.
+    c.shared_bytes = 4 * 95;
+    let e = s.launch(&m, "k", c, &[KernelArg::Ptr(out)]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("invalid out-of-bounds shared write of size 4 at shared address 0x17c"),
+        "{e}"
+    );
+}
