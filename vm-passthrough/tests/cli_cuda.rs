@@ -314,6 +314,39 @@ fn run_dynamic_shared_memory_reverses_each_block() {
 }
 
 #[test]
+fn dynamic_shared_memory_beyond_48_kib_is_opted_in_and_the_limit_refused() {
+    let run = |shared: &str| {
+        vmgpu(&[
+            "cuda",
+            "run",
+            ptx("dyn_shared.clang.ptx").to_str().unwrap(),
+            "dyn_shared",
+            "--grid",
+            "1",
+            "--block",
+            "32",
+            "--shared",
+            shared,
+            "buf:f32:32=iota",
+            "buf:f32:32,show",
+            "buf:i32:32",
+            "u32:32",
+        ])
+    };
+    let out = run("65536");
+    assert_code(&out, 0);
+    assert!(
+        stdout(&out).contains("arg 1: [31.0, 30.0, 29.0, 28.0,"),
+        "{}",
+        stdout(&out)
+    );
+    // More than the device's opt-in limit (166912 bytes on the virtual device).
+    let out = run("200000");
+    assert_code(&out, 2);
+    assert!(stderr(&out).contains("--shared 200000"), "{}", stderr(&out));
+}
+
+#[test]
 fn file_and_random_inputs_round_trip() {
     let dir = tmp();
     let input = dir.path().join("in.bin");
