@@ -391,12 +391,14 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     if a.shared > 0 {
         // Beyond 48 KiB in all a kernel must opt in; asking for what it uses is always
         // allowed.
-        function.set_max_dynamic_shared_memory(a.shared).map_err(|e| {
-            usage(format!(
-                "--shared {}: kernel `{}` cannot have that much dynamic shared memory: {e}",
-                a.shared, a.kernel
-            ))
-        })?;
+        function
+            .set_max_dynamic_shared_memory(a.shared)
+            .map_err(|e| {
+                usage(format!(
+                    "--shared {}: kernel `{}` cannot have that much dynamic shared memory: {e}",
+                    a.shared, a.kernel
+                ))
+            })?;
     }
     let stream = gpu.stream(StreamFlags::default())?;
     let (start, end) = (
