@@ -28,7 +28,7 @@ pub struct CudaArgs {
 enum CudaCommand {
     /// Every CUDA device of the chosen backend with its properties
     Devices(devices::DevicesArgs),
-    /// Load a PTX module and launch one kernel with typed arguments (exit 0: ok,
+    /// Load a PTX (or CUDA C++) module and launch one kernel with typed arguments (exit 0: ok,
     /// 1: the module, the launch or the kernel failed, 2: usage)
     Run(run::RunArgs),
     /// Benchmark the backend against plain baselines measured in the same run
