@@ -563,6 +563,40 @@ fn an_out_of_bounds_kernel_prints_its_fault_report_and_exits_1() {
 }
 
 #[test]
+fn a_misaligned_load_is_reported_inside_its_buffer() {
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        ptx("misaligned.clang.ptx").to_str().unwrap(),
+        "misaligned",
+        "--grid",
+        "2",
+        "--block",
+        "64",
+        "--json",
+        "buf:u8:404",
+        "buf:i32:100",
+        "u32:100",
+    ]);
+    assert_code(&out, 1);
+    let v = json_of(&out);
+    assert_eq!(v["error"]["cuda_name"], "CUDA_ERROR_MISALIGNED_ADDRESS");
+    let f = &v["error"]["fault"];
+    assert_eq!(f["kind"], "misaligned");
+    assert_eq!(f["access"], "load");
+    assert_eq!(f["size"], 4);
+    assert_eq!(f["block"], serde_json::json!([0, 0, 0]));
+    assert_eq!(f["thread"], serde_json::json!([0, 0, 0]));
+    assert!(
+        f["ptx_text"].as_str().unwrap().starts_with("ld.global.u32"),
+        "{f}"
+    );
+    assert_eq!(f["nearest"]["argument"], 0);
+    assert_eq!(f["nearest"]["offset"], 1);
+    assert_eq!(f["nearest"]["size"], 404);
+}
+
+#[test]
 fn a_runaway_kernel_times_out_with_exit_1() {
     let out = vmgpu(&[
         "cuda",
