@@ -11,6 +11,8 @@
 //!   ([`driver::safe`]).
 //! - [`accel`]: choosing the backend (native when a driver and a device are there,
 //!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
+//! - [`bench`]: the native backend measured against plain driver calls (the simulator's
+//!   benchmark set is [`sim::bench`]); what `vmgpu cuda bench` reports.
 //!
 //! # Backends
 //!
@@ -37,6 +39,7 @@
 //! ```
 
 pub mod accel;
+pub mod bench;
 pub mod driver;
 /// The wire protocol between a guest's `libcuda.so.1` and the VMM's CUDA service:
 /// handshake, frames, one request per driver call, replies; pure and synchronous.

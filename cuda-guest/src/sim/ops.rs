@@ -127,18 +127,56 @@ fn row(regs: &[u64], r: usize) -> &Lanes {
     <&Lanes>::try_from(&regs[r * 32..r * 32 + 32]).expect("register row")
 }
 
-/// Writes `out` into row `d` on the lanes of `mk` (a blend, so it vectorises and never
-/// turns into a library copy).
+/// Writes `out` into row `d` on the lanes of `mk`.
 #[inline(always)]
 fn put(regs: &mut [u64], d: usize, out: &Lanes, mk: u32) {
     let rd = <&mut Lanes>::try_from(&mut regs[d * 32..d * 32 + 32]).expect("register row");
-    for l in 0..32 {
-        rd[l] = if (mk >> l) & 1 == 1 { out[l] } else { rd[l] };
+    if mk == u32::MAX {
+        *rd = *out;
+        return;
     }
+    let mut m = mk;
+    while m != 0 {
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        rd[l] = out[l];
+    }
+}
+
+/// Row `d` mutably and rows `srcs` shared, when `d` is none of them.
+#[inline(always)]
+fn split<const N: usize>(
+    regs: &mut [u64],
+    d: usize,
+    srcs: [usize; N],
+) -> Option<(&mut Lanes, [&Lanes; N])> {
+    if srcs.contains(&d) || (d + 1) * 32 > regs.len() {
+        return None;
+    }
+    let (lo, hi) = regs.split_at_mut(d * 32);
+    let (rd, rest) = hi.split_at_mut(32);
+    let mut out: [&Lanes; N] = [&[0; 32]; N];
+    for (k, &x) in srcs.iter().enumerate() {
+        let sl = if x < d {
+            lo.get(x * 32..x * 32 + 32)?
+        } else {
+            rest.get((x - d - 1) * 32..(x - d) * 32)?
+        };
+        out[k] = <&Lanes>::try_from(sl).ok()?;
+    }
+    Some((<&mut Lanes>::try_from(rd).ok()?, out))
 }
 
 #[inline(always)]
 fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u64) -> u64) {
+    if mk == u32::MAX {
+        if let Some((rd, [ra, rb])) = split(r, d, [a, b]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l], rb[l]);
+            }
+            return;
+        }
+    }
     let mut out = [0u64; 32];
     let (ra, rb) = (row(r, a), row(r, b));
     for l in 0..32 {
@@ -148,6 +186,14 @@ fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u6
 }
 #[inline(always)]
 fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
+    if mk == u32::MAX {
+        if let Some((rd, [ra])) = split(r, d, [a]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l]);
+            }
+            return;
+        }
+    }
     let mut out = [0u64; 32];
     let ra = row(r, a);
     for l in 0..32 {
@@ -166,6 +212,14 @@ fn map3(
     mk: u32,
     f: impl Fn(u64, u64, u64) -> u64,
 ) {
+    if mk == u32::MAX {
+        if let Some((rd, [ra, rb, rc])) = split(r, d, [a, b, c]) {
+            for l in 0..32 {
+                rd[l] = f(ra[l], rb[l], rc[l]);
+            }
+            return;
+        }
+    }
     let mut out = [0u64; 32];
     let (ra, rb, rc) = (row(r, a), row(r, b), row(r, c));
     for l in 0..32 {
@@ -634,6 +688,17 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
         }
     })
 }
+/// Whether an f64 sum needs the exact f32 fma path: an f32 midpoint, the f32
+/// subnormal range, or not finite.
+#[inline(always)]
+fn fma_odd(s: f64) -> bool {
+    let bits = s.to_bits();
+    let abs = s.abs();
+    (bits & 0x1FFF_FFFF == 0x1000_0000)
+        | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
+        | !s.is_finite()
+}
+
 /// f32 fma over a warp: a branch-free first pass through f64 (see [`fma_f32`]); the
 /// rare lanes that land on an f32 midpoint, in the f32 subnormal range or off the
 /// finite range are redone exactly.
@@ -655,18 +720,22 @@ pub(crate) fn ffma32<const FTZ: bool>(
         }
     };
     let (ra, rb, rc) = (row(o, a), row(o, b), row(o, c));
+    let mut any_odd = false;
     for l in 0..32 {
         let x = ftz(f32::from_bits(ra[l] as u32));
         let y = ftz(f32::from_bits(rb[l] as u32));
         let z = ftz(f32::from_bits(rc[l] as u32));
         let s = x as f64 * y as f64 + z as f64;
-        let bits = s.to_bits();
-        let abs = s.abs();
-        let odd = (bits & 0x1FFF_FFFF == 0x1000_0000)
-            | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
-            | !s.is_finite();
-        special |= (odd as u32) << l;
+        any_odd |= fma_odd(s);
         out[l] = (s as f32).to_bits() as u64;
+    }
+    if any_odd {
+        for l in 0..32 {
+            let x = ftz(f32::from_bits(ra[l] as u32));
+            let y = ftz(f32::from_bits(rb[l] as u32));
+            let z = ftz(f32::from_bits(rc[l] as u32));
+            special |= (fma_odd(x as f64 * y as f64 + z as f64) as u32) << l;
+        }
     }
     let mut sp = special;
     while sp != 0 {

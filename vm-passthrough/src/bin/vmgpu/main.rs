@@ -13,6 +13,7 @@ macro_rules! outln {
 
 mod bind;
 mod check;
+mod cuda;
 mod list;
 mod show;
 
@@ -71,6 +72,9 @@ enum Command {
     Bind(bind::BindArgs),
     /// Give the functions bound by `bind` back to their original drivers
     Unbind(bind::UnbindArgs),
+    /// The CUDA accelerator: devices, running a PTX kernel, benchmarks (native driver
+    /// or simulator)
+    Cuda(cuda::CudaArgs),
 }
 
 /// Exit status for bad invocations, the same that clap uses.
@@ -101,7 +105,13 @@ fn main() -> ExitCode {
     // A wrong --sysfs is named as such, for every command. Only a plain `list` on
     // the default /sys goes on without a PCI bus: it shows the demo host.
     let plain_list = matches!(&cli.command, Command::List(a) if !a.all) && cli.host.sysfs.is_none();
-    let verified = if plain_list { Ok(()) } else { host.verify() };
+    // `cuda` reads no sysfs.
+    let cuda = matches!(&cli.command, Command::Cuda(_));
+    let verified = if plain_list || cuda {
+        Ok(())
+    } else {
+        host.verify()
+    };
     let result = verified
         .map_err(anyhow::Error::from)
         .and_then(|()| match &cli.command {
@@ -110,6 +120,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check::run(&host, args, &mut out),
             Command::Bind(args) => bind::run_bind(&host, args, &mut out),
             Command::Unbind(args) => bind::run_unbind(&host, args, &mut out),
+            Command::Cuda(args) => cuda::run(args, &mut out),
         });
     let code = match result {
         Ok(code) => code,
@@ -117,7 +128,8 @@ fn main() -> ExitCode {
             // `{:#}` prints the chain once: each message, then its source's.
             let _ = writeln!(io::stderr(), "vmgpu: error: {err:#}");
             let not_found = |e: &pcie::Error| matches!(e, pcie::Error::DeviceNotFound { .. });
-            let usage = err.downcast_ref::<pcie::Error>().is_some_and(not_found)
+            let usage = err.downcast_ref::<cuda::UsageError>().is_some()
+                || err.downcast_ref::<pcie::Error>().is_some_and(not_found)
                 || matches!(
                     err.downcast_ref::<pcie::bind::BindError>(),
                     Some(pcie::bind::BindError::Sysfs(e)) if not_found(e)
