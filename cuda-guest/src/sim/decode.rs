@@ -1278,7 +1278,7 @@ impl<'a> Dec<'a> {
                         )
                     }
                 };
-                match cvt_fast(dc, sc, irnd, sat) {
+                match cvt_fast(dc, sc, rnd, irnd, sat, ftz) {
                     Some(f) => Op::Un(f, d, a),
                     None => Op::Cvt {
                         d,
@@ -1756,8 +1756,35 @@ impl<'a> Dec<'a> {
     }
 }
 
-fn cvt_fast(d: CvtTy, s: CvtTy, irnd: bool, sat: bool) -> Option<UnFn> {
-    // Fast paths for the common integer conversions; everything else goes through cvt_one.
+fn cvt_fast(d: CvtTy, s: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool) -> Option<UnFn> {
+    // Fast paths for the common conversions; everything else goes through cvt_one.
+    if !sat && !ftz {
+        let float = match (d, s, rnd, irnd) {
+            (CvtTy::F32, CvtTy::S(32), Rnd::N, false) => Some(ops::cvt_f32_s32 as UnFn),
+            (CvtTy::F32, CvtTy::U(32), Rnd::N, false) => Some(ops::cvt_f32_u32 as UnFn),
+            (CvtTy::F64, CvtTy::S(32), _, false) => Some(ops::cvt_f64_s32 as UnFn),
+            (CvtTy::F64, CvtTy::U(32), _, false) => Some(ops::cvt_f64_u32 as UnFn),
+            (CvtTy::F64, CvtTy::F32, _, false) => Some(ops::cvt_f64_f32 as UnFn),
+            (CvtTy::F32, CvtTy::F64, Rnd::N, false) => Some(ops::cvt_f32_f64 as UnFn),
+            (CvtTy::S(32) | CvtTy::U(32), CvtTy::F32, m, _) => {
+                let u = d == CvtTy::U(32);
+                Some(match (u, m) {
+                    (false, Rnd::N) => ops::cvt_i32_f32::<false, 0> as UnFn,
+                    (false, Rnd::Z) => ops::cvt_i32_f32::<false, 1>,
+                    (false, Rnd::M) => ops::cvt_i32_f32::<false, 2>,
+                    (false, Rnd::P) => ops::cvt_i32_f32::<false, 3>,
+                    (true, Rnd::N) => ops::cvt_i32_f32::<true, 0>,
+                    (true, Rnd::Z) => ops::cvt_i32_f32::<true, 1>,
+                    (true, Rnd::M) => ops::cvt_i32_f32::<true, 2>,
+                    (true, Rnd::P) => ops::cvt_i32_f32::<true, 3>,
+                })
+            }
+            _ => None,
+        };
+        if float.is_some() {
+            return float;
+        }
+    }
     Some(match (d, s, irnd, sat) {
         (CvtTy::U(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
         (CvtTy::S(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,

@@ -90,9 +90,9 @@ fn lanes(regs: &[u64], r: R) -> &Lanes {
 #[inline(always)]
 fn write(regs: &mut [u64], d: R, v: &Lanes, mask: u32) {
     let s = d as usize * 32;
-    let row = &mut regs[s..s + 32];
+    let row = <&mut Lanes>::try_from(&mut regs[s..s + 32]).expect("register row");
     if mask == FULL {
-        row.copy_from_slice(v);
+        *row = *v;
     } else {
         let mut m = mask;
         while m != 0 {

@@ -1311,6 +1311,54 @@ pub(crate) fn copysign<F: Flt>(o: &mut [u64], d: usize, a: usize, b: usize, mk: 
     map2(o, d, a, b, mk, |x, y| (y & !s) | (x & s))
 }
 
+/// `cvt.rn.f32.s32` and friends: fast paths for the common conversions (Rust's `as`
+/// rounds to nearest even and saturates float-to-int with NaN to 0, as PTX does).
+pub(crate) fn cvt_f32_s32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as i32 as f32).to_bits() as u64)
+}
+pub(crate) fn cvt_f32_u32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as f32).to_bits() as u64)
+}
+pub(crate) fn cvt_f64_s32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as i32 as f64).to_bits())
+}
+pub(crate) fn cvt_f64_u32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as f64).to_bits())
+}
+pub(crate) fn cvt_f64_f32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (f32::from_bits(x as u32) as f64).canon())
+}
+pub(crate) fn cvt_f32_f64(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (f64::from_bits(x) as f32).canon())
+}
+/// f32 to s32 (`U` false) or u32 with an integer rounding `M` (0 rni, 1 rzi, 2 rmi, 3 rpi).
+pub(crate) fn cvt_i32_f32<const U: bool, const M: u8>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
+        let f = f32::from_bits(x as u32);
+        // Without SSE4.1 the float rounding functions are library calls: round through
+        // integers instead (values of magnitude 2^23 or more are integers already).
+        let r = if f.abs() < 8_388_608.0 {
+            let t = f as i32 as f32; // toward zero
+            match M {
+                0 => {
+                    let big = 8_388_608.0f32.copysign(f);
+                    (f + big) - big
+                }
+                1 => t,
+                2 => t - (t > f) as i32 as f32,
+                _ => t + (t < f) as i32 as f32,
+            }
+        } else {
+            f
+        };
+        if U {
+            r as u32 as u64
+        } else {
+            r as i32 as u32 as u64
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
