@@ -431,7 +431,7 @@ fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
             }
         };
     }
-    if code > 5 && !matches!(ty, F32 | F64) {
+    if code > 5 && !matches!(ty, F16 | F32 | F64) {
         return derr(line, "unordered comparison on an integer type");
     }
     Ok(match ty {
@@ -443,6 +443,22 @@ fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
         S64 => pick!(cmp_int, i64),
         F32 => pick!(cmp_flt, f32),
         F64 => pick!(cmp_flt, f64),
+        F16 => match code {
+            0 => ops::cmp_f16::<0>,
+            1 => ops::cmp_f16::<1>,
+            2 => ops::cmp_f16::<2>,
+            3 => ops::cmp_f16::<3>,
+            4 => ops::cmp_f16::<4>,
+            5 => ops::cmp_f16::<5>,
+            6 => ops::cmp_f16::<6>,
+            7 => ops::cmp_f16::<7>,
+            8 => ops::cmp_f16::<8>,
+            9 => ops::cmp_f16::<9>,
+            10 => ops::cmp_f16::<10>,
+            11 => ops::cmp_f16::<11>,
+            12 => ops::cmp_f16::<12>,
+            _ => ops::cmp_f16::<13>,
+        },
         t => return derr(line, format!("setp on .{} is not supported", t.name())),
     })
 }
@@ -476,6 +492,7 @@ fn cvt_ty(t: ScalarType) -> Option<CvtTy> {
         U64 | B64 => CvtTy::U(64),
         S64 => CvtTy::S(64),
         F16 => CvtTy::F16,
+        Bf16 => CvtTy::Bf16,
         F32 => CvtTy::F32,
         F64 => CvtTy::F64,
         _ => return None,

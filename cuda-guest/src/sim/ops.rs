@@ -1026,6 +1026,34 @@ pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
     sign | (((ve + 15) as u16) << 10) | mant
 }
 
+/// f64 to bf16 bits with rounding mode `m`: through f32 rounded to odd (exact for the
+/// second rounding, f32 having 16 more bits), then to bf16.
+pub(crate) fn f64_to_bf16(v: f64, m: Rnd) -> u16 {
+    if v.is_nan() {
+        return 0x7fff;
+    }
+    let z = f64_to_f32(v, Rnd::Z);
+    let mut bits = z.to_bits();
+    if (z as f64) != v && z.is_finite() {
+        bits |= 1; // round to odd: remember the discarded part
+    }
+    if z.is_infinite() && v.is_finite() {
+        bits = z.to_bits();
+    }
+    let neg = bits >> 31 == 1;
+    let low = bits & 0xffff;
+    let up = match m {
+        Rnd::N => low > 0x8000 || (low == 0x8000 && (bits >> 16) & 1 == 1),
+        Rnd::Z => false,
+        Rnd::M => neg && low != 0,
+        Rnd::P => !neg && low != 0,
+    };
+    let r = (bits >> 16) + up as u32;
+    // Overflow past the largest finite value: RN goes to infinity, RZ stays finite
+    // (handled by not rounding up), directed modes by sign.
+    r as u16
+}
+
 /// Float `x` (given as f64) rounded to an integer with mode `m`.
 fn round_int(x: f64, m: Rnd) -> f64 {
     match m {
@@ -1072,6 +1100,7 @@ pub(crate) enum CvtTy {
     U(u32),
     S(u32),
     F16,
+    Bf16,
     F32,
     F64,
 }
@@ -1113,11 +1142,13 @@ pub(crate) fn cvt_one(
             CvtTy::F32 => int_to_f32(v, m).to_bits() as u64,
             CvtTy::F64 => int_to_f64(v, m).to_bits(),
             CvtTy::F16 => f64_to_f16(int_to_f64(v, Rnd::Z), m) as u64,
+            CvtTy::Bf16 => f64_to_bf16(v as f64, m) as u64,
         };
     }
     // Float source, as f64 (exact for f16/f32).
     let mut f = match src {
         CvtTy::F16 => f16_to_f32(x as u16) as f64,
+        CvtTy::Bf16 => f32::from_bits((x as u32 & 0xffff) << 16) as f64,
         CvtTy::F32 => {
             let v = f32::from_bits(x as u32);
             (if ftz { v.ftz() } else { v }) as f64
@@ -1162,6 +1193,10 @@ pub(crate) fn cvt_one(
                 CvtTy::F64 => {
                     let r = if sat { sat1(f) } else { f };
                     r.canon()
+                }
+                CvtTy::Bf16 => {
+                    let r = if sat { sat1(f) } else { f };
+                    f64_to_bf16(r, if irnd { Rnd::N } else { m }) as u64
                 }
                 _ => {
                     let r = if sat { sat1(f) } else { f };
@@ -1357,6 +1392,17 @@ pub(crate) fn cvt_i32_f32<const U: bool, const M: u8>(o: &mut [u64], d: usize, a
             r as i32 as u32 as u64
         }
     })
+}
+
+/// f16 comparisons: both operands widened to f32 (exact), then compared.
+pub(crate) fn cmp_f16<const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    let (ra, rb) = (row(r, a), row(r, b));
+    let mut buf = [0u64; 64];
+    for l in 0..32 {
+        buf[l] = f16_to_f32(ra[l] as u16).to_bits() as u64;
+        buf[32 + l] = f16_to_f32(rb[l] as u16).to_bits() as u64;
+    }
+    cmp_flt::<f32, OP>(&buf, 0, 1)
 }
 
 #[cfg(test)]
