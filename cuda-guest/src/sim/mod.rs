@@ -37,7 +37,7 @@
 //! min max` on 8/16/32/64-bit integers; `add.cc addc sub.cc subc`; `and or xor not cnot
 //! shl shr lop3 popc clz brev bfind bfe bfi shf`, `prmt` (default mode); `add sub mul div
 //! fma mad min max abs neg sqrt rcp rsqrt copysign testp` on f32/f64 (f16: add sub mul
-//! fma min max neg abs); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
+//! fma min max neg abs setp; cvt to/from f16 and bf16); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
 //! div.approx div.full`; `setp` (all comparisons, `.and/.or/.xor` combination, two
 //! destinations) and `set`; `selp`; `mov` (including vector pack/unpack and special
 //! registers); `cvt` between every integer and float type with every rounding mode
@@ -51,7 +51,7 @@
 //! %dynamic_smem_size %total_smem_size`.
 //!
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
-//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic, `mma`/`wmma`, `cp.async`,
+//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
 //! `bar.arrive`/`bar.red`, clusters, `match.sync`, `redux.sync`, `dp4a`.
 //!
 //! ```
