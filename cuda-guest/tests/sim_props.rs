@@ -249,6 +249,16 @@ proptest! {
                 let borrow2 = ((c as u32 as u64) < 5 + borrow1 as u64) as u32;
                 100 - borrow2 as u64
             }),
+            ("dp4a.s32.u32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let mut acc = c as u32 as i64;
+                for i in 0..4 { acc += ((a >> (8 * i)) as u8 as i8 as i64) * ((b >> (8 * i)) as u8 as i64); }
+                acc as u32 as u64
+            }),
+            ("dp2a.hi.u32.s32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let mut acc = c as u32 as i64;
+                for i in 0..2 { acc += ((a >> (16 * i)) as u16 as i64) * ((b >> (8 * (i + 2))) as u8 as i8 as i64); }
+                acc as u32 as u64
+            }),
             ("lop3.b32 %y, %x1, %x2, %x3, 0xE8;", |a, b, c| ((a & b) | (a & c) | (b & c)) & 0xffff_ffff),
             ("lop3.b32 %y, %x1, %x2, %x3, 0x96;", |a, b, c| (a ^ b ^ c) & 0xffff_ffff),
             ("setp.lt.s32 %p1, %x1, %x2; selp.b32 %y, 1, 2, %p1;", |a, b, _| if (a as i32) < (b as i32) { 1 } else { 2 }),

@@ -255,6 +255,13 @@ pub(crate) enum Op {
         neg: bool,
     },
     Activemask(R),
+    /// `redux.sync.op.type d, a, membermask`: op 0 add, 1 min, 2 max, 3 and, 4 or, 5 xor.
+    Redux {
+        d: R,
+        a: R,
+        op: u8,
+        signed: bool,
+    },
     Clock {
         d: R,
         kind: u8,
@@ -1551,6 +1558,83 @@ impl<'a> Dec<'a> {
                     self.pred(&ops[0], line)?.0
                 };
                 Op::Vote { mode, d, src, neg }
+            }
+            "redux" => {
+                need(2)?;
+                let t = need_ty()?;
+                let op = [
+                    ("add", 0u8),
+                    ("min", 1),
+                    ("max", 2),
+                    ("and", 3),
+                    ("or", 4),
+                    ("xor", 5),
+                ]
+                .iter()
+                .find(|(n, _)| i.has(n))
+                .map(|x| x.1)
+                .ok_or(DecodeError {
+                    line,
+                    message: format!("`{}`: unknown reduction", i.full_name()),
+                })?;
+                if t.size() != 4 || matches!(t, ScalarType::F32) {
+                    return derr(line, "redux.sync needs a 32-bit integer type");
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                Op::Redux {
+                    d,
+                    a,
+                    op,
+                    signed: t == ScalarType::S32,
+                }
+            }
+            "dp4a" | "dp2a" => {
+                need(4)?;
+                if types.len() != 2 {
+                    return derr(line, "dp4a/dp2a need two types");
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                let (sa, sb) = (types[0] == ScalarType::S32, types[1] == ScalarType::S32);
+                let hi = i.has("hi");
+                let f: TerFn = match (i.opcode.as_str(), sa, sb, hi) {
+                    ("dp4a", false, false, _) => ops::dp4a::<false, false>,
+                    ("dp4a", false, true, _) => ops::dp4a::<false, true>,
+                    ("dp4a", true, false, _) => ops::dp4a::<true, false>,
+                    ("dp4a", true, true, _) => ops::dp4a::<true, true>,
+                    (_, false, false, h) => {
+                        if h {
+                            ops::dp2a::<false, false, true>
+                        } else {
+                            ops::dp2a::<false, false, false>
+                        }
+                    }
+                    (_, false, true, h) => {
+                        if h {
+                            ops::dp2a::<false, true, true>
+                        } else {
+                            ops::dp2a::<false, true, false>
+                        }
+                    }
+                    (_, true, false, h) => {
+                        if h {
+                            ops::dp2a::<true, false, true>
+                        } else {
+                            ops::dp2a::<true, false, false>
+                        }
+                    }
+                    (_, true, true, h) => {
+                        if h {
+                            ops::dp2a::<true, true, true>
+                        } else {
+                            ops::dp2a::<true, true, false>
+                        }
+                    }
+                };
+                Op::Ter(f, d, a, b, c)
             }
             "activemask" => {
                 need(1)?;

@@ -1113,6 +1113,28 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
+            Op::Redux { d, a, op, signed } => {
+                let av = lanes(&w.regs, *a);
+                let mut acc: Option<u32> = None;
+                each_lane!(mask, l, {
+                    let v = av[l] as u32;
+                    acc = Some(match acc {
+                        None => v,
+                        Some(x) => match (op, signed) {
+                            (0, _) => x.wrapping_add(v),
+                            (1, true) => (x as i32).min(v as i32) as u32,
+                            (2, true) => (x as i32).max(v as i32) as u32,
+                            (1, false) => x.min(v),
+                            (2, false) => x.max(v),
+                            (3, _) => x & v,
+                            (4, _) => x | v,
+                            _ => x ^ v,
+                        },
+                    });
+                });
+                let out = [acc.unwrap_or(0) as u64; 32];
+                write(&mut w.regs, *d, &out, mask);
+            }
             Op::Activemask(d) => {
                 let out = [mask as u64; 32];
                 write(&mut w.regs, *d, &out, mask);

@@ -46,13 +46,14 @@
 //! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
 //! barrier.sync bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
 //! predicate output; every source lane is read before any destination is written);
-//! `vote.sync` (all any uni ballot); `activemask`; `%tid %ntid %ctaid %nctaid %laneid
+//! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `dp4a dp2a`;
+//! `activemask`; `%tid %ntid %ctaid %nctaid %laneid
 //! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
 //! %dynamic_smem_size %total_smem_size`.
 //!
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
 //! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
-//! `bar.arrive`/`bar.red`, clusters, `match.sync`, `redux.sync`, `dp4a`.
+//! `bar.arrive`/`bar.red`, clusters, `match.sync`.
 //!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};

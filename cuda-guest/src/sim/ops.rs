@@ -1405,6 +1405,64 @@ pub(crate) fn cmp_f16<const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
     cmp_flt::<f32, OP>(&buf, 0, 1)
 }
 
+/// `dp4a.atype.btype d, a, b, c`: c plus the dot product of the four bytes of a and b.
+pub(crate) fn dp4a<const SA: bool, const SB: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let byte = |v: u64, i: u32, s: bool| -> i64 {
+            let b = (v >> (8 * i)) as u8;
+            if s {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        let mut acc = z as u32 as i64;
+        for i in 0..4 {
+            acc += byte(x, i, SA) * byte(y, i, SB);
+        }
+        acc as u32 as u64
+    })
+}
+
+/// `dp2a.lo/.hi`: c plus the dot product of the two 16-bit halves of a with two bytes
+/// of b (low or high half of b).
+pub(crate) fn dp2a<const SA: bool, const SB: bool, const HI: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let half = |i: u32| -> i64 {
+            let h = (x >> (16 * i)) as u16;
+            if SA {
+                h as i16 as i64
+            } else {
+                h as i64
+            }
+        };
+        let byte = |i: u32| -> i64 {
+            let b = (y >> (8 * (i + if HI { 2 } else { 0 }))) as u8;
+            if SB {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        let acc = z as u32 as i64 + half(0) * byte(0) + half(1) * byte(1);
+        acc as u32 as u64
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
