@@ -113,6 +113,16 @@ pub(crate) enum VoteMode {
     Ballot,
 }
 
+/// The reduction of `bar.red`: `mode` 0 popc (into register `d`), 1 and, 2 or (into
+/// predicate `d`) of predicate `src` (negated with `neg`) over the block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BarRed {
+    pub mode: u8,
+    pub d: u32,
+    pub src: P,
+    pub neg: bool,
+}
+
 /// A decoded operation.
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
@@ -238,7 +248,9 @@ pub(crate) enum Op {
     Bra {
         target: u32,
     },
-    Bar,
+    Bar {
+        red: Option<BarRed>,
+    },
     Exit,
     Shfl {
         mode: ShflMode,
@@ -1501,10 +1513,30 @@ impl<'a> Dec<'a> {
             "bar" | "barrier" => {
                 if i.has("warp") {
                     Op::Nop
-                } else if i.has("arrive") || i.has("red") {
+                } else if i.has("arrive") {
                     return derr(line, format!("`{}` is not supported", i.full_name()));
+                } else if i.has("red") {
+                    need(3)?;
+                    let mode = if i.has("popc") {
+                        0
+                    } else if i.has("and") {
+                        1
+                    } else if i.has("or") {
+                        2
+                    } else {
+                        return derr(line, "bar.red needs .popc, .and or .or");
+                    };
+                    let (src, neg) = self.pred(&ops[ops.len() - 1], line)?;
+                    let d = if mode == 0 {
+                        self.dst(&ops[0], line)?
+                    } else {
+                        self.pred(&ops[0], line)?.0
+                    };
+                    Op::Bar {
+                        red: Some(BarRed { mode, d, src, neg }),
+                    }
                 } else {
-                    Op::Bar
+                    Op::Bar { red: None }
                 }
             }
             "membar" | "fence" => Op::Nop,

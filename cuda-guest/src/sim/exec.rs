@@ -43,6 +43,8 @@ struct Warp {
     bar_pc: u32,
     /// Carry flag (`CC.CF`) per lane.
     carry: u32,
+    /// This warp's part of a `bar.red` reduction.
+    red: u64,
 }
 
 enum Stop {
@@ -510,7 +512,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     continue;
                 }
-                Op::Bar => {
+                Op::Bar { red } => {
                     let top = w.stack.last_mut().expect("frame");
                     top.pc = pc + 1;
                     if mask == 0 {
@@ -542,6 +544,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     w.bar_pc = pc;
+                    if let Some(r) = red {
+                        let ps = (w.preds[r.src as usize] ^ if r.neg { FULL } else { 0 }) & mask;
+                        w.red = match r.mode {
+                            0 => ps.count_ones() as u64,
+                            1 => (ps == mask) as u64,
+                            _ => (ps != 0) as u64,
+                        };
+                    }
                     return Ok(Stop::Barrier);
                 }
                 op => {
@@ -1151,7 +1161,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &[v; 32], mask);
             }
             Op::Nop => fence(SeqCst),
-            Op::Bra { .. } | Op::Exit | Op::Bar => {}
+            Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
         Ok(())
     }
@@ -1219,6 +1229,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     _ => {}
+                }
+            }
+            // bar.red: combine the waiting warps' parts and hand the result to each.
+            if let Some((_, pc)) = first {
+                if let Some(Op::Bar { red: Some(r) }) = prog.insts.get(pc as usize).map(|i| &i.op) {
+                    let parts = warps
+                        .iter()
+                        .filter(|w| w.state == WState::Bar)
+                        .map(|w| w.red);
+                    let total = match r.mode {
+                        0 => parts.sum::<u64>(),
+                        1 => parts.fold(1, |a, x| a & x),
+                        _ => parts.fold(0, |a, x| a | x),
+                    };
+                    for w in warps.iter_mut().filter(|w| w.state == WState::Bar) {
+                        let live = w.live;
+                        if r.mode == 0 {
+                            write(&mut w.regs, r.d, &[total; 32], live);
+                        } else {
+                            let pd = &mut w.preds[r.d as usize];
+                            *pd = (*pd & !live) | if total != 0 { live } else { 0 };
+                        }
+                    }
                 }
             }
             let mut any = false;
@@ -1452,6 +1485,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         local: vec![0; prog.local_size as usize * 32],
         bar_pc: 0,
         carry: 0,
+        red: 0,
     }
 }
 

@@ -44,7 +44,7 @@
 //! and `.sat`; `cvta`; `ld st ldu` (`.global .shared .local .const .param`, generic,
 //! `.v2/.v4`, volatile/cache qualifiers ignored); `atom red` (add min max inc dec exch
 //! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
-//! barrier.sync bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
+//! barrier.sync bar.red(popc and or) bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
 //! predicate output; every source lane is read before any destination is written);
 //! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `dp4a dp2a`;
 //! `activemask`; `%tid %ntid %ctaid %nctaid %laneid
@@ -53,7 +53,7 @@
 //!
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
 //! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
-//! `bar.arrive`/`bar.red`, clusters, `match.sync`.
+//! `bar.arrive`, clusters, `match.sync`.
 //!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
