@@ -351,6 +351,34 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
     }
 
+    /// Fastest path: a full warp accessing 32 consecutive aligned 32-bit words inside
+    /// the instruction's cached allocation.
+    #[inline(always)]
+    fn coalesced32(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        write: bool,
+        pc: u32,
+    ) -> Option<&'b [std::sync::atomic::AtomicU32; 32]> {
+        let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
+        if write && al.read_only {
+            return None;
+        }
+        let av = lanes(regs, a);
+        let first = av[0].wrapping_add(off as u64);
+        let mut ok = true;
+        for (l, &x) in av.iter().enumerate() {
+            ok &= x == av[0].wrapping_add(4 * l as u64);
+        }
+        let start = first.wrapping_sub(al.base);
+        if !ok || first & 3 != 0 || start >= al.size || al.size - start < 128 {
+            return None;
+        }
+        al.words32(start)
+    }
+
     /// Fast path of a shared access: every active lane in bounds and aligned.
     #[inline(always)]
     fn fast_shared(
@@ -630,11 +658,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
                     let offs = &out;
                     if *size == 4 && *n == 1 && mask == FULL {
-                        // The common case: a full warp loading 32-bit words.
-                        let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                        // The common case: a full warp loading 32-bit words; consecutive
+                        // (one slice) or all the same word (a broadcast) go faster.
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
                         let sh = &self.shared[..];
-                        for l in 0..32 {
-                            row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                        let (mut consecutive, mut same) = (true, true);
+                        for (l, &o) in offs.iter().enumerate() {
+                            consecutive &= o == offs[0] + 4 * l as u64;
+                            same &= o == offs[0];
+                        }
+                        let w0 = (offs[0] >> 2) as usize;
+                        if same {
+                            row.fill(sh[w0] as u64 & dmask);
+                        } else if let Some(ws) = sh.get(w0..w0 + 32).filter(|_| consecutive) {
+                            for l in 0..32 {
+                                row[l] = ws[l] as u64 & dmask;
+                            }
+                        } else {
+                            for l in 0..32 {
+                                row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                            }
                         }
                         if *sx {
                             row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
@@ -654,6 +700,23 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     return Ok(());
                 }
+                if matches!(sp, Sp::Global | Sp::Generic)
+                    && *size == 4
+                    && *n == 1
+                    && mask == FULL
+                    && !*sx
+                {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
+                        for l in 0..32 {
+                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                        }
+                        return Ok(());
+                    }
+                }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
                         self.fast_global(&w.regs, *a, *off, total, mask, false, pc, &mut out)
@@ -661,6 +724,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let offs = &out;
                         if *size == 4 && *n == 1 && mask == FULL && !*sx {
                             let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                            // Coalesced: 32 consecutive words.
+                            if let Some(ws) = coalesced(offs).and_then(|o| al.words32(o)) {
+                                for l in 0..32 {
+                                    row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                                }
+                                return Ok(());
+                            }
                             for l in 0..32 {
                                 row[l] = al.load32(offs[l]) as u64 & dmask;
                             }
@@ -718,6 +788,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     return Ok(());
                 }
+                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
+                        let row = lanes(&w.regs, s[0]);
+                        for l in 0..32 {
+                            ws[l].store(row[l] as u32, Relaxed);
+                        }
+                        return Ok(());
+                    }
+                }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
                         self.fast_global(&w.regs, *a, *off, total, mask, true, pc, &mut out)
@@ -725,6 +804,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let offs = &out;
                         if *size == 4 && *n == 1 && mask == FULL {
                             let row = &w.regs[s[0] as usize * 32..s[0] as usize * 32 + 32];
+                            if let Some(ws) = coalesced(offs).and_then(|o| al.words32(o)) {
+                                for l in 0..32 {
+                                    ws[l].store(row[l] as u32, Relaxed);
+                                }
+                                return Ok(());
+                            }
                             for l in 0..32 {
                                 al.store32(offs[l], row[l] as u32);
                             }
@@ -1266,6 +1351,17 @@ impl<'a, 'b> Exec<'a, 'b> {
             }
         }
     }
+}
+
+/// The first offset when the 32 offsets are consecutive 32-bit words.
+#[inline(always)]
+fn coalesced(offs: &Lanes) -> Option<u64> {
+    let o0 = offs[0];
+    let mut ok = true;
+    for (l, &o) in offs.iter().enumerate() {
+        ok &= o == o0.wrapping_add(4 * l as u64);
+    }
+    ok.then_some(o0)
 }
 
 /// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
