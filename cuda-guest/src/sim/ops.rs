@@ -744,19 +744,15 @@ pub(crate) fn ffma32<const FTZ: bool>(
         let x = ftz(f32::from_bits(ra[l] as u32));
         let y = ftz(f32::from_bits(rb[l] as u32));
         let z = ftz(f32::from_bits(rc[l] as u32));
-        out[l] = ftz(fma_f32(x, y, z)).to_bits() as u64;
+        // Only these lanes can be NaN (the others are finite sums).
+        out[l] = ftz(fma_f32(x, y, z)).canon();
     }
-    for v in out.iter_mut() {
-        let x = if *v & 0x7fff_ffff > 0x7f80_0000 {
-            0x7fff_ffff
-        } else {
-            *v
-        };
-        *v = if FTZ && (x & 0x7f80_0000) == 0 {
-            x & 0x8000_0000
-        } else {
-            x
-        };
+    if FTZ {
+        for v in out.iter_mut() {
+            if *v & 0x7f80_0000 == 0 {
+                *v &= 0x8000_0000;
+            }
+        }
     }
     put(o, d, &out, mk);
 }
