@@ -249,6 +249,16 @@ proptest! {
                 let borrow2 = ((c as u32 as u64) < 5 + borrow1 as u64) as u32;
                 100 - borrow2 as u64
             }),
+            ("dp4a.s32.u32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let mut acc = c as u32 as i64;
+                for i in 0..4 { acc += ((a >> (8 * i)) as u8 as i8 as i64) * ((b >> (8 * i)) as u8 as i64); }
+                acc as u32 as u64
+            }),
+            ("dp2a.hi.u32.s32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let mut acc = c as u32 as i64;
+                for i in 0..2 { acc += ((a >> (16 * i)) as u16 as i64) * ((b >> (8 * (i + 2))) as u8 as i8 as i64); }
+                acc as u32 as u64
+            }),
             ("lop3.b32 %y, %x1, %x2, %x3, 0xE8;", |a, b, c| ((a & b) | (a & c) | (b & c)) & 0xffff_ffff),
             ("lop3.b32 %y, %x1, %x2, %x3, 0x96;", |a, b, c| (a ^ b ^ c) & 0xffff_ffff),
             ("setp.lt.s32 %p1, %x1, %x2; selp.b32 %y, 1, 2, %p1;", |a, b, _| if (a as i32) < (b as i32) { 1 } else { 2 }),
@@ -473,12 +483,46 @@ proptest! {
             ("cvt.sat.f32.f32 %y, %x1;", "f32", |x| canon32(if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) })),
             ("cvt.f64.f32 %y, %x1;", "f64", |x| canon64(x as f64)),
             ("cvt.rn.f16.f32 %y, %x1;", "b16", |x| f32_to_f16_ref(x) as u64),
+            ("cvt.rn.bf16.f32 %y, %x1;", "b16", |x| {
+                let b = x.to_bits();
+                if x.is_nan() { 0x7fff } else { ((b as u64 + 0x7fff + ((b as u64 >> 16) & 1)) >> 16) & 0xffff }
+            }),
+            ("cvt.rz.bf16.f32 %y, %x1;", "b16", |x| if x.is_nan() { 0x7fff } else { (x.to_bits() >> 16) as u64 }),
         ];
         for (body, dty, r) in &cases {
             let got = run(&kernel("f32", dty, body), &a, &b, &c);
             for i in 0..N {
                 prop_assert_eq!(got[i], r(f(a[i])), "{} {:e}", body, f(a[i]));
             }
+        }
+    }
+
+    #[test]
+    fn half_types_widen_exactly(a in prop::collection::vec(any::<u16>().prop_map(|x| x as u64), N)) {
+        let got = run(&kernel("b16", "f32", "cvt.f32.bf16 %y, %x1;"), &a, &a, &a);
+        for i in 0..N {
+            prop_assert_eq!(got[i], canon32(f32::from_bits((a[i] as u32) << 16)), "bf16 {:#06x}", a[i]);
+        }
+        // setp on f16: ordered less-than, NaN false.
+        let b: Vec<u64> = a.iter().rev().copied().collect();
+        let got = run(&kernel("b16", "b32", "setp.lt.f16 %p1, %x1, %x2; selp.b32 %y, 1, 0, %p1;"), &a, &b, &a);
+        let widen = |h: u64| {
+            let h = h as u32;
+            let (sign, e, m) = (h >> 15, (h >> 10) & 0x1f, h & 0x3ff);
+            let mag = if e == 0 { m as f32 * 2f32.powi(-24) } else if e == 31 { if m == 0 { f32::INFINITY } else { f32::NAN } } else { (1.0 + m as f32 / 1024.0) * 2f32.powi(e as i32 - 15) };
+            if sign == 1 { -mag } else { mag }
+        };
+        for i in 0..N {
+            prop_assert_eq!(got[i], (widen(a[i]) < widen(b[i])) as u64, "{:#06x} < {:#06x}", a[i], b[i]);
+        }
+        let got = run(&kernel("b16", "f32", "cvt.f32.f16 %y, %x1;"), &a, &a, &a);
+        for i in 0..N {
+            // Reference: f16 -> f32 by the IEEE layout.
+            let h = a[i] as u32;
+            let (sign, e, m) = (h >> 15, (h >> 10) & 0x1f, h & 0x3ff);
+            let mag = if e == 0 { m as f32 * 2f32.powi(-24) } else if e == 31 { if m == 0 { f32::INFINITY } else { f32::NAN } } else { (1.0 + m as f32 / 1024.0) * 2f32.powi(e as i32 - 15) };
+            let want = if sign == 1 { -mag } else { mag };
+            prop_assert_eq!(got[i], canon32(want), "f16 {:#06x}", a[i]);
         }
     }
 

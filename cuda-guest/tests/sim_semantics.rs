@@ -192,3 +192,75 @@ fn dynamic_shared_memory_and_lane_masks() {
         "{e}"
     );
 }
+
+#[test]
+fn redux_sync_reduces_over_the_active_lanes() {
+    // Lanes with laneid < 20 reduce v = laneid * 7 + 3 (signed min/max of v - 50).
+    let ops = [
+        "add.u32", "min.s32", "max.s32", "min.u32", "and.b32", "or.b32", "xor.b32",
+    ];
+    let body: String = ops
+        .iter()
+        .enumerate()
+        .map(|(k, op)| {
+            format!(
+                " redux.sync.{op} %r5, %r3, -1;\n st.global.u32 [%rd3+{}], %r5;\n",
+                4 * 32 * k
+            )
+        })
+        .collect();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<6>; .reg .b64 %rd<4>; .reg .pred %p<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %laneid;\n mad.lo.u32 %r2, %r1, 7, 3;\n sub.u32 %r3, %r2, 50;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n setp.ge.u32 %p1, %r1, 20;\n @%p1 bra END;\n{body}END:\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s
+        .load_module("redux.ptx", &ptx)
+        .unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+    let out = s.malloc(4 * 32 * ops.len() as u64).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
+    let got = read_u32(&mut s, out, 32 * ops.len());
+    let v: Vec<u32> = (0..20u32).map(|l| (l * 7 + 3).wrapping_sub(50)).collect();
+    let want = [
+        v.iter().fold(0u32, |a, x| a.wrapping_add(*x)),
+        v.iter().map(|x| *x as i32).min().unwrap() as u32,
+        v.iter().map(|x| *x as i32).max().unwrap() as u32,
+        *v.iter().min().unwrap(),
+        v.iter().fold(u32::MAX, |a, x| a & x),
+        v.iter().fold(0, |a, x| a | x),
+        v.iter().fold(0, |a, x| a ^ x),
+    ];
+    for (k, w) in want.iter().enumerate() {
+        for l in 0..32 {
+            let g = got[k * 32 + l];
+            assert_eq!(g, if l < 20 { *w } else { 0 }, "{} lane {l}", ops[k]);
+        }
+    }
+}
+
+#[test]
+fn bar_red_counts_and_combines_over_the_block() {
+    // __syncthreads_count / _and / _or over 100 threads (the last warp partial).
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<6>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n rem.u32 %r2, %r1, 3;\n setp.eq.u32 %p1, %r2, 0;\n\
+         bar.red.popc.u32 %r3, 0, %p1;\n\
+         setp.lt.u32 %p2, %r1, 1000;\n bar.red.and.pred %p3, 0, %p2;\n\
+         bar.red.and.pred %p4, 0, %p1;\n barrier.red.or.pred %p5, 0, !%p1;\n\
+         selp.u32 %r4, 10, 0, %p3;\n selp.u32 %r5, 100, 0, %p4;\n selp.u32 %r6, 1000, 0, %p5;\n\
+         add.u32 %r7, %r3, %r4;\n add.u32 %r7, %r7, %r5;\n add.u32 %r7, %r7, %r6;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r7;\n ret;\n}}\n"
+    );
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("barred.ptx", &ptx).unwrap();
+        let out = s.malloc(4 * 200).unwrap();
+        s.launch(&m, "k", cfg(2, 100), &[KernelArg::Ptr(out)])
+            .unwrap();
+        let got = read_u32(&mut s, out, 100);
+        // 34 multiples of 3 in 0..100; all < 1000; not all multiples; some are not.
+        assert!(got.iter().all(|&v| v == 34 + 10 + 1000), "{got:?}");
+    }
+}

@@ -113,6 +113,16 @@ pub(crate) enum VoteMode {
     Ballot,
 }
 
+/// The reduction of `bar.red`: `mode` 0 popc (into register `d`), 1 and, 2 or (into
+/// predicate `d`) of predicate `src` (negated with `neg`) over the block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BarRed {
+    pub mode: u8,
+    pub d: u32,
+    pub src: P,
+    pub neg: bool,
+}
+
 /// A decoded operation.
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
@@ -238,7 +248,9 @@ pub(crate) enum Op {
     Bra {
         target: u32,
     },
-    Bar,
+    Bar {
+        red: Option<BarRed>,
+    },
     Exit,
     Shfl {
         mode: ShflMode,
@@ -255,6 +267,13 @@ pub(crate) enum Op {
         neg: bool,
     },
     Activemask(R),
+    /// `redux.sync.op.type d, a, membermask`: op 0 add, 1 min, 2 max, 3 and, 4 or, 5 xor.
+    Redux {
+        d: R,
+        a: R,
+        op: u8,
+        signed: bool,
+    },
     Clock {
         d: R,
         kind: u8,
@@ -431,7 +450,7 @@ fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
             }
         };
     }
-    if code > 5 && !matches!(ty, F32 | F64) {
+    if code > 5 && !matches!(ty, F16 | F32 | F64) {
         return derr(line, "unordered comparison on an integer type");
     }
     Ok(match ty {
@@ -443,6 +462,22 @@ fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
         S64 => pick!(cmp_int, i64),
         F32 => pick!(cmp_flt, f32),
         F64 => pick!(cmp_flt, f64),
+        F16 => match code {
+            0 => ops::cmp_f16::<0>,
+            1 => ops::cmp_f16::<1>,
+            2 => ops::cmp_f16::<2>,
+            3 => ops::cmp_f16::<3>,
+            4 => ops::cmp_f16::<4>,
+            5 => ops::cmp_f16::<5>,
+            6 => ops::cmp_f16::<6>,
+            7 => ops::cmp_f16::<7>,
+            8 => ops::cmp_f16::<8>,
+            9 => ops::cmp_f16::<9>,
+            10 => ops::cmp_f16::<10>,
+            11 => ops::cmp_f16::<11>,
+            12 => ops::cmp_f16::<12>,
+            _ => ops::cmp_f16::<13>,
+        },
         t => return derr(line, format!("setp on .{} is not supported", t.name())),
     })
 }
@@ -476,6 +511,7 @@ fn cvt_ty(t: ScalarType) -> Option<CvtTy> {
         U64 | B64 => CvtTy::U(64),
         S64 => CvtTy::S(64),
         F16 => CvtTy::F16,
+        Bf16 => CvtTy::Bf16,
         F32 => CvtTy::F32,
         F64 => CvtTy::F64,
         _ => return None,
@@ -1278,7 +1314,7 @@ impl<'a> Dec<'a> {
                         )
                     }
                 };
-                match cvt_fast(dc, sc, irnd, sat) {
+                match cvt_fast(dc, sc, rnd, irnd, sat, ftz) {
                     Some(f) => Op::Un(f, d, a),
                     None => Op::Cvt {
                         d,
@@ -1477,10 +1513,30 @@ impl<'a> Dec<'a> {
             "bar" | "barrier" => {
                 if i.has("warp") {
                     Op::Nop
-                } else if i.has("arrive") || i.has("red") {
+                } else if i.has("arrive") {
                     return derr(line, format!("`{}` is not supported", i.full_name()));
+                } else if i.has("red") {
+                    need(3)?;
+                    let mode = if i.has("popc") {
+                        0
+                    } else if i.has("and") {
+                        1
+                    } else if i.has("or") {
+                        2
+                    } else {
+                        return derr(line, "bar.red needs .popc, .and or .or");
+                    };
+                    let (src, neg) = self.pred(&ops[ops.len() - 1], line)?;
+                    let d = if mode == 0 {
+                        self.dst(&ops[0], line)?
+                    } else {
+                        self.pred(&ops[0], line)?.0
+                    };
+                    Op::Bar {
+                        red: Some(BarRed { mode, d, src, neg }),
+                    }
                 } else {
-                    Op::Bar
+                    Op::Bar { red: None }
                 }
             }
             "membar" | "fence" => Op::Nop,
@@ -1534,6 +1590,83 @@ impl<'a> Dec<'a> {
                     self.pred(&ops[0], line)?.0
                 };
                 Op::Vote { mode, d, src, neg }
+            }
+            "redux" => {
+                need(2)?;
+                let t = need_ty()?;
+                let op = [
+                    ("add", 0u8),
+                    ("min", 1),
+                    ("max", 2),
+                    ("and", 3),
+                    ("or", 4),
+                    ("xor", 5),
+                ]
+                .iter()
+                .find(|(n, _)| i.has(n))
+                .map(|x| x.1)
+                .ok_or(DecodeError {
+                    line,
+                    message: format!("`{}`: unknown reduction", i.full_name()),
+                })?;
+                if t.size() != 4 || matches!(t, ScalarType::F32) {
+                    return derr(line, "redux.sync needs a 32-bit integer type");
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                Op::Redux {
+                    d,
+                    a,
+                    op,
+                    signed: t == ScalarType::S32,
+                }
+            }
+            "dp4a" | "dp2a" => {
+                need(4)?;
+                if types.len() != 2 {
+                    return derr(line, "dp4a/dp2a need two types");
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                let (sa, sb) = (types[0] == ScalarType::S32, types[1] == ScalarType::S32);
+                let hi = i.has("hi");
+                let f: TerFn = match (i.opcode.as_str(), sa, sb, hi) {
+                    ("dp4a", false, false, _) => ops::dp4a::<false, false>,
+                    ("dp4a", false, true, _) => ops::dp4a::<false, true>,
+                    ("dp4a", true, false, _) => ops::dp4a::<true, false>,
+                    ("dp4a", true, true, _) => ops::dp4a::<true, true>,
+                    (_, false, false, h) => {
+                        if h {
+                            ops::dp2a::<false, false, true>
+                        } else {
+                            ops::dp2a::<false, false, false>
+                        }
+                    }
+                    (_, false, true, h) => {
+                        if h {
+                            ops::dp2a::<false, true, true>
+                        } else {
+                            ops::dp2a::<false, true, false>
+                        }
+                    }
+                    (_, true, false, h) => {
+                        if h {
+                            ops::dp2a::<true, false, true>
+                        } else {
+                            ops::dp2a::<true, false, false>
+                        }
+                    }
+                    (_, true, true, h) => {
+                        if h {
+                            ops::dp2a::<true, true, true>
+                        } else {
+                            ops::dp2a::<true, true, false>
+                        }
+                    }
+                };
+                Op::Ter(f, d, a, b, c)
             }
             "activemask" => {
                 need(1)?;
@@ -1756,8 +1889,35 @@ impl<'a> Dec<'a> {
     }
 }
 
-fn cvt_fast(d: CvtTy, s: CvtTy, irnd: bool, sat: bool) -> Option<UnFn> {
-    // Fast paths for the common integer conversions; everything else goes through cvt_one.
+fn cvt_fast(d: CvtTy, s: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool) -> Option<UnFn> {
+    // Fast paths for the common conversions; everything else goes through cvt_one.
+    if !sat && !ftz {
+        let float = match (d, s, rnd, irnd) {
+            (CvtTy::F32, CvtTy::S(32), Rnd::N, false) => Some(ops::cvt_f32_s32 as UnFn),
+            (CvtTy::F32, CvtTy::U(32), Rnd::N, false) => Some(ops::cvt_f32_u32 as UnFn),
+            (CvtTy::F64, CvtTy::S(32), _, false) => Some(ops::cvt_f64_s32 as UnFn),
+            (CvtTy::F64, CvtTy::U(32), _, false) => Some(ops::cvt_f64_u32 as UnFn),
+            (CvtTy::F64, CvtTy::F32, _, false) => Some(ops::cvt_f64_f32 as UnFn),
+            (CvtTy::F32, CvtTy::F64, Rnd::N, false) => Some(ops::cvt_f32_f64 as UnFn),
+            (CvtTy::S(32) | CvtTy::U(32), CvtTy::F32, m, _) => {
+                let u = d == CvtTy::U(32);
+                Some(match (u, m) {
+                    (false, Rnd::N) => ops::cvt_i32_f32::<false, 0> as UnFn,
+                    (false, Rnd::Z) => ops::cvt_i32_f32::<false, 1>,
+                    (false, Rnd::M) => ops::cvt_i32_f32::<false, 2>,
+                    (false, Rnd::P) => ops::cvt_i32_f32::<false, 3>,
+                    (true, Rnd::N) => ops::cvt_i32_f32::<true, 0>,
+                    (true, Rnd::Z) => ops::cvt_i32_f32::<true, 1>,
+                    (true, Rnd::M) => ops::cvt_i32_f32::<true, 2>,
+                    (true, Rnd::P) => ops::cvt_i32_f32::<true, 3>,
+                })
+            }
+            _ => None,
+        };
+        if float.is_some() {
+            return float;
+        }
+    }
     Some(match (d, s, irnd, sat) {
         (CvtTy::U(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
         (CvtTy::S(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,

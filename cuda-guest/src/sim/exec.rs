@@ -43,6 +43,8 @@ struct Warp {
     bar_pc: u32,
     /// Carry flag (`CC.CF`) per lane.
     carry: u32,
+    /// This warp's part of a `bar.red` reduction.
+    red: u64,
 }
 
 enum Stop {
@@ -90,9 +92,9 @@ fn lanes(regs: &[u64], r: R) -> &Lanes {
 #[inline(always)]
 fn write(regs: &mut [u64], d: R, v: &Lanes, mask: u32) {
     let s = d as usize * 32;
-    let row = &mut regs[s..s + 32];
+    let row = <&mut Lanes>::try_from(&mut regs[s..s + 32]).expect("register row");
     if mask == FULL {
-        row.copy_from_slice(v);
+        *row = *v;
     } else {
         let mut m = mask;
         while m != 0 {
@@ -349,6 +351,34 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
     }
 
+    /// Fastest path: a full warp accessing 32 consecutive aligned 32-bit words inside
+    /// the instruction's cached allocation.
+    #[inline(always)]
+    fn coalesced32(
+        &self,
+        regs: &[u64],
+        a: R,
+        off: i64,
+        write: bool,
+        pc: u32,
+    ) -> Option<&'b [std::sync::atomic::AtomicU32; 32]> {
+        let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
+        if write && al.read_only {
+            return None;
+        }
+        let av = lanes(regs, a);
+        let first = av[0].wrapping_add(off as u64);
+        let mut ok = true;
+        for (l, &x) in av.iter().enumerate() {
+            ok &= x == av[0].wrapping_add(4 * l as u64);
+        }
+        let start = first.wrapping_sub(al.base);
+        if !ok || first & 3 != 0 || start >= al.size || al.size - start < 128 {
+            return None;
+        }
+        al.words32(start)
+    }
+
     /// Fast path of a shared access: every active lane in bounds and aligned.
     #[inline(always)]
     fn fast_shared(
@@ -510,7 +540,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     continue;
                 }
-                Op::Bar => {
+                Op::Bar { red } => {
                     let top = w.stack.last_mut().expect("frame");
                     top.pc = pc + 1;
                     if mask == 0 {
@@ -542,6 +572,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     w.bar_pc = pc;
+                    if let Some(r) = red {
+                        let ps = (w.preds[r.src as usize] ^ if r.neg { FULL } else { 0 }) & mask;
+                        w.red = match r.mode {
+                            0 => ps.count_ones() as u64,
+                            1 => (ps == mask) as u64,
+                            _ => (ps != 0) as u64,
+                        };
+                    }
                     return Ok(Stop::Barrier);
                 }
                 op => {
@@ -620,11 +658,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
                     let offs = &out;
                     if *size == 4 && *n == 1 && mask == FULL {
-                        // The common case: a full warp loading 32-bit words.
-                        let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                        // The common case: a full warp loading 32-bit words; consecutive
+                        // (one slice) or all the same word (a broadcast) go faster.
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
                         let sh = &self.shared[..];
-                        for l in 0..32 {
-                            row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                        let (mut consecutive, mut same) = (true, true);
+                        for (l, &o) in offs.iter().enumerate() {
+                            consecutive &= o == offs[0] + 4 * l as u64;
+                            same &= o == offs[0];
+                        }
+                        let w0 = (offs[0] >> 2) as usize;
+                        if same {
+                            row.fill(sh[w0] as u64 & dmask);
+                        } else if let Some(ws) = sh.get(w0..w0 + 32).filter(|_| consecutive) {
+                            for l in 0..32 {
+                                row[l] = ws[l] as u64 & dmask;
+                            }
+                        } else {
+                            for l in 0..32 {
+                                row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                            }
                         }
                         if *sx {
                             row.iter_mut().for_each(|v| *v = sext(*v, 4) & dmask);
@@ -644,6 +700,23 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     return Ok(());
                 }
+                if matches!(sp, Sp::Global | Sp::Generic)
+                    && *size == 4
+                    && *n == 1
+                    && mask == FULL
+                    && !*sx
+                {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
+                        for l in 0..32 {
+                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                        }
+                        return Ok(());
+                    }
+                }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
                         self.fast_global(&w.regs, *a, *off, total, mask, false, pc, &mut out)
@@ -651,6 +724,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let offs = &out;
                         if *size == 4 && *n == 1 && mask == FULL && !*sx {
                             let row = &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32];
+                            // Coalesced: 32 consecutive words.
+                            if let Some(ws) = coalesced(offs).and_then(|o| al.words32(o)) {
+                                for l in 0..32 {
+                                    row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                                }
+                                return Ok(());
+                            }
                             for l in 0..32 {
                                 row[l] = al.load32(offs[l]) as u64 & dmask;
                             }
@@ -708,6 +788,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                     return Ok(());
                 }
+                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
+                        let row = lanes(&w.regs, s[0]);
+                        for l in 0..32 {
+                            ws[l].store(row[l] as u32, Relaxed);
+                        }
+                        return Ok(());
+                    }
+                }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
                         self.fast_global(&w.regs, *a, *off, total, mask, true, pc, &mut out)
@@ -715,6 +804,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                         let offs = &out;
                         if *size == 4 && *n == 1 && mask == FULL {
                             let row = &w.regs[s[0] as usize * 32..s[0] as usize * 32 + 32];
+                            if let Some(ws) = coalesced(offs).and_then(|o| al.words32(o)) {
+                                for l in 0..32 {
+                                    ws[l].store(row[l] as u32, Relaxed);
+                                }
+                                return Ok(());
+                            }
                             for l in 0..32 {
                                 al.store32(offs[l], row[l] as u32);
                             }
@@ -1113,6 +1208,28 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
+            Op::Redux { d, a, op, signed } => {
+                let av = lanes(&w.regs, *a);
+                let mut acc: Option<u32> = None;
+                each_lane!(mask, l, {
+                    let v = av[l] as u32;
+                    acc = Some(match acc {
+                        None => v,
+                        Some(x) => match (op, signed) {
+                            (0, _) => x.wrapping_add(v),
+                            (1, true) => (x as i32).min(v as i32) as u32,
+                            (2, true) => (x as i32).max(v as i32) as u32,
+                            (1, false) => x.min(v),
+                            (2, false) => x.max(v),
+                            (3, _) => x & v,
+                            (4, _) => x | v,
+                            _ => x ^ v,
+                        },
+                    });
+                });
+                let out = [acc.unwrap_or(0) as u64; 32];
+                write(&mut w.regs, *d, &out, mask);
+            }
             Op::Activemask(d) => {
                 let out = [mask as u64; 32];
                 write(&mut w.regs, *d, &out, mask);
@@ -1129,7 +1246,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &[v; 32], mask);
             }
             Op::Nop => fence(SeqCst),
-            Op::Bra { .. } | Op::Exit | Op::Bar => {}
+            Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
         Ok(())
     }
@@ -1199,6 +1316,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                     _ => {}
                 }
             }
+            // bar.red: combine the waiting warps' parts and hand the result to each.
+            if let Some((_, pc)) = first {
+                if let Some(Op::Bar { red: Some(r) }) = prog.insts.get(pc as usize).map(|i| &i.op) {
+                    let parts = warps
+                        .iter()
+                        .filter(|w| w.state == WState::Bar)
+                        .map(|w| w.red);
+                    let total = match r.mode {
+                        0 => parts.sum::<u64>(),
+                        1 => parts.fold(1, |a, x| a & x),
+                        _ => parts.fold(0, |a, x| a | x),
+                    };
+                    for w in warps.iter_mut().filter(|w| w.state == WState::Bar) {
+                        let live = w.live;
+                        if r.mode == 0 {
+                            write(&mut w.regs, r.d, &[total; 32], live);
+                        } else {
+                            let pd = &mut w.preds[r.d as usize];
+                            *pd = (*pd & !live) | if total != 0 { live } else { 0 };
+                        }
+                    }
+                }
+            }
             let mut any = false;
             for w in warps.iter_mut() {
                 if w.state == WState::Bar {
@@ -1211,6 +1351,17 @@ impl<'a, 'b> Exec<'a, 'b> {
             }
         }
     }
+}
+
+/// The first offset when the 32 offsets are consecutive 32-bit words.
+#[inline(always)]
+fn coalesced(offs: &Lanes) -> Option<u64> {
+    let o0 = offs[0];
+    let mut ok = true;
+    for (l, &o) in offs.iter().enumerate() {
+        ok &= o == o0.wrapping_add(4 * l as u64);
+    }
+    ok.then_some(o0)
 }
 
 /// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
@@ -1430,6 +1581,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         local: vec![0; prog.local_size as usize * 32],
         bar_pc: 0,
         carry: 0,
+        red: 0,
     }
 }
 

@@ -58,6 +58,13 @@ impl Alloc {
         }
     }
 
+    /// The 32 consecutive words starting at byte offset `off` (4-aligned), if in range.
+    #[inline(always)]
+    pub fn words32(&self, off: u64) -> Option<&[AtomicU32; 32]> {
+        let w = (off >> 2) as usize;
+        <&[AtomicU32; 32]>::try_from(self.words.get(w..w + 32)?).ok()
+    }
+
     /// Loads the aligned 32-bit word at `off`.
     #[inline(always)]
     pub fn load32(&self, off: u64) -> u32 {

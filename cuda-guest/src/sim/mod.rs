@@ -37,22 +37,23 @@
 //! min max` on 8/16/32/64-bit integers; `add.cc addc sub.cc subc`; `and or xor not cnot
 //! shl shr lop3 popc clz brev bfind bfe bfi shf`, `prmt` (default mode); `add sub mul div
 //! fma mad min max abs neg sqrt rcp rsqrt copysign testp` on f32/f64 (f16: add sub mul
-//! fma min max neg abs); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
+//! fma min max neg abs setp; cvt to/from f16 and bf16); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
 //! div.approx div.full`; `setp` (all comparisons, `.and/.or/.xor` combination, two
 //! destinations) and `set`; `selp`; `mov` (including vector pack/unpack and special
 //! registers); `cvt` between every integer and float type with every rounding mode
 //! and `.sat`; `cvta`; `ld st ldu` (`.global .shared .local .const .param`, generic,
 //! `.v2/.v4`, volatile/cache qualifiers ignored); `atom red` (add min max inc dec exch
 //! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
-//! barrier.sync bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
+//! barrier.sync bar.red(popc and or) bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
 //! predicate output; every source lane is read before any destination is written);
-//! `vote.sync` (all any uni ballot); `activemask`; `%tid %ntid %ctaid %nctaid %laneid
+//! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `dp4a dp2a`;
+//! `activemask`; `%tid %ntid %ctaid %nctaid %laneid
 //! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
 //! %dynamic_smem_size %total_smem_size`.
 //!
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
-//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic, `mma`/`wmma`, `cp.async`,
-//! `bar.arrive`/`bar.red`, clusters, `match.sync`, `redux.sync`, `dp4a`.
+//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
+//! `bar.arrive`, clusters, `match.sync`.
 //!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};

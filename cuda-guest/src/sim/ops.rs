@@ -744,19 +744,15 @@ pub(crate) fn ffma32<const FTZ: bool>(
         let x = ftz(f32::from_bits(ra[l] as u32));
         let y = ftz(f32::from_bits(rb[l] as u32));
         let z = ftz(f32::from_bits(rc[l] as u32));
-        out[l] = ftz(fma_f32(x, y, z)).to_bits() as u64;
+        // Only these lanes can be NaN (the others are finite sums).
+        out[l] = ftz(fma_f32(x, y, z)).canon();
     }
-    for v in out.iter_mut() {
-        let x = if *v & 0x7fff_ffff > 0x7f80_0000 {
-            0x7fff_ffff
-        } else {
-            *v
-        };
-        *v = if FTZ && (x & 0x7f80_0000) == 0 {
-            x & 0x8000_0000
-        } else {
-            x
-        };
+    if FTZ {
+        for v in out.iter_mut() {
+            if *v & 0x7f80_0000 == 0 {
+                *v &= 0x8000_0000;
+            }
+        }
     }
     put(o, d, &out, mk);
 }
@@ -1026,6 +1022,34 @@ pub(crate) fn f64_to_f16(x: f64, m: Rnd) -> u16 {
     sign | (((ve + 15) as u16) << 10) | mant
 }
 
+/// f64 to bf16 bits with rounding mode `m`: through f32 rounded to odd (exact for the
+/// second rounding, f32 having 16 more bits), then to bf16.
+pub(crate) fn f64_to_bf16(v: f64, m: Rnd) -> u16 {
+    if v.is_nan() {
+        return 0x7fff;
+    }
+    let z = f64_to_f32(v, Rnd::Z);
+    let mut bits = z.to_bits();
+    if (z as f64) != v && z.is_finite() {
+        bits |= 1; // round to odd: remember the discarded part
+    }
+    if z.is_infinite() && v.is_finite() {
+        bits = z.to_bits();
+    }
+    let neg = bits >> 31 == 1;
+    let low = bits & 0xffff;
+    let up = match m {
+        Rnd::N => low > 0x8000 || (low == 0x8000 && (bits >> 16) & 1 == 1),
+        Rnd::Z => false,
+        Rnd::M => neg && low != 0,
+        Rnd::P => !neg && low != 0,
+    };
+    let r = (bits >> 16) + up as u32;
+    // Overflow past the largest finite value: RN goes to infinity, RZ stays finite
+    // (handled by not rounding up), directed modes by sign.
+    r as u16
+}
+
 /// Float `x` (given as f64) rounded to an integer with mode `m`.
 fn round_int(x: f64, m: Rnd) -> f64 {
     match m {
@@ -1072,6 +1096,7 @@ pub(crate) enum CvtTy {
     U(u32),
     S(u32),
     F16,
+    Bf16,
     F32,
     F64,
 }
@@ -1113,11 +1138,13 @@ pub(crate) fn cvt_one(
             CvtTy::F32 => int_to_f32(v, m).to_bits() as u64,
             CvtTy::F64 => int_to_f64(v, m).to_bits(),
             CvtTy::F16 => f64_to_f16(int_to_f64(v, Rnd::Z), m) as u64,
+            CvtTy::Bf16 => f64_to_bf16(v as f64, m) as u64,
         };
     }
     // Float source, as f64 (exact for f16/f32).
     let mut f = match src {
         CvtTy::F16 => f16_to_f32(x as u16) as f64,
+        CvtTy::Bf16 => f32::from_bits((x as u32 & 0xffff) << 16) as f64,
         CvtTy::F32 => {
             let v = f32::from_bits(x as u32);
             (if ftz { v.ftz() } else { v }) as f64
@@ -1162,6 +1189,10 @@ pub(crate) fn cvt_one(
                 CvtTy::F64 => {
                     let r = if sat { sat1(f) } else { f };
                     r.canon()
+                }
+                CvtTy::Bf16 => {
+                    let r = if sat { sat1(f) } else { f };
+                    f64_to_bf16(r, if irnd { Rnd::N } else { m }) as u64
                 }
                 _ => {
                     let r = if sat { sat1(f) } else { f };
@@ -1309,6 +1340,123 @@ pub(crate) fn lop3(a: u64, b: u64, c: u64, lut: u8) -> u64 {
 pub(crate) fn copysign<F: Flt>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     let s = 1u64 << (F::BITS - 1);
     map2(o, d, a, b, mk, |x, y| (y & !s) | (x & s))
+}
+
+/// `cvt.rn.f32.s32` and friends: fast paths for the common conversions (Rust's `as`
+/// rounds to nearest even and saturates float-to-int with NaN to 0, as PTX does).
+pub(crate) fn cvt_f32_s32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as i32 as f32).to_bits() as u64)
+}
+pub(crate) fn cvt_f32_u32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as f32).to_bits() as u64)
+}
+pub(crate) fn cvt_f64_s32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as i32 as f64).to_bits())
+}
+pub(crate) fn cvt_f64_u32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (x as u32 as f64).to_bits())
+}
+pub(crate) fn cvt_f64_f32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (f32::from_bits(x as u32) as f64).canon())
+}
+pub(crate) fn cvt_f32_f64(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| (f64::from_bits(x) as f32).canon())
+}
+/// f32 to s32 (`U` false) or u32 with an integer rounding `M` (0 rni, 1 rzi, 2 rmi, 3 rpi).
+pub(crate) fn cvt_i32_f32<const U: bool, const M: u8>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
+        let f = f32::from_bits(x as u32);
+        // Without SSE4.1 the float rounding functions are library calls: round through
+        // integers instead (values of magnitude 2^23 or more are integers already).
+        let r = if f.abs() < 8_388_608.0 {
+            let t = f as i32 as f32; // toward zero
+            match M {
+                0 => {
+                    let big = 8_388_608.0f32.copysign(f);
+                    (f + big) - big
+                }
+                1 => t,
+                2 => t - (t > f) as i32 as f32,
+                _ => t + (t < f) as i32 as f32,
+            }
+        } else {
+            f
+        };
+        if U {
+            r as u32 as u64
+        } else {
+            r as i32 as u32 as u64
+        }
+    })
+}
+
+/// f16 comparisons: both operands widened to f32 (exact), then compared.
+pub(crate) fn cmp_f16<const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    let (ra, rb) = (row(r, a), row(r, b));
+    let mut buf = [0u64; 64];
+    for l in 0..32 {
+        buf[l] = f16_to_f32(ra[l] as u16).to_bits() as u64;
+        buf[32 + l] = f16_to_f32(rb[l] as u16).to_bits() as u64;
+    }
+    cmp_flt::<f32, OP>(&buf, 0, 1)
+}
+
+/// `dp4a.atype.btype d, a, b, c`: c plus the dot product of the four bytes of a and b.
+pub(crate) fn dp4a<const SA: bool, const SB: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let byte = |v: u64, i: u32, s: bool| -> i64 {
+            let b = (v >> (8 * i)) as u8;
+            if s {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        let mut acc = z as u32 as i64;
+        for i in 0..4 {
+            acc += byte(x, i, SA) * byte(y, i, SB);
+        }
+        acc as u32 as u64
+    })
+}
+
+/// `dp2a.lo/.hi`: c plus the dot product of the two 16-bit halves of a with two bytes
+/// of b (low or high half of b).
+pub(crate) fn dp2a<const SA: bool, const SB: bool, const HI: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let half = |i: u32| -> i64 {
+            let h = (x >> (16 * i)) as u16;
+            if SA {
+                h as i16 as i64
+            } else {
+                h as i64
+            }
+        };
+        let byte = |i: u32| -> i64 {
+            let b = (y >> (8 * (i + if HI { 2 } else { 0 }))) as u8;
+            if SB {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        let acc = z as u32 as i64 + half(0) * byte(0) + half(1) * byte(1);
+        acc as u32 as u64
+    })
 }
 
 #[cfg(test)]
