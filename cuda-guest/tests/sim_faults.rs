@@ -2,13 +2,12 @@
 //! precise reports (kernel, block, thread, PTX line, address, size, nearest
 //! allocation), runaway launches time out, and failures are sticky until reset.
 
-#[path = "sim_support/reference.rs"]
-mod reference;
+mod common;
 
+use common::reference::{load_ptx, Compiler};
 use cuda_guest::sim::{
     DevicePtr, FaultKind, KernelArg, LaunchConfig, SimConfig, SimError, Simulator,
 };
-use reference::{load_ptx, Compiler};
 use std::time::Duration;
 
 fn cfg(grid: u32, block: u32) -> LaunchConfig {
@@ -90,7 +89,7 @@ fn oob_write_reports_like_memcheck() {
                 .chunks(4)
                 .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
                 .collect();
-            assert_eq!(got, reference::broken::oob_write::partial_out());
+            assert_eq!(got, common::reference::broken::oob_write::partial_out());
         }
     }
 }

@@ -7,7 +7,6 @@ fn dirs() -> Vec<PathBuf> {
     vec![
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ptx"),
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ptx"),
-        PathBuf::from("/work/wt/corpus/fixtures/ptx"),
     ]
 }
 
@@ -16,9 +15,7 @@ fn every_corpus_module_loads() {
     let mut n = 0;
     let mut failures = vec![];
     for d in dirs() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
+        let rd = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
         let mut files: Vec<_> = rd
             .flatten()
             .map(|e| e.path())
@@ -35,7 +32,8 @@ fn every_corpus_module_loads() {
             n += 1;
         }
     }
-    assert!(n >= 2);
+    // 24 corpus kernels from two compilers, plus tests/ptx.
+    assert!(n >= 50, "only {n} PTX files found");
     assert!(
         failures.is_empty(),
         "{} of {n} failed:\n{}",
