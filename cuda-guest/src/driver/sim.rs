@@ -49,7 +49,10 @@
 //! barrier not reached by every thread `CUDA_ERROR_LAUNCH_FAILED`. These are sticky:
 //! every later call of the context returns the same error (queued work after it is
 //! dropped) until [`Backend::primary_context_reset`], which frees every device
-//! allocation, module, stream and event of the context. The simulator's own report is
+//! allocation, module, stream and event of the context (unlike the native driver, where
+//! a sticky error lasts until the process ends: see the crate's backends section). The
+//! simulator checks bounds per allocation, so it also catches small overruns that a GPU's
+//! page-granular mappings let through. The simulator's own report is
 //! kept in [`CudaError::detail`] (and [`CudaError::fault`] for memory faults). Pinned
 //! host memory ([`Backend::host_alloc`]) is plain page-aligned host memory here and
 //! survives a reset.
