@@ -5,7 +5,7 @@
 #[macro_use]
 mod accel_common;
 
-accel_suite!(accel_common::sim);
+accel_suite!(accel_common::sim, accel_common::Faults::InProcess);
 
 use std::sync::Arc;
 
@@ -588,4 +588,33 @@ fn a_reset_concerns_every_gpu_of_the_device() {
     // SAFETY: as above.
     unsafe { one.reset() }.unwrap();
     assert_eq!(kept.to_vec().unwrap(), [5]);
+}
+
+/// The isolation that the native suite gives its faulting tests, exercised here: the
+/// test runs in a child process of this binary, and the parent checks that the child
+/// ran it and that it passed.
+#[test]
+fn a_faulting_test_in_a_child_process() {
+    accel_common::faulting(
+        "a_faulting_test_in_a_child_process",
+        accel_common::Faults::ChildProcess,
+        accel_common::sim,
+        accel_common::a_faulting_kernel_fails_its_future,
+    );
+}
+
+fn fails(_: &accel_common::Fixture) {
+    panic!("this test fails in its child");
+}
+
+/// A test failing in its child process fails its parent.
+#[test]
+#[should_panic(expected = "failed in its child process")]
+fn a_failing_child_process_fails_the_test() {
+    accel_common::faulting(
+        "a_failing_child_process_fails_the_test",
+        accel_common::Faults::ChildProcess,
+        accel_common::sim,
+        fails,
+    );
 }
