@@ -487,8 +487,12 @@ pub fn dynamic_shared_memory_launch(f: &Fixture) {
     dout.memset(0).unwrap();
     // SAFETY: as above.
     let err = unsafe { sum.launch(&stream, big, &kernel_args![&din, &mut dout, n]) }.unwrap_err();
+    // Per backend: the simulator answers CUDA_ERROR_INVALID_VALUE; the driver documents
+    // no code for it and answers INVALID_VALUE or LAUNCH_OUT_OF_RESOURCES.
     if gpu.kind() == BackendKind::Simulator {
         assert_eq!(cuda_code(&err), 1, "{err}");
+    } else {
+        assert!([1, 701].contains(&cuda_code(&err)), "{err}");
     }
     sum.set_max_dynamic_shared_memory(64 << 10).unwrap();
     // SAFETY: as above.
@@ -615,7 +619,15 @@ pub fn out_of_memory(f: &Fixture) {
     assert!(err.to_string().contains("hint"), "{err}");
     let big = gpu.alloc_zeroed::<u8>(64 << 20).unwrap();
     let during = gpu.mem_info().unwrap();
-    assert!(during.free < before.free, "{before:?} {during:?}");
+    // Per backend: the simulator counts the bytes allocated; a GPU maps whole pages of
+    // its allocation granularity (2 MiB on an H100), so free memory drops by at least
+    // the size asked for (other processes on the GPU aside).
+    let used = before.free.saturating_sub(during.free);
+    if gpu.kind() == BackendKind::Simulator {
+        assert_eq!(used, 64 << 20, "{before:?} {during:?}");
+    } else {
+        assert!(used >= 64 << 20, "{before:?} {during:?}");
+    }
     drop(big);
     // Not sticky: the context goes on.
     gpu.synchronize().unwrap();
@@ -836,15 +848,20 @@ pub fn a_faulting_kernel_fails_its_future(f: &Fixture) {
         let stream = gpu.stream(StreamFlags::default()).unwrap();
         // SAFETY: oob_write writes one terabyte past the buffer, where nothing is mapped
         // in the device's address space: the device faults.
-        let fut = unsafe {
+        let launched = unsafe {
             oob.launch_future(
                 &stream,
                 LaunchConfig::linear(1, 32),
                 &kernel_args![&mut buf],
             )
-        }
-        .unwrap();
-        let err = fut.await.unwrap_err();
+        };
+        // The fault surfaces when the future is awaited, or already when launch_future
+        // records its completion event if the kernel faulted that fast (a race on both
+        // backends; CUDA reports an asynchronous error at the next call).
+        let err = match launched {
+            Ok(fut) => fut.await.unwrap_err(),
+            Err(err) => err,
+        };
         assert_eq!(err.cuda_name(), Some("CUDA_ERROR_ILLEGAL_ADDRESS"), "{err}");
         // A download queued behind it fails too (at once or when awaited), and gives
         // nothing back.

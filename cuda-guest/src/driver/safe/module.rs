@@ -428,7 +428,8 @@ impl Function {
     }
 
     /// [`Function::launch`] that returns a future completing when the stream has run
-    /// the kernel (with its error, if it failed).
+    /// the kernel (with its error, if it failed). A kernel that faults before the
+    /// completion event is recorded makes this call itself return the (sticky) error.
     ///
     /// # Safety
     /// As for [`Function::launch`].
