@@ -81,7 +81,13 @@ fn missing_library_is_a_typed_error() {
     })
     .unwrap_err();
     match &err {
-        DriverError::LibraryNotFound { path, reason } => {
+        DriverError::LibraryNotFound {
+            library,
+            path,
+            reason,
+            ..
+        } => {
+            assert_eq!(*library, "CUDA driver");
             assert_eq!(path, "/nonexistent/vmgpu/libcuda.so.1");
             assert!(!reason.is_empty());
         }
@@ -115,6 +121,7 @@ fn entry_point_missing_through_get_proc_address_is_named() {
             symbol,
             reason,
             path,
+            ..
         } => {
             assert_eq!(symbol, "cuLaunchKernel");
             assert!(reason.contains("symbol not found"), "{reason}");

@@ -6,25 +6,33 @@ use std::fmt;
 
 use super::sys;
 
+/// [`DriverError::LibraryNotFound`]`::library` of the CUDA driver (`libcuda.so.1`).
+pub const LIBRARY_CUDA: &str = "CUDA driver";
+/// [`DriverError::LibraryNotFound`]`::library` of NVRTC (`libnvrtc.so`).
+pub const LIBRARY_NVRTC: &str = "NVRTC";
+
 /// Everything that can go wrong at the driver boundary. Never a panic: a VMM must keep
 /// running when its host lacks a driver or a GPU.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DriverError {
-    /// The driver library could not be opened.
-    #[error(
-        "cannot load the CUDA driver library `{path}`: {reason} (hint: install the NVIDIA \
-         driver, or point VMGPU_LIBCUDA at its libcuda.so.1)"
-    )]
+    /// A library loaded at run time (the CUDA driver, NVRTC) could not be opened.
+    #[error("cannot load the {library} library `{path}`: {reason} (hint: {hint})")]
     LibraryNotFound {
+        /// Which library: [`LIBRARY_CUDA`] or [`LIBRARY_NVRTC`].
+        library: &'static str,
         /// The path or name that was opened.
         path: String,
         /// What the dynamic loader said.
         reason: String,
+        /// What to do about it (which package ships it, which variable points at it).
+        hint: &'static str,
     },
-    /// The library lacks an entry point the backend needs.
-    #[error("the CUDA driver library `{path}` does not provide `{symbol}`: {reason}")]
+    /// A library loaded at run time lacks an entry point that is needed.
+    #[error("the {library} library `{path}` does not provide `{symbol}`: {reason}")]
     SymbolMissing {
+        /// Which library: [`LIBRARY_CUDA`] or [`LIBRARY_NVRTC`].
+        library: &'static str,
         /// The library's path or name.
         path: String,
         /// The entry point.
