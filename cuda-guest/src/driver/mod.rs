@@ -499,6 +499,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     // Modules.
     /// Loads a module from PTX text (JIT compiled). A failure carries the JIT error log.
     fn module_load_ptx(&self, ptx: &str) -> Result<Module>;
+    /// [`Backend::module_load_ptx`] under `name` (e.g. the file it was read from), which
+    /// the backend's messages use where it has any: the simulator's JIT log and fault
+    /// reports say `name:LINE` (with [`Backend::module_load_ptx`] it names the module
+    /// `moduleN.ptx`). The native driver's JIT log names no file, so it ignores `name`.
+    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
+        let _ = name;
+        self.module_load_ptx(ptx)
+    }
     /// Unloads a module.
     ///
     /// # Safety

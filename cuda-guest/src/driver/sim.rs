@@ -848,13 +848,17 @@ impl Backend for SimBackend {
     }
 
     fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
-        const OP: &str = "cuModuleLoadDataEx (PTX JIT)";
         let name = {
-            let mut st = self.live(OP)?;
+            let mut st = self.live("cuModuleLoadDataEx (PTX JIT)")?;
             st.next_module += 1;
             format!("module{}.ptx", st.next_module)
         };
-        let loaded = self.guarded(OP, |sim| sim.load_module(&name, ptx))?;
+        self.module_load_ptx_named(&name, ptx)
+    }
+
+    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
+        const OP: &str = "cuModuleLoadDataEx (PTX JIT)";
+        let loaded = self.guarded(OP, |sim| sim.load_module(name, ptx))?;
         match loaded {
             Ok(m) => {
                 let mut st = self.shared.state();
