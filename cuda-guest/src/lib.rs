@@ -11,7 +11,7 @@
 //!   ([`driver::safe`]).
 //! - [`accel`]: choosing the backend (native when a driver and a device are there,
 //!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
-//! - [`bench`]: the native backend measured against plain driver calls (the simulator's
+//! - [`bench`](mod@bench): the native backend measured against plain driver calls (the simulator's
 //!   benchmark set is [`sim::bench`]); what `vmgpu cuda bench` reports.
 //!
 //! # Backends
@@ -22,7 +22,31 @@
 //! | simulator ([`driver::SimBackend`]) | the PTX simulator on a documented virtual sm_80 device, one device thread executing queued work in order, CUDA's error semantics | `auto` otherwise; `sim` always |
 //!
 //! The same [`driver::safe`] API and the same tests (`tests/accel_common`) run over
-//! both. Environment: `VMGPU_CUDA_BACKEND` (`native`, `sim`, `auto`), `VMGPU_LIBCUDA`
+//! both. Where they differ, on purpose:
+//!
+//! - **Sticky errors** (`CUDA_ERROR_ILLEGAL_ADDRESS`, `_MISALIGNED_ADDRESS`,
+//!   `_LAUNCH_FAILED`, ...; [`driver::error::is_sticky`]). On both, the faulting
+//!   kernel's error surfaces at the next synchronising call and every later call of the
+//!   context returns it. On the native driver it poisons the whole process: NVIDIA
+//!   documents that the process must be terminated and relaunched to use CUDA again, and
+//!   `cuDevicePrimaryCtxReset` does not clear it (on an H100 with CUDA 13 the retain after
+//!   the reset fails with the same error), so [`driver::safe::Gpu::reset`] returns that
+//!   error with a detail saying to restart the process, and every `Accelerator` of the
+//!   process fails the same way. On the simulator the reset clears it and the device is
+//!   usable again. A VMM that must survive a guest's faulting kernel runs the native
+//!   backend in a process it can restart; the native test suite runs each faulting test
+//!   in a child process of its own.
+//! - **Bounds**: the simulator checks every access against the allocation, so a kernel
+//!   writing 4 bytes past a 4000-byte buffer faults. A GPU maps memory in pages of the
+//!   driver's allocation granularity (2 MiB on an H100), so such a small overrun lands in
+//!   mapped memory and does not fault; only an access outside every mapping (far past
+//!   the buffer, or an unmapped address) does.
+//! - **Timing and memory figures** are those of the documented virtual device on the
+//!   simulator (its clock counts nanoseconds, `cuMemGetInfo` counts the bytes allocated)
+//!   and of the hardware natively (free memory moves in granularity steps and with other
+//!   processes).
+//!
+//! Environment: `VMGPU_CUDA_BACKEND` (`native`, `sim`, `auto`), `VMGPU_LIBCUDA`
 //! (the driver library), `VMGPU_LIBNVRTC` (NVRTC, for CUDA C++ sources).
 //!
 //! ```

@@ -5,7 +5,7 @@
 #[macro_use]
 mod accel_common;
 
-accel_suite!(accel_common::sim);
+accel_suite!(accel_common::sim, accel_common::Faults::InProcess);
 
 use std::sync::Arc;
 
@@ -588,4 +588,65 @@ fn a_reset_concerns_every_gpu_of_the_device() {
     // SAFETY: as above.
     unsafe { one.reset() }.unwrap();
     assert_eq!(kept.to_vec().unwrap(), [5]);
+}
+
+/// The isolation that the native suite gives its faulting tests, exercised here: the
+/// test runs in a child process of this binary, and the parent checks that the child
+/// ran it and that it passed.
+#[test]
+fn a_faulting_test_in_a_child_process() {
+    accel_common::faulting(
+        "a_faulting_test_in_a_child_process",
+        accel_common::Faults::ChildProcess,
+        accel_common::sim,
+        accel_common::a_faulting_kernel_fails_its_future,
+    );
+}
+
+fn fails(_: &accel_common::Fixture) {
+    panic!("this test fails in its child");
+}
+
+/// A test failing in its child process fails its parent.
+#[test]
+#[should_panic(expected = "failed in its child process")]
+fn a_failing_child_process_fails_the_test() {
+    accel_common::faulting(
+        "a_failing_child_process_fails_the_test",
+        accel_common::Faults::ChildProcess,
+        accel_common::sim,
+        fails,
+    );
+}
+
+/// A module loaded under a name (or from a file) is named so in the simulator's JIT log;
+/// unnamed ones are `moduleN.ptx`.
+#[test]
+fn the_jit_log_names_the_module() {
+    let f = accel_common::sim();
+    let bad = ".version 7.0\n.target sm_80\n.address_size 64\n\
+               .visible .entry k(.param .u64 p)\n{\n    frobnicate.u32 %r1, 3;\n    ret;\n}\n";
+    let log = |err: DriverError| err.as_cuda().unwrap().jit_log.clone().unwrap();
+    let named = log(f.gpu.load_ptx_named("kernels/bad.ptx", bad).unwrap_err());
+    assert!(named.contains("kernels/bad.ptx:6: error"), "{named}");
+    let unnamed = log(f.gpu.load_ptx(bad).unwrap_err());
+    assert!(
+        unnamed.contains("module") && unnamed.contains(".ptx:6: error"),
+        "{unnamed}"
+    );
+    assert!(!unnamed.contains("kernels/bad.ptx"), "{unnamed}");
+    let path = std::env::temp_dir().join(format!("vmgpu-bad-{}.ptx", std::process::id()));
+    std::fs::write(&path, bad).unwrap();
+    let from_file = log(f.gpu.load_ptx_file(&path).unwrap_err());
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        from_file.contains(&format!("{}:6: error", path.display())),
+        "{from_file}"
+    );
+    // A good module loads under its name as usual.
+    let m = f
+        .gpu
+        .load_ptx_named("kernels.ptx", accel_common::KERNELS_PTX)
+        .unwrap();
+    assert_eq!(m.function("empty").unwrap().params().unwrap().len(), 0);
 }

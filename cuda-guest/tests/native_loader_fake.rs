@@ -81,7 +81,13 @@ fn missing_library_is_a_typed_error() {
     })
     .unwrap_err();
     match &err {
-        DriverError::LibraryNotFound { path, reason } => {
+        DriverError::LibraryNotFound {
+            library,
+            path,
+            reason,
+            ..
+        } => {
+            assert_eq!(*library, "CUDA driver");
             assert_eq!(path, "/nonexistent/vmgpu/libcuda.so.1");
             assert!(!reason.is_empty());
         }
@@ -115,6 +121,7 @@ fn entry_point_missing_through_get_proc_address_is_named() {
             symbol,
             reason,
             path,
+            ..
         } => {
             assert_eq!(symbol, "cuLaunchKernel");
             assert!(reason.contains("symbol not found"), "{reason}");
@@ -277,6 +284,58 @@ fn primary_context_references_are_counted_and_given_back() {
     assert_eq!(refs(), 2);
     drop(other);
     assert_eq!(refs(), 0);
+}
+
+#[test]
+fn a_reset_recovers_the_context_when_no_sticky_error_remains() {
+    let fake = build_fake(&["WITH_GPA"], None);
+    let cuda = backend(&fake).expect("one device");
+    let dev = Device::new(0);
+    let ctx = cuda.primary_context_retain(dev).unwrap();
+    // SAFETY: nothing was made in the context.
+    unsafe { cuda.primary_context_reset(dev) }.unwrap();
+    cuda.context_set_current(&ctx).unwrap();
+    cuda.primary_context_release(ctx).unwrap();
+}
+
+#[test]
+fn a_sticky_error_that_survives_the_reset_says_to_restart_the_process() {
+    // As on an H100 with CUDA 13 after CUDA_ERROR_ILLEGAL_ADDRESS: the reset returns
+    // success, the retain that re-initialises the context fails with the sticky error.
+    let fake = build_fake(&["WITH_GPA", "STICKY=700"], None);
+    let cuda = backend(&fake).expect("one device");
+    let dev = Device::new(0);
+    let _ctx = cuda.primary_context_retain(dev).unwrap();
+    // SAFETY: nothing was made in the context.
+    let err = unsafe { cuda.primary_context_reset(dev) }.unwrap_err();
+    let e = err.as_cuda().expect("a CUDA error");
+    assert_eq!(
+        (e.code, e.name.as_str()),
+        (700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+    );
+    assert!(e.is_sticky());
+    assert_eq!(e.device, Some(0));
+    assert!(
+        e.operation.starts_with("cuDevicePrimaryCtxReset_v2"),
+        "{}",
+        e.operation
+    );
+    let detail = e.detail.as_deref().unwrap_or_default();
+    assert!(
+        detail.contains("survives cuDevicePrimaryCtxReset_v2")
+            && detail.contains("restart the process"),
+        "{detail}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("must be restarted"), "{text}");
+    // A non-sticky failure of the same step carries no such detail.
+    let fake = build_fake(&["WITH_GPA", "STICKY=2"], None);
+    let cuda = backend(&fake).expect("one device");
+    let _ctx = cuda.primary_context_retain(dev).unwrap();
+    // SAFETY: nothing was made in the context.
+    let err = unsafe { cuda.primary_context_reset(dev) }.unwrap_err();
+    assert_eq!(err.cuda_name(), Some("CUDA_ERROR_OUT_OF_MEMORY"), "{err}");
+    assert_eq!(err.as_cuda().unwrap().detail, None, "{err}");
 }
 
 #[test]

@@ -20,20 +20,37 @@ fn entries(ptx: &str) -> Vec<String> {
 #[test]
 fn missing_nvrtc_is_a_typed_error() {
     let err = Nvrtc::load_from(&[PathBuf::from("/nonexistent/libnvrtc.so.12")]).unwrap_err();
-    match err {
-        DriverError::LibraryNotFound { path, reason } => {
+    match &err {
+        DriverError::LibraryNotFound {
+            library,
+            path,
+            hint,
+            ..
+        } => {
+            assert_eq!(*library, "NVRTC");
             assert_eq!(path, "/nonexistent/libnvrtc.so.12");
-            assert!(reason.contains("VMGPU_LIBNVRTC"), "{reason}");
+            assert!(hint.contains("VMGPU_LIBNVRTC"), "{hint}");
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("cannot load the NVRTC library `/nonexistent/libnvrtc.so.12`"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("CUDA driver") && !msg.contains("VMGPU_LIBCUDA"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn a_library_that_is_not_nvrtc_is_a_typed_error() {
     let err = Nvrtc::load_from(&[PathBuf::from("libc.so.6")]).unwrap_err();
     match err {
-        DriverError::SymbolMissing { symbol, .. } => assert_eq!(symbol, "nvrtcVersion"),
+        DriverError::SymbolMissing {
+            library, symbol, ..
+        } => assert_eq!((library, symbol.as_str()), ("NVRTC", "nvrtcVersion")),
         other => panic!("expected SymbolMissing, got {other:?}"),
     }
 }

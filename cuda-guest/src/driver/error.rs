@@ -6,25 +6,33 @@ use std::fmt;
 
 use super::sys;
 
+/// [`DriverError::LibraryNotFound`]`::library` of the CUDA driver (`libcuda.so.1`).
+pub const LIBRARY_CUDA: &str = "CUDA driver";
+/// [`DriverError::LibraryNotFound`]`::library` of NVRTC (`libnvrtc.so`).
+pub const LIBRARY_NVRTC: &str = "NVRTC";
+
 /// Everything that can go wrong at the driver boundary. Never a panic: a VMM must keep
 /// running when its host lacks a driver or a GPU.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DriverError {
-    /// The driver library could not be opened.
-    #[error(
-        "cannot load the CUDA driver library `{path}`: {reason} (hint: install the NVIDIA \
-         driver, or point VMGPU_LIBCUDA at its libcuda.so.1)"
-    )]
+    /// A library loaded at run time (the CUDA driver, NVRTC) could not be opened.
+    #[error("cannot load the {library} library `{path}`: {reason} (hint: {hint})")]
     LibraryNotFound {
+        /// Which library: [`LIBRARY_CUDA`] or [`LIBRARY_NVRTC`].
+        library: &'static str,
         /// The path or name that was opened.
         path: String,
         /// What the dynamic loader said.
         reason: String,
+        /// What to do about it (which package ships it, which variable points at it).
+        hint: &'static str,
     },
-    /// The library lacks an entry point the backend needs.
-    #[error("the CUDA driver library `{path}` does not provide `{symbol}`: {reason}")]
+    /// A library loaded at run time lacks an entry point that is needed.
+    #[error("the {library} library `{path}` does not provide `{symbol}`: {reason}")]
     SymbolMissing {
+        /// Which library: [`LIBRARY_CUDA`] or [`LIBRARY_NVRTC`].
+        library: &'static str,
         /// The library's path or name.
         path: String,
         /// The entry point.
@@ -181,6 +189,11 @@ impl CudaError {
     pub fn hint(&self) -> Option<&'static str> {
         hint(self.code)
     }
+
+    /// Whether this is a sticky error ([`is_sticky`]).
+    pub fn is_sticky(&self) -> bool {
+        is_sticky(self.code)
+    }
 }
 
 impl fmt::Display for CudaError {
@@ -241,14 +254,26 @@ pub fn hint(code: i32) -> Option<&'static str> {
              blocks or less shared memory"
         }
         sys::CUDA_ERROR_ILLEGAL_ADDRESS => {
-            "a kernel accessed memory outside its allocations; the context is now unusable \
-             (sticky error) and must be reset; compute-sanitizer finds the access"
+            "a kernel accessed memory outside its allocations (compute-sanitizer finds the \
+             access); this is a sticky error: on the native driver the process must be \
+             restarted to use CUDA again (a reset does not clear it), on the simulator \
+             `Gpu::reset` clears it"
         }
         sys::CUDA_ERROR_MISALIGNED_ADDRESS => {
-            "a kernel accessed memory at a misaligned address; the context is now unusable"
+            "a kernel accessed memory at a misaligned address; this is a sticky error: on \
+             the native driver the process must be restarted to use CUDA again (a reset does \
+             not clear it), on the simulator `Gpu::reset` clears it"
         }
-        sys::CUDA_ERROR_LAUNCH_FAILED | sys::CUDA_ERROR_LAUNCH_TIMEOUT => {
-            "the kernel faulted or ran too long; the context is now unusable"
+        sys::CUDA_ERROR_LAUNCH_FAILED
+        | sys::CUDA_ERROR_LAUNCH_TIMEOUT
+        | sys::CUDA_ERROR_ASSERT
+        | sys::CUDA_ERROR_HARDWARE_STACK_ERROR
+        | sys::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | sys::CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | sys::CUDA_ERROR_INVALID_PC => {
+            "the kernel faulted, asserted or ran too long; this is a sticky error: on the \
+             native driver the process must be restarted to use CUDA again (a reset does not \
+             clear it), on the simulator `Gpu::reset` clears it"
         }
         sys::CUDA_ERROR_INVALID_CONTEXT => {
             "no context is current on this thread: retain the primary context and make it \
@@ -264,6 +289,27 @@ pub fn hint(code: i32) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// Whether `code` is a sticky error: one that leaves the context (on the native driver,
+/// the whole process's use of the device) unusable, so that every later call returns it
+/// too. NVIDIA: "the process is left in an inconsistent state and any further CUDA work
+/// will return the same error. To continue using CUDA, the process must be terminated
+/// and relaunched." The simulator clears it at `cuDevicePrimaryCtxReset`.
+pub fn is_sticky(code: i32) -> bool {
+    matches!(
+        code,
+        sys::CUDA_ERROR_ILLEGAL_ADDRESS
+            | sys::CUDA_ERROR_LAUNCH_TIMEOUT
+            | sys::CUDA_ERROR_ASSERT
+            | sys::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | sys::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | sys::CUDA_ERROR_MISALIGNED_ADDRESS
+            | sys::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | sys::CUDA_ERROR_INVALID_PC
+            | sys::CUDA_ERROR_LAUNCH_FAILED
+            | sys::CUDA_ERROR_ECC_UNCORRECTABLE
+    )
 }
 
 /// The name and description of a `CUresult` from the built-in table, for when the
@@ -291,6 +337,10 @@ pub fn builtin_text(code: i32) -> (&'static str, &'static str) {
         209 => (
             "CUDA_ERROR_NO_BINARY_FOR_GPU",
             "no kernel image is available for execution on the device",
+        ),
+        214 => (
+            "CUDA_ERROR_ECC_UNCORRECTABLE",
+            "uncorrectable ECC error encountered",
         ),
         218 => ("CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"),
         221 => (
@@ -335,11 +385,17 @@ pub fn builtin_text(code: i32) -> (&'static str, &'static str) {
             "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
             "pointer does not correspond to a registered memory region",
         ),
+        714 => ("CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"),
         715 => (
             "CUDA_ERROR_ILLEGAL_INSTRUCTION",
             "an illegal instruction was encountered",
         ),
         716 => ("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"),
+        717 => (
+            "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+            "operation not supported on global/shared address space",
+        ),
+        718 => ("CUDA_ERROR_INVALID_PC", "invalid program counter"),
         719 => ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
         800 => ("CUDA_ERROR_NOT_PERMITTED", "operation not permitted"),
         801 => ("CUDA_ERROR_NOT_SUPPORTED", "operation not supported"),
@@ -382,8 +438,9 @@ mod tests {
             e.to_string(),
             "cuLaunchKernel failed on device 1 on stream 0xabc: CUDA_ERROR_ILLEGAL_ADDRESS \
              (700): an illegal memory access was encountered (hint: a kernel accessed memory \
-             outside its allocations; the context is now unusable (sticky error) and must be \
-             reset; compute-sanitizer finds the access)"
+             outside its allocations (compute-sanitizer finds the access); this is a sticky \
+             error: on the native driver the process must be restarted to use CUDA again (a \
+             reset does not clear it), on the simulator `Gpu::reset` clears it)"
         );
         let mut e = err(sys::CUDA_ERROR_INVALID_PTX);
         e.stream = Some(0);
@@ -411,6 +468,18 @@ mod tests {
         }
         for code in [2, 100, 218, 701, 700] {
             assert!(hint(code).is_some(), "{code}");
+        }
+        for code in [700, 702, 710, 714, 715, 716, 717, 718, 719] {
+            assert!(is_sticky(code), "{code}");
+            let h = hint(code).unwrap_or_else(|| panic!("no hint for {code}"));
+            assert!(
+                h.contains("sticky") && h.contains("restarted"),
+                "{code}: {h}"
+            );
+            assert_ne!(builtin_text(code).0, "CUDA_ERROR_UNRECOGNIZED", "{code}");
+        }
+        for code in [1, 2, 201, 218, 600, 701, 709] {
+            assert!(!is_sticky(code), "{code}");
         }
         assert!(hint(sys::CUDA_ERROR_NOT_READY).is_none());
         assert_eq!(builtin_text(123_456).0, "CUDA_ERROR_UNRECOGNIZED");

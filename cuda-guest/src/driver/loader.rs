@@ -11,7 +11,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 
-use super::error::{builtin_text, CudaError, DriverError};
+use super::error::{builtin_text, CudaError, DriverError, LIBRARY_CUDA};
 use super::sys;
 
 /// The environment variable naming the driver library to load.
@@ -226,8 +226,10 @@ impl Driver {
         }
         let Some((path, lib)) = opened else {
             return Err(DriverError::LibraryNotFound {
+                library: LIBRARY_CUDA,
                 path: candidates[0].display().to_string(),
                 reason: failures.join("; "),
+                hint: "install the NVIDIA driver, or point VMGPU_LIBCUDA at its libcuda.so.1",
             });
         };
 
@@ -263,6 +265,7 @@ impl Driver {
                             _ => "no address returned",
                         };
                         return Err(DriverError::SymbolMissing {
+                            library: LIBRARY_CUDA,
                             path: path.clone(),
                             symbol: name.to_string_lossy().into_owned(),
                             reason: format!(
@@ -293,6 +296,7 @@ impl Driver {
                         Err(e) => Err(e.to_string()),
                     }
                     .map_err(|e| DriverError::SymbolMissing {
+                        library: LIBRARY_CUDA,
                         path: path.clone(),
                         symbol: versioned.to_string_lossy().into_owned(),
                         reason: format!(

@@ -476,8 +476,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Gives back one reference from [`Backend::primary_context_retain`].
     fn primary_context_release(&self, ctx: Context) -> Result<()>;
     /// Resets the device's primary context (`cuDevicePrimaryCtxReset_v2`): waits for
-    /// its work, then destroys every allocation, module, stream and event made in it and
-    /// clears its sticky error. References on it and its [`Context`] handle stay valid.
+    /// its work, then destroys every allocation, module, stream and event made in it.
+    /// References on it and its [`Context`] handle stay valid.
+    ///
+    /// Sticky errors ([`error::is_sticky`]) differ per backend: the simulator clears them
+    /// here; the native driver does not (the process must be restarted to use CUDA
+    /// again), and [`NativeBackend`] returns the sticky error, with a detail saying so,
+    /// instead of success.
     ///
     /// # Safety
     /// Nothing uses memory from [`Backend::host_alloc`] of this context afterwards (the
@@ -494,6 +499,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     // Modules.
     /// Loads a module from PTX text (JIT compiled). A failure carries the JIT error log.
     fn module_load_ptx(&self, ptx: &str) -> Result<Module>;
+    /// [`Backend::module_load_ptx`] under `name` (e.g. the file it was read from), which
+    /// the backend's messages use where it has any: the simulator's JIT log and fault
+    /// reports say `name:LINE` (with [`Backend::module_load_ptx`] it names the module
+    /// `moduleN.ptx`). The native driver's JIT log names no file, so it ignores `name`.
+    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
+        let _ = name;
+        self.module_load_ptx(ptx)
+    }
     /// Unloads a module.
     ///
     /// # Safety

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::sync::Mutex;
 
-use super::error::{CudaError, DriverError};
+use super::error::{is_sticky, CudaError, DriverError};
 use super::loader::{Driver, DriverApi, LoadOptions};
 use super::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
@@ -167,6 +167,26 @@ impl NativeBackend {
         } else {
             Err(self.driver.error(r, op(), Some(dev.ordinal()), None).into())
         }
+    }
+
+    /// [`Self::check_dev`] for the steps of a reset: a sticky error that the reset did
+    /// not clear says so, with what to do (restart the process).
+    fn check_reset(&self, r: sys::CUresult, op: &str, dev: Device) -> Result<()> {
+        if r == sys::CUDA_SUCCESS {
+            return Ok(());
+        }
+        let mut e = self
+            .driver
+            .error(r, op.to_string(), Some(dev.ordinal()), None);
+        if is_sticky(r) {
+            e.detail = Some(format!(
+                "a sticky error ({}) survives cuDevicePrimaryCtxReset_v2 on the native driver: \
+                 the process is left in an inconsistent state and every further CUDA call \
+                 returns this error; restart the process to use CUDA again",
+                e.name
+            ));
+        }
+        Err(e.into())
     }
 
     fn stream_raw(&self, stream: &Stream, op: &'static str) -> Result<sys::CUstream> {
@@ -335,13 +355,19 @@ impl Backend for NativeBackend {
         // SAFETY: `d` came from cuDeviceGet; the caller guarantees that nothing made in
         // the context before the reset (pinned memory above all) is used afterwards.
         let r = unsafe { (self.api().primary_ctx_reset)(d) };
-        self.check_dev(r, || "cuDevicePrimaryCtxReset_v2".into(), dev)?;
+        self.check_reset(r, "cuDevicePrimaryCtxReset_v2", dev)?;
         // The references survive a reset; a retain re-initialises the context. Its handle
-        // must be the one this backend (and its callers' `Context`s) hold.
+        // must be the one this backend (and its callers' `Context`s) hold. After a sticky
+        // error the driver refuses this retain with that error (CUDA 13, H100): the reset
+        // did not recover the process.
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: `ctx` is a valid, writable slot; `d` came from cuDeviceGet.
         let r = unsafe { (self.api().primary_ctx_retain)(&mut ctx, d) };
-        self.check_dev(r, || "cuDevicePrimaryCtxRetain (after reset)".into(), dev)?;
+        self.check_reset(
+            r,
+            "cuDevicePrimaryCtxReset_v2 (the retain that re-initialises the context)",
+            dev,
+        )?;
         // SAFETY: gives back the reference just taken.
         unsafe { (self.api().primary_ctx_release)(d) };
         let held = self

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::PathBuf;
 
-use super::error::DriverError;
+use super::error::{DriverError, LIBRARY_NVRTC};
 
 /// The environment variable naming the NVRTC library to load.
 pub const LIBNVRTC_ENV: &str = "VMGPU_LIBNVRTC";
@@ -90,15 +90,15 @@ impl Nvrtc {
             }
         }
         Err(DriverError::LibraryNotFound {
+            library: LIBRARY_NVRTC,
             path: candidates
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            reason: format!(
-                "{} (NVRTC ships in the nvidia-cuda-nvrtc wheel or the CUDA toolkit; set {LIBNVRTC_ENV})",
-                failures.join("; ")
-            ),
+            reason: failures.join("; "),
+            hint: "NVRTC ships in the nvidia-cuda-nvrtc wheel and the CUDA toolkit; point \
+                   VMGPU_LIBNVRTC at its libnvrtc.so",
         })
     }
 
@@ -116,6 +116,7 @@ impl Nvrtc {
             unsafe { lib.get::<T>(&sym) }
                 .map(|s| *s)
                 .map_err(|e| DriverError::SymbolMissing {
+                    library: LIBRARY_NVRTC,
                     path: path.to_string(),
                     symbol: name.to_string(),
                     reason: e.to_string(),

@@ -363,8 +363,14 @@ impl Gpu {
     /// Resets the primary context: waits for its work, frees every device buffer,
     /// module, stream and event made in it (the safe objects that remain, from any `Gpu`
     /// of this backend and device, refuse to work with `CUDA_ERROR_CONTEXT_IS_DESTROYED`
-    /// and drop quietly), and clears a sticky error. Refused while a [`PinnedBuffer`] of
-    /// this backend and device lives.
+    /// and drop quietly). Refused while a [`PinnedBuffer`] of this backend and device
+    /// lives.
+    ///
+    /// After a sticky error ([`crate::driver::error::is_sticky`], e.g.
+    /// `CUDA_ERROR_ILLEGAL_ADDRESS`) the backends differ: the simulator clears it and the
+    /// device works again; the native driver cannot clear it (NVIDIA: the process must be
+    /// terminated and relaunched), so this returns that error, with a detail saying to
+    /// restart the process, and the objects made before stay refused.
     ///
     /// # Safety
     /// No raw handle taken from an object of this device (`GpuStream::raw`, ...) and no

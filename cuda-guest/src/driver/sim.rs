@@ -49,7 +49,10 @@
 //! barrier not reached by every thread `CUDA_ERROR_LAUNCH_FAILED`. These are sticky:
 //! every later call of the context returns the same error (queued work after it is
 //! dropped) until [`Backend::primary_context_reset`], which frees every device
-//! allocation, module, stream and event of the context. The simulator's own report is
+//! allocation, module, stream and event of the context (unlike the native driver, where
+//! a sticky error lasts until the process ends: see the crate's backends section). The
+//! simulator checks bounds per allocation, so it also catches small overruns that a GPU's
+//! page-granular mappings let through. The simulator's own report is
 //! kept in [`CudaError::detail`] (and [`CudaError::fault`] for memory faults). Pinned
 //! host memory ([`Backend::host_alloc`]) is plain page-aligned host memory here and
 //! survives a reset.
@@ -845,13 +848,17 @@ impl Backend for SimBackend {
     }
 
     fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
-        const OP: &str = "cuModuleLoadDataEx (PTX JIT)";
         let name = {
-            let mut st = self.live(OP)?;
+            let mut st = self.live("cuModuleLoadDataEx (PTX JIT)")?;
             st.next_module += 1;
             format!("module{}.ptx", st.next_module)
         };
-        let loaded = self.guarded(OP, |sim| sim.load_module(&name, ptx))?;
+        self.module_load_ptx_named(&name, ptx)
+    }
+
+    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
+        const OP: &str = "cuModuleLoadDataEx (PTX JIT)";
+        let loaded = self.guarded(OP, |sim| sim.load_module(name, ptx))?;
         match loaded {
             Ok(m) => {
                 let mut st = self.shared.state();

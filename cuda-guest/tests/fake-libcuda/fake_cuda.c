@@ -9,6 +9,8 @@
  *                 the generated file adds every other versioned name)
  *   INIT_RESULT   what cuInit returns (default 0)
  *   DEVICE_COUNT  what cuDeviceGetCount reports (default 1)
+ *   STICKY=code   after cuDevicePrimaryCtxReset, cuDevicePrimaryCtxRetain fails with
+ *                 `code`, as CUDA 13 on an H100 does after CUDA_ERROR_ILLEGAL_ADDRESS (700)
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -40,8 +42,12 @@ int fake_lookups(void) { return lookups; }
 static char primary_ctx;
 static int ctx_refs = 0;
 int fake_ctx_refs(void) { return ctx_refs; }
+static int resets = 0;
 static int fake_cuDevicePrimaryCtxRetain(void **ctx, int dev) {
     if (!ctx || dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+#ifdef STICKY
+    if (resets > 0) return STICKY;
+#endif
     *ctx = &primary_ctx;
     ctx_refs++;
     return CUDA_SUCCESS;
@@ -50,6 +56,12 @@ static int fake_cuDevicePrimaryCtxRelease(int dev) {
     if (dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
     if (ctx_refs <= 0) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
     ctx_refs--;
+    return CUDA_SUCCESS;
+}
+/* The references survive a reset. */
+static int fake_cuDevicePrimaryCtxReset(int dev) {
+    if (dev < 0 || dev >= DEVICE_COUNT) return CUDA_ERROR_INVALID_VALUE;
+    resets++;
     return CUDA_SUCCESS;
 }
 static int fake_cuCtxSetCurrent(void *ctx) {
@@ -124,6 +136,7 @@ int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned lo
     else if (strcmp(symbol, "cuDeviceGet") == 0) *pfn = (void *)fake_cuDeviceGet;
     else if (strcmp(symbol, "cuDevicePrimaryCtxRetain") == 0) *pfn = (void *)fake_cuDevicePrimaryCtxRetain;
     else if (strcmp(symbol, "cuDevicePrimaryCtxRelease") == 0) *pfn = (void *)fake_cuDevicePrimaryCtxRelease;
+    else if (strcmp(symbol, "cuDevicePrimaryCtxReset") == 0) *pfn = (void *)fake_cuDevicePrimaryCtxReset;
     else if (strcmp(symbol, "cuCtxSetCurrent") == 0) *pfn = (void *)fake_cuCtxSetCurrent;
     else if (strcmp(symbol, "cuDeviceGetName") == 0) *pfn = (void *)fake_cuDeviceGetName;
     else if (strcmp(symbol, "cuDeviceGetPCIBusId") == 0) *pfn = (void *)fake_cuDeviceGetPCIBusId;

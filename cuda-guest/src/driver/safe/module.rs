@@ -44,10 +44,13 @@ pub struct Module {
 }
 
 impl Module {
-    pub(super) fn load(gpu: &Gpu, ptx_text: &str) -> Result<Module> {
+    pub(super) fn load(gpu: &Gpu, name: Option<&str>, ptx_text: &str) -> Result<Module> {
         gpu.bind()?;
-        let module = gpu.backend().module_load_ptx(ptx_text)?;
-        let params = match ptx::parse("module.ptx", ptx_text) {
+        let module = match name {
+            Some(name) => gpu.backend().module_load_ptx_named(name, ptx_text)?,
+            None => gpu.backend().module_load_ptx(ptx_text)?,
+        };
+        let params = match ptx::parse(name.unwrap_or("module.ptx"), ptx_text) {
             Ok(m) => Some(
                 m.entries()
                     .map(|f| (f.name.clone(), f.params.clone()))
@@ -428,7 +431,8 @@ impl Function {
     }
 
     /// [`Function::launch`] that returns a future completing when the stream has run
-    /// the kernel (with its error, if it failed).
+    /// the kernel (with its error, if it failed). A kernel that faults before the
+    /// completion event is recorded makes this call itself return the (sticky) error.
     ///
     /// # Safety
     /// As for [`Function::launch`].
@@ -482,7 +486,14 @@ impl Gpu {
     /// Loads a module from PTX text. A failure is the driver's (or simulator's) error
     /// with the JIT log ([`crate::driver::CudaError::jit_log`]).
     pub fn load_ptx(&self, ptx_text: &str) -> Result<Module> {
-        Module::load(self, ptx_text)
+        Module::load(self, None, ptx_text)
+    }
+
+    /// [`Gpu::load_ptx`] under `name` (e.g. the file the text came from): the
+    /// simulator's JIT log and fault reports say `name:LINE` instead of `moduleN.ptx`
+    /// ([`crate::driver::Backend::module_load_ptx_named`]).
+    pub fn load_ptx_named(&self, name: &str, ptx_text: &str) -> Result<Module> {
+        Module::load(self, Some(name), ptx_text)
     }
 
     /// Loads a module from a PTX file.
@@ -492,7 +503,7 @@ impl Gpu {
             operation: "Gpu::load_ptx_file",
             reason: format!("cannot read {}: {e}", path.display()),
         })?;
-        self.load_ptx(&text)
+        self.load_ptx_named(&path.display().to_string(), &text)
     }
 
     /// Compiles CUDA C++ `source` with NVRTC (loaded at run time, see

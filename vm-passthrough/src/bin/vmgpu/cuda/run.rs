@@ -8,11 +8,10 @@ use anyhow::Context as _;
 use clap::Args;
 use cuda_guest::driver::safe::{check_args, DeviceBuffer, Gpu, KernelArg};
 use cuda_guest::driver::{
-    BackendKind, DeviceAttribute as A, DevicePtr, DriverError, EventFlags, LaunchConfig,
-    StreamFlags,
+    DeviceAttribute as A, DevicePtr, DriverError, EventFlags, LaunchConfig, StreamFlags,
 };
 use cuda_guest::ptx;
-use cuda_guest::sim::{FaultKind, MemoryFault, SimError, Simulator};
+use cuda_guest::sim::{FaultKind, MemoryFault};
 use serde::Serialize;
 
 use super::args::{parse_arg, parse_dim3, Arg, ArgSpec, BufferSpec, Elem};
@@ -307,15 +306,6 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         Some(c) => c,
         None => choose()?,
     };
-    // The simulator names its modules itself; decode once here under the file's name so
-    // that what it cannot execute is reported at MODULE:LINE.
-    if acc.kind() == BackendKind::Simulator {
-        if let Err(e @ SimError::Unsupported { .. }) =
-            Simulator::new(Default::default()).load_module(&module_name, &text)
-        {
-            return Err(anyhow::Error::new(e).context(format!("cannot load {module_name}")));
-        }
-    }
     let gpu = acc.gpu(0).context("opening CUDA device 0")?;
     let device = gpu.name().unwrap_or_else(|_| "?".into());
     check_geometry(&gpu, a)?;
@@ -383,8 +373,9 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         })
         .collect();
 
+    // Under the file's name: the simulator reports what it cannot execute at MODULE:LINE.
     let module = gpu
-        .load_ptx(&text)
+        .load_ptx_named(&module_name, &text)
         .map_err(|e| anyhow::Error::new(e).context(format!("cannot load {module_name}")))?;
     let function = module
         .function(&a.kernel)
