@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::engine::{Engine, Fail, Geometry, STREAM_PER_THREAD, R};
+use crate::engine::{Engine, Fail, Geometry, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
 
@@ -72,7 +72,9 @@ fn call(name: &'static str, f: impl FnOnce() -> R<()>) -> CUresult {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            log::warn(&format!("{name}: internal error (panic: {msg}); CUDA_ERROR_UNKNOWN"));
+            log::warn(&format!(
+                "{name}: internal error (panic: {msg}); CUDA_ERROR_UNKNOWN"
+            ));
             CUDA_ERROR_UNKNOWN
         }
     }
@@ -670,7 +672,9 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
     // a NUL-terminated text; a text shorter than 4 bytes ends at its NUL, which
     // `CStr::from_ptr` below stops at.
     let head = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_bytes();
-    if head.len() >= 4 && (head.starts_with(b"\x7fELF") || head.starts_with(&[0x50, 0xed, 0x55, 0xba])) {
+    if head.len() >= 4
+        && (head.starts_with(b"\x7fELF") || head.starts_with(&[0x50, 0xed, 0x55, 0xba]))
+    {
         // A binary image: the engine refuses it by its magic.
         return Ok(&head[..4]);
     }
@@ -682,7 +686,12 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
 /// # Safety
 /// `options` and `values` are null or hold `n` entries; buffer options point to
 /// writable buffers of the sizes given by their size options.
-unsafe fn write_jit_logs(n: c_uint, options: *mut c_int, values: *mut *mut c_void, error_log: &str) {
+unsafe fn write_jit_logs(
+    n: c_uint,
+    options: *mut c_int,
+    values: *mut *mut c_void,
+    error_log: &str,
+) {
     if n == 0 || options.is_null() || values.is_null() {
         return;
     }
@@ -694,8 +703,16 @@ unsafe fn write_jit_logs(n: c_uint, options: *mut c_int, values: *mut *mut c_voi
         )
     };
     for (buf_opt, size_opt, text) in [
-        (CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error_log),
-        (CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, ""),
+        (
+            CU_JIT_ERROR_LOG_BUFFER,
+            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            error_log,
+        ),
+        (
+            CU_JIT_INFO_LOG_BUFFER,
+            CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            "",
+        ),
     ] {
         let Some(bi) = opts.iter().position(|o| *o == buf_opt) else {
             continue;
@@ -1022,7 +1039,7 @@ fn memset(dst: CUdeviceptr, value: u32, width: u32, n: usize, stream: Option<u64
     if n == 0 {
         return Ok(());
     }
-    if dst % width as u64 != 0 {
+    if !dst.is_multiple_of(width as u64) {
         return Err(Fail::new(
             CUDA_ERROR_INVALID_VALUE,
             format!("{dst:#x} is not aligned to {width} bytes"),
@@ -1254,7 +1271,10 @@ fn stream_create(ph: *mut Handle, flags: c_uint, priority: c_int) -> R<()> {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phStream"));
     }
     if flags & !CU_STREAM_NON_BLOCKING != 0 {
-        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("stream flags {flags:#x}")));
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("stream flags {flags:#x}"),
+        ));
     }
     let s = engine()?.stream_create(current()?, flags, priority)?;
     // SAFETY: checked non-null; a writable CUstream slot.
@@ -1372,7 +1392,10 @@ fn event_record(ev: Handle, s: u64, flags: c_uint) -> R<()> {
     let e = engine()?;
     let ev = nonnull(ev, "event")?;
     if flags != 0 {
-        return Err(unsupported_detail("cuEventRecordWithFlags", "CU_EVENT_RECORD_EXTERNAL"));
+        return Err(unsupported_detail(
+            "cuEventRecordWithFlags",
+            "CU_EVENT_RECORD_EXTERNAL",
+        ));
     }
     e.event_record(stream_ctx(s)?, ev, s)
 }
@@ -1438,7 +1461,9 @@ entry! {
 // CUDA_ERROR_NOT_SUPPORTED and are logged (once each).
 
 fn unsupported_detail(name: &str, what: &str) -> Fail {
-    log::warn(&format!("{name}({what}) is not supported: CUDA_ERROR_NOT_SUPPORTED"));
+    log::warn(&format!(
+        "{name}({what}) is not supported: CUDA_ERROR_NOT_SUPPORTED"
+    ));
     Fail::new(CUDA_ERROR_NOT_SUPPORTED, format!("{name}: {what}"))
 }
 
@@ -1452,7 +1477,9 @@ pub(crate) fn unsupported(name: &'static str) -> CUresult {
         .map(|mut s| s.get_or_insert_with(HashSet::new).insert(name))
         .unwrap_or(false);
     if first {
-        log::warn(&format!("{name} is not supported: CUDA_ERROR_NOT_SUPPORTED"));
+        log::warn(&format!(
+            "{name} is not supported: CUDA_ERROR_NOT_SUPPORTED"
+        ));
     }
     CUDA_ERROR_NOT_SUPPORTED
 }

@@ -177,8 +177,7 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         stream: Option<u64>,
     ) -> R<()>;
     /// `cuMemcpyDtoD[Async]_v2`.
-    fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>)
-        -> R<()>;
+    fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()>;
 
     /// `cuMemHostAlloc` / `cuMemAllocHost_v2`: page-locked host memory.
     fn host_alloc(&self, ctx: u64, bytes: usize, flags: u32) -> R<*mut u8>;

@@ -16,7 +16,7 @@ use cuda_guest::driver::{
 };
 use cuda_guest::sim::SimConfig;
 
-use crate::engine::{Engine, Fail, Geometry, Layout, STREAM_LEGACY, STREAM_PER_THREAD, R};
+use crate::engine::{Engine, Fail, Geometry, Layout, R, STREAM_LEGACY, STREAM_PER_THREAD};
 use crate::ffi::*;
 
 /// The handle of device 0's primary context.
@@ -635,14 +635,7 @@ impl Engine for Local {
         Ok(())
     }
 
-    fn memcpy_dtod(
-        &self,
-        ctx: u64,
-        dst: u64,
-        src: u64,
-        bytes: u64,
-        stream: Option<u64>,
-    ) -> R<()> {
+    fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()> {
         let c = self.bound(ctx)?;
         let n = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "copy too large"))?;
@@ -737,9 +730,13 @@ impl Engine for Local {
         let s = self.stream(&c, stream)?;
         let r = c.backend.stream_synchronize(&s);
         let default = stream <= STREAM_PER_THREAD;
-        lock(&c.tables)
-            .keepalive
-            .retain(|(ks, _)| if default { *ks > STREAM_PER_THREAD } else { *ks != stream });
+        lock(&c.tables).keepalive.retain(|(ks, _)| {
+            if default {
+                *ks > STREAM_PER_THREAD
+            } else {
+                *ks != stream
+            }
+        });
         Ok(r?)
     }
 

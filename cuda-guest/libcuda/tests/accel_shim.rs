@@ -47,7 +47,10 @@ fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
     .expect("the native backend loads the shim");
     let driver = native.driver();
     assert!(
-        matches!(driver.resolution(), Resolution::ProcAddress { flags: 1, .. }),
+        matches!(
+            driver.resolution(),
+            Resolution::ProcAddress { flags: 1, .. }
+        ),
         "{:?}",
         driver.resolution()
     );
@@ -56,13 +59,18 @@ fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
         let exported = driver
             .dlsym_address(versioned)
             .unwrap_or_else(|| panic!("{versioned} is not exported"));
-        assert_eq!(address, exported, "{name}: cuGetProcAddress_v2 vs dlsym({versioned})");
+        assert_eq!(
+            address, exported,
+            "{name}: cuGetProcAddress_v2 vs dlsym({versioned})"
+        );
         checked += 1;
     }
     assert_eq!(checked, cuda_guest::driver::loader::ENTRY_POINTS.len());
     assert_eq!(native.driver_version().unwrap(), 12080);
     assert_eq!(
-        native.device_name(cuda_guest::driver::Device::new(0)).unwrap(),
+        native
+            .device_name(cuda_guest::driver::Device::new(0))
+            .unwrap(),
         "vmgpu PTX simulator (virtual sm_80)"
     );
 }

@@ -21,7 +21,11 @@ fn the_library_has_the_drivers_soname() {
     }
     // The programs record libcuda.so.1 as their dependency.
     let exe = compile("jit_error");
-    if let Ok(out) = std::process::Command::new("readelf").arg("-d").arg(&exe).output() {
+    if let Ok(out) = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+    {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("Shared library: [libcuda.so.1]"), "{text}");
     }
@@ -31,7 +35,10 @@ fn the_library_has_the_drivers_soname() {
 fn vector_add_in_sim_mode() {
     let exe = compile("vector_add");
     let out = run_ok(&exe, &[&fixture("vector_add.nvrtc.ptx")], SIM);
-    assert!(out.contains("vmgpu PTX simulator (virtual sm_80), sm_80"), "{out}");
+    assert!(
+        out.contains("vmgpu PTX simulator (virtual sm_80), sm_80"),
+        "{out}"
+    );
     assert!(out.contains("driver 12080"), "{out}");
     assert!(out.contains("1000 elements OK (c[999] = 1498.5)"), "{out}");
 }
@@ -48,7 +55,9 @@ fn jit_error_prints_the_log_in_sim_mode() {
     let exe = compile("jit_error");
     let out = run_ok(&exe, &[], SIM);
     assert!(
-        out.contains("cuModuleLoadDataEx: 218 CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)"),
+        out.contains(
+            "cuModuleLoadDataEx: 218 CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)"
+        ),
         "{out}"
     );
     assert!(out.contains("frobnicate"), "{out}");
@@ -69,11 +78,7 @@ fn out_of_bounds_kernel_is_an_illegal_address_at_the_next_sync_in_sim_mode() {
 #[test]
 fn every_entry_point_through_cu_get_proc_address_v2() {
     let exe = compile("procaddr");
-    let out = run_ok(
-        &exe,
-        &[&shim_path(), &fixture("vector_add.nvrtc.ptx")],
-        SIM,
-    );
+    let out = run_ok(&exe, &[&shim_path(), &fixture("vector_add.nvrtc.ptx")], SIM);
     assert!(
         out.contains("procaddr: 35 variants checked, vector_add legacy and per-thread OK"),
         "{out}"
@@ -94,6 +99,9 @@ fn calls_before_cu_init_and_without_a_context_fail_as_in_the_driver() {
     let out = run(&exe, &[], &[("VMGPU_CUDA_MODE", "bogus")]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"), "{err}");
+    assert!(
+        err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"),
+        "{err}"
+    );
     assert!(err.contains("VMGPU_CUDA_MODE"), "{err}");
 }

@@ -131,6 +131,11 @@ pub fn run(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> Output {
 /// Stdout of a run that must succeed.
 pub fn run_ok(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> String {
     let out = run(exe, args, env);
-    assert!(out.status.success(), "{} failed: {:?}", exe.display(), out.status);
+    assert!(
+        out.status.success(),
+        "{} failed: {:?}",
+        exe.display(),
+        out.status
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
