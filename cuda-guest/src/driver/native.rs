@@ -402,8 +402,7 @@ impl Backend for NativeBackend {
             let Some(i) = created.iter().position(|(c, _)| *c == ctx.raw()) else {
                 return Err(DriverError::InvalidArgument {
                     operation: "cuCtxDestroy_v2",
-                    reason: "not a context created by this backend (or destroyed already)"
-                        .into(),
+                    reason: "not a context created by this backend (or destroyed already)".into(),
                 });
             };
             created.swap_remove(i).1

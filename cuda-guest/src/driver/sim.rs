@@ -565,7 +565,12 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
 
 /// `cuMemsetD16` on the engine: the pattern written in chunks (the range was checked
 /// against the live allocations when the work was queued).
-fn fill16(sim: &mut Simulator, dst: u64, value: u16, count: u64) -> std::result::Result<(), SimError> {
+fn fill16(
+    sim: &mut Simulator,
+    dst: u64,
+    value: u16,
+    count: u64,
+) -> std::result::Result<(), SimError> {
     const CHUNK: u64 = 32 * 1024;
     let pattern: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), CHUNK.min(count) as usize)
         .flatten()
@@ -1086,11 +1091,23 @@ impl Backend for SimBackend {
             return Ok(());
         }
         if !dst.0.is_multiple_of(2) {
-            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, "not 2-byte aligned".into());
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 2-byte aligned".into(),
+            );
         }
         self.check_range(&st, dst, (count as u64).saturating_mul(2), OP)?;
         let count = count as u64;
-        self.submit(&mut st, s, Op::Memset16 { dst: dst.0, value, count });
+        self.submit(
+            &mut st,
+            s,
+            Op::Memset16 {
+                dst: dst.0,
+                value,
+                count,
+            },
+        );
         Ok(())
     }
 
@@ -1109,11 +1126,23 @@ impl Backend for SimBackend {
             return Ok(());
         }
         if !dst.0.is_multiple_of(4) {
-            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, "not 4-byte aligned".into());
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 4-byte aligned".into(),
+            );
         }
         self.check_range(&st, dst, (count as u64).saturating_mul(4), OP)?;
         let count = count as u64;
-        self.submit(&mut st, s, Op::Memset32 { dst: dst.0, value, count });
+        self.submit(
+            &mut st,
+            s,
+            Op::Memset32 {
+                dst: dst.0,
+                value,
+                count,
+            },
+        );
         Ok(())
     }
 

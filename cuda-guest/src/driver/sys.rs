@@ -324,8 +324,7 @@ pub type cuMemsetD8 = unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: u
 pub type cuMemsetD32 =
     unsafe extern "C" fn(dst: CUdeviceptr, value: c_uint, count: usize) -> CUresult;
 /// `cuMemsetD16_v2`.
-pub type cuMemsetD16 =
-    unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize) -> CUresult;
+pub type cuMemsetD16 = unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize) -> CUresult;
 /// `cuMemsetD16Async`.
 pub type cuMemsetD16Async =
     unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize, stream: CUstream) -> CUresult;

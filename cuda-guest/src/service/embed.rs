@@ -6,9 +6,7 @@
 use vm_memory::GuestMemoryMmap;
 
 use super::{Service, Session};
-use crate::proto::{
-    ClientHello, Decoded, Features, Reply, RequestFrame, ServerHello, Status,
-};
+use crate::proto::{ClientHello, Decoded, Features, Reply, RequestFrame, ServerHello, Status};
 
 /// A guest's session on a VMM's own device. Drive it from one thread at a time (the
 /// device's queue handler): [`EmbeddedSession::handshake`] once, then
@@ -92,8 +90,8 @@ impl EmbeddedSession {
     pub fn handle_frame(&mut self, frame: &[u8], mem: &GuestMemoryMmap) -> Vec<u8> {
         let mut out = Vec::new();
         let Some(session) = self.session.as_mut().filter(|_| !self.ended) else {
-            let _ = Reply::closing_notice(Status::ERROR_DEINITIALIZED, "no session")
-                .encode(&mut out);
+            let _ =
+                Reply::closing_notice(Status::ERROR_DEINITIALIZED, "no session").encode(&mut out);
             return out;
         };
         let limits = *session.limits();

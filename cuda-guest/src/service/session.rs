@@ -13,8 +13,8 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use super::handles::{Kind, Table};
 use super::{Gpu, Inner, Quota};
 use crate::driver::{
-    Backend, Context, Device, DeviceAttribute, DevicePtr, DriverError, Event, EventFlags,
-    Function, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
+    Backend, Context, Device, DeviceAttribute, DevicePtr, DriverError, Event, EventFlags, Function,
+    HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
 };
 use crate::proto::{
     Cause, ContextId, Covered, DeferredError, DeferredErrors, DevAddr, EventId, Features,
@@ -553,9 +553,7 @@ impl Session {
                     Some(s) => {
                         let st = self.stream(s)?;
                         // SAFETY: as above.
-                        unsafe {
-                            be.memcpy_dtod_async(DevicePtr(dst.0), DevicePtr(src.0), n, st)?
-                        }
+                        unsafe { be.memcpy_dtod_async(DevicePtr(dst.0), DevicePtr(src.0), n, st)? }
                     }
                 }
                 Ok(ReplyBody::Empty)
@@ -647,8 +645,7 @@ impl Session {
                 }
             }
             R::EventElapsedTime { start, end } => {
-                let (Some(a), Some(b)) = (self.events.get(start.0), self.events.get(end.0))
-                else {
+                let (Some(a), Some(b)) = (self.events.get(start.0), self.events.get(end.0)) else {
                     return Err(bad_handle("event", start.0));
                 };
                 Ok(ReplyBody::ElapsedMs(
@@ -675,9 +672,9 @@ impl Session {
                     };
                     let mut args = Vec::with_capacity(layout.len());
                     for s in layout {
-                        let a = params
-                            .bytes
-                            .get(s.offset as usize..(s.offset as usize).saturating_add(s.size as usize));
+                        let a = params.bytes.get(
+                            s.offset as usize..(s.offset as usize).saturating_add(s.size as usize),
+                        );
                         match a {
                             Some(a) => args.push(a),
                             None => {
@@ -694,7 +691,10 @@ impl Session {
                 } else {
                     if let Some(layout) = &f.layout {
                         if layout.len() != params.slots.len()
-                            || layout.iter().zip(&params.slots).any(|(a, b)| a.size != b.size)
+                            || layout
+                                .iter()
+                                .zip(&params.slots)
+                                .any(|(a, b)| a.size != b.size)
                         {
                             return Err(invalid(format!(
                                 "the kernel takes {} parameters of sizes {:?}; the launch gives {} of sizes {:?}",
@@ -888,16 +888,14 @@ impl Session {
             SyncScope::None => return Ok(()),
             SyncScope::Context => be.context_synchronize(),
             SyncScope::Stream(s) => {
+                self.stream(s)?;
                 let s = norm(s);
                 covered.push(s);
                 covered.push(StreamId::DEFAULT);
                 if opcode == Opcode::StreamQuery {
                     Ok(())
                 } else {
-                    match self.stream(s) {
-                        Ok(st) => be.stream_synchronize(st),
-                        Err(_) => Ok(()), // the request itself reports the bad handle
-                    }
+                    be.stream_synchronize(self.stream(s)?)
                 }
             }
             SyncScope::Event(e) => match self.events.get(e.0) {
@@ -911,7 +909,7 @@ impl Session {
                         be.event_synchronize(&ev.event)
                     }
                 }
-                None => Ok(()),
+                None => return Err(bad_handle("event", e.0)),
             },
         };
         match wait {
@@ -1008,7 +1006,8 @@ impl Session {
         let rate = f64::from(rate);
         let burst = f64::from(self.quota.launch_burst.max(1));
         let now = Instant::now();
-        self.tokens = (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(burst);
+        self.tokens =
+            (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(burst);
         self.refilled = now;
         if self.tokens < 1.0 {
             let wait = Duration::from_secs_f64((1.0 - self.tokens) / rate);
@@ -1055,9 +1054,8 @@ impl Session {
             )));
         }
         self.object_quota("device allocation")?;
-        let n = usize::try_from(bytes).map_err(|_| {
-            Outcome::Fail(Fail::new(Status::ERROR_OUT_OF_MEMORY, "size"))
-        })?;
+        let n = usize::try_from(bytes)
+            .map_err(|_| Outcome::Fail(Fail::new(Status::ERROR_OUT_OF_MEMORY, "size")))?;
         let p = self.backend()?.mem_alloc(n)?;
         self.allocs.insert(p.0, bytes);
         self.mem_used += bytes;
@@ -1092,7 +1090,9 @@ impl Session {
         if s.0 <= 2 {
             return Ok(&Stream::DEFAULT);
         }
-        self.streams.get(s.0).ok_or_else(|| bad_handle("stream", s.0))
+        self.streams
+            .get(s.0)
+            .ok_or_else(|| bad_handle("stream", s.0))
     }
 
     fn memset(
@@ -1109,7 +1109,7 @@ impl Session {
         if count == 0 {
             return Ok(ReplyBody::Empty);
         }
-        if dst.0 % width.bytes() != 0 {
+        if !dst.0.is_multiple_of(width.bytes()) {
             return Err(invalid(format!(
                 "{:#x} is not {}-byte aligned",
                 dst.0,
@@ -1120,21 +1120,20 @@ impl Session {
         let n = usize::try_from(count).map_err(|_| invalid("size"))?;
         let be = self.backend()?;
         let d = DevicePtr(dst.0);
-        // SAFETY (every arm): the range lies inside a live device allocation of this
-        // session (checked above).
-        match stream {
-            None => match width {
-                MemsetWidth::W8 => unsafe { be.memset_d8(d, value as u8, n)? },
-                MemsetWidth::W16 => unsafe { be.memset_d16(d, value as u16, n)? },
-                MemsetWidth::W32 => unsafe { be.memset_d32(d, value, n)? },
-            },
-            Some(s) => {
-                let st = self.stream(s)?;
-                match width {
-                    MemsetWidth::W8 => unsafe { be.memset_d8_async(d, value as u8, n, st)? },
-                    MemsetWidth::W16 => unsafe { be.memset_d16_async(d, value as u16, n, st)? },
-                    MemsetWidth::W32 => unsafe { be.memset_d32_async(d, value, n, st)? },
-                }
+        let st = match stream {
+            None => None,
+            Some(s) => Some(self.stream(s)?),
+        };
+        // SAFETY: the range lies inside a live device allocation of this session
+        // (checked above).
+        unsafe {
+            match (st, width) {
+                (None, MemsetWidth::W8) => be.memset_d8(d, value as u8, n)?,
+                (None, MemsetWidth::W16) => be.memset_d16(d, value as u16, n)?,
+                (None, MemsetWidth::W32) => be.memset_d32(d, value, n)?,
+                (Some(st), MemsetWidth::W8) => be.memset_d8_async(d, value as u8, n, st)?,
+                (Some(st), MemsetWidth::W16) => be.memset_d16_async(d, value as u16, n, st)?,
+                (Some(st), MemsetWidth::W32) => be.memset_d32_async(d, value, n, st)?,
             }
         }
         Ok(ReplyBody::Empty)
@@ -1205,7 +1204,10 @@ impl Session {
             // SAFETY: the region is mapped guest RAM, and the session keeps a clone of
             // the guest memory (its regions' mappings) until the context is torn down,
             // where the range is unregistered first.
-            match unsafe { live.backend.host_register(ptr, len, HostRegisterFlags::default()) } {
+            match unsafe {
+                live.backend
+                    .host_register(ptr, len, HostRegisterFlags::default())
+            } {
                 Ok(()) => live.registered.push((ptr as usize, len)),
                 Err(e) => log::debug!("guest {}: registering guest memory: {e}", self.guest),
             }
@@ -1311,7 +1313,9 @@ impl Session {
                             // SAFETY: the device range lies inside a live allocation;
                             // `out` is written by nothing else and outlives the copy (the
                             // stream is synchronised before it is read).
-                            unsafe { be.memcpy_dtoh_async(out.as_mut_ptr(), DevicePtr(src.0), n, st)? };
+                            unsafe {
+                                be.memcpy_dtoh_async(out.as_mut_ptr(), DevicePtr(src.0), n, st)?
+                            };
                             be.stream_synchronize(st)?;
                         }
                     }
@@ -1416,7 +1420,8 @@ impl Session {
         let layout = layout.filter(|l| {
             l.len() <= self.limits.max_params as usize
                 && l.last().is_none_or(|s| {
-                    u64::from(s.offset) + u64::from(s.size) <= u64::from(self.limits.max_param_bytes)
+                    u64::from(s.offset) + u64::from(s.size)
+                        <= u64::from(self.limits.max_param_bytes)
                 })
         });
         let h = self.functions.insert(FunctionEntry {
@@ -1442,7 +1447,9 @@ impl Drop for Session {
             self.guest,
             self.id,
             if had {
-                format!("; released its context, {bytes} bytes of device memory and {objects} objects")
+                format!(
+                    "; released its context, {bytes} bytes of device memory and {objects} objects"
+                )
             } else {
                 String::new()
             }

@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Service, ServiceError, Session};
 use crate::proto::{
-    ClientHello, Decoded, Decoder, Features, Reply, RequestFrame, ServerHello, Status,
-    SyncScope, CLIENT_HELLO_LEN,
+    ClientHello, Decoded, Decoder, Features, Reply, RequestFrame, ServerHello, Status, SyncScope,
+    CLIENT_HELLO_LEN,
 };
 
 /// Receive buffer per read.
@@ -176,7 +176,10 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         rd.read_exact(&mut hello[..4]).await?;
     }
     if &hello[..4] != b"VGPC" {
-        log::warn!("guest {guest}: not a vmgpu client (magic {:02x?}); closed", &hello[..4]);
+        log::warn!(
+            "guest {guest}: not a vmgpu client (magic {:02x?}); closed",
+            &hello[..4]
+        );
         return Ok(None);
     }
     rd.read_exact(&mut hello[4..]).await?;
@@ -234,7 +237,9 @@ async fn connection<S>(
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
     let timeout = service.config().handshake_timeout;
-    let hello = match tokio::time::timeout(timeout, handshake(&mut rd, &mut wr, hybrid, &mut guest)).await {
+    let hello = match tokio::time::timeout(timeout, handshake(&mut rd, &mut wr, hybrid, &mut guest))
+        .await
+    {
         Ok(Ok(Some(h))) => h,
         Ok(Ok(None)) => return,
         Ok(Err(e)) => {
@@ -348,7 +353,10 @@ fn worker(
                 push(
                     &mut replies,
                     &mut count,
-                    Reply::closing_notice(Status::ERROR_DEINITIALIZED, "the server is shutting down"),
+                    Reply::closing_notice(
+                        Status::ERROR_DEINITIALIZED,
+                        "the server is shutting down",
+                    ),
                 );
                 break;
             }
@@ -466,8 +474,8 @@ mod vsock {
             }
             // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it (open, the
             // same descriptor) until it is dropped.
-            let fd = unsafe { AsyncFd::register(fd) }
-                .map_err(|e| io::Error::other(e.to_string()))?;
+            let fd =
+                unsafe { AsyncFd::register(fd) }.map_err(|e| io::Error::other(e.to_string()))?;
             Ok(Listener { fd })
         }
 
