@@ -1570,7 +1570,14 @@ impl<'a> Dec<'a> {
             1
         };
         if matches!(t, ScalarType::B128 | ScalarType::Pred) {
-            return derr(line, format!("`{}`: .{} memory accesses are not supported", i.full_name(), t.name()));
+            return derr(
+                line,
+                format!(
+                    "`{}`: .{} memory accesses are not supported",
+                    i.full_name(),
+                    t.name()
+                ),
+            );
         }
         let size = t.size() as u8;
         let sext = matches!(t, ScalarType::S8 | ScalarType::S16 | ScalarType::S32);
