@@ -882,6 +882,56 @@ entry! {
     }
 }
 
+/// Refuses a launch geometry the device cannot run at the call, as the driver does
+/// (and as forward mode, whose launches are pipelined, could otherwise only report at
+/// the next synchronisation).
+fn check_geometry(e: &dyn Engine, ctx: u64, grid: [c_uint; 3], block: [c_uint; 3]) -> R<()> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static LIMITS: Mutex<Option<HashMap<u32, [i32; 7]>>> = Mutex::new(None);
+    let bad = |why: String| Err(Fail::new(CUDA_ERROR_INVALID_VALUE, why));
+    if grid.contains(&0) || block.contains(&0) {
+        return bad(format!("grid {grid:?}, block {block:?}: a zero dimension"));
+    }
+    let dev = e.ctx_device(ctx)?;
+    let cached = LIMITS
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&dev).copied()));
+    let limits = match cached {
+        Some(l) => l,
+        None => {
+            // MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X/Y/Z, MAX_GRID_DIM_X/Y/Z.
+            let mut l = [0i32; 7];
+            for (i, v) in l.iter_mut().enumerate() {
+                match e.device_attribute(dev, i as i32 + 1) {
+                    Ok(x) => *v = x,
+                    Err(_) => return Ok(()),
+                }
+            }
+            if let Ok(mut m) = LIMITS.lock() {
+                m.get_or_insert_with(HashMap::new).insert(dev, l);
+            }
+            l
+        }
+    };
+    let threads = block.iter().map(|b| u64::from(*b)).product::<u64>();
+    if threads > limits[0].max(0) as u64 {
+        return bad(format!(
+            "block {block:?}: {threads} threads, more than {}",
+            limits[0]
+        ));
+    }
+    for i in 0..3 {
+        if block[i] as i64 > i64::from(limits[1 + i]) || grid[i] as i64 > i64::from(limits[4 + i]) {
+            return bad(format!(
+                "grid {grid:?}, block {block:?}: beyond the device's limits"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Packs a launch's parameters per the kernel's layout and launches.
 ///
 /// # Safety
@@ -907,6 +957,7 @@ unsafe fn launch(
             "the server does not know this kernel's parameter layout",
         )
     })?;
+    check_geometry(e, ctx, grid, block)?;
     let geometry = Geometry {
         grid,
         block,

@@ -278,12 +278,21 @@ pub struct Remote {
     conn: Mutex<Conn>,
     /// Function layouts from `ModuleGetFunction`.
     layouts: Mutex<HashMap<u64, Layout>>,
-    /// The device of each context handle.
-    contexts: Mutex<HashMap<u64, u32>>,
+    /// Per device: the context handle the program sees (the first the server gave; it
+    /// stays the same across resets, as the driver's primary context does), the
+    /// server's current handle of that context, and the references the program holds.
+    contexts: Mutex<HashMap<u32, Primary>>,
     /// Page-locked host memory (plain page-aligned memory here): address to layout.
     host: Mutex<HashMap<usize, std::alloc::Layout>>,
     /// Registered host ranges (recorded only): start to length.
     registered: Mutex<HashMap<usize, usize>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Primary {
+    shown: u64,
+    server: u64,
+    refs: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -416,6 +425,28 @@ impl Remote {
         lock(&self.conn)
     }
 
+    /// The device and the server's handle of the context the program calls `ctx`.
+    fn context(&self, ctx: u64) -> R<(u32, u64)> {
+        lock(&self.contexts)
+            .iter()
+            .find(|(_, p)| p.shown == ctx)
+            .map(|(d, p)| (*d, p.server))
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, format!("context {ctx:#x}")))
+    }
+
+    /// Records a retain that returned `server` for `dev`; the program's handle.
+    fn retained(&self, dev: u32, server: u64) -> u64 {
+        let mut m = lock(&self.contexts);
+        let p = m.entry(dev).or_insert(Primary {
+            shown: server,
+            server,
+            refs: 0,
+        });
+        p.server = server;
+        p.refs += 1;
+        p.shown
+    }
+
     /// The connection with `ctx` current on it.
     fn bound(&self, ctx: u64) -> R<MutexGuard<'_, Conn>> {
         if ctx == 0 {
@@ -424,12 +455,13 @@ impl Remote {
                 "no context is current",
             ));
         }
+        let (_, server) = self.context(ctx)?;
         let mut c = self.conn();
-        if c.current != ctx {
+        if c.current != server {
             c.call(Request::CtxSetCurrent {
-                ctx: ContextId(ctx),
+                ctx: ContextId(server),
             })?;
-            c.current = ctx;
+            c.current = server;
         }
         Ok(c)
     }
@@ -515,10 +547,7 @@ impl Engine for Remote {
 
     fn primary_retain(&self, dev: u32) -> R<u64> {
         match self.call(Request::PrimaryCtxRetain { device: dev })? {
-            ReplyBody::Context(c) => {
-                lock(&self.contexts).insert(c.0, dev);
-                Ok(c.0)
-            }
+            ReplyBody::Context(c) => Ok(self.retained(dev, c.0)),
             b => Err(unexpected(&b)),
         }
     }
@@ -526,26 +555,37 @@ impl Engine for Remote {
     fn primary_release(&self, dev: u32) -> R<()> {
         let mut c = self.conn();
         c.call(Request::PrimaryCtxRelease { device: dev })?;
+        if let Some(p) = lock(&self.contexts).get_mut(&dev) {
+            p.refs = p.refs.saturating_sub(1);
+        }
         Ok(())
     }
 
     fn primary_reset(&self, dev: u32) -> R<()> {
-        // The protocol has no reset: a release and a retain give the session a fresh
-        // context when no other reference holds it (as after a sticky fault).
+        // The protocol has no reset: releasing every reference the program holds and
+        // retaining them again gives the session a fresh context (as after a sticky
+        // fault); the program's handle stays the same.
+        let refs = lock(&self.contexts).get(&dev).map_or(0, |p| p.refs);
         let mut c = self.conn();
-        c.call(Request::PrimaryCtxRelease { device: dev })?;
-        match c.call(Request::PrimaryCtxRetain { device: dev })? {
-            ReplyBody::Context(ctx) => {
-                lock(&self.contexts).insert(ctx.0, dev);
-                c.current = 0;
-                Ok(())
-            }
-            b => Err(unexpected(&b)),
+        for _ in 0..refs {
+            c.call(Request::PrimaryCtxRelease { device: dev })?;
         }
+        c.current = 0;
+        let mut server = None;
+        for _ in 0..refs {
+            match c.call(Request::PrimaryCtxRetain { device: dev })? {
+                ReplyBody::Context(ctx) => server = Some(ctx.0),
+                b => return Err(unexpected(&b)),
+            }
+        }
+        if let (Some(s), Some(p)) = (server, lock(&self.contexts).get_mut(&dev)) {
+            p.server = s;
+        }
+        Ok(())
     }
 
     fn primary_state(&self, dev: u32) -> R<(u32, bool)> {
-        let active = lock(&self.contexts).values().any(|d| *d == dev);
+        let active = lock(&self.contexts).get(&dev).is_some_and(|p| p.refs > 0);
         Ok((0, active))
     }
 
@@ -558,18 +598,12 @@ impl Engine for Remote {
     }
 
     fn ctx_destroy(&self, ctx: u64) -> R<()> {
-        let dev = lock(&self.contexts)
-            .get(&ctx)
-            .copied()
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, format!("context {ctx:#x}")))?;
+        let (dev, _) = self.context(ctx)?;
         self.primary_release(dev)
     }
 
     fn ctx_device(&self, ctx: u64) -> R<u32> {
-        lock(&self.contexts)
-            .get(&ctx)
-            .copied()
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, format!("context {ctx:#x}")))
+        self.context(ctx).map(|(d, _)| d)
     }
 
     fn ctx_synchronize(&self, ctx: u64) -> R<()> {
