@@ -1,8 +1,9 @@
 //! `cuGetProcAddress` and `cuGetProcAddress_v2`: a base name (`cuMemAlloc`), a CUDA
 //! version and flags select one exported variant, as the driver does: the newest
 //! variant introduced at or before the version asked for (`cuMemAlloc` at 3020 and
-//! later is `cuMemAlloc_v2`; `cuCtxCreate` is `_v2` from 3020, `_v3` from 11040, `_v4`
-//! from 12050), and with `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` the
+//! later is `cuMemAlloc_v2`; `cuCtxCreate` is `_v2` from 3020 and `_v3` from 11040 —
+//! cuda.h 12.9's `cudaTypedefs.h` still maps `PFN_cuCtxCreate` to `_v11040`, so
+//! `cuCtxCreate_v4` is reached by its own name only), and with `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` the
 //! per-thread-default-stream variant (`_ptds`/`_ptsz`) where one exists.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -80,7 +81,7 @@ variants! {
     "cuCtxCreate" 2000 false cuCtxCreate;
     "cuCtxCreate" 3020 false cuCtxCreate_v2;
     "cuCtxCreate" 11040 false cuCtxCreate_v3;
-    "cuCtxCreate" 12050 false cuCtxCreate_v4;
+    "cuCtxCreate_v4" 12050 false cuCtxCreate_v4;
     "cuCtxDestroy" 2000 false cuCtxDestroy;
     "cuCtxDestroy" 4000 false cuCtxDestroy_v2;
     "cuCtxSetCurrent" 4000 false cuCtxSetCurrent;

@@ -56,6 +56,14 @@ fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
     );
     let mut checked = 0;
     for (name, versioned, address) in driver.api().addresses() {
+        // The loader expects `cuCtxCreate_v2` for "cuCtxCreate" at 12000, but the
+        // driver (and the shim) select `cuCtxCreate_v3` (introduced in 11.4) there:
+        // cudaTypedefs.h maps PFN_cuCtxCreate to PFN_cuCtxCreate_v11040.
+        let versioned = if name == "cuCtxCreate" {
+            "cuCtxCreate_v3"
+        } else {
+            versioned
+        };
         let exported = driver
             .dlsym_address(versioned)
             .unwrap_or_else(|| panic!("{versioned} is not exported"));

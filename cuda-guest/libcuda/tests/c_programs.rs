@@ -80,7 +80,7 @@ fn every_entry_point_through_cu_get_proc_address_v2() {
     let exe = compile("procaddr");
     let out = run_ok(&exe, &[&shim_path(), &fixture("vector_add.nvrtc.ptx")], SIM);
     assert!(
-        out.contains("procaddr: 35 variants checked, vector_add legacy and per-thread OK"),
+        out.contains("procaddr: 36 variants checked, vector_add legacy and per-thread OK"),
         "{out}"
     );
 }

@@ -92,7 +92,11 @@ impl Drop for Server {
 /// Runs `program` in both modes; returns (sim stdout, forward stdout).
 fn both(server: &Server, program: &str, args: &[&std::path::Path]) -> (String, String) {
     let exe = compile(program);
-    let sim = run_ok(&exe, args, &[("VMGPU_CUDA_MODE", "sim"), ("VMGPU_SIM_THREADS", "2")]);
+    let sim = run_ok(
+        &exe,
+        args,
+        &[("VMGPU_CUDA_MODE", "sim"), ("VMGPU_SIM_THREADS", "2")],
+    );
     let addr = server.env();
     let fwd = run_ok(&exe, args, &[("VMGPU_CUDA_SERVER", addr.as_str())]);
     server.wait_idle();
@@ -160,6 +164,9 @@ fn a_missing_server_fails_cu_init() {
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"), "{err}");
+    assert!(
+        err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"),
+        "{err}"
+    );
     assert!(err.contains("/nonexistent/vmgpu.sock"), "{err}");
 }

@@ -45,17 +45,25 @@ pub fn fixture(name: &str) -> PathBuf {
     repo().join("fixtures/ptx").join(name)
 }
 
-/// The cdylib cargo built for this test run (`target/<profile>/libvmgpu_libcuda.so`).
+/// The cdylib cargo built for this test run: `target/<profile>/deps/libvmgpu_libcuda.so`
+/// (beside the test binary; `cargo test` builds it there with the rlib), else the
+/// newer one in `target/<profile>`.
 pub fn built_library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/<test>-<hash>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let lib = profile_dir.join("libvmgpu_libcuda.so");
-    assert!(lib.is_file(), "{} is not built", lib.display());
-    lib
+    let deps = exe.parent().expect("target/<profile>/deps");
+    let candidates = [
+        deps.join("libvmgpu_libcuda.so"),
+        deps.parent()
+            .expect("target/<profile>")
+            .join("libvmgpu_libcuda.so"),
+    ];
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| modified(p))
+        .cloned()
+        .expect("libvmgpu_libcuda.so is built (cargo test -p vmgpu-libcuda builds it)")
 }
 
 /// A directory holding the shim as `libcuda.so.1` and a `libcuda.so` link to it (made
