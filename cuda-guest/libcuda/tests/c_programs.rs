@@ -105,3 +105,10 @@ fn calls_before_cu_init_and_without_a_context_fail_as_in_the_driver() {
     );
     assert!(err.contains("VMGPU_CUDA_MODE"), "{err}");
 }
+
+#[test]
+fn boundary_errors_are_the_drivers() {
+    let exe = compile("errors");
+    let out = run_ok(&exe, &[], SIM);
+    assert!(out.contains("errors: 66 checks OK"), "{out}");
+}

@@ -170,3 +170,11 @@ fn a_missing_server_fails_cu_init() {
     );
     assert!(err.contains("/nonexistent/vmgpu.sock"), "{err}");
 }
+
+#[test]
+fn boundary_errors_through_the_service() {
+    let server = Server::start();
+    let (sim, fwd) = both(&server, "errors", &[]);
+    assert!(fwd.contains("checks OK"), "{fwd}");
+    assert_eq!(last_line(&sim), last_line(&fwd));
+}

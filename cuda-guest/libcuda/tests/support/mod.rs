@@ -110,6 +110,7 @@ pub fn compile(name: &str) -> PathBuf {
         .arg(shim_dir())
         .arg("-lcuda")
         .arg("-ldl")
+        .arg("-lpthread")
         .status()
         .expect("run cc");
     assert!(status.success(), "compiling {}", src.display());
