@@ -178,3 +178,14 @@ fn boundary_errors_through_the_service() {
     assert!(fwd.contains("checks OK"), "{fwd}");
     assert_eq!(last_line(&sim), last_line(&fwd));
 }
+
+#[test]
+fn copies_larger_than_max_inline_are_split() {
+    let server = Server::start();
+    let (sim, fwd) = both(&server, "big_copy", &[]);
+    assert!(
+        fwd.contains("big_copy: 12582912 bytes each way OK"),
+        "{fwd}"
+    );
+    assert_eq!(last_line(&sim), last_line(&fwd));
+}
