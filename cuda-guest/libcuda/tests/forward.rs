@@ -189,3 +189,80 @@ fn copies_larger_than_max_inline_are_split() {
     );
     assert_eq!(last_line(&sim), last_line(&fwd));
 }
+
+/// A pseudo-terminal in raw mode standing in for a virtio-serial port (a character
+/// device the guest opens read-write): its master side is bridged to the service's Unix
+/// socket, and the program gets `VMGPU_CUDA_SERVER=port:/dev/pts/N`.
+#[test]
+fn vector_add_through_a_serial_port_device() {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    let server = Server::start();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the given slots; name, termios and
+    // window size are optional (null).
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned here.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: termios is plain data; tcgetattr fills it for a valid tty descriptor,
+    // cfmakeraw edits it, tcsetattr applies it (raw: no echo, no line editing, no CR/LF
+    // translation, 8-bit clean).
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut t), 0);
+        libc::cfmakeraw(&mut t);
+        assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t), 0);
+    }
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: `name` is writable for its length; ttyname_r NUL-terminates.
+    let r = unsafe { libc::ttyname_r(slave.as_raw_fd(), name.as_mut_ptr(), name.len()) };
+    assert_eq!(r, 0);
+    // SAFETY: NUL-terminated by ttyname_r.
+    let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+
+    let sock = std::os::unix::net::UnixStream::connect(&server.path).expect("connect");
+    let mut to_server = sock.try_clone().expect("clone");
+    let mut from_server = sock;
+    let mut from_port = std::fs::File::from(master.try_clone().expect("dup"));
+    let mut to_port = std::fs::File::from(master);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = from_port.read(&mut buf) {
+            if n == 0 || to_server.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = from_server.read(&mut buf) {
+            if n == 0 || to_port.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+
+    let exe = compile("vector_add");
+    let addr = format!("port:{path}");
+    let out = run_ok(
+        &exe,
+        &[&fixture("vector_add.nvrtc.ptx")],
+        &[("VMGPU_CUDA_SERVER", addr.as_str())],
+    );
+    assert!(out.contains("1000 elements OK (c[999] = 1498.5)"), "{out}");
+    // The slave stays open until here, so the master never sees a hang-up mid-run.
+    drop(slave);
+}
