@@ -335,10 +335,39 @@ entry! {
         if pi.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pi"));
         }
-        let v = engine()?.device_attribute(dev(d)?, attrib)?;
+        let v = match engine()?.device_attribute(dev(d)?, attrib) {
+            Ok(v) => v,
+            Err(f) if f.code == CUDA_ERROR_INVALID_VALUE => attribute_fallback(attrib).ok_or(f)?,
+            Err(f) => return Err(f),
+        };
         // SAFETY: checked non-null; a writable int.
         unsafe { out(pi, v) }
     }
+}
+
+/// `CU_DEVICE_ATTRIBUTE_MAX` of cuda.h 12.9: attributes below it exist.
+const DEVICE_ATTRIBUTE_MAX: c_int = 144;
+
+/// The answer for a valid attribute the engine does not model (programs query many at
+/// start-up, and the driver knows them all): a few limits of the virtual device, else 0,
+/// which for the capability flags (memory pools, cooperative launch, ...) is the truth
+/// for the simulator and for the protocol.
+fn attribute_fallback(attrib: c_int) -> Option<c_int> {
+    if !(1..DEVICE_ATTRIBUTE_MAX).contains(&attrib) {
+        return None;
+    }
+    let v = match attrib {
+        11 => c_int::MAX, // MAX_PITCH
+        14 => 512,        // TEXTURE_ALIGNMENT
+        15 => 1,          // GPU_OVERLAP
+        82 => 65536,      // MAX_REGISTERS_PER_MULTIPROCESSOR
+        106 => 32,        // MAX_BLOCKS_PER_MULTIPROCESSOR
+        _ => 0,
+    };
+    log::debug(&format!(
+        "cuDeviceGetAttribute({attrib}): not modelled; answering {v}"
+    ));
+    Some(v)
 }
 
 entry! {

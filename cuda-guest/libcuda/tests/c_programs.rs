@@ -110,5 +110,5 @@ fn calls_before_cu_init_and_without_a_context_fail_as_in_the_driver() {
 fn boundary_errors_are_the_drivers() {
     let exe = compile("errors");
     let out = run_ok(&exe, &[], SIM);
-    assert!(out.contains("errors: 66 checks OK"), "{out}");
+    assert!(out.contains("errors: 69 checks OK"), "{out}");
 }

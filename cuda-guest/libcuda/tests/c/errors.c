@@ -58,6 +58,13 @@ int main(void) {
   EXPECT(v == 32);
   IS(cuDeviceGetAttribute(NULL, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev), CUDA_ERROR_INVALID_VALUE);
   IS(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 7), CUDA_ERROR_INVALID_DEVICE);
+  v = -1;
+  IS(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev), CUDA_SUCCESS);
+  EXPECT(v == 0);
+  IS(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, dev),
+     CUDA_SUCCESS);
+  EXPECT(v == 65536);
+  IS(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, dev), CUDA_ERROR_INVALID_VALUE);
   char bus[32];
   IS(cuDeviceGetPCIBusId(bus, sizeof bus, dev), CUDA_SUCCESS);
   CUdevice again = -1;
