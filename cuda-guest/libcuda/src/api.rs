@@ -1113,6 +1113,59 @@ entry! {
     }
 }
 
+fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
+    if dptr.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr"));
+    }
+    if bytes == 0 {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
+    }
+    let e = engine()?;
+    let c = current()?;
+    // The stream must exist; the memory is usable at once (before the stream reaches
+    // the allocation), which stream order allows.
+    e.stream_query(c, stream)?;
+    let p = e.mem_alloc(c, bytes as u64)?;
+    // SAFETY: checked non-null; a writable CUdeviceptr.
+    unsafe { out(dptr, p) }
+}
+
+fn free_async(dptr: CUdeviceptr, stream: u64) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    // Stream-ordered: freed once the stream has passed its work so far.
+    e.stream_synchronize(c, stream)?;
+    if dptr == 0 {
+        return Ok(());
+    }
+    e.mem_free(c, dptr)
+}
+
+entry! {
+    /// `cuMemAllocAsync`: allocated at once (usable before the stream reaches it).
+    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, bytes: usize, stream: Handle) {
+        alloc_async(dptr, bytes, strm(stream, false))
+    }
+}
+
+entry! {
+    /// `cuMemAllocAsync_ptsz`.
+    fn cuMemAllocAsync_ptsz(dptr: *mut CUdeviceptr, bytes: usize, stream: Handle) {
+        alloc_async(dptr, bytes, strm(stream, true))
+    }
+}
+
+entry! {
+    /// `cuMemFreeAsync`: waits for the stream's work so far, then frees (the
+    /// allocation may come from `cuMemAlloc` too).
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: Handle) { free_async(dptr, strm(stream, false)) }
+}
+
+entry! {
+    /// `cuMemFreeAsync_ptsz`.
+    fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: Handle) { free_async(dptr, strm(stream, true)) }
+}
+
 fn memset(dst: CUdeviceptr, value: u32, width: u32, n: usize, stream: Option<u64>) -> R<()> {
     let e = engine()?;
     let c = current()?;
@@ -1159,6 +1212,24 @@ memsets! {
     cuMemsetD32_v2, cuMemsetD32_v2_ptds, cuMemsetD32Async, cuMemsetD32Async_ptsz, u32, 4;
 }
 
+/// Page-locked host ranges (from `cuMemHostAlloc`/`cuMemAllocHost` or registered):
+/// start to length. Asynchronous copies from or to other (pageable) memory behave as the
+/// driver's do: synchronous with respect to the host.
+static PINNED: std::sync::Mutex<std::collections::BTreeMap<usize, usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn pinned_ranges() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, usize>> {
+    PINNED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `addr..addr+len` lies in one page-locked range.
+fn is_pinned(addr: usize, len: usize) -> bool {
+    pinned_ranges()
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(start, n)| addr.checked_add(len).is_some_and(|end| end <= start + n))
+}
+
 /// # Safety
 /// `src..src+n` is readable (for an asynchronous copy, until the stream passes it).
 unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<u64>) -> R<()> {
@@ -1170,8 +1241,9 @@ unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<u6
     if src.is_null() {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null source"));
     }
+    let pinned = is_pinned(src as usize, n);
     // SAFETY: forwarded from the caller.
-    unsafe { e.memcpy_htod(c, dst, src.cast(), n, stream) }
+    unsafe { e.memcpy_htod(c, dst, src.cast(), n, stream, pinned) }
 }
 
 /// # Safety
@@ -1185,8 +1257,9 @@ unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<u64>
     if dst.is_null() {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null destination"));
     }
+    let pinned = is_pinned(dst as usize, n);
     // SAFETY: forwarded from the caller.
-    unsafe { e.memcpy_dtoh(c, dst.cast(), src, n, stream) }
+    unsafe { e.memcpy_dtoh(c, dst.cast(), src, n, stream, pinned) }
 }
 
 fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<u64>) -> R<()> {
@@ -1286,6 +1359,7 @@ fn host_alloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
     }
     let p = engine()?.host_alloc(current()?, bytes, flags)?;
+    pinned_ranges().insert(p as usize, bytes);
     // SAFETY: checked non-null; a writable `void *` slot.
     unsafe { out(pp, p.cast::<c_void>()) }
 }
@@ -1307,7 +1381,9 @@ entry! {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
         }
         // SAFETY: the program frees memory it got from cuMemHostAlloc and no longer uses.
-        unsafe { engine()?.host_free(p.cast()) }
+        unsafe { engine()?.host_free(p.cast()) }?;
+        pinned_ranges().remove(&(p as usize));
+        Ok(())
     }
 }
 
@@ -1318,7 +1394,9 @@ fn host_register(p: *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
     let e = engine()?;
     // SAFETY: the program registers memory of its own that stays mapped until it
     // unregisters it (cuMemHostRegister's contract).
-    unsafe { e.host_register(current()?, p.cast(), bytes, flags) }
+    unsafe { e.host_register(current()?, p.cast(), bytes, flags) }?;
+    pinned_ranges().insert(p as usize, bytes);
+    Ok(())
 }
 
 entry! {
@@ -1339,7 +1417,9 @@ entry! {
         }
         let e = engine()?;
         // SAFETY: the program unregisters a range no pending operation uses.
-        unsafe { e.host_unregister(current()?, p.cast()) }
+        unsafe { e.host_unregister(current()?, p.cast()) }?;
+        pinned_ranges().remove(&(p as usize));
+        Ok(())
     }
 }
 
@@ -1580,106 +1660,459 @@ macro_rules! unsupported {
     };
 }
 
+// Generated by gen-unsupported.sh (cuda.h 12.9 and the names cudarc 0.16 looks up), less
+// what the library implements.
 unsupported! {
-    cuGetExportTable,
-    cuDeviceGetLuid,
-    cuDeviceGetProperties,
-    cuDeviceCanAccessPeer,
-    cuDeviceGetP2PAttribute,
-    cuDeviceGetDefaultMemPool,
-    cuDeviceGetMemPool,
-    cuCtxEnablePeerAccess,
+    cuArray3DCreate_v2,
+    cuArray3DGetDescriptor_v2,
+    cuArrayCreate_v2,
+    cuArrayDestroy,
+    cuArrayGetDescriptor_v2,
+    cuArrayGetMemoryRequirements,
+    cuArrayGetPlane,
+    cuArrayGetSparseProperties,
+    cuCheckpointProcessCheckpoint,
+    cuCheckpointProcessGetRestoreThreadId,
+    cuCheckpointProcessGetState,
+    cuCheckpointProcessLock,
+    cuCheckpointProcessRestore,
+    cuCheckpointProcessUnlock,
+    cuCoredumpGetAttribute,
+    cuCoredumpGetAttributeGlobal,
+    cuCoredumpSetAttribute,
+    cuCoredumpSetAttributeGlobal,
+    cuCtxAttach,
+    cuCtxDetach,
     cuCtxDisablePeerAccess,
-    cuCtxGetLimit,
-    cuCtxSetLimit,
-    cuCtxSetFlags,
-    cuCtxGetSharedMemConfig,
-    cuCtxSetSharedMemConfig,
+    cuCtxEnablePeerAccess,
+    cuCtxFromGreenCtx,
+    cuCtxGetDevResource,
     cuCtxGetExecAffinity,
     cuCtxGetId,
-    cuModuleLoadFatBinary,
-    cuModuleGetLoadingMode,
-    cuLinkCreate_v2,
-    cuLinkAddData_v2,
-    cuLinkAddFile_v2,
-    cuLinkComplete,
-    cuLinkDestroy,
+    cuCtxGetLimit,
+    cuCtxGetSharedMemConfig,
+    cuCtxRecordEvent,
+    cuCtxResetPersistingL2Cache,
+    cuCtxSetFlags,
+    cuCtxSetLimit,
+    cuCtxSetSharedMemConfig,
+    cuCtxWaitEvent,
+    cuDestroyExternalMemory,
+    cuDestroyExternalSemaphore,
+    cuDevResourceGenerateDesc,
+    cuDevSmResourceSplitByCount,
+    cuDeviceCanAccessPeer,
+    cuDeviceGetDefaultMemPool,
+    cuDeviceGetDevResource,
+    cuDeviceGetExecAffinitySupport,
+    cuDeviceGetGraphMemAttribute,
+    cuDeviceGetLuid,
+    cuDeviceGetMemPool,
+    cuDeviceGetNvSciSyncAttributes,
+    cuDeviceGetP2PAttribute,
+    cuDeviceGetProperties,
+    cuDeviceGetTexture1DLinearMaxWidth,
+    cuDeviceGraphMemTrim,
+    cuDeviceRegisterAsyncNotification,
+    cuDeviceSetGraphMemAttribute,
+    cuDeviceSetMemPool,
+    cuDeviceUnregisterAsyncNotification,
+    cuExternalMemoryGetMappedBuffer,
+    cuExternalMemoryGetMappedMipmappedArray,
+    cuFlushGPUDirectRDMAWrites,
+    cuFuncGetModule,
+    cuFuncGetName,
+    cuFuncGetParamInfo,
+    cuFuncIsLoaded,
+    cuFuncLoad,
+    cuFuncSetBlockShape,
+    cuFuncSetSharedMemConfig,
+    cuFuncSetSharedSize,
+    cuGetExportTable,
+    cuGetProcAddress_v2_ptsz,
+    cuGraphAddBatchMemOpNode,
+    cuGraphAddChildGraphNode,
+    cuGraphAddDependencies,
+    cuGraphAddDependencies_v2,
+    cuGraphAddEmptyNode,
+    cuGraphAddEventRecordNode,
+    cuGraphAddEventWaitNode,
+    cuGraphAddExternalSemaphoresSignalNode,
+    cuGraphAddExternalSemaphoresWaitNode,
+    cuGraphAddHostNode,
+    cuGraphAddKernelNode,
+    cuGraphAddKernelNode_v2,
+    cuGraphAddMemAllocNode,
+    cuGraphAddMemFreeNode,
+    cuGraphAddMemcpyNode,
+    cuGraphAddMemsetNode,
+    cuGraphAddNode,
+    cuGraphAddNode_v2,
+    cuGraphBatchMemOpNodeGetParams,
+    cuGraphBatchMemOpNodeSetParams,
+    cuGraphChildGraphNodeGetGraph,
+    cuGraphClone,
+    cuGraphConditionalHandleCreate,
+    cuGraphCreate,
+    cuGraphDebugDotPrint,
+    cuGraphDestroy,
+    cuGraphDestroyNode,
+    cuGraphEventRecordNodeGetEvent,
+    cuGraphEventRecordNodeSetEvent,
+    cuGraphEventWaitNodeGetEvent,
+    cuGraphEventWaitNodeSetEvent,
+    cuGraphExecBatchMemOpNodeSetParams,
+    cuGraphExecChildGraphNodeSetParams,
+    cuGraphExecDestroy,
+    cuGraphExecEventRecordNodeSetEvent,
+    cuGraphExecEventWaitNodeSetEvent,
+    cuGraphExecExternalSemaphoresSignalNodeSetParams,
+    cuGraphExecExternalSemaphoresWaitNodeSetParams,
+    cuGraphExecGetFlags,
+    cuGraphExecHostNodeSetParams,
+    cuGraphExecKernelNodeSetParams,
+    cuGraphExecKernelNodeSetParams_v2,
+    cuGraphExecMemcpyNodeSetParams,
+    cuGraphExecMemsetNodeSetParams,
+    cuGraphExecNodeSetParams,
+    cuGraphExecUpdate,
+    cuGraphExecUpdate_v2,
+    cuGraphExternalSemaphoresSignalNodeGetParams,
+    cuGraphExternalSemaphoresSignalNodeSetParams,
+    cuGraphExternalSemaphoresWaitNodeGetParams,
+    cuGraphExternalSemaphoresWaitNodeSetParams,
+    cuGraphGetEdges,
+    cuGraphGetEdges_v2,
+    cuGraphGetNodes,
+    cuGraphGetRootNodes,
+    cuGraphHostNodeGetParams,
+    cuGraphHostNodeSetParams,
+    cuGraphInstantiateWithFlags,
+    cuGraphInstantiateWithParams,
+    cuGraphInstantiateWithParams_ptsz,
+    cuGraphInstantiate_v2,
+    cuGraphKernelNodeCopyAttributes,
+    cuGraphKernelNodeGetAttribute,
+    cuGraphKernelNodeGetParams,
+    cuGraphKernelNodeGetParams_v2,
+    cuGraphKernelNodeSetAttribute,
+    cuGraphKernelNodeSetParams,
+    cuGraphKernelNodeSetParams_v2,
+    cuGraphLaunch,
+    cuGraphLaunch_ptsz,
+    cuGraphMemAllocNodeGetParams,
+    cuGraphMemFreeNodeGetParams,
+    cuGraphMemcpyNodeGetParams,
+    cuGraphMemcpyNodeSetParams,
+    cuGraphMemsetNodeGetParams,
+    cuGraphMemsetNodeSetParams,
+    cuGraphNodeFindInClone,
+    cuGraphNodeGetDependencies,
+    cuGraphNodeGetDependencies_v2,
+    cuGraphNodeGetDependentNodes,
+    cuGraphNodeGetDependentNodes_v2,
+    cuGraphNodeGetEnabled,
+    cuGraphNodeGetType,
+    cuGraphNodeSetEnabled,
+    cuGraphNodeSetParams,
+    cuGraphReleaseUserObject,
+    cuGraphRemoveDependencies,
+    cuGraphRemoveDependencies_v2,
+    cuGraphRetainUserObject,
+    cuGraphUpload,
+    cuGraphUpload_ptsz,
+    cuGraphicsMapResources,
+    cuGraphicsMapResources_ptsz,
+    cuGraphicsResourceGetMappedMipmappedArray,
+    cuGraphicsResourceGetMappedPointer_v2,
+    cuGraphicsResourceSetMapFlags_v2,
+    cuGraphicsSubResourceGetMappedArray,
+    cuGraphicsUnmapResources,
+    cuGraphicsUnmapResources_ptsz,
+    cuGraphicsUnregisterResource,
+    cuGreenCtxCreate,
+    cuGreenCtxDestroy,
+    cuGreenCtxGetDevResource,
+    cuGreenCtxRecordEvent,
+    cuGreenCtxStreamCreate,
+    cuGreenCtxWaitEvent,
+    cuImportExternalMemory,
+    cuImportExternalSemaphore,
+    cuIpcCloseMemHandle,
+    cuIpcGetEventHandle,
+    cuIpcGetMemHandle,
+    cuIpcOpenEventHandle,
+    cuIpcOpenMemHandle_v2,
+    cuKernelGetAttribute,
+    cuKernelGetFunction,
+    cuKernelGetLibrary,
+    cuKernelGetName,
+    cuKernelGetParamInfo,
+    cuKernelSetAttribute,
+    cuKernelSetCacheConfig,
+    cuLaunch,
+    cuLaunchCooperativeKernel,
+    cuLaunchCooperativeKernelMultiDevice,
+    cuLaunchCooperativeKernel_ptsz,
+    cuLaunchGrid,
+    cuLaunchGridAsync,
+    cuLaunchHostFunc,
+    cuLaunchHostFunc_ptsz,
+    cuLaunchKernelEx,
+    cuLaunchKernelEx_ptsz,
+    cuLibraryEnumerateKernels,
+    cuLibraryGetGlobal,
+    cuLibraryGetKernel,
+    cuLibraryGetKernelCount,
+    cuLibraryGetManaged,
+    cuLibraryGetModule,
+    cuLibraryGetUnifiedFunction,
     cuLibraryLoadData,
     cuLibraryLoadFromFile,
     cuLibraryUnload,
-    cuLibraryGetKernel,
-    cuLibraryGetModule,
-    cuKernelGetFunction,
-    cuFuncGetModule,
-    cuFuncGetName,
-    cuFuncSetSharedMemConfig,
-    cuLaunchKernelEx,
-    cuLaunchKernelEx_ptsz,
-    cuLaunchCooperativeKernel,
-    cuLaunchCooperativeKernel_ptsz,
-    cuLaunchHostFunc,
-    cuLaunchHostFunc_ptsz,
-    cuOccupancyMaxActiveBlocksPerMultiprocessor,
-    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
-    cuOccupancyMaxPotentialBlockSize,
-    cuOccupancyMaxPotentialBlockSizeWithFlags,
-    cuOccupancyAvailableDynamicSMemPerBlock,
-    cuMemAllocManaged,
-    cuMemAllocPitch_v2,
-    cuMemAllocAsync,
-    cuMemAllocAsync_ptsz,
+    cuLinkAddData_v2,
+    cuLinkAddFile_v2,
+    cuLinkComplete,
+    cuLinkCreate_v2,
+    cuLinkDestroy,
+    cuLogsCurrent,
+    cuLogsDumpToFile,
+    cuLogsDumpToMemory,
+    cuLogsRegisterCallback,
+    cuLogsUnregisterCallback,
+    cuMemAddressFree,
+    cuMemAddressReserve,
+    cuMemAdvise,
+    cuMemAdvise_v2,
     cuMemAllocFromPoolAsync,
     cuMemAllocFromPoolAsync_ptsz,
-    cuMemFreeAsync,
-    cuMemFreeAsync_ptsz,
+    cuMemAllocManaged,
+    cuMemAllocPitch_v2,
+    cuMemBatchDecompressAsync,
+    cuMemBatchDecompressAsync_ptsz,
+    cuMemCreate,
+    cuMemExportToShareableHandle,
+    cuMemGetAccess,
     cuMemGetAddressRange_v2,
+    cuMemGetAllocationGranularity,
+    cuMemGetAllocationPropertiesFromHandle,
+    cuMemGetHandleForAddressRange,
     cuMemHostGetDevicePointer_v2,
     cuMemHostGetFlags,
+    cuMemImportFromShareableHandle,
+    cuMemMap,
+    cuMemMapArrayAsync,
+    cuMemMapArrayAsync_ptsz,
+    cuMemPoolCreate,
+    cuMemPoolDestroy,
+    cuMemPoolExportPointer,
+    cuMemPoolExportToShareableHandle,
+    cuMemPoolGetAccess,
+    cuMemPoolGetAttribute,
+    cuMemPoolImportFromShareableHandle,
+    cuMemPoolImportPointer,
+    cuMemPoolSetAccess,
+    cuMemPoolSetAttribute,
+    cuMemPoolTrimTo,
+    cuMemPrefetchAsync,
+    cuMemPrefetchAsync_ptsz,
+    cuMemPrefetchAsync_v2,
+    cuMemPrefetchAsync_v2_ptsz,
+    cuMemRangeGetAttribute,
+    cuMemRangeGetAttributes,
+    cuMemRelease,
+    cuMemRetainAllocationHandle,
+    cuMemSetAccess,
+    cuMemUnmap,
     cuMemcpy,
-    cuMemcpy_ptds,
+    cuMemcpy2DAsync_v2,
+    cuMemcpy2DAsync_v2_ptsz,
+    cuMemcpy2DUnaligned_v2,
+    cuMemcpy2DUnaligned_v2_ptds,
+    cuMemcpy2D_v2,
+    cuMemcpy2D_v2_ptds,
+    cuMemcpy3DAsync_v2,
+    cuMemcpy3DAsync_v2_ptsz,
+    cuMemcpy3DBatchAsync,
+    cuMemcpy3DBatchAsync_ptsz,
+    cuMemcpy3DPeer,
+    cuMemcpy3DPeerAsync,
+    cuMemcpy3DPeerAsync_ptsz,
+    cuMemcpy3DPeer_ptds,
+    cuMemcpy3D_v2,
+    cuMemcpy3D_v2_ptds,
     cuMemcpyAsync,
     cuMemcpyAsync_ptsz,
+    cuMemcpyAtoA_v2,
+    cuMemcpyAtoA_v2_ptds,
+    cuMemcpyAtoD_v2,
+    cuMemcpyAtoD_v2_ptds,
+    cuMemcpyAtoHAsync_v2,
+    cuMemcpyAtoHAsync_v2_ptsz,
+    cuMemcpyAtoH_v2,
+    cuMemcpyAtoH_v2_ptds,
+    cuMemcpyBatchAsync,
+    cuMemcpyBatchAsync_ptsz,
+    cuMemcpyDtoA_v2,
+    cuMemcpyDtoA_v2_ptds,
+    cuMemcpyHtoAAsync_v2,
+    cuMemcpyHtoAAsync_v2_ptsz,
+    cuMemcpyHtoA_v2,
+    cuMemcpyHtoA_v2_ptds,
     cuMemcpyPeer,
     cuMemcpyPeerAsync,
-    cuMemcpy2D_v2,
-    cuMemcpy2DUnaligned_v2,
-    cuMemcpy2DAsync_v2,
-    cuMemcpy3D_v2,
-    cuMemcpy3DAsync_v2,
-    cuMemsetD2D8_v2,
+    cuMemcpyPeerAsync_ptsz,
+    cuMemcpyPeer_ptds,
+    cuMemcpy_ptds,
+    cuMemsetD2D16Async,
+    cuMemsetD2D16Async_ptsz,
     cuMemsetD2D16_v2,
+    cuMemsetD2D16_v2_ptds,
+    cuMemsetD2D32Async,
+    cuMemsetD2D32Async_ptsz,
     cuMemsetD2D32_v2,
-    cuMemPrefetchAsync,
-    cuMemAdvise,
-    cuMemPoolTrimTo,
-    cuMemPoolSetAttribute,
-    cuMemPoolGetAttribute,
+    cuMemsetD2D32_v2_ptds,
+    cuMemsetD2D8Async,
+    cuMemsetD2D8Async_ptsz,
+    cuMemsetD2D8_v2,
+    cuMemsetD2D8_v2_ptds,
+    cuMipmappedArrayCreate,
+    cuMipmappedArrayDestroy,
+    cuMipmappedArrayGetLevel,
+    cuMipmappedArrayGetMemoryRequirements,
+    cuMipmappedArrayGetSparseProperties,
+    cuModuleEnumerateFunctions,
+    cuModuleGetFunctionCount,
+    cuModuleGetLoadingMode,
+    cuModuleGetSurfRef,
+    cuModuleGetTexRef,
+    cuModuleLoadFatBinary,
+    cuMulticastAddDevice,
+    cuMulticastBindAddr,
+    cuMulticastBindMem,
+    cuMulticastCreate,
+    cuMulticastGetGranularity,
+    cuMulticastUnbind,
+    cuOccupancyAvailableDynamicSMemPerBlock,
+    cuOccupancyMaxActiveBlocksPerMultiprocessor,
+    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    cuOccupancyMaxActiveClusters,
+    cuOccupancyMaxPotentialBlockSize,
+    cuOccupancyMaxPotentialBlockSizeWithFlags,
+    cuOccupancyMaxPotentialClusterSize,
+    cuParamSetSize,
+    cuParamSetTexRef,
+    cuParamSetf,
+    cuParamSeti,
+    cuParamSetv,
     cuPointerGetAttribute,
     cuPointerGetAttributes,
     cuPointerSetAttribute,
-    cuIpcGetMemHandle,
-    cuIpcOpenMemHandle_v2,
-    cuIpcCloseMemHandle,
-    cuIpcGetEventHandle,
-    cuIpcOpenEventHandle,
-    cuStreamAddCallback,
-    cuStreamAddCallback_ptsz,
-    cuStreamGetPriority,
-    cuStreamGetFlags,
-    cuStreamGetCtx,
-    cuStreamGetId,
-    cuStreamAttachMemAsync,
-    cuStreamBeginCapture_v2,
-    cuStreamEndCapture,
-    cuStreamIsCapturing,
-    cuStreamGetCaptureInfo_v2,
-    cuThreadExchangeStreamCaptureMode,
-    cuGraphCreate,
-    cuGraphInstantiateWithFlags,
-    cuGraphLaunch,
-    cuGraphExecDestroy,
-    cuGraphDestroy,
+    cuProfilerInitialize,
     cuProfilerStart,
     cuProfilerStop,
-    cuFlushGPUDirectRDMAWrites,
+    cuSignalExternalSemaphoresAsync,
+    cuSignalExternalSemaphoresAsync_ptsz,
+    cuStreamAddCallback,
+    cuStreamAddCallback_ptsz,
+    cuStreamAttachMemAsync,
+    cuStreamAttachMemAsync_ptsz,
+    cuStreamBatchMemOp,
+    cuStreamBatchMemOp_v2,
+    cuStreamBatchMemOp_v2_ptsz,
+    cuStreamBeginCaptureToGraph,
+    cuStreamBeginCaptureToGraph_ptsz,
+    cuStreamBeginCapture_v2,
+    cuStreamBeginCapture_v2_ptsz,
+    cuStreamCopyAttributes,
+    cuStreamCopyAttributes_ptsz,
+    cuStreamEndCapture,
+    cuStreamEndCapture_ptsz,
+    cuStreamGetAttribute,
+    cuStreamGetAttribute_ptsz,
+    cuStreamGetCaptureInfo,
+    cuStreamGetCaptureInfo_v2,
+    cuStreamGetCaptureInfo_v2_ptsz,
+    cuStreamGetCaptureInfo_v3,
+    cuStreamGetCaptureInfo_v3_ptsz,
+    cuStreamGetCtx,
+    cuStreamGetCtx_ptsz,
+    cuStreamGetCtx_v2,
+    cuStreamGetCtx_v2_ptsz,
+    cuStreamGetDevice,
+    cuStreamGetDevice_ptsz,
+    cuStreamGetFlags,
+    cuStreamGetFlags_ptsz,
+    cuStreamGetGreenCtx,
+    cuStreamGetId,
+    cuStreamGetId_ptsz,
+    cuStreamGetPriority,
+    cuStreamGetPriority_ptsz,
+    cuStreamIsCapturing,
+    cuStreamIsCapturing_ptsz,
+    cuStreamSetAttribute,
+    cuStreamSetAttribute_ptsz,
+    cuStreamUpdateCaptureDependencies,
+    cuStreamUpdateCaptureDependencies_ptsz,
+    cuStreamUpdateCaptureDependencies_v2,
+    cuStreamUpdateCaptureDependencies_v2_ptsz,
+    cuStreamWaitValue32,
+    cuStreamWaitValue32_v2,
+    cuStreamWaitValue32_v2_ptsz,
+    cuStreamWaitValue64,
+    cuStreamWaitValue64_v2,
+    cuStreamWaitValue64_v2_ptsz,
+    cuStreamWriteValue32,
+    cuStreamWriteValue32_v2,
+    cuStreamWriteValue32_v2_ptsz,
+    cuStreamWriteValue64,
+    cuStreamWriteValue64_v2,
+    cuStreamWriteValue64_v2_ptsz,
+    cuSurfObjectCreate,
+    cuSurfObjectDestroy,
+    cuSurfObjectGetResourceDesc,
+    cuSurfRefGetArray,
+    cuSurfRefSetArray,
+    cuTensorMapEncodeIm2col,
+    cuTensorMapEncodeIm2colWide,
+    cuTensorMapEncodeTiled,
+    cuTensorMapReplaceAddress,
+    cuTexObjectCreate,
+    cuTexObjectDestroy,
+    cuTexObjectGetResourceDesc,
+    cuTexObjectGetResourceViewDesc,
+    cuTexObjectGetTextureDesc,
+    cuTexRefCreate,
+    cuTexRefDestroy,
+    cuTexRefGetAddressMode,
+    cuTexRefGetAddress_v2,
+    cuTexRefGetArray,
+    cuTexRefGetBorderColor,
+    cuTexRefGetFilterMode,
+    cuTexRefGetFlags,
+    cuTexRefGetFormat,
+    cuTexRefGetMaxAnisotropy,
+    cuTexRefGetMipmapFilterMode,
+    cuTexRefGetMipmapLevelBias,
+    cuTexRefGetMipmapLevelClamp,
+    cuTexRefGetMipmappedArray,
+    cuTexRefSetAddress2D_v3,
+    cuTexRefSetAddressMode,
+    cuTexRefSetAddress_v2,
+    cuTexRefSetArray,
+    cuTexRefSetBorderColor,
+    cuTexRefSetFilterMode,
+    cuTexRefSetFlags,
+    cuTexRefSetFormat,
+    cuTexRefSetMaxAnisotropy,
+    cuTexRefSetMipmapFilterMode,
+    cuTexRefSetMipmapLevelBias,
+    cuTexRefSetMipmapLevelClamp,
+    cuTexRefSetMipmappedArray,
+    cuThreadExchangeStreamCaptureMode,
+    cuUserObjectCreate,
+    cuUserObjectRelease,
+    cuUserObjectRetain,
+    cuWaitExternalSemaphoresAsync,
+    cuWaitExternalSemaphoresAsync_ptsz,
 }

@@ -150,11 +150,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         count: u64,
         stream: Option<u64>,
     ) -> R<()>;
-    /// `cuMemcpyHtoD[Async]_v2`.
+    /// `cuMemcpyHtoD[Async]_v2`. `pinned`: the source is page-locked (from
+    /// `cuMemHostAlloc` or registered); an asynchronous copy from pageable memory takes
+    /// the bytes before it returns, as the driver's does.
     ///
     /// # Safety
-    /// `src..src+bytes` is readable host memory; for an asynchronous copy it stays so
-    /// until the stream has passed the copy.
+    /// `src..src+bytes` is readable host memory; for an asynchronous copy from pinned
+    /// memory it stays so until the stream has passed the copy.
     unsafe fn memcpy_htod(
         &self,
         ctx: u64,
@@ -162,12 +164,15 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         src: *const u8,
         bytes: usize,
         stream: Option<u64>,
+        pinned: bool,
     ) -> R<()>;
-    /// `cuMemcpyDtoH[Async]_v2`.
+    /// `cuMemcpyDtoH[Async]_v2`. `pinned`: the destination is page-locked; an
+    /// asynchronous copy to pageable memory returns when the copy is done, as the
+    /// driver's does.
     ///
     /// # Safety
     /// `dst..dst+bytes` is writable host memory nothing else uses; for an asynchronous
-    /// copy it stays so until the stream has passed the copy.
+    /// copy to pinned memory it stays so until the stream has passed the copy.
     unsafe fn memcpy_dtoh(
         &self,
         ctx: u64,
@@ -175,6 +180,7 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         src: u64,
         bytes: usize,
         stream: Option<u64>,
+        pinned: bool,
     ) -> R<()>;
     /// `cuMemcpyDtoD[Async]_v2`.
     fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()>;

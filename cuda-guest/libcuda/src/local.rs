@@ -590,6 +590,7 @@ impl Engine for Local {
         src: *const u8,
         bytes: usize,
         stream: Option<u64>,
+        pinned: bool,
     ) -> R<()> {
         let c = self.bound(ctx)?;
         match stream {
@@ -599,11 +600,25 @@ impl Engine for Local {
                 // SAFETY: the destination is simulated device memory, range-checked.
                 unsafe { c.backend.memcpy_htod(DevicePtr(dst), data) }?;
             }
-            Some(s) => {
+            Some(s) if pinned => {
                 let st = self.stream(&c, s)?;
-                // SAFETY: the caller guarantees the source stays readable until the
-                // stream passes the copy (cuMemcpyHtoDAsync's contract).
+                // SAFETY: the caller guarantees the pinned source stays readable until
+                // the stream passes the copy (cuMemcpyHtoDAsync's contract).
                 unsafe { c.backend.memcpy_htod_async(DevicePtr(dst), src, bytes, &st) }?;
+            }
+            Some(s) => {
+                // Pageable: the bytes are taken now (a staging copy, kept until the
+                // stream is synchronised), so the program may reuse its buffer at once.
+                let st = self.stream(&c, s)?;
+                // SAFETY: the caller guarantees `src..src+bytes` is readable now.
+                let staged: Box<[u8]> = unsafe { std::slice::from_raw_parts(src, bytes) }.into();
+                // SAFETY: `staged` stays alive (in the keep-alive list, at a stable heap
+                // address) until the stream or context is synchronised.
+                unsafe {
+                    c.backend
+                        .memcpy_htod_async(DevicePtr(dst), staged.as_ptr(), bytes, &st)
+                }?;
+                lock(&c.tables).keepalive.push((s, staged));
             }
         }
         Ok(())
@@ -616,6 +631,7 @@ impl Engine for Local {
         src: u64,
         bytes: usize,
         stream: Option<u64>,
+        pinned: bool,
     ) -> R<()> {
         let c = self.bound(ctx)?;
         match stream {
@@ -628,8 +644,13 @@ impl Engine for Local {
             Some(s) => {
                 let st = self.stream(&c, s)?;
                 // SAFETY: the caller guarantees the destination stays writable and
-                // unused until the stream passes the copy.
+                // unused until the stream passes the copy; for pageable memory that is
+                // before this call returns (synchronised below).
                 unsafe { c.backend.memcpy_dtoh_async(dst, DevicePtr(src), bytes, &st) }?;
+                if !pinned {
+                    // Pageable: the driver returns once the copy is done.
+                    c.backend.stream_synchronize(&st)?;
+                }
             }
         }
         Ok(())

@@ -45,7 +45,11 @@ macro_rules! variants {
                     Some(b) => (b, true),
                     None => (*name, false),
                 };
-                let base = base.strip_suffix("_v2").unwrap_or(base);
+                // `cuGraphInstantiate_v2` is asked for as `cuGraphInstantiate`, ...
+                let base = match base.rsplit_once("_v") {
+                    Some((b, v)) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => b,
+                    _ => base,
+                };
                 v.push(Variant { base, version: 0, per_thread: pt, symbol: name, address: *f as *const () as usize });
             }
             v
@@ -111,6 +115,10 @@ variants! {
     "cuLaunchKernel" 7000 true cuLaunchKernel_ptsz;
     "cuMemAlloc" 3020 false cuMemAlloc_v2;
     "cuMemFree" 3020 false cuMemFree_v2;
+    "cuMemAllocAsync" 11020 false cuMemAllocAsync;
+    "cuMemAllocAsync" 11020 true cuMemAllocAsync_ptsz;
+    "cuMemFreeAsync" 11020 false cuMemFreeAsync;
+    "cuMemFreeAsync" 11020 true cuMemFreeAsync_ptsz;
     "cuMemsetD8" 3020 false cuMemsetD8_v2;
     "cuMemsetD8" 7000 true cuMemsetD8_v2_ptds;
     "cuMemsetD16" 3020 false cuMemsetD16_v2;

@@ -767,6 +767,7 @@ impl Engine for Remote {
         src: *const u8,
         bytes: usize,
         stream: Option<u64>,
+        _pinned: bool,
     ) -> R<()> {
         // SAFETY: the caller guarantees `src..src+bytes` is readable; the bytes are
         // copied into frames before this call returns (inline copies take their data
@@ -807,7 +808,11 @@ impl Engine for Remote {
         src: u64,
         bytes: usize,
         stream: Option<u64>,
+        pinned: bool,
     ) -> R<()> {
+        // An asynchronous copy to pageable memory returns when it is done, as the
+        // driver's does: its replies are waited for here.
+        let wait = stream.is_none() || !pinned;
         let mut c = self.bound(ctx)?;
         let chunk = c.limits.max_inline.max(1) as usize;
         let mut ids = Vec::new();
@@ -821,23 +826,22 @@ impl Engine for Remote {
                 stream: stream.map(sid),
             };
             let id = c.id();
-            match stream {
-                Some(_) => c.send(
+            if wait {
+                c.send(id, request, Pending::Sync)?;
+                ids.push((id, off, n));
+            } else {
+                c.send(
                     id,
                     request,
                     Pending::DtoH {
                         dst: dst as usize + off,
                         len: n,
                     },
-                )?,
-                None => {
-                    c.send(id, request, Pending::Sync)?;
-                    ids.push((id, off, n));
-                }
+                )?;
             }
             off += n;
         }
-        if stream.is_some() {
+        if !wait {
             // Sent; the data lands when the replies are read.
             return c.flush();
         }
