@@ -27,6 +27,9 @@ use cuda_guest::proto::{
 use crate::engine::{Engine, Fail, Geometry, Layout, R};
 use crate::ffi::*;
 
+/// Most bytes of asynchronous device-to-host copies left unread on the connection.
+const UNREAD_DTOH_LIMIT: usize = 1 << 20;
+
 /// A byte stream to the server.
 trait Transport: Read + Write + Send + std::fmt::Debug {}
 impl<T: Read + Write + Send + std::fmt::Debug> Transport for T {}
@@ -55,6 +58,8 @@ struct Conn {
     ready: HashMap<u64, Reply>,
     /// The context last set on the connection.
     current: u64,
+    /// Bytes of asynchronous device-to-host copies whose replies are not read yet.
+    unread_dtoh: usize,
     /// A failed transport: every later call fails with this.
     broken: Option<Fail>,
 }
@@ -152,8 +157,21 @@ impl Conn {
             self.flush()?;
             self.read_one()?;
         }
+        let dtoh = match pending {
+            Pending::DtoH { len, .. } => len,
+            Pending::Sync => 0,
+        };
         self.encode(&RequestFrame::new(id, request))?;
         self.pending.push_back((id, pending));
+        self.unread_dtoh += dtoh;
+        // Replies carrying data are read before much more is written: a server whose
+        // replies back up behind ones the client does not read could stop reading the
+        // client's requests. Everything is written before waiting, so this cannot block
+        // on anything but the device.
+        while self.unread_dtoh > UNREAD_DTOH_LIMIT {
+            self.flush()?;
+            self.read_one()?;
+        }
         Ok(())
     }
 
@@ -213,6 +231,7 @@ impl Conn {
                 self.ready.insert(id, reply);
             }
             Pending::DtoH { dst, len } => {
+                self.unread_dtoh = self.unread_dtoh.saturating_sub(len);
                 if reply.status != Status::SUCCESS {
                     // Reported by the next synchronising call (the server keeps it as
                     // the stream's deferred error only for NO_REPLY requests, so keep
@@ -412,6 +431,7 @@ impl Remote {
                 pending: VecDeque::new(),
                 ready: HashMap::new(),
                 current: 0,
+                unread_dtoh: 0,
                 broken: None,
             }),
             layouts: Mutex::new(HashMap::new()),

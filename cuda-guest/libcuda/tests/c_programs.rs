@@ -135,3 +135,10 @@ fn nvidia_python_bindings_run_on_the_shim() {
     );
     assert!(stdout.contains("python: vector_add OK"), "{stdout}");
 }
+
+#[test]
+fn many_launches_then_one_synchronisation() {
+    let exe = compile("launch_rate");
+    let out = run_ok(&exe, &[std::path::Path::new("2000")], SIM);
+    assert!(out.contains("launch_rate: 2000 launches"), "{out}");
+}

@@ -266,3 +266,16 @@ fn vector_add_through_a_serial_port_device() {
     // The slave stays open until here, so the master never sees a hang-up mid-run.
     drop(slave);
 }
+
+#[test]
+fn many_launches_then_one_synchronisation_through_the_service() {
+    let server = Server::start();
+    let exe = compile("launch_rate");
+    let addr = server.env();
+    let out = run_ok(
+        &exe,
+        &[std::path::Path::new("2000")],
+        &[("VMGPU_CUDA_SERVER", addr.as_str())],
+    );
+    assert!(out.contains("launch_rate: 2000 launches"), "{out}");
+}
