@@ -10,13 +10,21 @@ use cuda_guest::service::{serve_unix_until_signal, BackendChoice, Quota, Service
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let mut args = std::env::args().skip(1);
-    let path = args.next().ok_or("usage: serve SOCKET [sim|native|auto] [MEMORY_BYTES]")?;
+    let path = args
+        .next()
+        .ok_or("usage: serve SOCKET [sim|native|auto] [MEMORY_BYTES]")?;
     let backend = BackendChoice::from_name(&args.next().unwrap_or_else(|| "auto".into()))?;
     let mut quota = Quota::default();
     if let Some(m) = args.next() {
         quota.device_memory = m.parse()?;
     }
-    let service = Service::new(backend, ServiceConfig { quota, ..ServiceConfig::default() })?;
+    let service = Service::new(
+        backend,
+        ServiceConfig {
+            quota,
+            ..ServiceConfig::default()
+        },
+    )?;
     serve_unix_until_signal(service, path.as_ref(), "guest")?;
     Ok(())
 }

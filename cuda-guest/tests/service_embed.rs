@@ -367,27 +367,94 @@ fn sockets_do_not_reach_guest_memory() {
 /// `DISPATCH_SEED_DIR` when it is set.
 #[test]
 fn dispatch_fuzz_seeds() {
-    let svc = Service::new(BackendChoice::Simulator(SimConfig::default()), ServiceConfig::default()).unwrap();
+    let svc = Service::new(
+        BackendChoice::Simulator(SimConfig::default()),
+        ServiceConfig::default(),
+    )
+    .unwrap();
     let mut g = Guest::new(&svc, "seeds", memory());
-    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else { panic!() };
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
     g.ok(Request::CtxSetCurrent { ctx });
-    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 4096 }) else { panic!() };
+    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 4096 }) else {
+        panic!()
+    };
     let seqs: Vec<Vec<RequestFrame>> = vec![
-        vec![RequestFrame::new(10, Request::MemGetInfo), RequestFrame::new(11, Request::CtxSynchronize)],
         vec![
-            RequestFrame::new(10, Request::MemcpyHtoD { dst: d, src: HostSource::Inline(vec![1; 64]), stream: None }),
-            RequestFrame::new(11, Request::MemcpyDtoH { src: d, bytes: 64, dst: HostDest::Inline, stream: None }),
+            RequestFrame::new(10, Request::MemGetInfo),
+            RequestFrame::new(11, Request::CtxSynchronize),
         ],
         vec![
-            RequestFrame::pipelined(10, Request::Memset { dst: d, value: 7, count: 1024, width: cuda_guest::proto::MemsetWidth::W32, stream: Some(StreamId::DEFAULT) }),
-            RequestFrame::new(11, Request::StreamSynchronize { stream: StreamId::DEFAULT }),
+            RequestFrame::new(
+                10,
+                Request::MemcpyHtoD {
+                    dst: d,
+                    src: HostSource::Inline(vec![1; 64]),
+                    stream: None,
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::MemcpyDtoH {
+                    src: d,
+                    bytes: 64,
+                    dst: HostDest::Inline,
+                    stream: None,
+                },
+            ),
         ],
         vec![
-            RequestFrame::new(10, Request::MemcpyHtoD { dst: d, src: HostSource::Guest(vec![SgEntry { gpa: 0x100, len: 0x200 }]), stream: None }),
-            RequestFrame::new(11, Request::MemcpyDtoH { src: d, bytes: 0x100, dst: HostDest::Guest(vec![SgEntry { gpa: 0x10000, len: 0x100 }]), stream: Some(StreamId::DEFAULT) }),
+            RequestFrame::pipelined(
+                10,
+                Request::Memset {
+                    dst: d,
+                    value: 7,
+                    count: 1024,
+                    width: cuda_guest::proto::MemsetWidth::W32,
+                    stream: Some(StreamId::DEFAULT),
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::StreamSynchronize {
+                    stream: StreamId::DEFAULT,
+                },
+            ),
         ],
         vec![
-            RequestFrame::new(10, Request::StreamCreate { flags: 1, priority: 0 }),
+            RequestFrame::new(
+                10,
+                Request::MemcpyHtoD {
+                    dst: d,
+                    src: HostSource::Guest(vec![SgEntry {
+                        gpa: 0x100,
+                        len: 0x200,
+                    }]),
+                    stream: None,
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::MemcpyDtoH {
+                    src: d,
+                    bytes: 0x100,
+                    dst: HostDest::Guest(vec![SgEntry {
+                        gpa: 0x10000,
+                        len: 0x100,
+                    }]),
+                    stream: Some(StreamId::DEFAULT),
+                },
+            ),
+        ],
+        vec![
+            RequestFrame::new(
+                10,
+                Request::StreamCreate {
+                    flags: 1,
+                    priority: 0,
+                },
+            ),
             RequestFrame::new(11, Request::EventCreate { flags: 0 }),
             RequestFrame::new(12, Request::MemFree { ptr: d }),
             RequestFrame::new(13, Request::PrimaryCtxRelease { device: 0 }),
@@ -404,7 +471,11 @@ fn dispatch_fuzz_seeds() {
         }
         if let Some(dir) = &dir {
             std::fs::create_dir_all(dir).unwrap();
-            std::fs::write(std::path::Path::new(dir).join(format!("seed-{i:03}")), &seed).unwrap();
+            std::fs::write(
+                std::path::Path::new(dir).join(format!("seed-{i:03}")),
+                &seed,
+            )
+            .unwrap();
         }
     }
     // The seeds' address is the simulator's first allocation in a fresh session.

@@ -39,7 +39,12 @@ fn two_guests_on_the_gpu_in_their_own_contexts() {
     assert!(c.iter().enumerate().all(|(i, v)| *v == (4 * i) as f32));
     // B's allocation is not A's.
     let pb = b.alloc(1 << 20);
-    let r = a.call(Request::MemcpyDtoH { src: DevAddr(pb.0), bytes: 16, dst: HostDest::Inline, stream: None });
+    let r = a.call(Request::MemcpyDtoH {
+        src: DevAddr(pb.0),
+        bytes: 16,
+        dst: HostDest::Inline,
+        stream: None,
+    });
     assert_eq!(r.status, Status::ERROR_INVALID_VALUE);
     a.alloc(64 << 20);
     drop(a);

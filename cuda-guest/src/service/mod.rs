@@ -138,10 +138,11 @@ impl BackendChoice {
     /// else the simulator).
     pub fn from_name(name: &str) -> Result<BackendChoice, ServiceError> {
         let native = || -> Result<BackendChoice, ServiceError> {
-            let be = crate::driver::NativeBackend::new().map_err(|source| ServiceError::Backend {
-                guest: "-".into(),
-                source,
-            })?;
+            let be =
+                crate::driver::NativeBackend::new().map_err(|source| ServiceError::Backend {
+                    guest: "-".into(),
+                    source,
+                })?;
             Ok(BackendChoice::Shared(Arc::new(be)))
         };
         match name {
@@ -185,9 +186,10 @@ pub fn serve_unix_until_signal(
         let trigger = shutdown.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut int), Ok(mut term)) =
-                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-            else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
                 return;
             };
             tokio::select! {
