@@ -294,8 +294,8 @@ fn scatter_gather_copies_through_guest_memory() {
     let mut res = vec![0u8; 2048];
     g.mem.read_slice(&mut res, GuestAddress(0x101000)).unwrap();
     let res = f32s(&res);
-    for i in 0..n as usize {
-        assert_eq!(res[i], 3.0 * i as f32);
+    for (i, v) in res.iter().enumerate() {
+        assert_eq!(*v, 3.0 * i as f32, "element {i}");
     }
     assert!(svc.stats().device_bytes > 0);
     drop(g);

@@ -22,8 +22,8 @@ fn inputs(n: usize, k: f32) -> (Vec<f32>, Vec<f32>) {
 
 fn check_sum(a: &[f32], b: &[f32], c: &[f32]) {
     assert_eq!(c.len(), a.len());
-    for i in 0..a.len() {
-        assert_eq!(c[i], a[i] + b[i], "element {i}");
+    for (i, ((x, y), z)) in a.iter().zip(b).zip(c).enumerate() {
+        assert_eq!(*z, x + y, "element {i}");
     }
 }
 
