@@ -636,3 +636,98 @@ fn launch_rate_quota_throttles_only_its_guest() {
     );
     assert!(server.service.stats().throttled_launches >= 30);
 }
+
+#[test]
+fn session_limit_and_goodbye() {
+    let server = Server::start(ServiceConfig {
+        max_sessions: 1,
+        ..ServiceConfig::default()
+    });
+    let mut a = server.client();
+    a.context();
+    let p = a.alloc(4096);
+    // A second guest is refused while the first is there.
+    let mut s = UnixStream::connect(&server.path).unwrap();
+    s.write_all(
+        &cuda_guest::proto::ClientHello::new(cuda_guest::proto::Features::ALL, 1 << 20).encode(),
+    )
+    .unwrap();
+    let mut b = [0u8; 64];
+    s.read_exact(&mut b).unwrap();
+    assert!(matches!(
+        cuda_guest::proto::ServerHello::decode(&b),
+        Err(cuda_guest::proto::HandshakeError::Refused {
+            status: Status::ERROR_OUT_OF_MEMORY
+        })
+    ));
+    // Goodbye with a deferred error pending: reported, and the session ends anyway.
+    let id = a.send(
+        Request::Memset {
+            dst: p,
+            value: 0,
+            count: 8192,
+            width: cuda_guest::proto::MemsetWidth::W8,
+            stream: Some(StreamId::DEFAULT),
+        },
+        true,
+    );
+    let r = a.call(Request::Goodbye);
+    assert_eq!(
+        (r.status, r.cause.map(|c| c.id)),
+        (Status::ERROR_INVALID_VALUE, Some(id))
+    );
+    assert!(a.recv_until_closed().is_empty());
+    server.wait_idle();
+    // Then there is room again.
+    let mut c = server.client();
+    c.context();
+    assert_eq!(c.mem_info().0, 1 << 30);
+}
+
+#[test]
+fn a_fault_found_by_a_later_call_names_the_launch() {
+    let server = Server::start(ServiceConfig::default());
+    let mut a = server.client();
+    a.context();
+    let m = a.load(VECTOR_ADD);
+    let f = a.function(m, "vector_add");
+    let d = a.alloc(4096);
+    let n = 1024u32;
+    let lid = a.send(
+        launch_req(
+            &f,
+            8,
+            128,
+            StreamId::DEFAULT,
+            &[
+                &d.0.to_le_bytes(),
+                &d.0.to_le_bytes(),
+                &0x10u64.to_le_bytes(),
+                &n.to_le_bytes(),
+            ],
+        ),
+        true,
+    );
+    // A synchronous copy waits for the launch and finds its fault.
+    let r = a.call(Request::MemcpyDtoH {
+        src: d,
+        bytes: 16,
+        dst: HostDest::Inline,
+        stream: None,
+    });
+    assert_eq!(r.status, Status::ERROR_ILLEGAL_ADDRESS);
+    assert_eq!(
+        r.cause.map(|c| (c.id, c.opcode)),
+        Some((lid, Opcode::LaunchKernel))
+    );
+    // Every later call needing the context repeats it, with the same cause.
+    let r = a.call(Request::StreamCreate {
+        flags: 0,
+        priority: 0,
+    });
+    assert_eq!(
+        (r.status, r.cause.map(|c| c.id)),
+        (Status::ERROR_ILLEGAL_ADDRESS, Some(lid))
+    );
+    let _ = ModuleId(0);
+}
