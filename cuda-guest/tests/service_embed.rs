@@ -294,8 +294,8 @@ fn scatter_gather_copies_through_guest_memory() {
     let mut res = vec![0u8; 2048];
     g.mem.read_slice(&mut res, GuestAddress(0x101000)).unwrap();
     let res = f32s(&res);
-    for i in 0..n as usize {
-        assert_eq!(res[i], 3.0 * i as f32);
+    for (i, v) in res.iter().enumerate() {
+        assert_eq!(*v, 3.0 * i as f32, "element {i}");
     }
     assert!(svc.stats().device_bytes > 0);
     drop(g);
@@ -360,4 +360,124 @@ fn sockets_do_not_reach_guest_memory() {
         stream: None,
     });
     assert_eq!(r.status, Status::ERROR_NOT_SUPPORTED);
+}
+
+/// Seeds for the `service_dispatch` fuzz target (`cuda-guest/fuzz-proto`): frames as
+/// `len: u16` + bytes, naming the simulator's first allocation. Written to
+/// `DISPATCH_SEED_DIR` when it is set.
+#[test]
+fn dispatch_fuzz_seeds() {
+    let svc = Service::new(
+        BackendChoice::Simulator(SimConfig::default()),
+        ServiceConfig::default(),
+    )
+    .unwrap();
+    let mut g = Guest::new(&svc, "seeds", memory());
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
+    g.ok(Request::CtxSetCurrent { ctx });
+    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 4096 }) else {
+        panic!()
+    };
+    let seqs: Vec<Vec<RequestFrame>> = vec![
+        vec![
+            RequestFrame::new(10, Request::MemGetInfo),
+            RequestFrame::new(11, Request::CtxSynchronize),
+        ],
+        vec![
+            RequestFrame::new(
+                10,
+                Request::MemcpyHtoD {
+                    dst: d,
+                    src: HostSource::Inline(vec![1; 64]),
+                    stream: None,
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::MemcpyDtoH {
+                    src: d,
+                    bytes: 64,
+                    dst: HostDest::Inline,
+                    stream: None,
+                },
+            ),
+        ],
+        vec![
+            RequestFrame::pipelined(
+                10,
+                Request::Memset {
+                    dst: d,
+                    value: 7,
+                    count: 1024,
+                    width: cuda_guest::proto::MemsetWidth::W32,
+                    stream: Some(StreamId::DEFAULT),
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::StreamSynchronize {
+                    stream: StreamId::DEFAULT,
+                },
+            ),
+        ],
+        vec![
+            RequestFrame::new(
+                10,
+                Request::MemcpyHtoD {
+                    dst: d,
+                    src: HostSource::Guest(vec![SgEntry {
+                        gpa: 0x100,
+                        len: 0x200,
+                    }]),
+                    stream: None,
+                },
+            ),
+            RequestFrame::new(
+                11,
+                Request::MemcpyDtoH {
+                    src: d,
+                    bytes: 0x100,
+                    dst: HostDest::Guest(vec![SgEntry {
+                        gpa: 0x10000,
+                        len: 0x100,
+                    }]),
+                    stream: Some(StreamId::DEFAULT),
+                },
+            ),
+        ],
+        vec![
+            RequestFrame::new(
+                10,
+                Request::StreamCreate {
+                    flags: 1,
+                    priority: 0,
+                },
+            ),
+            RequestFrame::new(11, Request::EventCreate { flags: 0 }),
+            RequestFrame::new(12, Request::MemFree { ptr: d }),
+            RequestFrame::new(13, Request::PrimaryCtxRelease { device: 0 }),
+            RequestFrame::new(14, Request::Goodbye),
+        ],
+    ];
+    let dir = std::env::var_os("DISPATCH_SEED_DIR");
+    for (i, seq) in seqs.iter().enumerate() {
+        let mut seed = Vec::new();
+        for f in seq {
+            let b = f.to_bytes().unwrap();
+            seed.extend((b.len() as u16).to_le_bytes());
+            seed.extend(b);
+        }
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(
+                std::path::Path::new(dir).join(format!("seed-{i:03}")),
+                &seed,
+            )
+            .unwrap();
+        }
+    }
+    // The seeds' address is the simulator's first allocation in a fresh session.
+    assert_eq!(d.0 % 256, 0);
 }

@@ -7,7 +7,7 @@
 //! # Isolation
 //! Every session has a device address space of its own:
 //! - on the **simulator** every context of a session is a fresh
-//!   [`SimBackend`](crate::driver::SimBackend) instance (its own `Simulator`, memory
+//!   [`SimBackend`] instance (its own `Simulator`, memory
 //!   and device thread), whose memory limit is the guest's quota; dropping it releases
 //!   everything. (A simulator instance has exactly one context, so a separate instance
 //!   *is* a separate context.)
@@ -130,6 +130,79 @@ pub enum BackendChoice {
     /// A shared backend (the native driver) on which every guest context is made with
     /// [`Backend::context_create`].
     Shared(Arc<dyn Backend>),
+}
+
+impl BackendChoice {
+    /// `sim` (the simulator with its default settings), `native` (the NVIDIA driver;
+    /// an error without one) or `auto` (native when a driver with a device loads,
+    /// else the simulator).
+    pub fn from_name(name: &str) -> Result<BackendChoice, ServiceError> {
+        let native = || -> Result<BackendChoice, ServiceError> {
+            let be =
+                crate::driver::NativeBackend::new().map_err(|source| ServiceError::Backend {
+                    guest: "-".into(),
+                    source,
+                })?;
+            Ok(BackendChoice::Shared(Arc::new(be)))
+        };
+        match name {
+            "sim" | "simulator" => Ok(BackendChoice::Simulator(SimConfig::default())),
+            "native" => native(),
+            "auto" => Ok(native().unwrap_or_else(|e| {
+                log::info!("no native CUDA backend ({e}); serving guests on the simulator");
+                BackendChoice::Simulator(SimConfig::default())
+            })),
+            other => Err(ServiceError::Config {
+                reason: format!("unknown backend {other:?} (sim, native or auto)"),
+            }),
+        }
+    }
+}
+
+/// Serves `service` on a Unix socket at `path` (a stale socket file there is replaced)
+/// until SIGINT or SIGTERM, then shuts down gracefully and removes the socket file.
+/// Builds its own tokio runtime: for a command line (`vmgpu cuda serve`).
+pub fn serve_unix_until_signal(
+    service: Service,
+    path: &std::path::Path,
+    guest_prefix: &str,
+) -> Result<(), ServiceError> {
+    let io = |what: String| move |source| ServiceError::Io { what, source };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime".into()))?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let r = rt.block_on(async {
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(io(format!("binding {}", path.display())))?;
+        log::info!("serving CUDA guests on {}", path.display());
+        let shutdown = ShutdownSignal::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            log::info!("shutting down: draining guest sessions");
+            trigger.trigger();
+        });
+        serve_unix(service, listener, guest_prefix, shutdown).await
+    });
+    let _ = std::fs::remove_file(path);
+    r
 }
 
 /// Errors of the service, naming the guest where there is one.

@@ -298,7 +298,7 @@ impl Session {
         } else {
             self.execute(id, request, lent, mem)
         };
-        if is_goodbye && done.is_ok() {
+        if is_goodbye {
             self.close();
             self.closed = true;
         }
@@ -317,14 +317,26 @@ impl Session {
             }
             Err(Outcome::Reply(r)) => (!no_reply).then_some(r),
             Err(Outcome::Fail(f)) => {
-                let cause = Cause { id, opcode };
-                if f.status.is_sticky() {
+                let own = Cause { id, opcode };
+                if f.status.is_sticky() && self.deferred.sticky().is_none() {
+                    // A fault of earlier pipelined work that this call found: the oldest
+                    // request not yet synchronised caused it.
+                    let cause = self
+                        .unsynced
+                        .iter()
+                        .map(|(_, c)| *c)
+                        .min_by_key(|c| c.id)
+                        .unwrap_or(own);
                     self.poison(DeferredError {
                         status: f.status,
                         cause,
                         detail: f.detail.clone(),
                     });
+                    if cause != own && !no_reply {
+                        return Some(Reply::deferred(id, opcode, f.status, cause, f.detail));
+                    }
                 }
+                let cause = own;
                 if no_reply {
                     self.deferred.record(
                         stream.unwrap_or(StreamId::DEFAULT),
@@ -689,7 +701,13 @@ impl Session {
                     }
                     args
                 } else {
-                    if let Some(layout) = &f.layout {
+                    let Some(layout) = &f.layout else {
+                        return Err(Outcome::Fail(Fail::new(
+                            Status::ERROR_NOT_SUPPORTED,
+                            "the kernel's parameter layout is unknown",
+                        )));
+                    };
+                    {
                         if layout.len() != params.slots.len()
                             || layout
                                 .iter()
@@ -719,8 +737,8 @@ impl Session {
                 // until the launch is done (an unload synchronises the context first);
                 // device addresses inside the kernel are the session's own context's: an
                 // address outside its allocations faults in its own context only (the
-                // device's address translation), and guest memory is registered without
-                // device mapping.
+                // device's address translation); the host memory it may reach is what
+                // this context registered: the guest's own RAM.
                 unsafe { be.launch(&f.function, &cfg, st, &args)? };
                 Ok(ReplyBody::Empty)
             }
@@ -1172,16 +1190,15 @@ impl Session {
             }
         }
         // Keep the mapping alive while asynchronous copies may read or write it.
-        if self.guest_mem.is_none() {
-            self.guest_mem = Some(mem.clone());
-        }
+        self.guest_mem = Some(mem.clone());
         self.register_guest_memory(mem);
         Ok(out)
     }
 
     /// Registers the guest's RAM with the driver once per context (`cuMemHostRegister`:
-    /// copies from it run at pinned speed, without staging). Not device-mapped, and not
-    /// portable: only this session's context knows it. A failure is not an error (the
+    /// copies from it run at pinned speed, without staging). Not portable: only this
+    /// session's context knows it (with unified addressing its kernels could reach
+    /// it, which is the guest's own RAM). A failure is not an error (the
     /// copies work from pageable memory too).
     fn register_guest_memory(&mut self, mem: &GuestMemoryMmap) {
         let Some(live) = self.live.as_mut() else {

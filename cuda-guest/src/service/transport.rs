@@ -4,16 +4,18 @@
 //! on a worker thread of its own, which decodes frames in place (inline copy data goes
 //! from the receive buffer to the device) and batches replies.
 //!
-//! Backpressure: the worker stops taking frames while `max_pipelined` replies are
-//! produced but not yet written to the socket; the reader stops reading while the
-//! worker's inbox (a few receive buffers) is full, so a guest that writes without
-//! reading is held by its own socket, never by another guest's.
+//! Backpressure: the worker writes replies with blocking writes and reads no further
+//! request while a write waits, so a guest that sends more than `max_pipelined`
+//! requests without reading replies is held by its own socket buffers (as the
+//! protocol allows), never another guest; the decoder holds at most one `max_frame`.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use super::{Service, ServiceError, Session};
 use crate::proto::{
@@ -21,10 +23,8 @@ use crate::proto::{
     CLIENT_HELLO_LEN,
 };
 
-/// Receive buffer per read.
+/// Receive buffer of a connection's worker.
 const READ_CHUNK: usize = 256 << 10;
-/// Receive buffers queued for a worker before the reader waits.
-const INBOX: usize = 4;
 /// Reply bytes gathered before they are handed to the writer.
 const FLUSH_BYTES: usize = 256 << 10;
 /// How long a shutdown waits for connections to finish.
@@ -189,66 +189,31 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
-/// Replies produced and not yet written, bounded by `max_pipelined`.
-#[derive(Debug, Default)]
-struct Pending {
-    n: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Pending {
-    fn add(&self, k: usize) {
-        *self.n.lock().unwrap_or_else(|e| e.into_inner()) += k;
-    }
-    fn sub(&self, k: usize) {
-        let mut n = self.n.lock().unwrap_or_else(|e| e.into_inner());
-        *n = n.saturating_sub(k);
-        self.cv.notify_all();
-    }
-    fn wait_below(&self, max: usize) {
-        let mut n = self.n.lock().unwrap_or_else(|e| e.into_inner());
-        while *n >= max {
-            match self.cv.wait_timeout(n, Duration::from_millis(100)) {
-                Ok((g, _)) => n = g,
-                Err(e) => n = e.into_inner().0,
-            }
-        }
-    }
-    fn get(&self) -> usize {
-        *self.n.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-enum Inbox {
-    Data(Vec<u8>),
-    Shutdown,
-}
-
-/// One guest connection: handshake, then a worker thread running the session while
-/// this task reads and a writer task writes.
-async fn connection<S>(
+/// One guest connection: the handshake on tokio, then the session on a worker thread
+/// of its own that reads and writes the socket directly (blocking), so a request costs
+/// one wake-up, not a chain of tasks. This task only waits for the worker or for the
+/// shutdown signal.
+async fn connection(
     service: Service,
-    stream: S,
+    mut stream: tokio::net::UnixStream,
     mut guest: String,
     hybrid: bool,
     shutdown: ShutdownSignal,
-) where
-    S: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let (mut rd, mut wr) = tokio::io::split(stream);
+) {
     let timeout = service.config().handshake_timeout;
-    let hello = match tokio::time::timeout(timeout, handshake(&mut rd, &mut wr, hybrid, &mut guest))
-        .await
-    {
-        Ok(Ok(Some(h))) => h,
-        Ok(Ok(None)) => return,
-        Ok(Err(e)) => {
-            log::info!("guest {guest}: gone during the handshake: {e}");
-            return;
-        }
-        Err(_) => {
-            log::warn!("guest {guest}: no hello within {timeout:?}; closed");
-            return;
+    let hello = {
+        let (mut rd, mut wr) = stream.split();
+        match tokio::time::timeout(timeout, handshake(&mut rd, &mut wr, hybrid, &mut guest)).await {
+            Ok(Ok(Some(h))) => h,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                log::info!("guest {guest}: gone during the handshake: {e}");
+                return;
+            }
+            Err(_) => {
+                log::warn!("guest {guest}: no hello within {timeout:?}; closed");
+                return;
+            }
         }
     };
     let id = match service.admit(&guest) {
@@ -257,170 +222,173 @@ async fn connection<S>(
             let mut refusal =
                 ServerHello::answer(&hello, service.session_limits(), Features::PIPELINING, 0);
             refusal.status = Status::ERROR_OUT_OF_MEMORY;
-            let _ = wr.write_all(&refusal.encode()).await;
+            let _ = stream.write_all(&refusal.encode()).await;
             return;
         }
     };
     let answer = ServerHello::answer(&hello, service.session_limits(), Features::PIPELINING, id);
-    if wr.write_all(&answer.encode()).await.is_err() || !answer.status.is_success() {
-        if !answer.status.is_success() {
-            log::warn!("guest {guest}: hello refused with {}", answer.status);
-        }
+    if stream.write_all(&answer.encode()).await.is_err() {
         return;
     }
+    if !answer.status.is_success() {
+        log::warn!("guest {guest}: hello refused with {}", answer.status);
+        return;
+    }
+    let sock = match stream.into_std().and_then(|s| {
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("guest {guest}: {e}");
+            return;
+        }
+    };
+    let control = match sock.try_clone() {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("guest {guest}: {e}");
+            return;
+        }
+    };
     let session = service.open_session(&guest, id, answer.limits, answer.features);
-    let max_pipelined = answer.limits.max_pipelined.max(1) as usize;
-    let (in_tx, in_rx) = mpsc::channel::<Inbox>(INBOX);
-    let (out_tx, mut out_rx) = mpsc::channel::<(Vec<u8>, usize)>(64);
+    let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, mut done_rx) = oneshot::channel::<()>();
-    let pending = Arc::new(Pending::default());
-    let worker_pending = pending.clone();
+    let worker_stop = stop.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("vmgpu-guest-{id}"))
         .spawn(move || {
-            worker(session, in_rx, out_tx, &worker_pending, max_pipelined);
+            worker(session, sock, &worker_stop);
             let _ = done_tx.send(());
         });
     if let Err(e) = spawned {
         log::warn!("guest {guest}: cannot start its worker thread: {e}");
         return;
     }
-    let writer_guest = guest.clone();
-    let writer = tokio::spawn(async move {
-        let mut broken = false;
-        while let Some((buf, n)) = out_rx.recv().await {
-            if !broken {
-                if let Err(e) = wr.write_all(&buf).await {
-                    log::info!("guest {writer_guest}: writing replies: {e}");
-                    broken = true;
-                }
-            }
-            pending.sub(n);
-        }
-        let _ = wr.shutdown().await;
-    });
     let mut rx = shutdown.subscribe();
-    let mut buf = vec![0u8; READ_CHUNK];
-    loop {
-        tokio::select! {
-            _ = triggered(&mut rx) => {
-                let _ = in_tx.send(Inbox::Shutdown).await;
-                break;
-            }
-            _ = &mut done_rx => break,
-            r = rd.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if in_tx.send(Inbox::Data(buf[..n].to_vec())).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
+    tokio::select! {
+        _ = &mut done_rx => return,
+        _ = triggered(&mut rx) => {}
     }
-    drop(in_tx);
-    let _ = writer.await;
+    // Shutdown: the worker finishes its request, sends the closing notice and ends.
+    stop.store(true, Ordering::SeqCst);
+    let _ = control.shutdown(std::net::Shutdown::Read);
+    if tokio::time::timeout(DRAIN, &mut done_rx).await.is_err() {
+        // A guest that does not read its replies: cut it off.
+        let _ = control.shutdown(std::net::Shutdown::Both);
+        let _ = done_rx.await;
+    }
 }
 
-/// The worker thread: decodes frames in place, runs them, batches the replies.
-fn worker(
-    mut session: Session,
-    mut inbox: mpsc::Receiver<Inbox>,
-    out: mpsc::Sender<(Vec<u8>, usize)>,
-    pending: &Pending,
-    max_pipelined: usize,
-) {
+/// The worker thread: reads frames straight into the decoder (large inline copies go
+/// from there to the device), runs them, writes replies in batches (before it reads
+/// again and before a request that may wait for the device).
+fn worker(mut session: Session, mut sock: std::os::unix::net::UnixStream, stop: &AtomicBool) {
     let mut dec = Decoder::<RequestFrame>::new(*session.limits());
-    let mut replies = Vec::with_capacity(FLUSH_BYTES);
-    let mut count = 0usize;
-    let flush = |replies: &mut Vec<u8>, count: &mut usize| {
-        if *count > 0 || !replies.is_empty() {
-            pending.add(*count);
-            let _ = out.blocking_send((std::mem::take(replies), std::mem::take(count)));
-        }
-    };
-    let push = |replies: &mut Vec<u8>, count: &mut usize, r: Reply| {
+    let mut replies: Vec<u8> = Vec::with_capacity(FLUSH_BYTES);
+    // Received bytes not yet taken by the decoder: buf[taken..got].
+    let mut buf = vec![0u8; READ_CHUNK];
+    let (mut taken, mut got) = (0usize, 0usize);
+    let max_pipelined = session.limits().max_pipelined.max(1) as usize;
+    let mut queued = 0usize;
+    let push = |replies: &mut Vec<u8>, r: Reply| {
         if r.encode(replies).is_err() {
             let _ = Reply::error(r.id, r.opcode, Status::ERROR_UNKNOWN, "reply too large")
                 .encode(replies);
         }
-        *count += 1;
     };
-    'outer: while let Some(msg) = inbox.blocking_recv() {
-        let chunk = match msg {
-            Inbox::Data(c) => c,
-            Inbox::Shutdown => {
-                push(
-                    &mut replies,
-                    &mut count,
-                    Reply::closing_notice(
-                        Status::ERROR_DEINITIALIZED,
-                        "the server is shutting down",
-                    ),
-                );
-                break;
-            }
-        };
-        let mut rest = &chunk[..];
+    let flush = |replies: &mut Vec<u8>, sock: &mut std::os::unix::net::UnixStream| -> bool {
+        if replies.is_empty() {
+            return true;
+        }
+        let ok = sock.write_all(replies).is_ok();
+        replies.clear();
+        if replies.capacity() > 4 * FLUSH_BYTES {
+            replies.shrink_to(FLUSH_BYTES);
+        }
+        ok
+    };
+    'outer: loop {
+        taken += dec.feed(&buf[taken..got]);
         loop {
-            let n = dec.feed(rest);
-            rest = &rest[n..];
-            loop {
-                match dec.next_lent() {
-                    Ok(Some(lent)) => {
-                        let replies_expected = !lent.frame.no_reply;
-                        if replies_expected && pending.get() + count >= max_pipelined {
-                            flush(&mut replies, &mut count);
-                            pending.wait_below(max_pipelined);
+            match dec.next_lent() {
+                Ok(Some(lent)) => {
+                    if lent.frame.request.sync_scope() != SyncScope::None
+                        && !flush(&mut replies, &mut sock)
+                    {
+                        break 'outer;
+                    }
+                    if let Some(r) = session.handle(lent.frame, lent.data, None) {
+                        if replies.is_empty() {
+                            queued = 0;
                         }
-                        if lent.frame.request.sync_scope() != SyncScope::None {
-                            // It may wait for the device: earlier replies go out first.
-                            flush(&mut replies, &mut count);
-                        }
-                        if let Some(r) = session.handle(lent.frame, lent.data, None) {
-                            push(&mut replies, &mut count, r);
-                        }
-                        if session.is_closed() {
-                            break 'outer;
-                        }
-                        if replies.len() >= FLUSH_BYTES {
-                            flush(&mut replies, &mut count);
+                        push(&mut replies, r);
+                        queued += 1;
+                    }
+                    if session.is_closed() {
+                        flush(&mut replies, &mut sock);
+                        break 'outer;
+                    }
+                    // At most `max_pipelined` replies wait in the server: beyond it the
+                    // (blocking) write holds this guest until it reads.
+                    if (replies.len() >= FLUSH_BYTES || queued >= max_pipelined)
+                        && !flush(&mut replies, &mut sock)
+                    {
+                        break 'outer;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => match e.answerable() {
+                    Some(r) => {
+                        if let Some(reply) = session.refused(r, &e.to_string()) {
+                            push(&mut replies, reply);
                         }
                     }
-                    Ok(None) => break,
-                    Err(e) => match e.answerable() {
-                        Some(r) => {
-                            if let Some(reply) = session.refused(r, &e.to_string()) {
-                                push(&mut replies, &mut count, reply);
-                            }
-                        }
-                        None => {
-                            log::warn!(
-                                "guest {} (session {}): protocol violation, closing: {e}",
-                                session.guest(),
-                                session.id()
-                            );
-                            push(
-                                &mut replies,
-                                &mut count,
-                                Reply::closing_notice(
-                                    Status::ERROR_INVALID_VALUE,
-                                    format!("protocol violation: {e}"),
-                                ),
-                            );
-                            break 'outer;
-                        }
-                    },
-                }
-            }
-            if rest.is_empty() {
-                break;
+                    None => {
+                        log::warn!(
+                            "guest {} (session {}): protocol violation, closing: {e}",
+                            session.guest(),
+                            session.id()
+                        );
+                        push(
+                            &mut replies,
+                            Reply::closing_notice(
+                                Status::ERROR_INVALID_VALUE,
+                                format!("protocol violation: {e}"),
+                            ),
+                        );
+                        flush(&mut replies, &mut sock);
+                        break 'outer;
+                    }
+                },
             }
         }
-        flush(&mut replies, &mut count);
+        if taken < got {
+            // The decoder had no room for all of it: frames were taken out, feed on.
+            continue;
+        }
+        if !flush(&mut replies, &mut sock) {
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        match std::io::Read::read(&mut sock, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => (taken, got) = (0, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
-    flush(&mut replies, &mut count);
+    if stop.load(Ordering::SeqCst) {
+        push(
+            &mut replies,
+            Reply::closing_notice(Status::ERROR_DEINITIALIZED, "the server is shutting down"),
+        );
+        flush(&mut replies, &mut sock);
+    }
     drop(session);
+    let _ = sock.shutdown(std::net::Shutdown::Both);
 }
 
 mod vsock {
