@@ -35,7 +35,9 @@ fn shim() -> accel_common::Fixture {
     accel_common::native()
 }
 
-accel_suite!(shim);
+// The shim runs the simulator in-process: a reset clears a sticky fault there, so the
+// faulting tests need no child process.
+accel_suite!(shim, accel_common::Faults::InProcess);
 
 #[test]
 fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
