@@ -58,14 +58,8 @@ fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
     );
     let mut checked = 0;
     for (name, versioned, address) in driver.api().addresses() {
-        // The loader expects `cuCtxCreate_v2` for "cuCtxCreate" at 12000, but the
-        // driver (and the shim) select `cuCtxCreate_v3` (introduced in 11.4) there:
-        // cudaTypedefs.h maps PFN_cuCtxCreate to PFN_cuCtxCreate_v11040.
-        let versioned = if name == "cuCtxCreate" {
-            "cuCtxCreate_v3"
-        } else {
-            versioned
-        };
+        // "cuCtxCreate" at 12000 is `cuCtxCreate_v3` (introduced in 11.4): the loader's
+        // prototype is that variant's, as the driver's version rules select it.
         let exported = driver
             .dlsym_address(versioned)
             .unwrap_or_else(|| panic!("{versioned} is not exported"));
@@ -116,4 +110,30 @@ fn the_per_thread_default_stream_variants_resolve_too() {
             "{name} with the per-thread flag is {symbol}"
         );
     }
+}
+
+/// A context of its own (`cuCtxCreate` as resolved for CUDA 12.0, i.e. `_v3` with no
+/// affinity parameters) works through the native backend: its memory is its own and it
+/// is gone after `context_destroy`.
+#[test]
+fn a_created_context_has_its_own_memory_and_is_destroyed() {
+    environment();
+    let native = NativeBackend::with_options(&LoadOptions {
+        path: Some(support::shim_path()),
+        ..LoadOptions::default()
+    })
+    .expect("the native backend loads the shim");
+    let dev = cuda_guest::driver::Device::new(0);
+    let ctx = native.context_create(dev).expect("cuCtxCreate_v3");
+    native.context_set_current(&ctx).unwrap();
+    let p = native.mem_alloc(16).unwrap();
+    // SAFETY: `p` is a live 16-byte allocation of the current context.
+    unsafe { native.memcpy_htod(p, &[7u8; 16]).unwrap() };
+    let mut back = [0u8; 16];
+    // SAFETY: as above.
+    unsafe { native.memcpy_dtoh(&mut back, p).unwrap() };
+    assert_eq!(back, [7u8; 16]);
+    native.mem_free(p).unwrap();
+    // SAFETY: nothing made in `ctx` is used after this.
+    unsafe { native.context_destroy(ctx).expect("cuCtxDestroy_v2") };
 }

@@ -101,7 +101,7 @@ entry_points! {
     memset_d8_async: cuMemsetD8Async = "cuMemsetD8Async", "cuMemsetD8Async";
     memset_d16: cuMemsetD16 = "cuMemsetD16", "cuMemsetD16_v2";
     memset_d16_async: cuMemsetD16Async = "cuMemsetD16Async", "cuMemsetD16Async";
-    ctx_create: cuCtxCreate = "cuCtxCreate", "cuCtxCreate_v2";
+    ctx_create: cuCtxCreate = "cuCtxCreate", "cuCtxCreate_v3";
     ctx_destroy: cuCtxDestroy = "cuCtxDestroy", "cuCtxDestroy_v2";
     memset_d32_async: cuMemsetD32Async = "cuMemsetD32Async", "cuMemsetD32Async";
     memcpy_htod: cuMemcpyHtoD = "cuMemcpyHtoD", "cuMemcpyHtoD_v2";

@@ -498,14 +498,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// driver frees it; the simulator keeps it), and no handle or device address made
     /// before the reset is used afterwards except to be dropped.
     unsafe fn primary_context_reset(&self, dev: Device) -> Result<()>;
-    /// Creates a context of its own on `dev` (`cuCtxCreate_v2`), separate from the
+    /// Creates a context of its own on `dev` (`cuCtxCreate_v3`), separate from the
     /// primary context: its own device address space, allocations, modules, streams and
     /// sticky error. It is current on the calling thread afterwards. The simulator has
     /// one context per instance and answers `CUDA_ERROR_NOT_SUPPORTED`: a separate
     /// [`SimBackend`] is its separate context.
     fn context_create(&self, dev: Device) -> Result<Context> {
         let _ = dev;
-        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuCtxCreate_v2").into())
+        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuCtxCreate_v3").into())
     }
     /// Destroys a context from [`Backend::context_create`] with everything made in it.
     ///

@@ -405,13 +405,14 @@ impl Backend for NativeBackend {
     }
 
     fn context_create(&self, dev: Device) -> Result<Context> {
-        let d = self.dev(dev, "cuCtxCreate_v2")?;
+        let d = self.dev(dev, "cuCtxCreate_v3")?;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: `ctx` is a valid, writable CUcontext slot; `d` came from cuDeviceGet;
-        // flags 0 (automatic scheduling). The entry point was resolved for CUDA 12.0, so
-        // it is cuCtxCreate_v2 with this prototype.
-        let r = unsafe { (self.api().ctx_create)(&mut ctx, 0, d) };
-        self.check_dev(r, || "cuCtxCreate_v2".into(), dev)?;
+        // no execution-affinity parameters (null, count 0), flags 0 (automatic
+        // scheduling). The entry point was resolved for CUDA 12.0, which makes it
+        // cuCtxCreate_v3, whose prototype `sys::cuCtxCreate` is.
+        let r = unsafe { (self.api().ctx_create)(&mut ctx, std::ptr::null_mut(), 0, 0, d) };
+        self.check_dev(r, || "cuCtxCreate_v3".into(), dev)?;
         let raw = ctx as usize as u64;
         self.created
             .lock()

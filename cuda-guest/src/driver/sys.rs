@@ -340,10 +340,16 @@ pub type cuMemsetD16 = unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count:
 /// `cuMemsetD16Async`.
 pub type cuMemsetD16Async =
     unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize, stream: CUstream) -> CUresult;
-/// `cuCtxCreate_v2` (the ABI `cuGetProcAddress` gives for CUDA 12.0; CUDA 13's
-/// `cuCtxCreate` is `_v4`, with a parameters argument).
-pub type cuCtxCreate =
-    unsafe extern "C" fn(ctx: *mut CUcontext, flags: c_uint, dev: CUdevice) -> CUresult;
+/// `cuCtxCreate_v3`. Resolved for CUDA 12.0, `cuGetProcAddress` answers `cuCtxCreate` with the variant of
+/// that version, `cuCtxCreate_v3` (CUDA 11.4's, with execution-affinity parameters), so
+/// this is `_v3`'s prototype; `params` may be null with `num_params` 0.
+pub type cuCtxCreate = unsafe extern "C" fn(
+    ctx: *mut CUcontext,
+    params: *mut c_void,
+    num_params: c_int,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CUresult;
 /// `cuCtxDestroy_v2`.
 pub type cuCtxDestroy = unsafe extern "C" fn(ctx: CUcontext) -> CUresult;
 /// `cuMemsetD8Async`.

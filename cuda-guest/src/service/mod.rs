@@ -12,7 +12,7 @@
 //!   everything. (A simulator instance has exactly one context, so a separate instance
 //!   *is* a separate context.)
 //! - on the **native** driver every session gets a context of its own made with
-//!   [`Backend::context_create`] (`cuCtxCreate_v2`), not the process's primary context
+//!   [`Backend::context_create`] (`cuCtxCreate_v3`), not the process's primary context
 //!   (which every session of the process would share); destroying it
 //!   (`cuCtxDestroy_v2`) releases everything made in it.
 //!
