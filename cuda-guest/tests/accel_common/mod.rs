@@ -111,8 +111,11 @@ pub fn faulting(name: &str, faults: Faults, setup: fn() -> Fixture, body: fn(&Fi
         "{name} failed in its child process ({})",
         out.status
     );
+    // With --nocapture the test's own output may stand between "test NAME ..." and
+    // its "ok": check the start of that line and the harness's closing count.
     assert!(
-        stdout.contains(&format!("test {name} ... ok")) && stdout.contains("1 passed"),
+        stdout.contains(&format!("test {name} ... "))
+            && stdout.contains("test result: ok. 1 passed; 0 failed"),
         "the child process did not run {name} (exactly once): {stdout}"
     );
 }
