@@ -368,12 +368,8 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
         let av = lanes(regs, a);
         let first = av[0].wrapping_add(off as u64);
-        let mut ok = true;
-        for (l, &x) in av.iter().enumerate() {
-            ok &= x == av[0].wrapping_add(4 * l as u64);
-        }
         let start = first.wrapping_sub(al.base);
-        if !ok || first & 3 != 0 || start >= al.size || al.size - start < 128 {
+        if !consecutive_words(av) || first & 3 != 0 || start >= al.size || al.size - start < 128 {
             return None;
         }
         al.words32(start)
@@ -485,7 +481,36 @@ impl<'a, 'b> Exec<'a, 'b> {
                 w.stack.pop();
                 continue;
             }
-            let pc = top.pc;
+            // Straight-line run of the top frame: `pc` stays local until an instruction
+            // that changes control flow, the frame's reconvergence point or the end.
+            let (fmask, rpc) = (top.mask, top.rpc);
+            let mut pc = top.pc;
+            while let Some(inst) = insts.get(pc as usize) {
+                if matches!(inst.op, Op::Bra { .. } | Op::Exit | Op::Bar { .. }) {
+                    break;
+                }
+                let mut mask = fmask;
+                if let Some((p, neg)) = inst.guard {
+                    let pm = w.preds[p as usize];
+                    mask &= if neg { !pm } else { pm };
+                }
+                self.count += 1;
+                if self.count.is_multiple_of(TICK) {
+                    self.tick(pc)?;
+                }
+                if mask != 0 {
+                    self.exec(&inst.op, w, mask, wid, pc, ls)?;
+                }
+                pc += 1;
+                if pc == rpc {
+                    break;
+                }
+            }
+            let top = w.stack.last_mut().expect("frame");
+            top.pc = pc;
+            if pc == rpc {
+                continue;
+            }
             let Some(inst) = insts.get(pc as usize) else {
                 // Reconvergence at the end: those lanes are finished.
                 let m = top.mask;
@@ -665,11 +690,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         )
                         .expect("register row");
                         let sh = &self.shared[..];
-                        let (mut consecutive, mut same) = (true, true);
+                        // Differences accumulated with or (branch-free, vectorises).
+                        let (mut step, mut diff) = (0u64, 0u64);
                         for (l, &o) in offs.iter().enumerate() {
-                            consecutive &= o == offs[0] + 4 * l as u64;
-                            same &= o == offs[0];
+                            step |= o ^ offs[0].wrapping_add(4 * l as u64);
+                            diff |= o ^ offs[0];
                         }
+                        let (consecutive, same) = (step == 0, diff == 0);
                         let w0 = (offs[0] >> 2) as usize;
                         if same {
                             row.fill(sh[w0] as u64 & dmask);
@@ -774,6 +801,24 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
                     let offs = &out;
+                    if *size == 4 && *n == 1 {
+                        // 32-bit words: one slice for a full warp's consecutive words.
+                        let row = lanes(&w.regs, s[0]);
+                        let sh = &mut self.shared[..];
+                        let w0 = (offs[0] >> 2) as usize;
+                        if mask == FULL && consecutive_words(offs) {
+                            if let Some(ws) = sh.get_mut(w0..w0 + 32) {
+                                for l in 0..32 {
+                                    ws[l] = row[l] as u32;
+                                }
+                                return Ok(());
+                            }
+                        }
+                        each_lane!(mask, l, {
+                            sh[(offs[l] >> 2) as usize] = row[l] as u32;
+                        });
+                        return Ok(());
+                    }
                     for k in 0..*n as usize {
                         let ko = k * *size as usize;
                         let row = s[k] as usize * 32;
@@ -1356,12 +1401,18 @@ impl<'a, 'b> Exec<'a, 'b> {
 /// The first offset when the 32 offsets are consecutive 32-bit words.
 #[inline(always)]
 fn coalesced(offs: &Lanes) -> Option<u64> {
-    let o0 = offs[0];
-    let mut ok = true;
-    for (l, &o) in offs.iter().enumerate() {
-        ok &= o == o0.wrapping_add(4 * l as u64);
+    consecutive_words(offs).then_some(offs[0])
+}
+
+/// Whether lane `l` holds `v[0] + 4 * l` for every lane (differences accumulated with
+/// or: branch-free, and it vectorises without 64-bit compares).
+#[inline(always)]
+fn consecutive_words(v: &Lanes) -> bool {
+    let mut diff = 0u64;
+    for (l, &x) in v.iter().enumerate() {
+        diff |= x ^ v[0].wrapping_add(4 * l as u64);
     }
-    ok.then_some(o0)
+    diff == 0
 }
 
 /// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
@@ -1374,10 +1425,12 @@ fn lanes_bad(offs: &Lanes, limit: u64, align_mask: u64, mask: u32) -> bool {
         }
         bad
     } else {
+        // Only the active lanes (often few of them under divergence).
         let mut bad = false;
-        for (l, &o) in offs.iter().enumerate() {
-            bad |= ((mask >> l) & 1 == 1) & ((o > limit) | (o & align_mask != 0));
-        }
+        each_lane!(mask, l, {
+            let o = offs[l];
+            bad |= (o > limit) | (o & align_mask != 0);
+        });
         bad
     }
 }

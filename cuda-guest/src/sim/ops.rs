@@ -250,11 +250,31 @@ pub(crate) fn mul_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u3
         T::from_u64(x).mulhi(T::from_u64(y)).to_u64()
     })
 }
+/// The exact product of two `T` (low 64 bits): in 64-bit arithmetic for types of at
+/// most 32 bits (which vectorises; the product fits), in 128-bit otherwise.
+#[inline(always)]
+fn wide_product<T: Int>(x: u64, y: u64) -> i128 {
+    if T::BITS == 32 && T::SIGNED {
+        // The unsigned 32x32 product (one vector multiply) corrected for the signs:
+        // a = ua - 2^32 [a < 0], so a*b = ua*ub - 2^32 ([a < 0] ub + [b < 0] ua) mod 2^64.
+        let (ua, ub) = (x & 0xffff_ffff, y & 0xffff_ffff);
+        let (sa, sb) = (
+            ((x as u32 as i32) >> 31) as i64 as u64,
+            ((y as u32 as i32) >> 31) as i64 as u64,
+        );
+        let corr = (sa & ub).wrapping_add(sb & ua);
+        (ua * ub).wrapping_sub(corr << 32) as i64 as i128
+    } else if T::BITS <= 32 {
+        (T::from_u64(x).to_i128() as i64).wrapping_mul(T::from_u64(y).to_i128() as i64) as i128
+    } else {
+        T::from_u64(x).to_i128() * T::from_u64(y).to_i128()
+    }
+}
+
 /// `mul.wide`: product of two T in twice the width (at most 64 bits).
 pub(crate) fn mul_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
-        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
-        (p as u64) & (u64::MAX >> (64 - 2 * T::BITS))
+        (wide_product::<T>(x, y) as u64) & (u64::MAX >> (64 - 2 * T::BITS))
     })
 }
 pub(crate) fn mad_lo<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
@@ -275,9 +295,8 @@ pub(crate) fn mad_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usi
 }
 pub(crate) fn mad_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
     map3(o, d, a, b, c, mk, |x, y, z| {
-        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
         let m = u64::MAX >> (64 - 2 * T::BITS);
-        ((p as u64).wrapping_add(z)) & m
+        ((wide_product::<T>(x, y) as u64).wrapping_add(z)) & m
     })
 }
 pub(crate) fn div<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
@@ -334,6 +353,21 @@ pub(crate) fn shl<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) 
 }
 pub(crate) fn shr<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| T::from_u64(x).shr(y as u32).to_u64())
+}
+/// `shl` by an immediate: `b` is a constant register (every lane holds the same
+/// amount), so the shift is uniform and the loop vectorises.
+pub(crate) fn shl_imm<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let n = o[b * 32] as u32;
+    if n >= T::BITS {
+        map1(o, d, a, mk, |_| 0)
+    } else {
+        map1(o, d, a, mk, |x| T::from_u64(x << n).to_u64())
+    }
+}
+/// `shr` by an immediate (see [`shl_imm`]).
+pub(crate) fn shr_imm<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let n = o[b * 32] as u32;
+    map1(o, d, a, mk, |x| T::from_u64(x).shr(n).to_u64())
 }
 pub(crate) fn popc<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| T::from_u64(x).to_u64().count_ones() as u64)
