@@ -678,6 +678,24 @@ impl<'a, 'b> Exec<'a, 'b> {
                 off,
                 dmask,
             } => {
+                // The commonest case first (before any lane array is set up).
+                if matches!(sp, Sp::Global | Sp::Generic)
+                    && *size == 4
+                    && *n == 1
+                    && mask == FULL
+                    && !*sx
+                {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
+                        for l in 0..32 {
+                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                        }
+                        return Ok(());
+                    }
+                }
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
@@ -726,23 +744,6 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     return Ok(());
-                }
-                if matches!(sp, Sp::Global | Sp::Generic)
-                    && *size == 4
-                    && *n == 1
-                    && mask == FULL
-                    && !*sx
-                {
-                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
-                        let row = <&mut Lanes>::try_from(
-                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
-                        )
-                        .expect("register row");
-                        for l in 0..32 {
-                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
-                        }
-                        return Ok(());
-                    }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
@@ -797,6 +798,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                 a,
                 off,
             } => {
+                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
+                        let row = lanes(&w.regs, s[0]);
+                        for l in 0..32 {
+                            ws[l].store(row[l] as u32, Relaxed);
+                        }
+                        return Ok(());
+                    }
+                }
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
@@ -832,15 +842,6 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     return Ok(());
-                }
-                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
-                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
-                        let row = lanes(&w.regs, s[0]);
-                        for l in 0..32 {
-                            ws[l].store(row[l] as u32, Relaxed);
-                        }
-                        return Ok(());
-                    }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
@@ -1323,9 +1324,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask: live,
             });
             w.local.iter_mut().for_each(|b| *b = 0);
+            // `%ctaid` rows: uniform and read-only to the kernel, so lane 0 tells whether
+            // a row already holds this block's value (in a 1D grid y and z never change).
             let r = &mut w.regs;
             for k in 6..9 {
-                r[k * 32..k * 32 + 32].fill(self.block[k - 6] as u64);
+                let v = self.block[k - 6] as u64;
+                if r[k * 32] != v {
+                    r[k * 32..k * 32 + 32].fill(v);
+                }
             }
         }
         loop {
@@ -1660,25 +1666,33 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             }
         }
     }
-    loop {
+    // Blocks are taken a run at a time (one shared atomic per run, not per block); a
+    // single worker takes them in order.
+    let run = (total / (l.workers as u64 * 16)).clamp(1, 32);
+    'outer: loop {
         if l.abort.load(Relaxed) {
             break;
         }
-        let b = next.fetch_add(1, Relaxed);
-        if b >= total {
+        let first = next.fetch_add(run, Relaxed);
+        if first >= total {
             break;
         }
-        ex.block_linear = b;
-        if let Err(e) = ex.run_block(&mut warps) {
-            if !matches!(e, SimError::Sticky(_)) {
-                let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
-                // Keep the fault of the lowest block for a stable report.
-                if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
-                    *g = Some((b, e));
-                }
+        for b in first..(first + run).min(total) {
+            if b > first && l.abort.load(Relaxed) {
+                break 'outer;
             }
-            l.abort.store(true, Relaxed);
-            break;
+            ex.block_linear = b;
+            if let Err(e) = ex.run_block(&mut warps) {
+                if !matches!(e, SimError::Sticky(_)) {
+                    let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
+                    // Keep the fault of the lowest block for a stable report.
+                    if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
+                        *g = Some((b, e));
+                    }
+                }
+                l.abort.store(true, Relaxed);
+                break 'outer;
+            }
         }
     }
     l.executed.fetch_add(ex.count % TICK, Relaxed);
