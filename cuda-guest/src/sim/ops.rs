@@ -176,6 +176,23 @@ fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u6
             }
             return;
         }
+        // The destination is also a source (`add %r, %r, %s`): each lane reads its own
+        // lane before writing it, so the row is updated in place.
+        if d == a && d != b {
+            if let Some((rd, [rb])) = split(r, d, [b]) {
+                for l in 0..32 {
+                    rd[l] = f(rd[l], rb[l]);
+                }
+                return;
+            }
+        } else if d == b && d != a {
+            if let Some((rd, [ra])) = split(r, d, [a]) {
+                for l in 0..32 {
+                    rd[l] = f(ra[l], rd[l]);
+                }
+                return;
+            }
+        }
     }
     let mut out = [0u64; 32];
     let (ra, rb) = (row(r, a), row(r, b));
@@ -192,6 +209,14 @@ fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
                 rd[l] = f(ra[l]);
             }
             return;
+        }
+        if d == a {
+            if let Some((rd, [])) = split(r, d, []) {
+                for l in 0..32 {
+                    rd[l] = f(rd[l]);
+                }
+                return;
+            }
         }
     }
     let mut out = [0u64; 32];
@@ -218,6 +243,15 @@ fn map3(
                 rd[l] = f(ra[l], rb[l], rc[l]);
             }
             return;
+        }
+        // An accumulator (`mad %r, %a, %b, %r`) updated in place, lane by lane.
+        if d == c && d != a && d != b {
+            if let Some((rd, [ra, rb])) = split(r, d, [a, b]) {
+                for l in 0..32 {
+                    rd[l] = f(ra[l], rb[l], rd[l]);
+                }
+                return;
+            }
         }
     }
     let mut out = [0u64; 32];
