@@ -31,6 +31,18 @@ fn main() {
         s.malloc(bytes).unwrap(),
         s.malloc(bytes).unwrap(),
     );
+    // Realistic operands (zeros would take every fast path): values in [-0.5, 0.5).
+    let mut x = 0x9e37_79b9u32;
+    let host: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            ((x >> 8) as f32 / (1u32 << 24) as f32 - 0.5).to_le_bytes()
+        })
+        .collect();
+    s.memcpy_htod(a, &host).unwrap();
+    s.memcpy_htod(b, &host).unwrap();
     if kernel == "memory" {
         memory_ops(&mut s, a, b, bytes, reps);
         return;

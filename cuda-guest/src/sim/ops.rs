@@ -756,13 +756,18 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
         }
     })
 }
-/// Whether an f64 sum needs the exact f32 fma path: an f32 midpoint, the f32
-/// subnormal range, or not finite.
+/// Whether the f64 sum `s = rn(p + z)` of an exact product `p` and `z` needs the exact
+/// f32 fma path: an f32 midpoint reached by rounding (a midpoint the sum reached
+/// exactly rounds correctly to f32 by itself; such sums are common when the product
+/// has few bits, as in saxpy), the f32 subnormal range, or not finite.
 #[inline(always)]
-fn fma_odd(s: f64) -> bool {
-    let bits = s.to_bits();
+fn fma_needs_exact(p: f64, z: f64, s: f64) -> bool {
+    // The sum's rounding error (TwoSum), exact in f64.
+    let bb = s - p;
+    let e = (p - (s - bb)) + (z - bb);
+    let bits = s.to_bits() as u32;
     let abs = s.abs();
-    (bits & 0x1FFF_FFFF == 0x1000_0000)
+    ((bits & 0x1FFF_FFFF == 0x1000_0000) & (e != 0.0))
         | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
         | !s.is_finite()
 }
@@ -793,8 +798,9 @@ pub(crate) fn ffma32<const FTZ: bool>(
         let x = ftz(f32::from_bits(ra[l] as u32));
         let y = ftz(f32::from_bits(rb[l] as u32));
         let z = ftz(f32::from_bits(rc[l] as u32));
-        let s = x as f64 * y as f64 + z as f64;
-        any_odd |= fma_odd(s);
+        let (p, zz) = (x as f64 * y as f64, z as f64);
+        let s = p + zz;
+        any_odd |= fma_needs_exact(p, zz, s);
         out[l] = (s as f32).to_bits() as u64;
     }
     if any_odd {
@@ -802,7 +808,8 @@ pub(crate) fn ffma32<const FTZ: bool>(
             let x = ftz(f32::from_bits(ra[l] as u32));
             let y = ftz(f32::from_bits(rb[l] as u32));
             let z = ftz(f32::from_bits(rc[l] as u32));
-            special |= (fma_odd(x as f64 * y as f64 + z as f64) as u32) << l;
+            let (p, zz) = (x as f64 * y as f64, z as f64);
+            special |= (fma_needs_exact(p, zz, p + zz) as u32) << l;
         }
     }
     let mut sp = special;
