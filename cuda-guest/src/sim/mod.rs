@@ -30,6 +30,21 @@
 //!   subnormals; directed roundings (`.rz/.rm/.rp`) are exact for f32 add/sub/mul/fma,
 //!   f64 add/sub/mul, and every `cvt`; `approx` instructions are computed in f64 and
 //!   rounded once (within the PTX ISA bounds, see `tests/sim_props.rs`).
+//! - Device memory: [`Simulator::bytes_in_use`] counts `malloc`s and module variables
+//!   against [`SimConfig::memory_limit`]; an allocation the host cannot provide is a
+//!   [`SimError::OutOfMemory`], not an abort. Host and device-to-device copies and
+//!   memsets move whole words (a device-to-device copy between overlapping ranges of one
+//!   allocation behaves as `memmove`).
+//!
+//! # Execution speed
+//!
+//! Lane functions are chosen per instruction at decode time and run over all 32 lanes
+//! (branch-free loops that vectorise); a full warp reading or writing 32 consecutive
+//! words of global memory is checked against its allocation once and copied as a
+//! slice; shared accesses recognise consecutive and broadcast patterns; shifts by
+//! immediates are uniform; straight-line code runs without touching the SIMT stack.
+//! `cargo bench -p cuda-guest --bench sim` compares with plain Rust loops;
+//! `--bench sim_profile` drives one kernel for `perf`/`callgrind`.
 //!
 //! # Instruction coverage
 //!
