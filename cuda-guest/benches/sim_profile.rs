@@ -1,8 +1,9 @@
 //! A profiling driver: one benchmark kernel launched repeatedly on one thread, for
 //! `perf record`. `cargo bench -p cuda-guest --bench sim_profile -- KERNEL [N] [REPEATS] [THREADS]`
-//! with KERNEL one of vector_add, saxpy, reduce_sum, matmul.
+//! with KERNEL one of vector_add, saxpy, reduce_sum, matmul; or `memory [N] [REPEATS]`
+//! for device memory operations on N-word buffers (dtod copies, memsets, host copies).
 
-use cuda_guest::sim::{bench::BENCH_PTX, KernelArg, LaunchConfig, SimConfig, Simulator};
+use cuda_guest::sim::{bench::BENCH_PTX, DevicePtr, KernelArg, LaunchConfig, SimConfig, Simulator};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -30,6 +31,22 @@ fn main() {
         s.malloc(bytes).unwrap(),
         s.malloc(bytes).unwrap(),
     );
+    // Realistic operands (zeros would take every fast path): values in [-0.5, 0.5).
+    let mut x = 0x9e37_79b9u32;
+    let host: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            ((x >> 8) as f32 / (1u32 << 24) as f32 - 0.5).to_le_bytes()
+        })
+        .collect();
+    s.memcpy_htod(a, &host).unwrap();
+    s.memcpy_htod(b, &host).unwrap();
+    if kernel == "memory" {
+        memory_ops(&mut s, a, b, bytes, reps);
+        return;
+    }
     let (cfg, kargs) = match kernel.as_str() {
         "matmul" => {
             let d = (n as f64).sqrt() as u32;
@@ -97,4 +114,31 @@ fn main() {
         best * 1e3,
         best * 1e9 / wi as f64
     );
+}
+
+/// Times device memory operations on two `bytes`-long buffers (best of `reps`).
+fn memory_ops(s: &mut Simulator, a: DevicePtr, b: DevicePtr, bytes: u64, reps: u32) {
+    let mut host = vec![0u8; bytes as usize];
+    let time = |name: &str, f: &mut dyn FnMut()| {
+        let mut best = f64::MAX;
+        for _ in 0..reps.max(1) {
+            let t = std::time::Instant::now();
+            f();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{name:<16} {bytes} bytes: {:.2} ms, {:.2} GB/s",
+            best * 1e3,
+            bytes as f64 / best / 1e9
+        );
+    };
+    time("htod", &mut || s.memcpy_htod(a, &host).unwrap());
+    time("dtoh", &mut || s.memcpy_dtoh(&mut host, a).unwrap());
+    time("dtod", &mut || s.memcpy_dtod(b, a, bytes).unwrap());
+    time("dtod unaligned", &mut || {
+        s.memcpy_dtod(b.offset(1), a.offset(2), bytes - 2).unwrap()
+    });
+    time("memset_d8", &mut || s.memset_d8(a, 7, bytes).unwrap());
+    time("memset_d32", &mut || s.memset_d32(a, 7, bytes / 4).unwrap());
+    std::hint::black_box(&host);
 }

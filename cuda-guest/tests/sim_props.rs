@@ -204,6 +204,15 @@ proptest! {
             ("shl.b32 %y, %x1, %s2;", |a, b, _| { let n = b as u32; if n >= 32 { 0 } else { ((a as u32) << n) as u64 } }),
             ("shr.u32 %y, %x1, %s2;", |a, b, _| { let n = b as u32; if n >= 32 { 0 } else { ((a as u32) >> n) as u64 } }),
             ("shr.s32 %y, %x1, %s2;", |a, b, _| ((a as i32) >> (b as u32).min(31)) as u32 as u64),
+            // Immediate amounts take a uniform-shift path.
+            ("shl.b32 %y, %x1, 0;", |a, _, _| a & 0xffff_ffff),
+            ("shl.b32 %y, %x1, 7;", |a, _, _| ((a as u32) << 7) as u64),
+            ("shl.b32 %y, %x1, 32;", |_, _, _| 0),
+            ("shr.u32 %y, %x1, 31;", |a, _, _| ((a as u32) >> 31) as u64),
+            ("shr.u32 %y, %x1, 45;", |_, _, _| 0),
+            ("shr.s32 %y, %x1, 3;", |a, _, _| ((a as i32) >> 3) as u32 as u64),
+            ("shr.s32 %y, %x1, 40;", |a, _, _| ((a as i32) >> 31) as u32 as u64),
+            ("mul.wide.s32 %rd10, %x1, -3; cvt.u32.u64 %y, %rd10;", |a, _, _| ((a as i32 as i64) * -3) as u32 as u64),
             ("popc.b32 %y, %x1;", |a, _, _| (a as u32).count_ones() as u64),
             ("clz.b32 %y, %x1;", |a, _, _| (a as u32).leading_zeros() as u64),
             ("brev.b32 %y, %x1;", |a, _, _| (a as u32).reverse_bits() as u64),
@@ -279,6 +288,12 @@ proptest! {
         let cases64: Vec<(&str, F)> = vec![
             ("shl.b64 %y, %x1, %s2;", |a, b, _| { let n = b as u32; if n >= 64 { 0 } else { a << n } }),
             ("shr.s64 %y, %x1, %s2;", |a, b, _| ((a as i64) >> (b as u32).min(63)) as u64),
+            ("shl.b64 %y, %x1, 63;", |a, _, _| a << 63),
+            ("shl.b64 %y, %x1, 64;", |_, _, _| 0),
+            ("shr.u64 %y, %x1, 33;", |a, _, _| a >> 33),
+            ("shr.s64 %y, %x1, 64;", |a, _, _| ((a as i64) >> 63) as u64),
+            ("cvt.u32.u64 %r2, %x1; cvt.u32.u64 %r3, %x2; mul.wide.s32 %y, %r2, %r3;", |a, b, _| (a as i32 as i64).wrapping_mul(b as i32 as i64) as u64),
+            ("cvt.u32.u64 %r2, %x1; cvt.u32.u64 %r3, %x2; mul.wide.u32 %y, %r2, %r3;", |a, b, _| (a as u32 as u64) * (b as u32 as u64)),
             ("popc.b64 %r4, %x1; cvt.u64.u32 %y, %r4;", |a, _, _| a.count_ones() as u64),
             ("clz.b64 %r4, %x1; cvt.u64.u32 %y, %r4;", |a, _, _| a.leading_zeros() as u64),
             ("brev.b64 %y, %x1;", |a, _, _| a.reverse_bits()),
@@ -430,6 +445,28 @@ proptest! {
             let got = run(&kernel("f32", "f32", body), &a, &b, &c);
             for i in 0..N {
                 prop_assert_eq!(got[i], r(a[i], b[i], c[i]), "{} with {:e} {:e} {:e}", body, f(a[i]), f(b[i]), f(c[i]));
+            }
+        }
+    }
+
+    /// fma operands whose f64 sum often lands exactly on an f32 midpoint (a product
+    /// with few bits plus an addend of a nearby exponent, as in saxpy) or rounds onto one:
+    /// both must round like a single correctly rounded fma.
+    #[test]
+    fn f32_fma_midpoints_round_once(
+        x in prop::collection::vec((1u32..0x00ff_ffff, 120u32..134, any::<bool>()), N),
+        y in prop::collection::vec(prop_oneof![Just(1.5f32), Just(2.0), Just(0.75), Just(-3.0), (1u32..0x00ff_ffff).prop_map(|m| f32::from_bits(0x3f00_0000 | m >> 1))], N),
+        z in prop::collection::vec((1u32..0x00ff_ffff, 120u32..134, any::<bool>()), N),
+    ) {
+        let mk = |(m, e, neg): (u32, u32, bool)| (((neg as u32) << 31) | (e << 23) | (m & 0x7f_ffff)) as u64;
+        let a: Vec<u64> = x.into_iter().map(mk).collect();
+        let b: Vec<u64> = y.into_iter().map(|v| v.to_bits() as u64).collect();
+        let c: Vec<u64> = z.into_iter().map(mk).collect();
+        for body in ["fma.rn.f32 %y, %x1, %x2, %x3;", "fma.rn.ftz.f32 %y, %x1, %x2, %x3;", "mad.rn.f32 %y, %x1, %x2, %x3;"] {
+            let got = run(&kernel("f32", "f32", body), &a, &b, &c);
+            for i in 0..N {
+                let want = canon32(f(a[i]).mul_add(f(b[i]), f(c[i])));
+                prop_assert_eq!(got[i], want, "{} with {:#x} {:#x} {:#x}", body, a[i], b[i], c[i]);
             }
         }
     }
@@ -688,4 +725,41 @@ fn approximate_math_within_ptx_isa_bounds() {
         let w = (x as f64).tanh();
         w == 0.0 || ((g as f64 - w) / w).abs() <= 2f64.powi(-11)
     });
+}
+
+/// fma sums whose f64 rounding lands exactly on an f32 midpoint while the exact value
+/// does not: rounding the f64 sum again would go the wrong way (ties to even), so these
+/// lanes must take the exact path. `x*y = 2^-24 (1 - 2^-36)` added to `1 + 2^-23`.
+#[test]
+fn f32_fma_double_rounding_cases() {
+    let x = (1.0f32 + 2f32.powi(-18)) * 2f32.powi(-24);
+    let y = 1.0f32 - 2f32.powi(-18);
+    let z = 1.0f32 + 2f32.powi(-23);
+    let mut a = vec![];
+    let mut b = vec![];
+    let mut c = vec![];
+    for i in 0..N {
+        // Both signs, and ordinary lanes in between.
+        let (sx, sz) = match i % 4 {
+            0 => (1.0, 1.0),
+            1 => (-1.0, -1.0),
+            2 => (1.0, -1.0),
+            _ => (0.5, 3.0),
+        };
+        a.push((sx * x).to_bits() as u64);
+        b.push(y.to_bits() as u64);
+        c.push((sz * z).to_bits() as u64);
+    }
+    let want_exact = f(a[0]).mul_add(f(b[0]), f(c[0]));
+    assert_eq!(want_exact, z, "the reference fma rounds down to z");
+    for body in [
+        "fma.rn.f32 %y, %x1, %x2, %x3;",
+        "fma.rn.ftz.f32 %y, %x1, %x2, %x3;",
+    ] {
+        let got = run(&kernel("f32", "f32", body), &a, &b, &c);
+        for i in 0..N {
+            let want = canon32(f(a[i]).mul_add(f(b[i]), f(c[i])));
+            assert_eq!(got[i], want, "{body} lane {i}");
+        }
+    }
 }

@@ -958,6 +958,9 @@ impl<'a> Dec<'a> {
                         "and" => int_fn!(t, and, line),
                         "or" => int_fn!(t, or, line),
                         "xor" => int_fn!(t, xor, line),
+                        // An immediate amount is a constant register: a uniform shift.
+                        "shl" if matches!(ops[2], Operand::Int(_)) => int_fn!(t, shl_imm, line),
+                        "shr" if matches!(ops[2], Operand::Int(_)) => int_fn!(t, shr_imm, line),
                         "shl" => int_fn!(t, shl, line),
                         _ => int_fn!(t, shr, line),
                     }

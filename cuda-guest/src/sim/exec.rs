@@ -368,12 +368,8 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
         let av = lanes(regs, a);
         let first = av[0].wrapping_add(off as u64);
-        let mut ok = true;
-        for (l, &x) in av.iter().enumerate() {
-            ok &= x == av[0].wrapping_add(4 * l as u64);
-        }
         let start = first.wrapping_sub(al.base);
-        if !ok || first & 3 != 0 || start >= al.size || al.size - start < 128 {
+        if !consecutive_words(av) || first & 3 != 0 || start >= al.size || al.size - start < 128 {
             return None;
         }
         al.words32(start)
@@ -485,7 +481,36 @@ impl<'a, 'b> Exec<'a, 'b> {
                 w.stack.pop();
                 continue;
             }
-            let pc = top.pc;
+            // Straight-line run of the top frame: `pc` stays local until an instruction
+            // that changes control flow, the frame's reconvergence point or the end.
+            let (fmask, rpc) = (top.mask, top.rpc);
+            let mut pc = top.pc;
+            while let Some(inst) = insts.get(pc as usize) {
+                if matches!(inst.op, Op::Bra { .. } | Op::Exit | Op::Bar { .. }) {
+                    break;
+                }
+                let mut mask = fmask;
+                if let Some((p, neg)) = inst.guard {
+                    let pm = w.preds[p as usize];
+                    mask &= if neg { !pm } else { pm };
+                }
+                self.count += 1;
+                if self.count.is_multiple_of(TICK) {
+                    self.tick(pc)?;
+                }
+                if mask != 0 {
+                    self.exec(&inst.op, w, mask, wid, pc, ls)?;
+                }
+                pc += 1;
+                if pc == rpc {
+                    break;
+                }
+            }
+            let top = w.stack.last_mut().expect("frame");
+            top.pc = pc;
+            if pc == rpc {
+                continue;
+            }
             let Some(inst) = insts.get(pc as usize) else {
                 // Reconvergence at the end: those lanes are finished.
                 let m = top.mask;
@@ -653,6 +678,24 @@ impl<'a, 'b> Exec<'a, 'b> {
                 off,
                 dmask,
             } => {
+                // The commonest case first (before any lane array is set up).
+                if matches!(sp, Sp::Global | Sp::Generic)
+                    && *size == 4
+                    && *n == 1
+                    && mask == FULL
+                    && !*sx
+                {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
+                        let row = <&mut Lanes>::try_from(
+                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
+                        )
+                        .expect("register row");
+                        for l in 0..32 {
+                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                        }
+                        return Ok(());
+                    }
+                }
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
@@ -665,11 +708,13 @@ impl<'a, 'b> Exec<'a, 'b> {
                         )
                         .expect("register row");
                         let sh = &self.shared[..];
-                        let (mut consecutive, mut same) = (true, true);
+                        // Differences accumulated with or (branch-free, vectorises).
+                        let (mut step, mut diff) = (0u64, 0u64);
                         for (l, &o) in offs.iter().enumerate() {
-                            consecutive &= o == offs[0] + 4 * l as u64;
-                            same &= o == offs[0];
+                            step |= o ^ offs[0].wrapping_add(4 * l as u64);
+                            diff |= o ^ offs[0];
                         }
+                        let (consecutive, same) = (step == 0, diff == 0);
                         let w0 = (offs[0] >> 2) as usize;
                         if same {
                             row.fill(sh[w0] as u64 & dmask);
@@ -699,23 +744,6 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     return Ok(());
-                }
-                if matches!(sp, Sp::Global | Sp::Generic)
-                    && *size == 4
-                    && *n == 1
-                    && mask == FULL
-                    && !*sx
-                {
-                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, false, pc) {
-                        let row = <&mut Lanes>::try_from(
-                            &mut w.regs[d[0] as usize * 32..d[0] as usize * 32 + 32],
-                        )
-                        .expect("register row");
-                        for l in 0..32 {
-                            row[l] = ws[l].load(Relaxed) as u64 & dmask;
-                        }
-                        return Ok(());
-                    }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
@@ -770,10 +798,37 @@ impl<'a, 'b> Exec<'a, 'b> {
                 a,
                 off,
             } => {
+                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
+                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
+                        let row = lanes(&w.regs, s[0]);
+                        for l in 0..32 {
+                            ws[l].store(row[l] as u32, Relaxed);
+                        }
+                        return Ok(());
+                    }
+                }
                 let mut out: Lanes = [0; 32];
                 let total = *size as u64 * *n as u64;
                 if *sp == Sp::Shared && self.fast_shared(&w.regs, *a, *off, total, mask, &mut out) {
                     let offs = &out;
+                    if *size == 4 && *n == 1 {
+                        // 32-bit words: one slice for a full warp's consecutive words.
+                        let row = lanes(&w.regs, s[0]);
+                        let sh = &mut self.shared[..];
+                        let w0 = (offs[0] >> 2) as usize;
+                        if mask == FULL && consecutive_words(offs) {
+                            if let Some(ws) = sh.get_mut(w0..w0 + 32) {
+                                for l in 0..32 {
+                                    ws[l] = row[l] as u32;
+                                }
+                                return Ok(());
+                            }
+                        }
+                        each_lane!(mask, l, {
+                            sh[(offs[l] >> 2) as usize] = row[l] as u32;
+                        });
+                        return Ok(());
+                    }
                     for k in 0..*n as usize {
                         let ko = k * *size as usize;
                         let row = s[k] as usize * 32;
@@ -787,15 +842,6 @@ impl<'a, 'b> Exec<'a, 'b> {
                         });
                     }
                     return Ok(());
-                }
-                if matches!(sp, Sp::Global | Sp::Generic) && *size == 4 && *n == 1 && mask == FULL {
-                    if let Some(ws) = self.coalesced32(&w.regs, *a, *off, true, pc) {
-                        let row = lanes(&w.regs, s[0]);
-                        for l in 0..32 {
-                            ws[l].store(row[l] as u32, Relaxed);
-                        }
-                        return Ok(());
-                    }
                 }
                 if matches!(sp, Sp::Global | Sp::Generic) {
                     if let Some(al) =
@@ -1278,9 +1324,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                 mask: live,
             });
             w.local.iter_mut().for_each(|b| *b = 0);
+            // `%ctaid` rows: uniform and read-only to the kernel, so lane 0 tells whether
+            // a row already holds this block's value (in a 1D grid y and z never change).
             let r = &mut w.regs;
             for k in 6..9 {
-                r[k * 32..k * 32 + 32].fill(self.block[k - 6] as u64);
+                let v = self.block[k - 6] as u64;
+                if r[k * 32] != v {
+                    r[k * 32..k * 32 + 32].fill(v);
+                }
             }
         }
         loop {
@@ -1356,12 +1407,18 @@ impl<'a, 'b> Exec<'a, 'b> {
 /// The first offset when the 32 offsets are consecutive 32-bit words.
 #[inline(always)]
 fn coalesced(offs: &Lanes) -> Option<u64> {
-    let o0 = offs[0];
-    let mut ok = true;
-    for (l, &o) in offs.iter().enumerate() {
-        ok &= o == o0.wrapping_add(4 * l as u64);
+    consecutive_words(offs).then_some(offs[0])
+}
+
+/// Whether lane `l` holds `v[0] + 4 * l` for every lane (differences accumulated with
+/// or: branch-free, and it vectorises without 64-bit compares).
+#[inline(always)]
+fn consecutive_words(v: &Lanes) -> bool {
+    let mut diff = 0u64;
+    for (l, &x) in v.iter().enumerate() {
+        diff |= x ^ v[0].wrapping_add(4 * l as u64);
     }
-    ok.then_some(o0)
+    diff == 0
 }
 
 /// Whether an active lane's offset is past `limit` or not aligned (`align_mask`).
@@ -1374,10 +1431,12 @@ fn lanes_bad(offs: &Lanes, limit: u64, align_mask: u64, mask: u32) -> bool {
         }
         bad
     } else {
+        // Only the active lanes (often few of them under divergence).
         let mut bad = false;
-        for (l, &o) in offs.iter().enumerate() {
-            bad |= ((mask >> l) & 1 == 1) & ((o > limit) | (o & align_mask != 0));
-        }
+        each_lane!(mask, l, {
+            let o = offs[l];
+            bad |= (o > limit) | (o & align_mask != 0);
+        });
         bad
     }
 }
@@ -1607,25 +1666,33 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             }
         }
     }
-    loop {
+    // Blocks are taken a run at a time (one shared atomic per run, not per block); a
+    // single worker takes them in order.
+    let run = (total / (l.workers as u64 * 16)).clamp(1, 32);
+    'outer: loop {
         if l.abort.load(Relaxed) {
             break;
         }
-        let b = next.fetch_add(1, Relaxed);
-        if b >= total {
+        let first = next.fetch_add(run, Relaxed);
+        if first >= total {
             break;
         }
-        ex.block_linear = b;
-        if let Err(e) = ex.run_block(&mut warps) {
-            if !matches!(e, SimError::Sticky(_)) {
-                let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
-                // Keep the fault of the lowest block for a stable report.
-                if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
-                    *g = Some((b, e));
-                }
+        for b in first..(first + run).min(total) {
+            if b > first && l.abort.load(Relaxed) {
+                break 'outer;
             }
-            l.abort.store(true, Relaxed);
-            break;
+            ex.block_linear = b;
+            if let Err(e) = ex.run_block(&mut warps) {
+                if !matches!(e, SimError::Sticky(_)) {
+                    let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
+                    // Keep the fault of the lowest block for a stable report.
+                    if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
+                        *g = Some((b, e));
+                    }
+                }
+                l.abort.store(true, Relaxed);
+                break 'outer;
+            }
         }
     }
     l.executed.fetch_add(ex.count % TICK, Relaxed);

@@ -25,20 +25,21 @@ pub(crate) struct Alloc {
 }
 
 impl Alloc {
-    fn new(id: u64, base: u64, size: u64, name: Option<String>, read_only: bool) -> Alloc {
-        let n = (size as usize).div_ceil(4) + 1;
-        let words = (0..n)
-            .map(|_| AtomicU32::new(0))
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
-        Alloc {
+    /// A zero-filled allocation; `None` when the host cannot provide the memory (the
+    /// reservation is fallible, so a huge request is refused instead of aborting).
+    fn new(id: u64, base: u64, size: u64, name: Option<String>, read_only: bool) -> Option<Alloc> {
+        let n = usize::try_from(size).ok()?.div_ceil(4).checked_add(1)?;
+        let mut words: Vec<AtomicU32> = Vec::new();
+        words.try_reserve_exact(n).ok()?;
+        words.resize_with(n, || AtomicU32::new(0));
+        Some(Alloc {
             id,
             base,
             size,
-            words,
+            words: words.into_boxed_slice(),
             name,
             read_only,
-        }
+        })
     }
 
     /// Loads `size` (1, 2, 4, 8) bytes at byte offset `off` (naturally aligned, in range).
@@ -104,27 +105,111 @@ impl Alloc {
         }
     }
 
-    /// Copies bytes out.
+    /// Copies bytes out (`off + out.len()` in range): whole words where aligned.
     pub fn read_bytes(&self, off: u64, out: &mut [u8]) {
-        for (i, b) in out.iter_mut().enumerate() {
+        let head = ((4 - (off & 3)) & 3).min(out.len() as u64) as usize;
+        let (h, rest) = out.split_at_mut(head);
+        for (i, b) in h.iter_mut().enumerate() {
             *b = self.load(off + i as u64, 1) as u8;
+        }
+        let o = off + head as u64;
+        let w0 = (o >> 2) as usize;
+        let body = rest.len() / 4 * 4;
+        let to = o + body as u64;
+        let mut chunks = rest.chunks_exact_mut(4);
+        let words = &self.words[w0..w0 + chunks.len()];
+        for (c, w) in (&mut chunks).zip(words) {
+            c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+        }
+        let tail = chunks.into_remainder();
+        for (i, b) in tail.iter_mut().enumerate() {
+            *b = self.load(to + i as u64, 1) as u8;
         }
     }
 
-    /// Copies bytes in.
+    /// Copies bytes in (`off + data.len()` in range): whole words where aligned.
     pub fn write_bytes(&self, off: u64, data: &[u8]) {
-        let mut i = 0usize;
-        // Aligned words at once.
-        while i < data.len() {
-            let o = off + i as u64;
-            if o.is_multiple_of(4) && i + 4 <= data.len() {
-                let v = u32::from_le_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
-                self.words[(o >> 2) as usize].store(v, Relaxed);
-                i += 4;
+        let head = ((4 - (off & 3)) & 3).min(data.len() as u64) as usize;
+        let (h, rest) = data.split_at(head);
+        for (i, b) in h.iter().enumerate() {
+            self.store(off + i as u64, 1, *b as u64);
+        }
+        let o = off + head as u64;
+        let w0 = (o >> 2) as usize;
+        let chunks = rest.chunks_exact(4);
+        let tail = chunks.remainder();
+        let words = &self.words[w0..w0 + chunks.len()];
+        for (c, w) in chunks.zip(words) {
+            w.store(u32::from_le_bytes([c[0], c[1], c[2], c[3]]), Relaxed);
+        }
+        let to = o + (rest.len() - tail.len()) as u64;
+        for (i, b) in tail.iter().enumerate() {
+            self.store(to + i as u64, 1, *b as u64);
+        }
+    }
+
+    /// Sets `len` bytes at `off` (in range) to `value`.
+    pub fn fill(&self, off: u64, len: u64, value: u8) {
+        let head = ((4 - (off & 3)) & 3).min(len);
+        for i in 0..head {
+            self.store(off + i, 1, value as u64);
+        }
+        let o = off + head;
+        let n = ((len - head) / 4) as usize;
+        let w0 = (o >> 2) as usize;
+        let word = u32::from_ne_bytes([value; 4]);
+        for w in &self.words[w0..w0 + n] {
+            w.store(word, Relaxed);
+        }
+        for i in o + 4 * n as u64..off + len {
+            self.store(i, 1, value as u64);
+        }
+    }
+
+    /// Sets `count` 32-bit words from `off` (4-aligned, in range) to `value`.
+    pub fn fill32(&self, off: u64, count: u64, value: u32) {
+        let w0 = (off >> 2) as usize;
+        for w in &self.words[w0..w0 + count as usize] {
+            w.store(value, Relaxed);
+        }
+    }
+
+    /// Copies `len` bytes from `src` at `soff` to `self` at `doff` (both in range), as
+    /// `memmove` does when both are the same allocation and the ranges overlap.
+    pub fn copy_from(&self, doff: u64, src: &Alloc, soff: u64, len: u64) {
+        let backward = std::ptr::eq(self, src) && doff > soff && doff < soff + len;
+        if doff & 3 == 0 && soff & 3 == 0 {
+            let n = (len / 4) as usize;
+            let (d0, s0) = ((doff >> 2) as usize, (soff >> 2) as usize);
+            let (dw, sw) = (&self.words[d0..d0 + n], &src.words[s0..s0 + n]);
+            let tail = 4 * n as u64..len;
+            if backward {
+                for t in tail.clone().rev() {
+                    self.store(doff + t, 1, src.load(soff + t, 1));
+                }
+                for (d, s) in dw.iter().zip(sw).rev() {
+                    d.store(s.load(Relaxed), Relaxed);
+                }
             } else {
-                self.store(o, 1, data[i] as u64);
-                i += 1;
+                for (d, s) in dw.iter().zip(sw) {
+                    d.store(s.load(Relaxed), Relaxed);
+                }
+                for t in tail {
+                    self.store(doff + t, 1, src.load(soff + t, 1));
+                }
             }
+            return;
+        }
+        // Unaligned: through a small buffer on the stack, chunk by chunk.
+        const CHUNK: u64 = 4096;
+        let mut buf = [0u8; CHUNK as usize];
+        let nchunks = len.div_ceil(CHUNK);
+        for k in 0..nchunks {
+            let k = if backward { nchunks - 1 - k } else { k };
+            let at = k * CHUNK;
+            let b = &mut buf[..(len - at).min(CHUNK) as usize];
+            src.read_bytes(soff + at, b);
+            self.write_bytes(doff + at, b);
         }
     }
 }
@@ -177,8 +262,8 @@ impl Memory {
         if end >= (DEVICE_BASE | (self.tag << 40)) + (1 << 40) {
             return None;
         }
+        let a = Arc::new(Alloc::new(self.next_id, base, size, name, read_only)?);
         self.next = end;
-        let a = Arc::new(Alloc::new(self.next_id, base, size, name, read_only));
         self.next_id += 1;
         self.bytes_live += size;
         self.live.push(a.clone()); // bases increase: stays sorted

@@ -176,6 +176,23 @@ fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u6
             }
             return;
         }
+        // The destination is also a source (`add %r, %r, %s`): each lane reads its own
+        // lane before writing it, so the row is updated in place.
+        if d == a && d != b {
+            if let Some((rd, [rb])) = split(r, d, [b]) {
+                for l in 0..32 {
+                    rd[l] = f(rd[l], rb[l]);
+                }
+                return;
+            }
+        } else if d == b && d != a {
+            if let Some((rd, [ra])) = split(r, d, [a]) {
+                for l in 0..32 {
+                    rd[l] = f(ra[l], rd[l]);
+                }
+                return;
+            }
+        }
     }
     let mut out = [0u64; 32];
     let (ra, rb) = (row(r, a), row(r, b));
@@ -192,6 +209,14 @@ fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
                 rd[l] = f(ra[l]);
             }
             return;
+        }
+        if d == a {
+            if let Some((rd, [])) = split(r, d, []) {
+                for l in 0..32 {
+                    rd[l] = f(rd[l]);
+                }
+                return;
+            }
         }
     }
     let mut out = [0u64; 32];
@@ -218,6 +243,15 @@ fn map3(
                 rd[l] = f(ra[l], rb[l], rc[l]);
             }
             return;
+        }
+        // An accumulator (`mad %r, %a, %b, %r`) updated in place, lane by lane.
+        if d == c && d != a && d != b {
+            if let Some((rd, [ra, rb])) = split(r, d, [a, b]) {
+                for l in 0..32 {
+                    rd[l] = f(ra[l], rb[l], rd[l]);
+                }
+                return;
+            }
         }
     }
     let mut out = [0u64; 32];
@@ -250,11 +284,31 @@ pub(crate) fn mul_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u3
         T::from_u64(x).mulhi(T::from_u64(y)).to_u64()
     })
 }
+/// The exact product of two `T` (low 64 bits): in 64-bit arithmetic for types of at
+/// most 32 bits (which vectorises; the product fits), in 128-bit otherwise.
+#[inline(always)]
+fn wide_product<T: Int>(x: u64, y: u64) -> i128 {
+    if T::BITS == 32 && T::SIGNED {
+        // The unsigned 32x32 product (one vector multiply) corrected for the signs:
+        // a = ua - 2^32 [a < 0], so a*b = ua*ub - 2^32 ([a < 0] ub + [b < 0] ua) mod 2^64.
+        let (ua, ub) = (x & 0xffff_ffff, y & 0xffff_ffff);
+        let (sa, sb) = (
+            ((x as u32 as i32) >> 31) as i64 as u64,
+            ((y as u32 as i32) >> 31) as i64 as u64,
+        );
+        let corr = (sa & ub).wrapping_add(sb & ua);
+        (ua * ub).wrapping_sub(corr << 32) as i64 as i128
+    } else if T::BITS <= 32 {
+        (T::from_u64(x).to_i128() as i64).wrapping_mul(T::from_u64(y).to_i128() as i64) as i128
+    } else {
+        T::from_u64(x).to_i128() * T::from_u64(y).to_i128()
+    }
+}
+
 /// `mul.wide`: product of two T in twice the width (at most 64 bits).
 pub(crate) fn mul_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
-        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
-        (p as u64) & (u64::MAX >> (64 - 2 * T::BITS))
+        (wide_product::<T>(x, y) as u64) & (u64::MAX >> (64 - 2 * T::BITS))
     })
 }
 pub(crate) fn mad_lo<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
@@ -275,9 +329,8 @@ pub(crate) fn mad_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usi
 }
 pub(crate) fn mad_wide<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
     map3(o, d, a, b, c, mk, |x, y, z| {
-        let p = T::from_u64(x).to_i128() * T::from_u64(y).to_i128();
         let m = u64::MAX >> (64 - 2 * T::BITS);
-        ((p as u64).wrapping_add(z)) & m
+        ((wide_product::<T>(x, y) as u64).wrapping_add(z)) & m
     })
 }
 pub(crate) fn div<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
@@ -334,6 +387,21 @@ pub(crate) fn shl<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) 
 }
 pub(crate) fn shr<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| T::from_u64(x).shr(y as u32).to_u64())
+}
+/// `shl` by an immediate: `b` is a constant register (every lane holds the same
+/// amount), so the shift is uniform and the loop vectorises.
+pub(crate) fn shl_imm<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let n = o[b * 32] as u32;
+    if n >= T::BITS {
+        map1(o, d, a, mk, |_| 0)
+    } else {
+        map1(o, d, a, mk, |x| T::from_u64(x << n).to_u64())
+    }
+}
+/// `shr` by an immediate (see [`shl_imm`]).
+pub(crate) fn shr_imm<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    let n = o[b * 32] as u32;
+    map1(o, d, a, mk, |x| T::from_u64(x).shr(n).to_u64())
 }
 pub(crate) fn popc<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| T::from_u64(x).to_u64().count_ones() as u64)
@@ -688,13 +756,18 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
         }
     })
 }
-/// Whether an f64 sum needs the exact f32 fma path: an f32 midpoint, the f32
-/// subnormal range, or not finite.
+/// Whether the f64 sum `s = rn(p + z)` of an exact product `p` and `z` needs the exact
+/// f32 fma path: an f32 midpoint reached by rounding (a midpoint the sum reached
+/// exactly rounds correctly to f32 by itself; such sums are common when the product
+/// has few bits, as in saxpy), the f32 subnormal range, or not finite.
 #[inline(always)]
-fn fma_odd(s: f64) -> bool {
-    let bits = s.to_bits();
+fn fma_needs_exact(p: f64, z: f64, s: f64) -> bool {
+    // The sum's rounding error (TwoSum), exact in f64.
+    let bb = s - p;
+    let e = (p - (s - bb)) + (z - bb);
+    let bits = s.to_bits() as u32;
     let abs = s.abs();
-    (bits & 0x1FFF_FFFF == 0x1000_0000)
+    ((bits & 0x1FFF_FFFF == 0x1000_0000) & (e != 0.0))
         | (abs < f32::MIN_POSITIVE as f64) & (abs != 0.0)
         | !s.is_finite()
 }
@@ -725,8 +798,9 @@ pub(crate) fn ffma32<const FTZ: bool>(
         let x = ftz(f32::from_bits(ra[l] as u32));
         let y = ftz(f32::from_bits(rb[l] as u32));
         let z = ftz(f32::from_bits(rc[l] as u32));
-        let s = x as f64 * y as f64 + z as f64;
-        any_odd |= fma_odd(s);
+        let (p, zz) = (x as f64 * y as f64, z as f64);
+        let s = p + zz;
+        any_odd |= fma_needs_exact(p, zz, s);
         out[l] = (s as f32).to_bits() as u64;
     }
     if any_odd {
@@ -734,7 +808,8 @@ pub(crate) fn ffma32<const FTZ: bool>(
             let x = ftz(f32::from_bits(ra[l] as u32));
             let y = ftz(f32::from_bits(rb[l] as u32));
             let z = ftz(f32::from_bits(rc[l] as u32));
-            special |= (fma_odd(x as f64 * y as f64 + z as f64) as u32) << l;
+            let (p, zz) = (x as f64 * y as f64, z as f64);
+            special |= (fma_needs_exact(p, zz, p + zz) as u32) << l;
         }
     }
     let mut sp = special;
