@@ -53,6 +53,7 @@ mod embed;
 mod handles;
 mod session;
 mod transport;
+pub mod worker;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -108,6 +109,27 @@ pub struct ServiceConfig {
     pub max_sessions: usize,
     /// Time a connection has to send its hello (and `CONNECT` line).
     pub handshake_timeout: Duration,
+    /// Where guests' sessions run: in this process or each in a worker process.
+    pub isolation: Isolation,
+}
+
+/// Where each guest's session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// On a thread of the service's process (one context or simulator instance per
+    /// guest). Right for the simulator; on the native driver a sticky fault of one
+    /// guest poisons every context of the process (see [`worker`]).
+    #[default]
+    InProcess,
+    /// Each guest in a worker process of its own, started as `program args...` with a
+    /// socket to the service on its stdin, running [`worker::run_stdio`]. A sticky
+    /// fault or a crash ends only that guest's worker.
+    Process {
+        /// The worker executable (e.g. the VMM's own, with a hidden subcommand).
+        program: std::path::PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+    },
 }
 
 impl Default for ServiceConfig {
@@ -118,6 +140,7 @@ impl Default for ServiceConfig {
             device: Device::new(0),
             max_sessions: 64,
             handshake_timeout: Duration::from_secs(5),
+            isolation: Isolation::InProcess,
         }
     }
 }
@@ -256,6 +279,9 @@ struct Stats {
     contexts: AtomicUsize,
     device_bytes: AtomicU64,
     throttled: AtomicU64,
+    workers: AtomicUsize,
+    workers_started: AtomicU64,
+    worker_failures: AtomicU64,
 }
 
 /// A snapshot of [`Service::stats`].
@@ -269,6 +295,12 @@ pub struct ServiceStats {
     pub device_bytes: u64,
     /// Launches that waited for the launch quota.
     pub throttled_launches: u64,
+    /// Worker processes alive (process isolation).
+    pub workers: usize,
+    /// Worker processes started so far (process isolation).
+    pub workers_started: u64,
+    /// Worker processes that died without being asked to (crash, kill).
+    pub worker_failures: u64,
 }
 
 #[derive(Debug)]
@@ -279,6 +311,8 @@ struct Inner {
     devices: Arc<dyn Backend>,
     stats: Stats,
     next_session: AtomicU64,
+    /// Worker processes alive: (guest, pid).
+    worker_pids: std::sync::Mutex<Vec<(String, u32)>>,
 }
 
 /// The service: configuration, backend and the counters of its sessions. Cheap to
@@ -342,6 +376,7 @@ impl Service {
                 devices,
                 stats: Stats::default(),
                 next_session: AtomicU64::new(1),
+                worker_pids: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -365,6 +400,9 @@ impl Service {
             contexts: s.contexts.load(Ordering::Relaxed),
             device_bytes: s.device_bytes.load(Ordering::Relaxed),
             throttled_launches: s.throttled.load(Ordering::Relaxed),
+            workers: s.workers.load(Ordering::Relaxed),
+            workers_started: s.workers_started.load(Ordering::Relaxed),
+            worker_failures: s.worker_failures.load(Ordering::Relaxed),
         }
     }
 
