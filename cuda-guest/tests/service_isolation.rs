@@ -272,3 +272,72 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+#[test]
+fn malformed_frames_through_the_relay() {
+    use std::io::Write;
+    let server = server();
+    let mut a = server.client();
+    let mut b = server.client();
+    let fb = ready(&mut b);
+    a.context();
+    // A bad payload is answered by the worker's decoder; the session goes on.
+    let mut frame = vec![20, 0, 0, 0];
+    frame.extend_from_slice(&7u64.to_le_bytes());
+    frame.extend_from_slice(&0x0401u16.to_le_bytes());
+    frame.extend_from_slice(&0u16.to_le_bytes());
+    frame.extend_from_slice(&[1, 2, 3, 4]);
+    a.s.write_all(&frame).unwrap();
+    let r = a.recv();
+    assert_eq!((r.id, r.status), (7, Status::ERROR_INVALID_VALUE));
+    assert_ne!(a.alloc(64).0, 0);
+    // An unknown opcode: the worker's closing notice, and the connection ends.
+    let mut frame = vec![16, 0, 0, 0];
+    frame.extend_from_slice(&8u64.to_le_bytes());
+    frame.extend_from_slice(&0x7777u16.to_le_bytes());
+    frame.extend_from_slice(&0u16.to_le_bytes());
+    a.s.write_all(&frame).unwrap();
+    let rest = a.recv_until_closed();
+    assert!(
+        rest.last().is_some_and(|r| r.is_closing_notice()),
+        "{rest:?}"
+    );
+    // An oversized length: the supervisor's closing notice.
+    let mut c = server.client();
+    let mut frame = u32::MAX.to_le_bytes().to_vec();
+    frame.extend_from_slice(&[0; 12]);
+    c.s.write_all(&frame).unwrap();
+    let rest = c.recv_until_closed();
+    assert_eq!(rest.len(), 1);
+    assert!(rest[0].is_closing_notice());
+    // B is untouched.
+    let (x, y) = inputs();
+    assert!(right(&vector_add(&mut b, &fb, &x, &y)));
+    drop(b);
+    wait_no_workers(&server.service);
+    server.wait_idle();
+    assert_no_zombies();
+    assert_eq!(server.service.stats().worker_failures, 0);
+}
+
+#[test]
+fn graceful_shutdown_notifies_and_ends_the_workers() {
+    let server = server();
+    let mut c = server.client();
+    c.context();
+    c.alloc(1 << 20);
+    let goodbye = server.client();
+    let mut g = goodbye;
+    g.ok(Request::Goodbye);
+    let svc = server.service.clone();
+    server.shutdown.trigger();
+    let rest = c.recv_until_closed();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert!(rest[0].is_closing_notice());
+    assert_eq!(rest[0].status, Status::ERROR_DEINITIALIZED);
+    server.stop();
+    wait_no_workers(&svc);
+    let s = svc.stats();
+    assert_eq!((s.sessions, s.workers, s.worker_failures), (0, 0, 0));
+    assert_no_zombies();
+}

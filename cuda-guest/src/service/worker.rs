@@ -475,12 +475,20 @@ impl Service {
                         if status.is_success() && op == Opcode::PrimaryCtxRelease.code() {
                             st.retains = st.retains.saturating_sub(1);
                         }
-                        if op == Opcode::Goodbye.code() && id != 0 {
+                        if op == Opcode::Goodbye.code() {
+                            // The guest's goodbye, or the worker's closing notice (id
+                            // 0: it closes the session after a protocol violation).
                             goodbye = true;
                         }
                         sh.changed.notify_all();
                     }
                     if !sh.write_guest(&f) {
+                        break None;
+                    }
+                    if id == 0 && op == Opcode::Goodbye.code() {
+                        // The session is over: so is the guest's connection.
+                        let g = sh.guest_out.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = g.shutdown(std::net::Shutdown::Both);
                         break None;
                     }
                 }
@@ -577,6 +585,7 @@ impl Service {
                     Ok(None) => break,
                     Err(e) => {
                         log::warn!("guest {guest}: protocol violation, closing: {e}");
+                        shared.drain();
                         shared.reply(Reply::closing_notice(
                             Status::ERROR_INVALID_VALUE,
                             format!("protocol violation: {e}"),
@@ -646,9 +655,8 @@ impl Service {
                             });
                         }
                     }
-                    let keep_dead = st.dead.is_some();
                     drop(st);
-                    if answer.is_some() || (keep_dead && opcode.is_none()) {
+                    if answer.is_some() {
                         if let (Some(r), false) = (answer, no_reply) {
                             shared.reply(r);
                         }
@@ -718,8 +726,19 @@ impl Service {
     /// after the grace time (at once with `kill`), reaps it and joins its reader.
     fn end_worker(&self, mut w: Worker, kill: bool) {
         w.ending.store(true, Ordering::SeqCst);
-        let _ = w.to.shutdown(std::net::Shutdown::Both);
-        if kill {
+        // End of its input: it answers what it has, releases its session and exits.
+        let _ = w.to.shutdown(std::net::Shutdown::Write);
+        if !kill {
+            let t = Instant::now();
+            while w.replies.as_ref().is_some_and(|r| !r.is_finished()) {
+                if t.elapsed() > EXIT_GRACE {
+                    log::warn!("worker {} did not end in {EXIT_GRACE:?}; killed", w.pid);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        if kill || w.replies.as_ref().is_some_and(|r| !r.is_finished()) {
             if let Some(c) = w.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 let _ = c.kill();
             }
@@ -735,8 +754,8 @@ impl Service {
 /// Waits for the worker to exit (killing it after [`EXIT_GRACE`], or at once with
 /// `kill`); its exit status, `None` when it was reaped already.
 fn reap(child: &Arc<Mutex<Option<Child>>>, kill: bool) -> Option<String> {
-    let mut g = child.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = g.take()?;
+    // Taken out: the lock is not held while waiting.
+    let mut c = child.lock().unwrap_or_else(|p| p.into_inner()).take()?;
     if kill {
         let _ = c.kill();
     }
