@@ -16,6 +16,21 @@
 //!   (which every session of the process would share); destroying it
 //!   (`cuCtxDestroy_v2`) releases everything made in it.
 //!
+//! ## Processes: per backend, and why
+//! On the native driver a context of its own is **not enough**: a sticky fault
+//! (`CUDA_ERROR_ILLEGAL_ADDRESS`, a launch timeout) poisons every context of the
+//! *process*. Measured on an NVIDIA H100 (driver 580, CUDA 13.0): after guest A's kernel
+//! wrote through address 0x10, guest B's next `cuMemAlloc_v2` in B's own context failed
+//! with 700 too, and so did `cuDevicePrimaryCtxRetain`; NVIDIA's documentation says the
+//! process must be terminated. So with the native backend each guest runs in a **worker
+//! process** of its own ([`Isolation::Process`], [`worker`]): the service supervises
+//! and relays frames (reading only their headers); a sticky fault or a crash ends only
+//! that guest's worker, and the guest gets a fresh worker after it releases and
+//! retains its context. Operators choose process isolation for the native backend
+//! (`vmgpu cuda serve` does). The simulator keeps [`Isolation::InProcess`] by default
+//! (a simulator instance per guest shares nothing, and its faults are per instance),
+//! and process isolation works with it too (how the tests exercise it without a GPU).
+//!
 //! Device addresses are **checked real addresses** of the session's own context: they
 //! are not translated (kernel parameters carry them as plain bytes, which the server
 //! cannot tell from integers), and every copy and memset range is checked against the
@@ -44,10 +59,25 @@
 //! retains it again. On `Goodbye`, disconnect, shutdown or a protocol violation the
 //! session's context is destroyed and all its memory released.
 //!
+//! With process isolation a sticky fault is reported to the guest by its worker as
+//! above; the worker is then unusable, and the supervisor forwards one request at a
+//! time to it (its session answers the sticky rule) until the guest's
+//! `PrimaryCtxRelease` brings its retain count to 0; it then kills and reaps that
+//! worker and starts a fresh one at the next request (new handle secrets: old handles
+//! are `CUDA_ERROR_INVALID_HANDLE`). A worker that dies (crash, kill): its outstanding
+//! requests are answered with `CUDA_ERROR_LAUNCH_FAILED` (sticky), requests needing a
+//! context get it (with the first failed request as the cause) until the guest releases
+//! its context, requests without one go to a fresh worker; the death is logged and
+//! counted ([`ServiceStats::worker_failures`]), the process reaped. The driver frees
+//! everything of an ended process, so device memory returns to its level.
+//!
 //! # Threads
 //! Backend calls block. Each connection has its own worker thread that owns the
 //! [`Session`] (and keeps its context current); tokio tasks only move bytes. The
-//! embedding API runs on the caller's thread.
+//! embedding API runs on the caller's thread, in the caller's process
+//! ([`EmbeddedSession`] is always in-process). With process isolation the connection's
+//! thread relays guest frames to the worker process, and a second thread relays its
+//! replies back.
 
 mod embed;
 mod handles;
@@ -122,8 +152,9 @@ pub enum Isolation {
     #[default]
     InProcess,
     /// Each guest in a worker process of its own, started as `program args...` with a
-    /// socket to the service on its stdin, running [`worker::run_stdio`]. A sticky
-    /// fault or a crash ends only that guest's worker.
+    /// socket to the service on its stdin, running [`worker::run_stdio`] on the
+    /// backend its arguments name. A sticky fault or a crash ends only that guest's
+    /// worker. The service's own [`BackendChoice`] then answers nothing guests see.
     Process {
         /// The worker executable (e.g. the VMM's own, with a hidden subcommand).
         program: std::path::PathBuf,
@@ -142,6 +173,19 @@ impl Default for ServiceConfig {
             handshake_timeout: Duration::from_secs(5),
             isolation: Isolation::InProcess,
         }
+    }
+}
+
+impl Isolation {
+    /// Process isolation with this process's own executable and `args` (e.g. a hidden
+    /// `cuda worker --backend native` subcommand of the VMM's binary that calls
+    /// [`worker::run_stdio`]).
+    pub fn this_executable(args: Vec<String>) -> Result<Isolation, ServiceError> {
+        let program = std::env::current_exe().map_err(|source| ServiceError::Io {
+            what: "finding this executable".into(),
+            source,
+        })?;
+        Ok(Isolation::Process { program, args })
     }
 }
 
