@@ -309,26 +309,57 @@ fn needs_context(op: u16) -> bool {
 /// Splits a byte stream into frames (by their length word), bounded by `max_frame`.
 struct Frames {
     buf: Vec<u8>,
+    /// Bytes before it were taken.
+    start: usize,
     max_frame: u32,
 }
 
+/// Bytes the relay gathers before it writes them on.
+const BATCH: usize = 256 << 10;
+
 impl Frames {
+    fn new(max_frame: u32) -> Frames {
+        Frames {
+            buf: Vec::new(),
+            start: 0,
+            max_frame,
+        }
+    }
+
+    /// The length of the whole frame buffered next, if there is one; an error for a
+    /// length outside `HEADER_LEN..=max_frame`.
+    fn ready(&self) -> std::io::Result<Option<usize>> {
+        let avail = &self.buf[self.start..];
+        if avail.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([avail[0], avail[1], avail[2], avail[3]]);
+        if (len as usize) < HEADER_LEN || len > self.max_frame {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("frame length {len} outside 16..={}", self.max_frame),
+            ));
+        }
+        Ok((avail.len() >= len as usize).then_some(len as usize))
+    }
+
+    /// Whether a whole frame is buffered (the next [`Frames::next`] does not read).
+    fn has_ready(&self) -> bool {
+        matches!(self.ready(), Ok(Some(_)))
+    }
+
     /// The next whole frame, reading from `r` as needed; `Ok(None)` at the end of the
-    /// stream; an error for a length outside `HEADER_LEN..=max_frame`.
+    /// stream.
     fn next(&mut self, r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
         loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-                if (len as usize) < HEADER_LEN || len > self.max_frame {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("frame length {len} outside 16..={}", self.max_frame),
-                    ));
-                }
-                if self.buf.len() >= len as usize {
-                    let rest = self.buf.split_off(len as usize);
-                    return Ok(Some(std::mem::replace(&mut self.buf, rest)));
-                }
+            if let Some(len) = self.ready()? {
+                let f = self.buf[self.start..self.start + len].to_vec();
+                self.start += len;
+                return Ok(Some(f));
+            }
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
             }
             let mut chunk = [0u8; 64 << 10];
             match r.read(&mut chunk) {
@@ -447,45 +478,57 @@ impl Service {
         max_frame: u32,
         ending: &AtomicBool,
     ) {
-        let mut frames = Frames {
-            buf: Vec::new(),
-            max_frame,
-        };
+        let mut frames = Frames::new(max_frame);
         let mut goodbye = false;
+        // Replies gathered and what they tell, written and applied together (so no
+        // request is taken off `outstanding` before its reply is on its way).
+        let mut out: Vec<u8> = Vec::with_capacity(BATCH);
+        let mut seen: Vec<(u64, u16, Status)> = Vec::new();
         let end = loop {
             match frames.next(&mut from) {
                 Ok(Some(f)) if f.len() >= REPLY_HEADER_LEN => {
                     let (id, op, _) = header(&f);
                     let status = Status(u32::from_le_bytes([f[16], f[17], f[18], f[19]]));
+                    out.extend_from_slice(&f);
+                    seen.push((id, op, status));
+                    let notice = id == 0 && op == Opcode::Goodbye.code();
+                    if frames.has_ready() && out.len() < BATCH && !notice {
+                        continue;
+                    }
+                    let written = sh.write_guest(&out);
+                    out.clear();
                     {
                         let mut st = sh.lock();
-                        if id != 0 && st.outstanding.front().map(|o| o.0) == Some(id) {
-                            st.outstanding.pop_front();
-                        }
-                        if status.is_sticky() && !st.poisoned {
-                            st.poisoned = true;
-                            log::warn!(
-                                "guest {}: sticky fault {status} in worker {pid}; it is replaced when the guest releases its context",
-                                sh.guest
-                            );
-                        }
-                        if status.is_success() && op == Opcode::PrimaryCtxRetain.code() {
-                            st.retains = st.retains.saturating_add(1);
-                        }
-                        if status.is_success() && op == Opcode::PrimaryCtxRelease.code() {
-                            st.retains = st.retains.saturating_sub(1);
-                        }
-                        if op == Opcode::Goodbye.code() {
-                            // The guest's goodbye, or the worker's closing notice (id
-                            // 0: it closes the session after a protocol violation).
-                            goodbye = true;
+                        for (id, op, status) in seen.drain(..) {
+                            if id != 0 && st.outstanding.front().map(|o| o.0) == Some(id) {
+                                st.outstanding.pop_front();
+                            }
+                            if status.is_sticky() && !st.poisoned {
+                                st.poisoned = true;
+                                log::warn!(
+                                    "guest {}: sticky fault {status} in worker {pid}; it is replaced when the guest releases its context",
+                                    sh.guest
+                                );
+                            }
+                            if status.is_success() && op == Opcode::PrimaryCtxRetain.code() {
+                                st.retains = st.retains.saturating_add(1);
+                            }
+                            if status.is_success() && op == Opcode::PrimaryCtxRelease.code() {
+                                st.retains = st.retains.saturating_sub(1);
+                            }
+                            if op == Opcode::Goodbye.code() {
+                                // The guest's goodbye, or the worker's closing notice
+                                // (id 0: it closes the session after a protocol
+                                // violation).
+                                goodbye = true;
+                            }
                         }
                         sh.changed.notify_all();
                     }
-                    if !sh.write_guest(&f) {
+                    if !written {
                         break None;
                     }
-                    if id == 0 && op == Opcode::Goodbye.code() {
+                    if notice {
                         // The session is over: so is the guest's connection.
                         let g = sh.guest_out.lock().unwrap_or_else(|p| p.into_inner());
                         let _ = g.shutdown(std::net::Shutdown::Both);
@@ -573,18 +616,23 @@ impl Service {
                 None
             }
         };
-        let mut frames = Frames {
-            buf: Vec::new(),
-            max_frame: limits.max_frame,
-        };
+        let mut frames = Frames::new(limits.max_frame);
+        // Requests gathered for the worker, written when no further whole frame is
+        // buffered (before this thread would wait for the guest) or before the
+        // supervisor waits or answers itself.
+        let mut pending: Vec<u8> = Vec::with_capacity(BATCH);
         let mut rd = sock;
         if worker.is_some() {
             loop {
                 let frame = match frames.next(&mut rd) {
                     Ok(Some(f)) => f,
-                    Ok(None) => break,
+                    Ok(None) => {
+                        send(&mut pending, worker.as_mut());
+                        break;
+                    }
                     Err(e) => {
                         log::warn!("guest {guest}: protocol violation, closing: {e}");
+                        send(&mut pending, worker.as_mut());
                         shared.drain();
                         shared.reply(Reply::closing_notice(
                             Status::ERROR_INVALID_VALUE,
@@ -600,6 +648,7 @@ impl Service {
                     (st.poisoned, st.dead.is_some() || st.reader_done)
                 };
                 if poisoned || dead {
+                    send(&mut pending, worker.as_mut());
                     shared.drain();
                 }
                 let mut st = shared.lock();
@@ -697,14 +746,14 @@ impl Service {
                     st.outstanding.push_back((rid, op));
                 }
                 drop(st);
-                let Some(w) = worker.as_mut() else { break };
-                if w.to.write_all(&frame).is_err() {
-                    // The reader answers what is outstanding when it sees the end.
-                    let _ = w.to.shutdown(std::net::Shutdown::Write);
-                }
+                pending.extend_from_slice(&frame);
                 if op == Opcode::Goodbye.code() {
+                    send(&mut pending, worker.as_mut());
                     shared.drain();
                     break;
+                }
+                if !frames.has_ready() || pending.len() >= BATCH {
+                    send(&mut pending, worker.as_mut());
                 }
             }
         }
@@ -749,6 +798,20 @@ impl Service {
         reap(&w.child, true);
         log::debug!("worker {} ended", w.pid);
     }
+}
+
+/// Writes the gathered requests to the worker; on a failed write the worker's input is
+/// closed (its reply reader answers what is outstanding when it sees the end).
+fn send(pending: &mut Vec<u8>, worker: Option<&mut Worker>) {
+    if pending.is_empty() {
+        return;
+    }
+    if let Some(w) = worker {
+        if w.to.write_all(pending).is_err() {
+            let _ = w.to.shutdown(std::net::Shutdown::Write);
+        }
+    }
+    pending.clear();
 }
 
 /// Waits for the worker to exit (killing it after [`EXIT_GRACE`], or at once with
