@@ -387,8 +387,13 @@ impl Service {
             return Err(config_err("not process isolation"));
         };
         let (ours, theirs) = UnixStream::pair().map_err(io_err("socketpair"))?;
+        use std::os::unix::process::CommandExt;
         let child = Command::new(program)
             .args(args)
+            // A group of its own: a terminal's Ctrl-C reaches the service, which ends
+            // its workers in order (closing notices), not the workers directly. A
+            // worker whose service dies sees the end of its socket and exits.
+            .process_group(0)
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .spawn()
