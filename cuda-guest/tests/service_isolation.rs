@@ -63,6 +63,32 @@ fn each_guest_runs_in_a_worker_process_of_its_own() {
     assert_eq!(a.mem_info(), (QUOTA - (1 << 20), QUOTA));
     assert_eq!(b.mem_info(), (QUOTA, QUOTA));
     a.ok(Request::MemFree { ptr: d });
+    // Frames larger than the relay's buffer, both ways, and many small ones at once.
+    let big: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let d = a.alloc(big.len() as u64);
+    a.htod(d, &big);
+    assert!(a.dtoh(d, big.len() as u64) == big, "4 MiB back as written");
+    for _ in 0..2000 {
+        a.send(
+            Request::Memset {
+                dst: d,
+                value: 7,
+                count: 16,
+                width: cuda_guest::proto::MemsetWidth::W8,
+                stream: Some(StreamId::DEFAULT),
+            },
+            true,
+        );
+    }
+    assert_eq!(
+        a.dtoh(d, 20),
+        [7u8; 16]
+            .iter()
+            .chain(&big[16..20])
+            .copied()
+            .collect::<Vec<_>>()
+    );
+    a.ok(Request::MemFree { ptr: d });
     assert_eq!(server.service.stats().workers, 2);
     drop(a);
     drop(b);

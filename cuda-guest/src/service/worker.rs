@@ -307,29 +307,31 @@ fn needs_context(op: u16) -> bool {
 }
 
 /// Splits a byte stream into frames (by their length word), bounded by `max_frame`.
+/// Reads straight into its buffer: `buf[start..end]` is received and not yet taken.
 struct Frames {
     buf: Vec<u8>,
-    /// Bytes before it were taken.
     start: usize,
+    end: usize,
     max_frame: u32,
 }
 
-/// Bytes the relay gathers before it writes them on.
+/// Bytes the relay gathers before it writes them on; also the smallest read.
 const BATCH: usize = 256 << 10;
 
 impl Frames {
     fn new(max_frame: u32) -> Frames {
         Frames {
-            buf: Vec::new(),
+            buf: vec![0; BATCH],
             start: 0,
+            end: 0,
             max_frame,
         }
     }
 
-    /// The length of the whole frame buffered next, if there is one; an error for a
-    /// length outside `HEADER_LEN..=max_frame`.
-    fn ready(&self) -> std::io::Result<Option<usize>> {
-        let avail = &self.buf[self.start..];
+    /// The length of the next frame when its header has arrived; an error for a length
+    /// outside `HEADER_LEN..=max_frame`.
+    fn next_len(&self) -> std::io::Result<Option<usize>> {
+        let avail = &self.buf[self.start..self.end];
         if avail.len() < 4 {
             return Ok(None);
         }
@@ -340,31 +342,42 @@ impl Frames {
                 format!("frame length {len} outside 16..={}", self.max_frame),
             ));
         }
-        Ok((avail.len() >= len as usize).then_some(len as usize))
+        Ok(Some(len as usize))
     }
 
     /// Whether a whole frame is buffered (the next [`Frames::next`] does not read).
     fn has_ready(&self) -> bool {
-        matches!(self.ready(), Ok(Some(_)))
+        matches!(self.next_len(), Ok(Some(n)) if self.end - self.start >= n)
     }
 
     /// The next whole frame, reading from `r` as needed; `Ok(None)` at the end of the
-    /// stream.
-    fn next(&mut self, r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    /// stream. The frame is valid until the next call.
+    fn next(&mut self, r: &mut impl Read) -> std::io::Result<Option<&[u8]>> {
         loop {
-            if let Some(len) = self.ready()? {
-                let f = self.buf[self.start..self.start + len].to_vec();
-                self.start += len;
-                return Ok(Some(f));
+            let want = match self.next_len()? {
+                Some(len) if self.end - self.start >= len => {
+                    let at = self.start;
+                    self.start += len;
+                    return Ok(Some(&self.buf[at..at + len]));
+                }
+                Some(len) => len,
+                None => HEADER_LEN,
+            };
+            if self.start == self.end {
+                (self.start, self.end) = (0, 0);
             }
-            if self.start > 0 {
-                self.buf.drain(..self.start);
-                self.start = 0;
+            if self.start + want > self.buf.len() {
+                // Room for the whole frame: move what is buffered to the front, and
+                // grow for a frame larger than the buffer.
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+                if want > self.buf.len() {
+                    self.buf.resize(want, 0);
+                }
             }
-            let mut chunk = [0u8; 64 << 10];
-            match r.read(&mut chunk) {
+            match r.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(None),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -492,9 +505,9 @@ impl Service {
         let end = loop {
             match frames.next(&mut from) {
                 Ok(Some(f)) if f.len() >= REPLY_HEADER_LEN => {
-                    let (id, op, _) = header(&f);
+                    let (id, op, _) = header(f);
                     let status = Status(u32::from_le_bytes([f[16], f[17], f[18], f[19]]));
-                    out.extend_from_slice(&f);
+                    out.extend_from_slice(f);
                     seen.push((id, op, status));
                     let notice = id == 0 && op == Opcode::Goodbye.code();
                     if frames.has_ready() && out.len() < BATCH && !notice {
@@ -630,7 +643,7 @@ impl Service {
         if worker.is_some() {
             loop {
                 let frame = match frames.next(&mut rd) {
-                    Ok(Some(f)) => f,
+                    Ok(Some(f)) => f.to_vec(),
                     Ok(None) => {
                         send(&mut pending, worker.as_mut());
                         break;
@@ -751,6 +764,12 @@ impl Service {
                     st.outstanding.push_back((rid, op));
                 }
                 drop(st);
+                if pending.is_empty() && !frames.has_ready() && op != Opcode::Goodbye.code() {
+                    // Alone (a synchronous call, a bulk copy): on at once, not copied.
+                    let mut one = frame;
+                    send(&mut one, worker.as_mut());
+                    continue;
+                }
                 pending.extend_from_slice(&frame);
                 if op == Opcode::Goodbye.code() {
                     send(&mut pending, worker.as_mut());
