@@ -4,6 +4,10 @@
 //! every context of its process) ends only its own worker. This test process never
 //! makes a CUDA context: device memory is measured by short-lived probe processes
 //! (`cuda_worker --mem-info`).
+//!
+//! On a GPU machine, from prebuilt binaries (the worker beside the test binary, or
+//! named by `VMGPU_CUDA_WORKER`):
+//! `VMGPU_CUDA_WORKER=/path/cuda_worker ./service_native-HASH --ignored --nocapture`
 
 mod service_support;
 
@@ -11,6 +15,13 @@ use cuda_guest::proto::{DevAddr, HostDest, Opcode, Request, Status, StreamId};
 use cuda_guest::service::{BackendChoice, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 use service_support::*;
+
+/// The tests measure device memory before and after: one at a time.
+static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn gpu() -> std::sync::MutexGuard<'static, ()> {
+    GPU.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Free device memory (bytes) seen by a fresh process.
 fn device_free() -> u64 {
@@ -56,6 +67,7 @@ fn assert_memory_back(before: u64) {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn two_guests_on_the_gpu_in_their_own_processes() {
+    let _gpu = gpu();
     let before = device_free();
     let server = server();
     let mut a = server.client();
@@ -102,6 +114,7 @@ fn two_guests_on_the_gpu_in_their_own_processes() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn a_guest_fault_on_the_gpu_leaves_the_other_guest_running() {
+    let _gpu = gpu();
     let before = device_free();
     let server = server();
     let mut a = server.client();
