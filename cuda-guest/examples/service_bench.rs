@@ -6,7 +6,8 @@
 //! - host-to-device bandwidth: inline over the socket, from guest memory through the
 //!   embedding API, and a plain `memcpy` of the same size.
 //!
-//! `cargo run --release -p cuda-guest --example service_bench [rounds]`
+//! `cargo run --release -p cuda-guest --example service_bench [rounds]` (guests in
+//! worker processes: `VMGPU_CUDA_WORKER=target/release/examples/cuda_worker`)
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -88,8 +89,18 @@ fn main() {
             device_memory: 1 << 30,
             ..Quota::default()
         },
+        // `VMGPU_CUDA_WORKER=target/release/examples/cuda_worker`: guests in worker
+        // processes (process isolation, the relay's cost).
+        isolation: match std::env::var_os("VMGPU_CUDA_WORKER") {
+            Some(program) => cuda_guest::service::Isolation::Process {
+                program: program.into(),
+                args: vec!["sim".into()],
+            },
+            None => cuda_guest::service::Isolation::InProcess,
+        },
         ..ServiceConfig::default()
     };
+    println!("isolation: {:?}", config.isolation);
     let service = Service::new(BackendChoice::Simulator(SimConfig::default()), config).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.sock");

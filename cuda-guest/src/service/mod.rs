@@ -16,6 +16,21 @@
 //!   (which every session of the process would share); destroying it
 //!   (`cuCtxDestroy_v2`) releases everything made in it.
 //!
+//! ## Processes: per backend, and why
+//! On the native driver a context of its own is **not enough**: a sticky fault
+//! (`CUDA_ERROR_ILLEGAL_ADDRESS`, a launch timeout) poisons every context of the
+//! *process*. Measured on an NVIDIA H100 (driver 580, CUDA 13.0): after guest A's kernel
+//! wrote through address 0x10, guest B's next `cuMemAlloc_v2` in B's own context failed
+//! with 700 too, and so did `cuDevicePrimaryCtxRetain`; NVIDIA's documentation says the
+//! process must be terminated. So with the native backend each guest runs in a **worker
+//! process** of its own ([`Isolation::Process`], [`worker`]): the service supervises
+//! and relays frames (reading only their headers); a sticky fault or a crash ends only
+//! that guest's worker, and the guest gets a fresh worker after it releases and
+//! retains its context. Operators choose process isolation for the native backend
+//! (`vmgpu cuda serve` does). The simulator keeps [`Isolation::InProcess`] by default
+//! (a simulator instance per guest shares nothing, and its faults are per instance),
+//! and process isolation works with it too (how the tests exercise it without a GPU).
+//!
 //! Device addresses are **checked real addresses** of the session's own context: they
 //! are not translated (kernel parameters carry them as plain bytes, which the server
 //! cannot tell from integers), and every copy and memset range is checked against the
@@ -44,15 +59,31 @@
 //! retains it again. On `Goodbye`, disconnect, shutdown or a protocol violation the
 //! session's context is destroyed and all its memory released.
 //!
+//! With process isolation a sticky fault is reported to the guest by its worker as
+//! above; the worker is then unusable, and the supervisor forwards one request at a
+//! time to it (its session answers the sticky rule) until the guest's
+//! `PrimaryCtxRelease` brings its retain count to 0; it then kills and reaps that
+//! worker and starts a fresh one at the next request (new handle secrets: old handles
+//! are `CUDA_ERROR_INVALID_HANDLE`). A worker that dies (crash, kill): its outstanding
+//! requests are answered with `CUDA_ERROR_LAUNCH_FAILED` (sticky), requests needing a
+//! context get it (with the first failed request as the cause) until the guest releases
+//! its context, requests without one go to a fresh worker; the death is logged and
+//! counted ([`ServiceStats::worker_failures`]), the process reaped. The driver frees
+//! everything of an ended process, so device memory returns to its level.
+//!
 //! # Threads
 //! Backend calls block. Each connection has its own worker thread that owns the
 //! [`Session`] (and keeps its context current); tokio tasks only move bytes. The
-//! embedding API runs on the caller's thread.
+//! embedding API runs on the caller's thread, in the caller's process
+//! ([`EmbeddedSession`] is always in-process). With process isolation the connection's
+//! thread relays guest frames to the worker process, and a second thread relays its
+//! replies back.
 
 mod embed;
 mod handles;
 mod session;
 mod transport;
+pub mod worker;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -108,6 +139,28 @@ pub struct ServiceConfig {
     pub max_sessions: usize,
     /// Time a connection has to send its hello (and `CONNECT` line).
     pub handshake_timeout: Duration,
+    /// Where guests' sessions run: in this process or each in a worker process.
+    pub isolation: Isolation,
+}
+
+/// Where each guest's session runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// On a thread of the service's process (one context or simulator instance per
+    /// guest). Right for the simulator; on the native driver a sticky fault of one
+    /// guest poisons every context of the process (see [`worker`]).
+    #[default]
+    InProcess,
+    /// Each guest in a worker process of its own, started as `program args...` with a
+    /// socket to the service on its stdin, running [`worker::run_stdio`] on the
+    /// backend its arguments name. A sticky fault or a crash ends only that guest's
+    /// worker. The service's own [`BackendChoice`] then answers nothing guests see.
+    Process {
+        /// The worker executable (e.g. the VMM's own, with a hidden subcommand).
+        program: std::path::PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+    },
 }
 
 impl Default for ServiceConfig {
@@ -118,7 +171,21 @@ impl Default for ServiceConfig {
             device: Device::new(0),
             max_sessions: 64,
             handshake_timeout: Duration::from_secs(5),
+            isolation: Isolation::InProcess,
         }
+    }
+}
+
+impl Isolation {
+    /// Process isolation with this process's own executable and `args` (e.g. a hidden
+    /// `cuda worker --backend native` subcommand of the VMM's binary that calls
+    /// [`worker::run_stdio`]).
+    pub fn this_executable(args: Vec<String>) -> Result<Isolation, ServiceError> {
+        let program = std::env::current_exe().map_err(|source| ServiceError::Io {
+            what: "finding this executable".into(),
+            source,
+        })?;
+        Ok(Isolation::Process { program, args })
     }
 }
 
@@ -256,6 +323,9 @@ struct Stats {
     contexts: AtomicUsize,
     device_bytes: AtomicU64,
     throttled: AtomicU64,
+    workers: AtomicUsize,
+    workers_started: AtomicU64,
+    worker_failures: AtomicU64,
 }
 
 /// A snapshot of [`Service::stats`].
@@ -269,6 +339,12 @@ pub struct ServiceStats {
     pub device_bytes: u64,
     /// Launches that waited for the launch quota.
     pub throttled_launches: u64,
+    /// Worker processes alive (process isolation).
+    pub workers: usize,
+    /// Worker processes started so far (process isolation).
+    pub workers_started: u64,
+    /// Worker processes that died without being asked to (crash, kill).
+    pub worker_failures: u64,
 }
 
 #[derive(Debug)]
@@ -279,6 +355,8 @@ struct Inner {
     devices: Arc<dyn Backend>,
     stats: Stats,
     next_session: AtomicU64,
+    /// Worker processes alive: (guest, pid).
+    worker_pids: std::sync::Mutex<Vec<(String, u32)>>,
 }
 
 /// The service: configuration, backend and the counters of its sessions. Cheap to
@@ -342,6 +420,7 @@ impl Service {
                 devices,
                 stats: Stats::default(),
                 next_session: AtomicU64::new(1),
+                worker_pids: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
@@ -365,6 +444,9 @@ impl Service {
             contexts: s.contexts.load(Ordering::Relaxed),
             device_bytes: s.device_bytes.load(Ordering::Relaxed),
             throttled_launches: s.throttled.load(Ordering::Relaxed),
+            workers: s.workers.load(Ordering::Relaxed),
+            workers_started: s.workers_started.load(Ordering::Relaxed),
+            worker_failures: s.worker_failures.load(Ordering::Relaxed),
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
-use super::{Service, ServiceError, Session};
+use super::{Isolation, Service, ServiceError, Session};
 use crate::proto::{
     ClientHello, Decoded, Decoder, Features, Reply, RequestFrame, ServerHello, Status, SyncScope,
     CLIENT_HELLO_LEN,
@@ -251,16 +251,26 @@ async fn connection(
             return;
         }
     };
-    let session = service.open_session(&guest, id, answer.limits, answer.features);
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, mut done_rx) = oneshot::channel::<()>();
     let worker_stop = stop.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("vmgpu-guest-{id}"))
-        .spawn(move || {
-            worker(session, sock, &worker_stop);
-            let _ = done_tx.send(());
-        });
+    let spawned = if matches!(service.config().isolation, Isolation::Process { .. }) {
+        let (svc, g) = (service.clone(), guest.clone());
+        std::thread::Builder::new()
+            .name(format!("vmgpu-guest-{id}"))
+            .spawn(move || {
+                svc.supervise(sock, &g, id, answer.limits, answer.features, &worker_stop);
+                let _ = done_tx.send(());
+            })
+    } else {
+        let session = service.open_session(&guest, id, answer.limits, answer.features);
+        std::thread::Builder::new()
+            .name(format!("vmgpu-guest-{id}"))
+            .spawn(move || {
+                worker(session, sock, &worker_stop);
+                let _ = done_tx.send(());
+            })
+    };
     if let Err(e) = spawned {
         log::warn!("guest {guest}: cannot start its worker thread: {e}");
         return;
@@ -283,7 +293,11 @@ async fn connection(
 /// The worker thread: reads frames straight into the decoder (large inline copies go
 /// from there to the device), runs them, writes replies in batches (before it reads
 /// again and before a request that may wait for the device).
-fn worker(mut session: Session, mut sock: std::os::unix::net::UnixStream, stop: &AtomicBool) {
+pub(super) fn worker(
+    mut session: Session,
+    mut sock: std::os::unix::net::UnixStream,
+    stop: &AtomicBool,
+) {
     // Bulk inline copies come back to back: keep the buffer of the largest frame.
     let mut dec = Decoder::<RequestFrame>::new(*session.limits()).retain_capacity(usize::MAX);
     let mut replies: Vec<u8> = Vec::with_capacity(FLUSH_BYTES);

@@ -314,3 +314,85 @@ pub fn vector_add(c: &mut Client, f: &FunctionInfo, a: &[f32], b: &[f32]) -> Vec
 }
 
 pub fn unused(_: FunctionId) {}
+
+/// The worker program of process isolation: `$VMGPU_CUDA_WORKER`, else the
+/// `cuda_worker` example built beside this test (`target/<profile>/examples/`), else a
+/// `cuda_worker` in this test executable's directory.
+pub fn worker_program() -> PathBuf {
+    if let Some(p) = std::env::var_os("VMGPU_CUDA_WORKER") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    let beside = dir.join("cuda_worker");
+    if beside.is_file() {
+        return beside;
+    }
+    let examples = dir.join("../examples/cuda_worker");
+    assert!(
+        examples.is_file(),
+        "no worker program: set VMGPU_CUDA_WORKER or build the cuda_worker example ({})",
+        examples.display()
+    );
+    examples
+}
+
+/// Process isolation with the `cuda_worker` program on `backend` (`sim`, `native`).
+pub fn process_isolation(backend: &str) -> cuda_guest::service::Isolation {
+    cuda_guest::service::Isolation::Process {
+        program: worker_program(),
+        args: vec![backend.into()],
+    }
+}
+
+/// Children of this process that are zombies (exited, not reaped).
+pub fn zombie_children() -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+            continue;
+        };
+        let mut f = rest.split(' ');
+        let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+        if state == Some("Z") && ppid == Some(me) {
+            if let Some(pid) = e.file_name().to_str().and_then(|p| p.parse().ok()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// Waits (up to 5 s) until this process has no zombie child.
+pub fn assert_no_zombies() {
+    let t = Instant::now();
+    loop {
+        let z = zombie_children();
+        if z.is_empty() {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "zombie children: {z:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the service has no worker process alive.
+pub fn wait_no_workers(service: &Service) {
+    let t = Instant::now();
+    while service.stats().workers != 0 || !service.worker_pids().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "workers alive: {:?}",
+            service.worker_pids()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,885 @@
+//! Process isolation: each guest's session runs in a worker process of its own.
+//!
+//! On the native driver a sticky fault (`CUDA_ERROR_ILLEGAL_ADDRESS`, ...) poisons
+//! every context of the *process*, not only the faulting one, and nothing but ending
+//! the process clears it (measured on an H100, driver 580: after guest A's fault guest
+//! B's `cuMemAlloc_v2` in its own context failed with 700, and so did
+//! `cuDevicePrimaryCtxRetain`). So the service (the supervisor) gives each guest a
+//! worker process that runs the guest's [`Session`](super::Session) over the same
+//! frames ([`crate::proto`]), and relays the guest's frames to it over a socketpair
+//! (the worker's stdin), reading only frame headers (length, id, opcode, flags and a
+//! reply's status).
+//!
+//! - [`run`] is the worker's main loop (an embedding VMM calls it from a subcommand of
+//!   its own executable, like `vmgpu cuda worker`), [`run_stdio`] the same on stdin.
+//! - A sticky status in a reply marks the worker poisoned: the supervisor then forwards
+//!   one request at a time (the worker's session answers the sticky rule), and once the
+//!   guest's `PrimaryCtxRelease` brings its retain count to 0 it ends that worker and
+//!   starts a fresh one (new handle secrets: old handles are `INVALID_HANDLE`).
+//! - A worker that dies (crash, kill): its outstanding requests are answered with
+//!   `CUDA_ERROR_LAUNCH_FAILED` (sticky), later requests needing a context get it too
+//!   (as their deferred cause) until the guest releases its context; requests without
+//!   a context go to a fresh worker. The process is reaped; its exit is logged.
+
+use std::io::{BufRead, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{BackendChoice, Isolation, Quota, Service, ServiceConfig, ServiceError};
+use crate::driver::Device;
+use crate::proto::{
+    Cause, Features, Limits, Opcode, Reply, Status, FLAG_NO_REPLY, HEADER_LEN, REPLY_HEADER_LEN,
+};
+
+/// First word of the supervisor's setup line.
+const SETUP_MAGIC: &str = "vmgpu-worker/1";
+/// How long a worker has to come up (load the driver) and answer its setup.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a worker has to end after its socket is closed before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(10);
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
+    let what = what.into();
+    move |source| ServiceError::Io { what, source }
+}
+
+fn config_err(reason: impl Into<String>) -> ServiceError {
+    ServiceError::Config {
+        reason: reason.into(),
+    }
+}
+
+/// What a worker's session is: sent by the supervisor as one text line.
+#[derive(Debug, Clone, PartialEq)]
+struct Setup {
+    guest: String,
+    id: u64,
+    device: u32,
+    quota: Quota,
+    limits: Limits,
+    features: Features,
+}
+
+impl Setup {
+    fn encode(&self) -> String {
+        let q = &self.quota;
+        let l = &self.limits;
+        format!(
+            "{SETUP_MAGIC} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            self.id,
+            self.device,
+            q.device_memory,
+            q.max_objects,
+            q.max_module_bytes,
+            q.launches_per_sec.map(i64::from).unwrap_or(-1),
+            q.launch_burst,
+            l.max_frame,
+            l.max_inline,
+            l.max_module,
+            l.max_sg_entries,
+            l.max_params,
+            l.max_param_bytes,
+            l.max_name,
+            l.max_objects,
+            l.max_pipelined,
+            self.features.0,
+            self.guest.replace(['\n', '\r'], "?"),
+        )
+    }
+
+    fn decode(line: &str) -> Option<Setup> {
+        let mut it = line.trim_end_matches(['\n', '\r']).splitn(19, ' ');
+        if it.next()? != SETUP_MAGIC {
+            return None;
+        }
+        let mut n = || -> Option<i64> { it.next()?.parse().ok() };
+        let id = n()? as u64;
+        let device = u32::try_from(n()?).ok()?;
+        let u32_ = |v: i64| u32::try_from(v).ok();
+        let device_memory = u64::try_from(n()?).ok()?;
+        let max_objects = u32_(n()?)?;
+        let max_module_bytes = u32_(n()?)?;
+        let rate = n()?;
+        let launch_burst = u32_(n()?)?;
+        let mut lim = [0u32; 9];
+        for v in &mut lim {
+            *v = u32_(n()?)?;
+        }
+        let features = Features(u64::try_from(n()?).ok()?);
+        let guest = it.next()?.to_string();
+        Some(Setup {
+            guest,
+            id,
+            device,
+            quota: Quota {
+                device_memory,
+                max_objects,
+                max_module_bytes,
+                launches_per_sec: if rate < 0 { None } else { u32_(rate) },
+                launch_burst,
+            },
+            limits: Limits {
+                max_frame: lim[0],
+                max_inline: lim[1],
+                max_module: lim[2],
+                max_sg_entries: lim[3],
+                max_params: lim[4],
+                max_param_bytes: lim[5],
+                max_name: lim[6],
+                max_objects: lim[7],
+                max_pipelined: lim[8],
+            },
+            features,
+        })
+    }
+}
+
+/// The worker's main loop: serves one guest session on `sock` (connected to the
+/// supervisor) with `backend`, until the supervisor closes the socket or the guest
+/// says goodbye. Reads the supervisor's setup line first (the guest's name, session
+/// number, quota, limits and features) and answers `ok` or `error <why>`.
+pub fn run(sock: UnixStream, backend: BackendChoice) -> Result<(), ServiceError> {
+    let mut line = Vec::new();
+    {
+        let mut rd = std::io::BufReader::new(
+            sock.try_clone()
+                .map_err(io_err("cloning the worker socket"))?,
+        )
+        .take(4096);
+        // Byte by byte is not needed: the supervisor sends nothing after the line
+        // before our answer.
+        rd.read_until(b'\n', &mut line)
+            .map_err(io_err("reading the worker setup"))?;
+    }
+    let mut answer = sock
+        .try_clone()
+        .map_err(io_err("cloning the worker socket"))?;
+    let setup = match std::str::from_utf8(&line).ok().and_then(Setup::decode) {
+        Some(s) => s,
+        None => {
+            let _ = answer.write_all(b"error bad setup line\n");
+            return Err(config_err("the worker got a bad setup line"));
+        }
+    };
+    let config = ServiceConfig {
+        quota: setup.quota.clone(),
+        limits: setup.limits,
+        device: Device::new(setup.device),
+        max_sessions: 1,
+        isolation: Isolation::InProcess,
+        ..ServiceConfig::default()
+    };
+    let service = match Service::new(backend, config) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = answer.write_all(format!("error {e}\n").replace('\n', " ").as_bytes());
+            let _ = answer.write_all(b"\n");
+            return Err(e);
+        }
+    };
+    let session = service.open_session(&setup.guest, setup.id, setup.limits, setup.features);
+    answer
+        .write_all(b"ok\n")
+        .map_err(io_err("answering the supervisor"))?;
+    super::transport::worker(session, sock, &AtomicBool::new(false));
+    Ok(())
+}
+
+/// [`run`] on the worker's stdin (a socket the supervisor gave it), as started by
+/// [`Isolation::Process`].
+pub fn run_stdio(backend: BackendChoice) -> Result<(), ServiceError> {
+    let fd = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(io_err("duplicating stdin"))?;
+    run(UnixStream::from(fd), backend)
+}
+
+/// Device memory `(free, total)` of device `ordinal` seen from a context of this
+/// process (the primary context, retained and released): for a short-lived probe
+/// process, so a supervisor or a test never holds a context of its own.
+pub fn device_memory(ordinal: u32) -> Result<(u64, u64), ServiceError> {
+    use crate::driver::Backend;
+    let err = |source| ServiceError::Backend {
+        guest: "-".into(),
+        source,
+    };
+    let be = crate::driver::NativeBackend::new().map_err(err)?;
+    let ctx = be
+        .primary_context_retain(Device::new(ordinal))
+        .map_err(err)?;
+    be.context_set_current(&ctx).map_err(err)?;
+    let info = be.mem_get_info().map_err(err);
+    let _ = be.primary_context_release(ctx);
+    let info = info?;
+    Ok((info.free, info.total))
+}
+
+// ------------------------------------------------------------------ supervisor --
+
+/// A running worker process and the socket to it.
+struct Worker {
+    child: Arc<Mutex<Option<Child>>>,
+    /// Set when the supervisor ends the worker (its end is no failure).
+    ending: Arc<AtomicBool>,
+    to: UnixStream,
+    replies: Option<std::thread::JoinHandle<()>>,
+    pid: u32,
+}
+
+/// What the relay knows of the guest's session.
+#[derive(Default)]
+struct State {
+    /// Requests sent to the worker that wait for a reply: (id, opcode).
+    outstanding: std::collections::VecDeque<(u64, u16)>,
+    /// Primary context retains the guest holds (from successful replies).
+    retains: u32,
+    /// The worker reported a sticky status: forward one request at a time.
+    poisoned: bool,
+    /// The worker died: the status, its cause and detail the supervisor answers.
+    dead: Option<(Status, Option<Cause>, String)>,
+    /// The reply reader ended (the worker closed its socket).
+    reader_done: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    guest_out: Mutex<UnixStream>,
+    guest: String,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn write_guest(&self, bytes: &[u8]) -> bool {
+        let mut g = self.guest_out.lock().unwrap_or_else(|p| p.into_inner());
+        g.write_all(bytes).is_ok()
+    }
+    fn reply(&self, r: Reply) -> bool {
+        let mut out = Vec::new();
+        if r.encode(&mut out).is_err() {
+            return false;
+        }
+        self.write_guest(&out)
+    }
+    /// Waits until no reply is outstanding (or the worker is gone).
+    fn drain(&self) {
+        let mut st = self.lock();
+        while !st.outstanding.is_empty() && !st.reader_done {
+            st = self
+                .changed
+                .wait_timeout(st, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+/// Opcodes that run without a context (as `Session` sees them).
+fn needs_context(op: u16) -> bool {
+    use Opcode as O;
+    !matches!(
+        Opcode::from_u16(op),
+        Some(
+            O::Ping
+                | O::Init
+                | O::DriverGetVersion
+                | O::Goodbye
+                | O::DeviceGetCount
+                | O::DeviceGet
+                | O::DeviceGetName
+                | O::DeviceGetUuid
+                | O::DeviceGetPciBusId
+                | O::DeviceGetAttribute
+                | O::DeviceTotalMem
+                | O::DeviceComputeCapability
+                | O::PrimaryCtxRetain
+                | O::PrimaryCtxRelease
+                | O::CtxSetCurrent
+        )
+    )
+}
+
+/// Splits a byte stream into frames (by their length word), bounded by `max_frame`.
+/// Reads straight into its buffer: `buf[start..end]` is received and not yet taken.
+struct Frames {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    max_frame: u32,
+}
+
+/// Bytes the relay gathers before it writes them on; also the smallest read.
+const BATCH: usize = 256 << 10;
+
+impl Frames {
+    fn new(max_frame: u32) -> Frames {
+        Frames {
+            buf: vec![0; BATCH],
+            start: 0,
+            end: 0,
+            max_frame,
+        }
+    }
+
+    /// The length of the next frame when its header has arrived; an error for a length
+    /// outside `HEADER_LEN..=max_frame`.
+    fn next_len(&self) -> std::io::Result<Option<usize>> {
+        let avail = &self.buf[self.start..self.end];
+        if avail.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([avail[0], avail[1], avail[2], avail[3]]);
+        if (len as usize) < HEADER_LEN || len > self.max_frame {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("frame length {len} outside 16..={}", self.max_frame),
+            ));
+        }
+        Ok(Some(len as usize))
+    }
+
+    /// Whether a whole frame is buffered (the next [`Frames::next`] does not read).
+    fn has_ready(&self) -> bool {
+        matches!(self.next_len(), Ok(Some(n)) if self.end - self.start >= n)
+    }
+
+    /// The next whole frame, reading from `r` as needed; `Ok(None)` at the end of the
+    /// stream. The frame is valid until the next call.
+    fn next(&mut self, r: &mut impl Read) -> std::io::Result<Option<&[u8]>> {
+        loop {
+            let want = match self.next_len()? {
+                Some(len) if self.end - self.start >= len => {
+                    let at = self.start;
+                    self.start += len;
+                    return Ok(Some(&self.buf[at..at + len]));
+                }
+                Some(len) => len,
+                None => HEADER_LEN,
+            };
+            if self.start == self.end {
+                (self.start, self.end) = (0, 0);
+            }
+            if self.start + want > self.buf.len() {
+                // Room for the whole frame: move what is buffered to the front, and
+                // grow for a frame larger than the buffer.
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+                if want > self.buf.len() {
+                    self.buf.resize(want, 0);
+                }
+            }
+            match r.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(None),
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn header(frame: &[u8]) -> (u64, u16, u16) {
+    let id = u64::from_le_bytes(frame[4..12].try_into().unwrap_or([0; 8]));
+    let op = u16::from_le_bytes([frame[12], frame[13]]);
+    let flags = u16::from_le_bytes([frame[14], frame[15]]);
+    (id, op, flags)
+}
+
+impl Service {
+    /// Starts a worker process for `setup`, checks its answer and starts its reply
+    /// reader.
+    fn start_worker(&self, setup: &Setup, shared: &Arc<Shared>) -> Result<Worker, ServiceError> {
+        let Isolation::Process { program, args } = &self.inner.config.isolation else {
+            return Err(config_err("not process isolation"));
+        };
+        let (ours, theirs) = UnixStream::pair().map_err(io_err("socketpair"))?;
+        use std::os::unix::process::CommandExt;
+        let child = Command::new(program)
+            .args(args)
+            // A group of its own: a terminal's Ctrl-C reaches the service, which ends
+            // its workers in order (closing notices), not the workers directly. A
+            // worker whose service dies sees the end of its socket and exits.
+            .process_group(0)
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(io_err(format!(
+                "guest {}: starting worker {}",
+                setup.guest,
+                program.display()
+            )))?;
+        let pid = child.id();
+        let child = Arc::new(Mutex::new(Some(child)));
+        let mut to = ours;
+        let fail = |e: ServiceError, child: &Arc<Mutex<Option<Child>>>| {
+            reap(child, true);
+            e
+        };
+        if let Err(e) = to.write_all(setup.encode().as_bytes()) {
+            return Err(fail(io_err("writing the worker setup")(e), &child));
+        }
+        let _ = to.set_read_timeout(Some(START_TIMEOUT));
+        let mut answer = Vec::new();
+        let mut b = [0u8; 1];
+        while answer.len() < 4096 {
+            match to.read(&mut b) {
+                Ok(1) if b[0] == b'\n' => break,
+                Ok(1) => answer.push(b[0]),
+                _ => break,
+            }
+        }
+        let _ = to.set_read_timeout(None);
+        if answer != b"ok" {
+            let why = String::from_utf8_lossy(&answer).into_owned();
+            return Err(fail(
+                ServiceError::Refused {
+                    guest: setup.guest.clone(),
+                    reason: format!("its worker (pid {pid}) did not start: {why:?}"),
+                },
+                &child,
+            ));
+        }
+        self.inner
+            .stats
+            .workers_started
+            .fetch_add(1, Ordering::Relaxed);
+        self.inner.stats.workers.fetch_add(1, Ordering::Relaxed);
+        self.workers_lock().push((setup.guest.clone(), pid));
+        log::info!("guest {}: worker process {pid} started", setup.guest);
+        let from = to
+            .try_clone()
+            .map_err(io_err("cloning the worker socket"))?;
+        let (sh, ch, svc) = (shared.clone(), child.clone(), self.clone());
+        let ending = Arc::new(AtomicBool::new(false));
+        let end = ending.clone();
+        let max_frame = setup.limits.max_frame;
+        let replies = std::thread::Builder::new()
+            .name(format!("vmgpu-relay-{pid}"))
+            .spawn(move || svc.relay_replies(from, &sh, &ch, pid, max_frame, &end))
+            .map_err(io_err("starting the relay thread"))?;
+        Ok(Worker {
+            child,
+            ending,
+            to,
+            replies: Some(replies),
+            pid,
+        })
+    }
+
+    fn workers_lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, u32)>> {
+        self.inner
+            .worker_pids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Worker processes alive: (guest, pid).
+    pub fn worker_pids(&self) -> Vec<(String, u32)> {
+        self.workers_lock().clone()
+    }
+
+    /// Worker → guest: forwards replies, keeps the state, and answers the outstanding
+    /// requests when the worker dies.
+    fn relay_replies(
+        &self,
+        mut from: UnixStream,
+        sh: &Shared,
+        child: &Arc<Mutex<Option<Child>>>,
+        pid: u32,
+        max_frame: u32,
+        ending: &AtomicBool,
+    ) {
+        let mut frames = Frames::new(max_frame);
+        let mut goodbye = false;
+        // Replies gathered and what they tell, written and applied together (so no
+        // request is taken off `outstanding` before its reply is on its way).
+        let mut out: Vec<u8> = Vec::with_capacity(BATCH);
+        let mut seen: Vec<(u64, u16, Status)> = Vec::new();
+        let end = loop {
+            match frames.next(&mut from) {
+                Ok(Some(f)) if f.len() >= REPLY_HEADER_LEN => {
+                    let (id, op, _) = header(f);
+                    let status = Status(u32::from_le_bytes([f[16], f[17], f[18], f[19]]));
+                    out.extend_from_slice(f);
+                    seen.push((id, op, status));
+                    let notice = id == 0 && op == Opcode::Goodbye.code();
+                    if frames.has_ready() && out.len() < BATCH && !notice {
+                        continue;
+                    }
+                    let written = sh.write_guest(&out);
+                    out.clear();
+                    {
+                        let mut st = sh.lock();
+                        for (id, op, status) in seen.drain(..) {
+                            if id != 0 && st.outstanding.front().map(|o| o.0) == Some(id) {
+                                st.outstanding.pop_front();
+                            }
+                            if status.is_sticky() && !st.poisoned {
+                                st.poisoned = true;
+                                log::warn!(
+                                    "guest {}: sticky fault {status} in worker {pid}; it is replaced when the guest releases its context",
+                                    sh.guest
+                                );
+                            }
+                            if status.is_success() && op == Opcode::PrimaryCtxRetain.code() {
+                                st.retains = st.retains.saturating_add(1);
+                            }
+                            if status.is_success() && op == Opcode::PrimaryCtxRelease.code() {
+                                st.retains = st.retains.saturating_sub(1);
+                            }
+                            if op == Opcode::Goodbye.code() {
+                                // The guest's goodbye, or the worker's closing notice
+                                // (id 0: it closes the session after a protocol
+                                // violation).
+                                goodbye = true;
+                            }
+                        }
+                        sh.changed.notify_all();
+                    }
+                    if !written {
+                        break None;
+                    }
+                    if notice {
+                        // The session is over: so is the guest's connection.
+                        let g = sh.guest_out.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = g.shutdown(std::net::Shutdown::Both);
+                        break None;
+                    }
+                }
+                Ok(Some(_)) => break Some("a frame too short for a reply".to_string()),
+                Ok(None) => break Some("closed its socket".to_string()),
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        let status = reap(child, false);
+        self.workers_lock().retain(|(_, p)| *p != pid);
+        self.inner.stats.workers.fetch_sub(1, Ordering::Relaxed);
+        let mut st = sh.lock();
+        st.reader_done = true;
+        let expected = goodbye || st.dead.is_some() || ending.load(Ordering::SeqCst);
+        if let (Some(why), false) = (end, expected) {
+            self.inner
+                .stats
+                .worker_failures
+                .fetch_add(1, Ordering::Relaxed);
+            let detail = format!(
+                "guest {}: its worker process {pid} ended ({why}; {}); its context is lost",
+                sh.guest,
+                status.unwrap_or_else(|| "still running, killed".into())
+            );
+            log::warn!("{detail}");
+            let cause = st
+                .outstanding
+                .front()
+                .and_then(|(id, op)| Opcode::from_u16(*op).map(|opcode| Cause { id: *id, opcode }));
+            for (id, op) in std::mem::take(&mut st.outstanding) {
+                let opcode = Opcode::from_u16(op).unwrap_or(Opcode::Ping);
+                sh.reply(Reply::error(
+                    id,
+                    opcode,
+                    Status::ERROR_LAUNCH_FAILED,
+                    detail.clone(),
+                ));
+            }
+            if st.dead.is_none() {
+                st.dead = Some((Status::ERROR_LAUNCH_FAILED, cause, detail));
+            }
+        }
+        sh.changed.notify_all();
+    }
+
+    /// One guest connection with process isolation: relays `sock`'s frames to a worker
+    /// process (replaced after a sticky fault or a crash) until the guest goes.
+    pub(super) fn supervise(
+        &self,
+        sock: UnixStream,
+        guest: &str,
+        id: u64,
+        limits: Limits,
+        features: Features,
+        stop: &AtomicBool,
+    ) {
+        let setup = Setup {
+            guest: guest.into(),
+            id,
+            device: self.inner.config.device.ordinal(),
+            quota: self.inner.config.quota.clone(),
+            limits,
+            features,
+        };
+        let Ok(out) = sock.try_clone() else { return };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            guest_out: Mutex::new(out),
+            guest: guest.into(),
+        });
+        self.inner.stats.sessions.fetch_add(1, Ordering::Relaxed);
+        log::info!("guest {guest} (session {id}): connected (process isolation)");
+        let mut worker = match self.start_worker(&setup, &shared) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                log::warn!("{e}");
+                shared.reply(Reply::closing_notice(
+                    Status::ERROR_OUT_OF_MEMORY,
+                    format!("no worker for this guest: {e}"),
+                ));
+                None
+            }
+        };
+        let mut frames = Frames::new(limits.max_frame);
+        // Requests gathered for the worker, written when no further whole frame is
+        // buffered (before this thread would wait for the guest) or before the
+        // supervisor waits or answers itself.
+        let mut pending: Vec<u8> = Vec::with_capacity(BATCH);
+        let mut rd = sock;
+        if worker.is_some() {
+            loop {
+                let frame = match frames.next(&mut rd) {
+                    Ok(Some(f)) => f.to_vec(),
+                    Ok(None) => {
+                        send(&mut pending, worker.as_mut());
+                        break;
+                    }
+                    Err(e) => {
+                        log::warn!("guest {guest}: protocol violation, closing: {e}");
+                        send(&mut pending, worker.as_mut());
+                        shared.drain();
+                        shared.reply(Reply::closing_notice(
+                            Status::ERROR_INVALID_VALUE,
+                            format!("protocol violation: {e}"),
+                        ));
+                        break;
+                    }
+                };
+                let (rid, op, flags) = header(&frame);
+                let no_reply = flags & FLAG_NO_REPLY != 0;
+                let (poisoned, dead) = {
+                    let st = shared.lock();
+                    (st.poisoned, st.dead.is_some() || st.reader_done)
+                };
+                if poisoned || dead {
+                    send(&mut pending, worker.as_mut());
+                    shared.drain();
+                }
+                let mut st = shared.lock();
+                if st.poisoned && st.retains == 0 && !st.reader_done {
+                    // The guest released its faulted context: a fresh worker.
+                    drop(st);
+                    if let Some(w) = worker.take() {
+                        self.end_worker(w, true);
+                    }
+                    let mut st2 = shared.lock();
+                    *st2 = State::default();
+                    drop(st2);
+                    st = shared.lock();
+                }
+                if st.reader_done && st.dead.is_none() {
+                    // The old worker ended cleanly (after the swap above or a goodbye).
+                    st.reader_done = false;
+                }
+                if let Some((status, cause, detail)) = st.dead.clone() {
+                    // The worker died: the sticky rule, answered here.
+                    let opcode = Opcode::from_u16(op);
+                    let mut answer: Option<Reply> = None;
+                    if op == Opcode::PrimaryCtxRelease.code() {
+                        if st.retains == 0 {
+                            answer = Some(Reply::error(
+                                rid,
+                                Opcode::PrimaryCtxRelease,
+                                Status::ERROR_INVALID_CONTEXT,
+                                "the primary context is not retained",
+                            ));
+                        } else {
+                            st.retains -= 1;
+                            answer = Some(Reply::ok(
+                                rid,
+                                Opcode::PrimaryCtxRelease,
+                                crate::proto::ReplyBody::Empty,
+                            ));
+                            if st.retains == 0 {
+                                *st = State::default();
+                            }
+                        }
+                    } else if op == Opcode::Goodbye.code() {
+                        answer = Some(Reply::ok(
+                            rid,
+                            Opcode::Goodbye,
+                            crate::proto::ReplyBody::Empty,
+                        ));
+                    } else if needs_context(op) || op == Opcode::PrimaryCtxRetain.code() {
+                        if let Some(opcode) = opcode {
+                            answer = Some(match cause {
+                                Some(c) => Reply::deferred(rid, opcode, status, c, detail),
+                                None => Reply::error(rid, opcode, status, detail),
+                            });
+                        }
+                    }
+                    drop(st);
+                    if answer.is_some() {
+                        if let (Some(r), false) = (answer, no_reply) {
+                            shared.reply(r);
+                        }
+                        if op == Opcode::Goodbye.code() {
+                            break;
+                        }
+                        continue;
+                    }
+                    st = shared.lock();
+                    // A request without a context: to a fresh worker.
+                    st.reader_done = false;
+                    if let Some(w) = worker.take() {
+                        drop(st);
+                        self.end_worker(w, false);
+                        st = shared.lock();
+                    }
+                }
+                if worker.is_none() {
+                    let retained = (st.retains, st.dead.clone());
+                    drop(st);
+                    match self.start_worker(&setup, &shared) {
+                        Ok(w) => worker = Some(w),
+                        Err(e) => {
+                            log::warn!("{e}");
+                            shared.reply(Reply::closing_notice(
+                                Status::ERROR_LAUNCH_FAILED,
+                                format!("no worker for this guest: {e}"),
+                            ));
+                            break;
+                        }
+                    }
+                    st = shared.lock();
+                    st.retains = retained.0;
+                    st.dead = retained.1;
+                    st.reader_done = false;
+                }
+                if !no_reply {
+                    st.outstanding.push_back((rid, op));
+                }
+                drop(st);
+                if pending.is_empty() && !frames.has_ready() && op != Opcode::Goodbye.code() {
+                    // Alone (a synchronous call, a bulk copy): on at once, not copied.
+                    let mut one = frame;
+                    send(&mut one, worker.as_mut());
+                    continue;
+                }
+                pending.extend_from_slice(&frame);
+                if op == Opcode::Goodbye.code() {
+                    send(&mut pending, worker.as_mut());
+                    shared.drain();
+                    break;
+                }
+                if !frames.has_ready() || pending.len() >= BATCH {
+                    send(&mut pending, worker.as_mut());
+                }
+            }
+        }
+        if let Some(w) = worker.take() {
+            self.end_worker(w, false);
+        }
+        if stop.load(Ordering::SeqCst) {
+            shared.reply(Reply::closing_notice(
+                Status::ERROR_DEINITIALIZED,
+                "the server is shutting down",
+            ));
+        }
+        let _ = rd.shutdown(std::net::Shutdown::Both);
+        self.inner.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+        log::info!("guest {guest} (session {id}): session ended (its worker is gone)");
+    }
+
+    /// Ends a worker: closes its socket (it releases its session and exits), kills it
+    /// after the grace time (at once with `kill`), reaps it and joins its reader.
+    fn end_worker(&self, mut w: Worker, kill: bool) {
+        w.ending.store(true, Ordering::SeqCst);
+        // End of its input: it answers what it has, releases its session and exits.
+        let _ = w.to.shutdown(std::net::Shutdown::Write);
+        if !kill {
+            let t = Instant::now();
+            while w.replies.as_ref().is_some_and(|r| !r.is_finished()) {
+                if t.elapsed() > EXIT_GRACE {
+                    log::warn!("worker {} did not end in {EXIT_GRACE:?}; killed", w.pid);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        if kill || w.replies.as_ref().is_some_and(|r| !r.is_finished()) {
+            if let Some(c) = w.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                let _ = c.kill();
+            }
+        }
+        if let Some(t) = w.replies.take() {
+            let _ = t.join();
+        }
+        reap(&w.child, true);
+        log::debug!("worker {} ended", w.pid);
+    }
+}
+
+/// Writes the gathered requests to the worker; on a failed write the worker's input is
+/// closed (its reply reader answers what is outstanding when it sees the end).
+fn send(pending: &mut Vec<u8>, worker: Option<&mut Worker>) {
+    if pending.is_empty() {
+        return;
+    }
+    if let Some(w) = worker {
+        if w.to.write_all(pending).is_err() {
+            let _ = w.to.shutdown(std::net::Shutdown::Write);
+        }
+    }
+    pending.clear();
+}
+
+/// Waits for the worker to exit (killing it after [`EXIT_GRACE`], or at once with
+/// `kill`); its exit status, `None` when it was reaped already.
+fn reap(child: &Arc<Mutex<Option<Child>>>, kill: bool) -> Option<String> {
+    // Taken out: the lock is not held while waiting.
+    let mut c = child.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+    if kill {
+        let _ = c.kill();
+    }
+    let t = Instant::now();
+    loop {
+        match c.try_wait() {
+            Ok(Some(s)) => return Some(s.to_string()),
+            Ok(None) if t.elapsed() < EXIT_GRACE => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = c.kill();
+                return c.wait().ok().map(|s| s.to_string());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_line_round_trips() {
+        let s = Setup {
+            guest: "vm one#3:port52".into(),
+            id: 7,
+            device: 0,
+            quota: Quota {
+                launches_per_sec: Some(100),
+                ..Quota::default()
+            },
+            limits: Limits::default(),
+            features: Features::PIPELINING,
+        };
+        assert_eq!(Setup::decode(&s.encode()), Some(s.clone()));
+        let mut t = s;
+        t.quota.launches_per_sec = None;
+        assert_eq!(Setup::decode(&t.encode()), Some(t));
+        assert_eq!(Setup::decode("vmgpu-worker/1 1 2"), None);
+    }
+}
