@@ -9,6 +9,9 @@
 //!   implemented by the native backend (the NVIDIA driver loaded at run time, never
 //!   linked) and by the simulator ([`driver::SimBackend`]); the safe API over either
 //!   ([`driver::safe`]).
+//! - [`service`] (feature `service`, default): the CUDA service for guests — sessions
+//!   with their own contexts, handles and quotas, over Unix sockets (hybrid vsock),
+//!   AF_VSOCK or a VMM's own device (the embedding API); the protocol is [`proto`].
 //! - [`accel`]: choosing the backend (native when a driver and a device are there,
 //!   else the simulator; `VMGPU_CUDA_BACKEND` or the builder decide otherwise).
 //! - [`bench`]: the native backend measured against plain driver calls (the simulator's
@@ -45,4 +48,6 @@ pub mod driver;
 /// handshake, frames, one request per driver call, replies; pure and synchronous.
 pub mod proto;
 pub mod ptx;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod sim;

@@ -99,6 +99,10 @@ entry_points! {
     memset_d8: cuMemsetD8 = "cuMemsetD8", "cuMemsetD8_v2";
     memset_d32: cuMemsetD32 = "cuMemsetD32", "cuMemsetD32_v2";
     memset_d8_async: cuMemsetD8Async = "cuMemsetD8Async", "cuMemsetD8Async";
+    memset_d16: cuMemsetD16 = "cuMemsetD16", "cuMemsetD16_v2";
+    memset_d16_async: cuMemsetD16Async = "cuMemsetD16Async", "cuMemsetD16Async";
+    ctx_create: cuCtxCreate = "cuCtxCreate", "cuCtxCreate_v2";
+    ctx_destroy: cuCtxDestroy = "cuCtxDestroy", "cuCtxDestroy_v2";
     memset_d32_async: cuMemsetD32Async = "cuMemsetD32Async", "cuMemsetD32Async";
     memcpy_htod: cuMemcpyHtoD = "cuMemcpyHtoD", "cuMemcpyHtoD_v2";
     memcpy_dtoh: cuMemcpyDtoH = "cuMemcpyDtoH", "cuMemcpyDtoH_v2";

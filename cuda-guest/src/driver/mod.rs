@@ -309,6 +309,15 @@ pub struct MemInfo {
     pub total: u64,
 }
 
+/// Where one kernel parameter lies in the parameter buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ParamLayout {
+    /// Byte offset.
+    pub offset: u32,
+    /// Size in bytes.
+    pub size: u32,
+}
+
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -484,6 +493,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// driver frees it; the simulator keeps it), and no handle or device address made
     /// before the reset is used afterwards except to be dropped.
     unsafe fn primary_context_reset(&self, dev: Device) -> Result<()>;
+    /// Creates a context of its own on `dev` (`cuCtxCreate_v2`), separate from the
+    /// primary context: its own device address space, allocations, modules, streams and
+    /// sticky error. It is current on the calling thread afterwards. The simulator has
+    /// one context per instance and answers `CUDA_ERROR_NOT_SUPPORTED`: a separate
+    /// [`SimBackend`] is its separate context.
+    fn context_create(&self, dev: Device) -> Result<Context> {
+        let _ = dev;
+        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuCtxCreate_v2").into())
+    }
+    /// Destroys a context from [`Backend::context_create`] with everything made in it.
+    ///
+    /// # Safety
+    /// Nothing made in the context (device addresses, handles, registered or pinned host
+    /// memory) is used afterwards, and no thread uses it as its current context.
+    unsafe fn context_destroy(&self, ctx: Context) -> Result<()> {
+        let _ = ctx;
+        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuCtxDestroy_v2").into())
+    }
     /// Makes `ctx` current on the calling thread.
     fn context_set_current(&self, ctx: &Context) -> Result<()>;
     /// Waits for all work of the current context; returns its sticky error, if any.
@@ -518,6 +545,33 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Safety
     /// See the trait's contract.
     unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()>;
+    /// Sets `count` 16-bit elements at `dst` (2-byte aligned) to `value`.
+    ///
+    /// # Safety
+    /// See the trait's contract.
+    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()>;
+    /// [`Backend::memset_d16`], ordered on `stream`.
+    ///
+    /// # Safety
+    /// See the trait's contract.
+    unsafe fn memset_d16_async(
+        &self,
+        dst: DevicePtr,
+        value: u16,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()>;
+    /// [`Backend::memset_d32`], ordered on `stream`.
+    ///
+    /// # Safety
+    /// See the trait's contract.
+    unsafe fn memset_d32_async(
+        &self,
+        dst: DevicePtr,
+        value: u32,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()>;
     /// [`Backend::memset_d8`], ordered on `stream`.
     ///
     /// # Safety
@@ -636,6 +690,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn event_destroy(&self, event: Event) -> Result<()>;
 
     // Launch.
+    /// The kernel's parameter layout (offset and size of each parameter in the
+    /// parameter buffer, in order), when the backend knows it (the simulator reads it
+    /// from the PTX); `Ok(None)` otherwise (the native driver does not tell).
+    fn function_params(&self, function: &Function) -> Result<Option<Vec<ParamLayout>>> {
+        let _ = function;
+        Ok(None)
+    }
     /// Lets launches of `function` use up to `bytes` of dynamic shared memory
     /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). Without it a launch may use
     /// 48 KiB of shared memory in all (static and dynamic); with it, up to the device's

@@ -42,6 +42,9 @@ pub struct NativeBackend {
     /// The primary context this backend holds a reference on, per device, released
     /// when the backend is dropped.
     retained: Mutex<Vec<Option<Retained>>>,
+    /// Contexts made by [`Backend::context_create`] and not destroyed yet: handle and
+    /// device ordinal (destroyed when the backend is dropped).
+    created: Mutex<Vec<(u64, u32)>>,
     // Declared last: the library is unloaded after everything above is dropped.
     driver: Driver,
 }
@@ -85,6 +88,7 @@ impl NativeBackend {
             id: next_instance_id(),
             driver_version,
             retained: Mutex::new(vec![None; devices.len()]),
+            created: Mutex::new(Vec::new()),
             devices,
             driver,
         })
@@ -182,6 +186,18 @@ impl NativeBackend {
 
 impl Drop for NativeBackend {
     fn drop(&mut self) {
+        let created = match self.created.get_mut() {
+            Ok(v) => std::mem::take(v),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for (ctx, ordinal) in created {
+            // SAFETY: a context this backend created and did not destroy; its handles
+            // are useless without this backend, which is going away.
+            let r = unsafe { (self.api().ctx_destroy)(ctx as usize as sys::CUcontext) };
+            if r != sys::CUDA_SUCCESS {
+                log::warn!("destroying a context of device {ordinal}: {r}");
+            }
+        }
         let retained = match self.retained.get_mut() {
             Ok(v) => std::mem::take(v),
             Err(poisoned) => std::mem::take(poisoned.into_inner()),
@@ -362,6 +378,44 @@ impl Backend for NativeBackend {
         }
     }
 
+    fn context_create(&self, dev: Device) -> Result<Context> {
+        let d = self.dev(dev, "cuCtxCreate_v2")?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `ctx` is a valid, writable CUcontext slot; `d` came from cuDeviceGet;
+        // flags 0 (automatic scheduling). The entry point was resolved for CUDA 12.0, so
+        // it is cuCtxCreate_v2 with this prototype.
+        let r = unsafe { (self.api().ctx_create)(&mut ctx, 0, d) };
+        self.check_dev(r, || "cuCtxCreate_v2".into(), dev)?;
+        let raw = ctx as usize as u64;
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((raw, dev.ordinal()));
+        CURRENT.with(|c| c.set((self.id, dev.ordinal())));
+        Ok(Context::from_raw(self.id, raw))
+    }
+
+    unsafe fn context_destroy(&self, ctx: Context) -> Result<()> {
+        self.owned(ctx.owner(), "cuCtxDestroy_v2")?;
+        let ordinal = {
+            let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(i) = created.iter().position(|(c, _)| *c == ctx.raw()) else {
+                return Err(DriverError::InvalidArgument {
+                    operation: "cuCtxDestroy_v2",
+                    reason: "not a context created by this backend (or destroyed already)".into(),
+                });
+            };
+            created.swap_remove(i).1
+        };
+        // SAFETY: a context this backend created, destroyed once (removed from
+        // `created` above); the caller guarantees nothing made in it is used afterwards.
+        let r = unsafe { (self.api().ctx_destroy)(ctx.raw() as usize as sys::CUcontext) };
+        if CURRENT.with(|c| c.get()) == (self.id, ordinal) {
+            CURRENT.with(|c| c.set((0, 0)));
+        }
+        self.check_dev(r, || "cuCtxDestroy_v2".into(), Device::new(ordinal))
+    }
+
     fn context_set_current(&self, ctx: &Context) -> Result<()> {
         self.owned(ctx.owner(), "cuCtxSetCurrent")?;
         // Fast path (the safe API binds before every call): already current on this
@@ -381,6 +435,14 @@ impl Backend for NativeBackend {
                 .iter()
                 .position(|r| r.is_some_and(|r| r.ctx == ctx.raw()))
         };
+        let ordinal = ordinal.map(|o| o as u32).or_else(|| {
+            self.created
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(c, _)| *c == ctx.raw())
+                .map(|(_, o)| *o)
+        });
         let Some(ordinal) = ordinal else {
             return Err(DriverError::InvalidArgument {
                 operation: "cuCtxSetCurrent",
@@ -390,8 +452,8 @@ impl Backend for NativeBackend {
         // SAFETY: the context is a primary context this backend holds a reference on, so
         // it is alive.
         let r = unsafe { (self.api().ctx_set_current)(ctx.raw() as usize as sys::CUcontext) };
-        self.check_dev(r, || "cuCtxSetCurrent".into(), Device::new(ordinal as u32))?;
-        CURRENT.with(|c| c.set((self.id, ordinal as u32)));
+        self.check_dev(r, || "cuCtxSetCurrent".into(), Device::new(ordinal))?;
+        CURRENT.with(|c| c.set((self.id, ordinal)));
         Ok(())
     }
 
@@ -531,6 +593,52 @@ impl Backend for NativeBackend {
             r,
             || format!("cuMemsetD32_v2({:#x}, {value:#x}, {count})", dst.0),
             None,
+        )
+    }
+
+    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
+        // SAFETY: the caller upholds the trait's contract for `dst..dst+2*count`.
+        let r = unsafe { (self.api().memset_d16)(dst.0, value, count) };
+        self.check(
+            r,
+            || format!("cuMemsetD16_v2({:#x}, {value:#x}, {count})", dst.0),
+            None,
+        )
+    }
+
+    unsafe fn memset_d16_async(
+        &self,
+        dst: DevicePtr,
+        value: u16,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let s = self.stream_raw(stream, "cuMemsetD16Async")?;
+        // SAFETY: the caller upholds the trait's contract; `s` is a live stream of this
+        // backend (destroyed only by value) or the default stream.
+        let r = unsafe { (self.api().memset_d16_async)(dst.0, value, count, s) };
+        self.check(
+            r,
+            || format!("cuMemsetD16Async({:#x}, {value:#x}, {count})", dst.0),
+            Some(stream.raw()),
+        )
+    }
+
+    unsafe fn memset_d32_async(
+        &self,
+        dst: DevicePtr,
+        value: u32,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let s = self.stream_raw(stream, "cuMemsetD32Async")?;
+        // SAFETY: the caller upholds the trait's contract; `s` is a live stream of this
+        // backend (destroyed only by value) or the default stream.
+        let r = unsafe { (self.api().memset_d32_async)(dst.0, value, count, s) };
+        self.check(
+            r,
+            || format!("cuMemsetD32Async({:#x}, {value:#x}, {count})", dst.0),
+            Some(stream.raw()),
         )
     }
 

@@ -101,6 +101,16 @@ enum Op {
         value: u8,
         bytes: u64,
     },
+    Memset16 {
+        dst: u64,
+        value: u16,
+        count: u64,
+    },
+    Memset32 {
+        dst: u64,
+        value: u32,
+        count: u64,
+    },
     HtoD {
         dst: u64,
         src: HostPtr,
@@ -517,6 +527,10 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
     let mut sim = shared.sim();
     let r = match &item.op {
         Op::Memset { dst, value, bytes } => sim.memset_d8(engine::DevicePtr(*dst), *value, *bytes),
+        Op::Memset16 { dst, value, count } => fill16(&mut sim, *dst, *value, *count),
+        Op::Memset32 { dst, value, count } => {
+            sim.memset_d32(engine::DevicePtr(*dst), *value, *count)
+        }
         Op::HtoD { dst, src, bytes } => {
             // SAFETY: the caller of the `unsafe` memcpy_htod_async guaranteed that
             // `src..src+bytes` is readable host memory, valid and unwritten until the
@@ -547,6 +561,30 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         let sticky = is_sticky(&e);
         (f, sticky)
     })
+}
+
+/// `cuMemsetD16` on the engine: the pattern written in chunks (the range was checked
+/// against the live allocations when the work was queued).
+fn fill16(
+    sim: &mut Simulator,
+    dst: u64,
+    value: u16,
+    count: u64,
+) -> std::result::Result<(), SimError> {
+    const CHUNK: u64 = 32 * 1024;
+    let pattern: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), CHUNK.min(count) as usize)
+        .flatten()
+        .collect();
+    let mut done = 0u64;
+    while done < count {
+        let n = CHUNK.min(count - done);
+        sim.memcpy_htod(
+            engine::DevicePtr(dst + done * 2),
+            &pattern[..(n * 2) as usize],
+        )?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// `MemAvailable` of `/proc/meminfo`, in bytes (`None` where it cannot be read).
@@ -1021,6 +1059,93 @@ impl Backend for SimBackend {
         })
     }
 
+    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
+        const OP: &str = "cuMemsetD16_v2";
+        if count == 0 {
+            return self.ctx(OP);
+        }
+        if !dst.0.is_multiple_of(2) {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 2-byte aligned".into(),
+            );
+        }
+        let bytes = (count as u64).saturating_mul(2);
+        self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
+        self.sync_op(OP, |sim| fill16(sim, dst.0, value, count as u64))
+    }
+
+    unsafe fn memset_d16_async(
+        &self,
+        dst: DevicePtr,
+        value: u16,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemsetD16Async";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if !dst.0.is_multiple_of(2) {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 2-byte aligned".into(),
+            );
+        }
+        self.check_range(&st, dst, (count as u64).saturating_mul(2), OP)?;
+        let count = count as u64;
+        self.submit(
+            &mut st,
+            s,
+            Op::Memset16 {
+                dst: dst.0,
+                value,
+                count,
+            },
+        );
+        Ok(())
+    }
+
+    unsafe fn memset_d32_async(
+        &self,
+        dst: DevicePtr,
+        value: u32,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        const OP: &str = "cuMemsetD32Async";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if !dst.0.is_multiple_of(4) {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                "not 4-byte aligned".into(),
+            );
+        }
+        self.check_range(&st, dst, (count as u64).saturating_mul(4), OP)?;
+        let count = count as u64;
+        self.submit(
+            &mut st,
+            s,
+            Op::Memset32 {
+                dst: dst.0,
+                value,
+                count,
+            },
+        );
+        Ok(())
+    }
+
     unsafe fn memset_d8_async(
         &self,
         dst: DevicePtr,
@@ -1423,6 +1548,28 @@ impl Backend for SimBackend {
             );
         }
         Ok(())
+    }
+
+    fn function_params(&self, function: &Function) -> Result<Option<Vec<super::ParamLayout>>> {
+        const OP: &str = "cuFuncGetParamInfo";
+        self.owned(function.owner(), OP)?;
+        let st = self.live(OP)?;
+        match st.functions.get(&function.raw()) {
+            Some(f) => Ok(Some(
+                f.params
+                    .iter()
+                    .map(|p| super::ParamLayout {
+                        offset: p.offset,
+                        size: p.size,
+                    })
+                    .collect(),
+            )),
+            None => self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown function (or one from before a reset)".into(),
+            ),
+        }
     }
 
     fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {

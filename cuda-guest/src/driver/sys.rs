@@ -323,6 +323,17 @@ pub type cuMemsetD8 = unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: u
 /// `cuMemsetD32_v2`.
 pub type cuMemsetD32 =
     unsafe extern "C" fn(dst: CUdeviceptr, value: c_uint, count: usize) -> CUresult;
+/// `cuMemsetD16_v2`.
+pub type cuMemsetD16 = unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize) -> CUresult;
+/// `cuMemsetD16Async`.
+pub type cuMemsetD16Async =
+    unsafe extern "C" fn(dst: CUdeviceptr, value: u16, count: usize, stream: CUstream) -> CUresult;
+/// `cuCtxCreate_v2` (the ABI `cuGetProcAddress` gives for CUDA 12.0; CUDA 13's
+/// `cuCtxCreate` is `_v4`, with a parameters argument).
+pub type cuCtxCreate =
+    unsafe extern "C" fn(ctx: *mut CUcontext, flags: c_uint, dev: CUdevice) -> CUresult;
+/// `cuCtxDestroy_v2`.
+pub type cuCtxDestroy = unsafe extern "C" fn(ctx: CUcontext) -> CUresult;
 /// `cuMemsetD8Async`.
 pub type cuMemsetD8Async =
     unsafe extern "C" fn(dst: CUdeviceptr, value: u8, count: usize, stream: CUstream) -> CUresult;

@@ -1,0 +1,429 @@
+//! The CUDA service for guests: one session per guest connection, each with its own
+//! context, handle tables, allocations, quota and deferred errors, served over a Unix
+//! socket (also Firecracker's and Cloud Hypervisor's hybrid-vsock `CONNECT <port>`),
+//! AF_VSOCK, or a VMM's own virtio device through the embedding API. The wire format is
+//! [`crate::proto`] (`docs/protocol.md`).
+//!
+//! # Isolation
+//! Every session has a device address space of its own:
+//! - on the **simulator** every context of a session is a fresh
+//!   [`SimBackend`](crate::driver::SimBackend) instance (its own `Simulator`, memory
+//!   and device thread), whose memory limit is the guest's quota; dropping it releases
+//!   everything. (A simulator instance has exactly one context, so a separate instance
+//!   *is* a separate context.)
+//! - on the **native** driver every session gets a context of its own made with
+//!   [`Backend::context_create`] (`cuCtxCreate_v2`), not the process's primary context
+//!   (which every session of the process would share); destroying it
+//!   (`cuCtxDestroy_v2`) releases everything made in it.
+//!
+//! Device addresses are **checked real addresses** of the session's own context: they
+//! are not translated (kernel parameters carry them as plain bytes, which the server
+//! cannot tell from integers), and every copy and memset range is checked against the
+//! session's own allocation table, so an address of another guest, a freed one or a
+//! made-up one is refused with `CUDA_ERROR_INVALID_VALUE` before the driver sees it.
+//! Inside kernels the separate address space isolates: an address of another context is
+//! not mapped in this one and faults (a sticky error of this session only).
+//!
+//! Handles (contexts, modules, functions, streams, events) are opaque, generation-tagged
+//! values from per-session tables, salted with a per-session secret: a handle of another
+//! guest, a freed one or a made-up one is `CUDA_ERROR_INVALID_HANDLE`
+//! (`CUDA_ERROR_INVALID_CONTEXT` for contexts).
+//!
+//! # Quotas ([`Quota`])
+//! Per guest: device memory bytes (`cuMemAlloc` beyond it is `CUDA_ERROR_OUT_OF_MEMORY`;
+//! `cuMemGetInfo` and `cuDeviceTotalMem` report the quota as the total), live objects
+//! (allocations, modules, functions, streams, events: `CUDA_ERROR_OUT_OF_MEMORY`),
+//! module image size (`CUDA_ERROR_OUT_OF_MEMORY`; also announced as `max_module`), and
+//! a launch rate (a token bucket: a guest over its rate has its launches throttled,
+//! its own worker waits, no other guest's). Each hit is logged with the guest's name.
+//!
+//! # Faults and teardown
+//! A sticky fault (`Status::is_sticky`) tears down that session's context (everything
+//! in it is released) and is answered to every later request that needs a context,
+//! with the request that caused it, until the guest releases its primary context and
+//! retains it again. On `Goodbye`, disconnect, shutdown or a protocol violation the
+//! session's context is destroyed and all its memory released.
+//!
+//! # Threads
+//! Backend calls block. Each connection has its own worker thread that owns the
+//! [`Session`] (and keeps its context current); tokio tasks only move bytes. The
+//! embedding API runs on the caller's thread.
+
+mod embed;
+mod handles;
+mod session;
+mod transport;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use embed::EmbeddedSession;
+pub use session::Session;
+pub use transport::{serve_unix, serve_vsock, ShutdownSignal};
+
+use crate::driver::{Backend, Device, DriverError, SimBackend};
+use crate::proto::{Features, Limits};
+use crate::sim::SimConfig;
+
+/// What a guest may use. The defaults suit a test or a small guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quota {
+    /// Device memory in bytes (its allocations together).
+    pub device_memory: u64,
+    /// Live objects: allocations, modules, functions, streams and events together.
+    pub max_objects: u32,
+    /// Largest module image in bytes.
+    pub max_module_bytes: u32,
+    /// Kernel launches per second (`None`: unlimited); beyond it launches wait.
+    pub launches_per_sec: Option<u32>,
+    /// Launches allowed at once above the rate (the bucket's size).
+    pub launch_burst: u32,
+}
+
+impl Default for Quota {
+    /// 1 GiB, 4096 objects, 16 MiB modules, no launch limit.
+    fn default() -> Self {
+        Quota {
+            device_memory: 1 << 30,
+            max_objects: 4096,
+            max_module_bytes: 16 << 20,
+            launches_per_sec: None,
+            launch_burst: 1024,
+        }
+    }
+}
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Every guest's quota.
+    pub quota: Quota,
+    /// The server's protocol limits (shrunk per session to what the client accepts;
+    /// `max_module` and `max_objects` are further bounded by the quota).
+    pub limits: Limits,
+    /// The host device given to guests (their device 0).
+    pub device: Device,
+    /// Most sessions at once; more are refused with `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub max_sessions: usize,
+    /// Time a connection has to send its hello (and `CONNECT` line).
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            quota: Quota::default(),
+            limits: Limits::default(),
+            device: Device::new(0),
+            max_sessions: 64,
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The backend the service runs guests on.
+#[derive(Debug, Clone)]
+pub enum BackendChoice {
+    /// The PTX simulator: one instance per guest context.
+    Simulator(SimConfig),
+    /// A shared backend (the native driver) on which every guest context is made with
+    /// [`Backend::context_create`].
+    Shared(Arc<dyn Backend>),
+}
+
+impl BackendChoice {
+    /// `sim` (the simulator with its default settings), `native` (the NVIDIA driver;
+    /// an error without one) or `auto` (native when a driver with a device loads,
+    /// else the simulator).
+    pub fn from_name(name: &str) -> Result<BackendChoice, ServiceError> {
+        let native = || -> Result<BackendChoice, ServiceError> {
+            let be =
+                crate::driver::NativeBackend::new().map_err(|source| ServiceError::Backend {
+                    guest: "-".into(),
+                    source,
+                })?;
+            Ok(BackendChoice::Shared(Arc::new(be)))
+        };
+        match name {
+            "sim" | "simulator" => Ok(BackendChoice::Simulator(SimConfig::default())),
+            "native" => native(),
+            "auto" => Ok(native().unwrap_or_else(|e| {
+                log::info!("no native CUDA backend ({e}); serving guests on the simulator");
+                BackendChoice::Simulator(SimConfig::default())
+            })),
+            other => Err(ServiceError::Config {
+                reason: format!("unknown backend {other:?} (sim, native or auto)"),
+            }),
+        }
+    }
+}
+
+/// Serves `service` on a Unix socket at `path` (a stale socket file there is replaced)
+/// until SIGINT or SIGTERM, then shuts down gracefully and removes the socket file.
+/// Builds its own tokio runtime: for a command line (`vmgpu cuda serve`).
+pub fn serve_unix_until_signal(
+    service: Service,
+    path: &std::path::Path,
+    guest_prefix: &str,
+) -> Result<(), ServiceError> {
+    let io = |what: String| move |source| ServiceError::Io { what, source };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime".into()))?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let r = rt.block_on(async {
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(io(format!("binding {}", path.display())))?;
+        log::info!("serving CUDA guests on {}", path.display());
+        let shutdown = ShutdownSignal::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            log::info!("shutting down: draining guest sessions");
+            trigger.trigger();
+        });
+        serve_unix(service, listener, guest_prefix, shutdown).await
+    });
+    let _ = std::fs::remove_file(path);
+    r
+}
+
+/// Errors of the service, naming the guest where there is one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The backend failed while setting up the service or a guest's session.
+    #[error("guest {guest}: {source}")]
+    Backend {
+        /// The guest (`-` for the service itself).
+        guest: String,
+        /// The driver's error.
+        #[source]
+        source: DriverError,
+    },
+    /// A transport failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the guest or the socket.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration cannot work.
+    #[error("bad service configuration: {reason}")]
+    Config {
+        /// Why.
+        reason: String,
+    },
+    /// A guest's session was refused (too many sessions, bad hello).
+    #[error("guest {guest}: session refused: {reason}")]
+    Refused {
+        /// The guest.
+        guest: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+enum Gpu {
+    SimPerContext(SimConfig),
+    Shared(Arc<dyn Backend>),
+}
+
+/// Counters of the whole service, shared by its sessions.
+#[derive(Debug, Default)]
+struct Stats {
+    sessions: AtomicUsize,
+    contexts: AtomicUsize,
+    device_bytes: AtomicU64,
+    throttled: AtomicU64,
+}
+
+/// A snapshot of [`Service::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Sessions alive.
+    pub sessions: usize,
+    /// Guest contexts alive (simulator instances or native contexts).
+    pub contexts: usize,
+    /// Device memory the guests hold, in bytes.
+    pub device_bytes: u64,
+    /// Launches that waited for the launch quota.
+    pub throttled_launches: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ServiceConfig,
+    gpu: Gpu,
+    /// Answers device queries (no context needed).
+    devices: Arc<dyn Backend>,
+    stats: Stats,
+    next_session: AtomicU64,
+}
+
+/// The service: configuration, backend and the counters of its sessions. Cheap to
+/// clone (shared).
+#[derive(Debug, Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+/// A per-session secret for handle salting (random per process and session).
+fn session_key(id: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(id);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+impl Service {
+    /// A service on `backend` with `config`.
+    pub fn new(backend: BackendChoice, config: ServiceConfig) -> Result<Service, ServiceError> {
+        config.limits.validate().map_err(|e| ServiceError::Config {
+            reason: e.to_string(),
+        })?;
+        if config.quota.max_module_bytes == 0 || config.quota.max_objects == 0 {
+            return Err(ServiceError::Config {
+                reason: "the quota allows no module or no object".into(),
+            });
+        }
+        let backend_err = |source| ServiceError::Backend {
+            guest: "-".into(),
+            source,
+        };
+        let (gpu, devices): (Gpu, Arc<dyn Backend>) = match backend {
+            BackendChoice::Simulator(sim) => {
+                let probe = SimBackend::new(sim.clone()).map_err(backend_err)?;
+                (Gpu::SimPerContext(sim), Arc::new(probe))
+            }
+            BackendChoice::Shared(be) => {
+                let count = be.device_count().map_err(backend_err)?;
+                if config.device.ordinal() >= count {
+                    return Err(ServiceError::Config {
+                        reason: format!(
+                            "device {} asked for; the backend has {count}",
+                            config.device.ordinal()
+                        ),
+                    });
+                }
+                (Gpu::Shared(be.clone()), be)
+            }
+        };
+        Ok(Service {
+            inner: Arc::new(Inner {
+                config,
+                gpu,
+                devices,
+                stats: Stats::default(),
+                next_session: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.inner.config
+    }
+
+    /// The backend that answers device queries (the shared backend, or a simulator
+    /// instance without guest memory).
+    pub fn device_backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.devices
+    }
+
+    /// The service's counters now.
+    pub fn stats(&self) -> ServiceStats {
+        let s = &self.inner.stats;
+        ServiceStats {
+            sessions: s.sessions.load(Ordering::Relaxed),
+            contexts: s.contexts.load(Ordering::Relaxed),
+            device_bytes: s.device_bytes.load(Ordering::Relaxed),
+            throttled_launches: s.throttled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The limits and features a session of this service announces.
+    fn session_limits(&self) -> Limits {
+        let mut l = self.inner.config.limits;
+        let q = &self.inner.config.quota;
+        l.max_module = l.max_module.min(q.max_module_bytes);
+        l.max_objects = l.max_objects.min(q.max_objects);
+        l
+    }
+
+    /// A new session number, or a refusal when the service is full.
+    fn admit(&self, guest: &str) -> Result<u64, ServiceError> {
+        let live = self.inner.stats.sessions.load(Ordering::Relaxed);
+        if live >= self.inner.config.max_sessions {
+            log::warn!(
+                "guest {guest}: refused, {live} sessions of at most {} alive",
+                self.inner.config.max_sessions
+            );
+            return Err(ServiceError::Refused {
+                guest: guest.into(),
+                reason: format!(
+                    "{live} sessions alive, at most {}",
+                    self.inner.config.max_sessions
+                ),
+            });
+        }
+        Ok(self.inner.next_session.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A bare session (for a transport of the caller's own that does the handshake
+    /// itself): `limits` and `features` are what its `ServerHello` granted.
+    pub fn open_session(
+        &self,
+        guest: &str,
+        id: u64,
+        limits: Limits,
+        features: Features,
+    ) -> Session {
+        log::info!(
+            "guest {guest} (session {id}): connected (quota: {} bytes, {} objects, {} byte modules, launches {})",
+            self.inner.config.quota.device_memory,
+            self.inner.config.quota.max_objects,
+            self.inner.config.quota.max_module_bytes,
+            self.inner
+                .config
+                .quota
+                .launches_per_sec
+                .map(|r| format!("{r}/s"))
+                .unwrap_or_else(|| "unlimited".into())
+        );
+        Session::new(self.inner.clone(), guest, id, limits, features)
+    }
+
+    /// A session for a VMM's own virtio device, which reaches guest memory: see
+    /// [`EmbeddedSession`].
+    pub fn session(&self, guest: &str) -> Result<EmbeddedSession, ServiceError> {
+        let id = self.admit(guest)?;
+        Ok(EmbeddedSession::new(self.clone(), guest, id))
+    }
+}

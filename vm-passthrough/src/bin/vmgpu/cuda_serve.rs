@@ -1,0 +1,64 @@
+//! `vmgpu cuda serve`: the CUDA service for guests on a Unix socket (also the
+//! hybrid-vsock socket of Firecracker or Cloud Hypervisor), until SIGINT or SIGTERM.
+//!
+//! Wiring (owned elsewhere): `mod cuda_serve;` in `main.rs`, a `Cuda { Serve(ServeArgs) }`
+//! subcommand calling [`run`], and in `vm-passthrough/Cargo.toml`
+//! `cuda-guest = { path = "../cuda-guest", optional = true }` added to the `cli` feature.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use cuda_guest::service::{self, BackendChoice, Quota, Service, ServiceConfig};
+
+/// Options of `vmgpu cuda serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The Unix socket to listen on (a stale socket file there is replaced).
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    /// The backend: `native` (the NVIDIA driver), `sim` (the PTX simulator) or `auto`.
+    #[arg(long, default_value = "auto", env = "VMGPU_CUDA_BACKEND")]
+    pub backend: String,
+    /// Device memory each guest may allocate, in bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub memory: u64,
+    /// Live objects (allocations, modules, functions, streams, events) per guest.
+    #[arg(long, default_value_t = 4096)]
+    pub max_objects: u32,
+    /// Largest PTX module per guest, in bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_module_bytes: u32,
+    /// Kernel launches per second per guest (unlimited when absent).
+    #[arg(long)]
+    pub launches_per_sec: Option<u32>,
+    /// Most guest sessions at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_sessions: usize,
+    /// The host device given to the guests.
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+    /// Name of the guests in logs (`NAME#n`).
+    #[arg(long, default_value = "guest")]
+    pub guest_name: String,
+}
+
+/// Runs the service until SIGINT or SIGTERM.
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let backend = BackendChoice::from_name(&args.backend).context("choosing the CUDA backend")?;
+    let config = ServiceConfig {
+        quota: Quota {
+            device_memory: args.memory,
+            max_objects: args.max_objects,
+            max_module_bytes: args.max_module_bytes,
+            launches_per_sec: args.launches_per_sec,
+            ..Quota::default()
+        },
+        device: cuda_guest::driver::Device::new(args.device),
+        max_sessions: args.max_sessions,
+        ..ServiceConfig::default()
+    };
+    let svc = Service::new(backend, config).context("starting the CUDA service")?;
+    service::serve_unix_until_signal(svc, &args.socket, &args.guest_name)
+        .with_context(|| format!("serving guests on {}", args.socket.display()))?;
+    Ok(())
+}
