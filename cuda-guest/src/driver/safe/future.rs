@@ -137,6 +137,20 @@ impl<V: Send> Future for GpuFuture<V> {
     }
 }
 
+/// A future already complete with `error`: the work was queued, and its failure (a
+/// sticky fault) was known before its completion could be recorded.
+pub(super) fn failed<V>(error: DriverError) -> GpuFuture<V> {
+    GpuFuture {
+        shared: Arc::new(Shared {
+            slot: Mutex::new(Slot {
+                result: Some(Err(error)),
+                value: None,
+                waker: None,
+            }),
+        }),
+    }
+}
+
 /// Hands `event` (recorded) to the stream's completion thread; the future owns `value`
 /// until the event is reached.
 pub(super) fn submit<V: Send + 'static>(

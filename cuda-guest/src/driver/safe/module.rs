@@ -440,7 +440,18 @@ impl Function {
     ) -> Result<GpuFuture<()>> {
         // SAFETY: the caller's guarantees are passed on.
         unsafe { self.launch(stream, config, args) }?;
-        stream.done()
+        match stream.done() {
+            // The kernel is queued; a sticky fault that shows before its completion
+            // could be recorded (a kernel that faults at once) is the kernel's own
+            // failure: it fails the future, not the call.
+            Err(e)
+                if e.code()
+                    .is_some_and(|c| crate::proto::Status(c as u32).is_sticky()) =>
+            {
+                Ok(super::future::failed(e))
+            }
+            r => r,
+        }
     }
 
     /// Launches without checking the arguments against the PTX.

@@ -1,0 +1,2118 @@
+//! The exported CUDA driver API entry points (C ABI, the names and prototypes of
+//! `cuda.h` 12.x). Every entry point catches panics (`CUDA_ERROR_UNKNOWN`), refuses null
+//! output pointers (`CUDA_ERROR_INVALID_VALUE`) and needs `cuInit` first
+//! (`CUDA_ERROR_NOT_INITIALIZED`), as the driver does.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_float, c_int, c_uint, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use crate::engine::{Engine, Fail, Geometry, R, STREAM_PER_THREAD};
+use crate::ffi::*;
+use crate::log;
+
+static ENGINE: OnceLock<Result<Box<dyn Engine>, Fail>> = OnceLock::new();
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The calling thread's context stack (top last), as in the driver.
+    static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The engine, started on first use (the mode is read from the environment once).
+fn engine_any() -> R<&'static dyn Engine> {
+    let e = ENGINE.get_or_init(|| {
+        let r = crate::start_engine();
+        match &r {
+            Ok(e) => log::info(&format!("mode: {}", e.describe())),
+            Err(f) => log::warn(&format!("cannot start: {} ({})", f.detail, f.code)),
+        }
+        r
+    });
+    match e {
+        Ok(e) => Ok(e.as_ref()),
+        Err(f) => Err(f.clone()),
+    }
+}
+
+/// The engine after a successful `cuInit`.
+fn engine() -> R<&'static dyn Engine> {
+    if !INITIALIZED.load(Ordering::Acquire) {
+        return Err(Fail::new(
+            CUDA_ERROR_NOT_INITIALIZED,
+            "cuInit has not been called",
+        ));
+    }
+    engine_any()
+}
+
+/// The context current on this thread.
+fn current() -> R<u64> {
+    STACK
+        .with(|s| s.borrow().last().copied())
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, "no context is current"))
+}
+
+/// Runs an entry point's body: panics become `CUDA_ERROR_UNKNOWN`, failures their
+/// `CUresult` (logged at debug level).
+fn call(name: &'static str, f: impl FnOnce() -> R<()>) -> CUresult {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => CUDA_SUCCESS,
+        Ok(Err(fail)) => {
+            if log::debug_enabled() && fail.code != CUDA_ERROR_NOT_READY {
+                log::debug(&format!("{name}: {} ({})", fail.detail, fail.code));
+            }
+            fail.code
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::warn(&format!(
+                "{name}: internal error (panic: {msg}); CUDA_ERROR_UNKNOWN"
+            ));
+            CUDA_ERROR_UNKNOWN
+        }
+    }
+}
+
+/// Writes `v` to the program's `p`.
+///
+/// # Safety
+/// `p` is null or valid for writing a `T`.
+unsafe fn out<T>(p: *mut T, v: T) -> R<()> {
+    if p.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null output pointer"));
+    }
+    // SAFETY: non-null, and the caller guarantees it is valid for a write of `T`; an
+    // unaligned pointer from C is tolerated.
+    unsafe { p.write_unaligned(v) };
+    Ok(())
+}
+
+/// A NUL-terminated C string argument.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string alive for the call.
+unsafe fn c_str<'a>(p: *const c_char) -> R<&'a str> {
+    if p.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null string"));
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's guarantee).
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "a name that is not UTF-8"))
+}
+
+/// Copies `s` into the program's buffer of `len` bytes, NUL-terminated (truncated).
+///
+/// # Safety
+/// `buf` is null or writable for `len` bytes.
+unsafe fn copy_str(buf: *mut c_char, len: c_int, s: &str) -> R<()> {
+    if buf.is_null() || len <= 0 {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null or empty buffer"));
+    }
+    let n = s.len().min(len as usize - 1);
+    // SAFETY: `buf` is writable for `len` bytes and `n + 1 <= len`; the source is a
+    // distinct Rust string.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
+        *buf.add(n) = 0;
+    }
+    Ok(())
+}
+
+fn dev(d: CUdevice) -> R<u32> {
+    u32::try_from(d).map_err(|_| Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("device {d}")))
+}
+
+fn h(p: Handle) -> u64 {
+    p as usize as u64
+}
+
+fn ptr(v: u64) -> Handle {
+    v as usize as Handle
+}
+
+/// The stream value an entry point passes on: the null stream of a `_ptsz` variant is
+/// the per-thread default stream.
+fn strm(s: Handle, per_thread: bool) -> u64 {
+    match h(s) {
+        0 if per_thread => STREAM_PER_THREAD,
+        v => v,
+    }
+}
+
+fn nonnull(p: Handle, what: &str) -> R<u64> {
+    if p.is_null() {
+        Err(Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("null {what}")))
+    } else {
+        Ok(h(p))
+    }
+}
+
+macro_rules! entry {
+    ($(#[doc = $doc:expr])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        /// Called from C with the arguments `cuda.h` documents: pointers are null
+        /// (refused) or valid for the accesses the call makes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
+            call(stringify!($name), move || $body)
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Initialisation, version, errors.
+
+entry! {
+    /// `cuInit`: starts the engine (the mode comes from the environment).
+    fn cuInit(flags: c_uint) {
+        if flags != 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0"));
+        }
+        engine_any()?;
+        INITIALIZED.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuDriverGetVersion` (works before `cuInit`).
+    fn cuDriverGetVersion(version: *mut c_int) {
+        if version.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null version"));
+        }
+        let v = engine_any()?.driver_version()?;
+        // SAFETY: checked non-null; the program passes a writable int.
+        unsafe { out(version, v) }
+    }
+}
+
+fn error_text(code: CUresult, name: bool) -> R<&'static CStr> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static TEXTS: OnceLock<Mutex<HashMap<(CUresult, bool), &'static CStr>>> = OnceLock::new();
+    let status = cuda_guest::proto::Status(code as u32);
+    let s = if name {
+        status.name()
+    } else {
+        status.description()
+    }
+    .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("unknown CUresult {code}")))?;
+    let mut map = TEXTS
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Ok(map.entry((code, name)).or_insert_with(|| {
+        let c = std::ffi::CString::new(s).unwrap_or_default();
+        // Leaked once per code: the driver's strings are static too.
+        Box::leak(c.into_boxed_c_str())
+    }))
+}
+
+entry! {
+    /// `cuGetErrorName`.
+    fn cuGetErrorName(error: CUresult, p_str: *mut *const c_char) {
+        if p_str.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pStr"));
+        }
+        match error_text(error, true) {
+            // SAFETY: checked non-null; a writable `const char *` slot.
+            Ok(s) => unsafe { out(p_str, s.as_ptr()) },
+            Err(f) => {
+                // SAFETY: as above; the driver sets it to NULL for unknown codes.
+                unsafe { out(p_str, std::ptr::null())? };
+                Err(f)
+            }
+        }
+    }
+}
+
+entry! {
+    /// `cuGetErrorString`.
+    fn cuGetErrorString(error: CUresult, p_str: *mut *const c_char) {
+        if p_str.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pStr"));
+        }
+        match error_text(error, false) {
+            // SAFETY: checked non-null; a writable `const char *` slot.
+            Ok(s) => unsafe { out(p_str, s.as_ptr()) },
+            Err(f) => {
+                // SAFETY: as above.
+                unsafe { out(p_str, std::ptr::null())? };
+                Err(f)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices.
+
+entry! {
+    /// `cuDeviceGetCount`.
+    fn cuDeviceGetCount(count: *mut c_int) {
+        let n = engine()?.device_count()?;
+        // SAFETY: `out` refuses null; the program passes a writable int.
+        unsafe { out(count, n as c_int) }
+    }
+}
+
+entry! {
+    /// `cuDeviceGet`.
+    fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) {
+        let e = engine()?;
+        if ordinal < 0 || ordinal as u32 >= e.device_count()? {
+            return Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("ordinal {ordinal}")));
+        }
+        // SAFETY: `out` refuses null; a writable CUdevice.
+        unsafe { out(device, ordinal) }
+    }
+}
+
+entry! {
+    /// `cuDeviceGetName`.
+    fn cuDeviceGetName(name: *mut c_char, len: c_int, d: CUdevice) {
+        let s = engine()?.device_name(dev(d)?)?;
+        // SAFETY: the program's buffer is writable for `len` bytes (null refused).
+        unsafe { copy_str(name, len, &s) }
+    }
+}
+
+fn uuid(p: *mut [u8; 16], d: CUdevice) -> R<()> {
+    let u = engine()?.device_uuid(dev(d)?)?;
+    // SAFETY: `out` refuses null; a CUuuid is 16 bytes, alignment 1.
+    unsafe { out(p, u) }
+}
+
+entry! {
+    /// `cuDeviceGetUuid`.
+    fn cuDeviceGetUuid(p: *mut [u8; 16], d: CUdevice) { uuid(p, d) }
+}
+
+entry! {
+    /// `cuDeviceGetUuid_v2`.
+    fn cuDeviceGetUuid_v2(p: *mut [u8; 16], d: CUdevice) { uuid(p, d) }
+}
+
+entry! {
+    /// `cuDeviceGetPCIBusId`.
+    fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, d: CUdevice) {
+        let s = engine()?.device_pci_bus_id(dev(d)?)?;
+        // SAFETY: the program's buffer is writable for `len` bytes (null refused).
+        unsafe { copy_str(bus_id, len, &s) }
+    }
+}
+
+entry! {
+    /// `cuDeviceGetByPCIBusId`.
+    fn cuDeviceGetByPCIBusId(d: *mut CUdevice, bus_id: *const c_char) {
+        // SAFETY: a NUL-terminated string from the program (null refused).
+        let want = unsafe { c_str(bus_id) }?.to_ascii_lowercase();
+        let e = engine()?;
+        for i in 0..e.device_count()? {
+            let id = e.device_pci_bus_id(i)?.to_ascii_lowercase();
+            if id == want || id.trim_start_matches('0') == want.trim_start_matches('0') {
+                // SAFETY: `out` refuses null; a writable CUdevice.
+                return unsafe { out(d, i as CUdevice) };
+            }
+        }
+        Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("no device at {want}")))
+    }
+}
+
+entry! {
+    /// `cuDeviceGetAttribute`.
+    fn cuDeviceGetAttribute(pi: *mut c_int, attrib: c_int, d: CUdevice) {
+        if pi.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pi"));
+        }
+        let v = match engine()?.device_attribute(dev(d)?, attrib) {
+            Ok(v) => v,
+            Err(f) if f.code == CUDA_ERROR_INVALID_VALUE => attribute_fallback(attrib).ok_or(f)?,
+            Err(f) => return Err(f),
+        };
+        // SAFETY: checked non-null; a writable int.
+        unsafe { out(pi, v) }
+    }
+}
+
+/// `CU_DEVICE_ATTRIBUTE_MAX` of cuda.h 12.9: attributes below it exist.
+const DEVICE_ATTRIBUTE_MAX: c_int = 144;
+
+/// The answer for a valid attribute the engine does not model (programs query many at
+/// start-up, and the driver knows them all): a few limits of the virtual device, else 0,
+/// which for the capability flags (memory pools, cooperative launch, ...) is the truth
+/// for the simulator and for the protocol.
+fn attribute_fallback(attrib: c_int) -> Option<c_int> {
+    if !(1..DEVICE_ATTRIBUTE_MAX).contains(&attrib) {
+        return None;
+    }
+    let v = match attrib {
+        11 => c_int::MAX, // MAX_PITCH
+        14 => 512,        // TEXTURE_ALIGNMENT
+        15 => 1,          // GPU_OVERLAP
+        82 => 65536,      // MAX_REGISTERS_PER_MULTIPROCESSOR
+        106 => 32,        // MAX_BLOCKS_PER_MULTIPROCESSOR
+        _ => 0,
+    };
+    log::debug(&format!(
+        "cuDeviceGetAttribute({attrib}): not modelled; answering {v}"
+    ));
+    Some(v)
+}
+
+entry! {
+    /// `cuDeviceTotalMem_v2`.
+    fn cuDeviceTotalMem_v2(bytes: *mut usize, d: CUdevice) {
+        let v = engine()?.device_total_mem(dev(d)?)?;
+        // SAFETY: `out` refuses null; a writable size_t.
+        unsafe { out(bytes, v as usize) }
+    }
+}
+
+entry! {
+    /// `cuDeviceComputeCapability` (deprecated, still used).
+    fn cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, d: CUdevice) {
+        if major.is_null() || minor.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null major or minor"));
+        }
+        let e = engine()?;
+        let d = dev(d)?;
+        let ma = e.device_attribute(d, 75)?;
+        let mi = e.device_attribute(d, 76)?;
+        // SAFETY: both checked non-null; writable ints.
+        unsafe {
+            out(major, ma)?;
+            out(minor, mi)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Contexts.
+
+entry! {
+    /// `cuDevicePrimaryCtxRetain`.
+    fn cuDevicePrimaryCtxRetain(pctx: *mut Handle, d: CUdevice) {
+        if pctx.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
+        }
+        let c = engine()?.primary_retain(dev(d)?)?;
+        // SAFETY: checked non-null; a writable CUcontext slot.
+        unsafe { out(pctx, ptr(c)) }
+    }
+}
+
+fn primary_release(d: CUdevice) -> R<()> {
+    engine()?.primary_release(dev(d)?)
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxRelease_v2`.
+    fn cuDevicePrimaryCtxRelease_v2(d: CUdevice) { primary_release(d) }
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxRelease` (the same as `_v2`).
+    fn cuDevicePrimaryCtxRelease(d: CUdevice) { primary_release(d) }
+}
+
+fn primary_reset(d: CUdevice) -> R<()> {
+    engine()?.primary_reset(dev(d)?)
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxReset_v2`.
+    fn cuDevicePrimaryCtxReset_v2(d: CUdevice) { primary_reset(d) }
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxReset` (the same as `_v2`).
+    fn cuDevicePrimaryCtxReset(d: CUdevice) { primary_reset(d) }
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxGetState`.
+    fn cuDevicePrimaryCtxGetState(d: CUdevice, flags: *mut c_uint, active: *mut c_int) {
+        if flags.is_null() || active.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null flags or active"));
+        }
+        let (f, a) = engine()?.primary_state(dev(d)?)?;
+        // SAFETY: both checked non-null; writable.
+        unsafe {
+            out(flags, f)?;
+            out(active, a as c_int)
+        }
+    }
+}
+
+fn primary_set_flags(d: CUdevice, flags: c_uint) -> R<()> {
+    engine()?.primary_set_flags(dev(d)?, flags)
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxSetFlags_v2` (the flags are recorded; scheduling hints).
+    fn cuDevicePrimaryCtxSetFlags_v2(d: CUdevice, flags: c_uint) { primary_set_flags(d, flags) }
+}
+
+entry! {
+    /// `cuDevicePrimaryCtxSetFlags`.
+    fn cuDevicePrimaryCtxSetFlags(d: CUdevice, flags: c_uint) { primary_set_flags(d, flags) }
+}
+
+/// Creates a context and pushes it on this thread's stack, as `cuCtxCreate` does.
+fn ctx_create(pctx: *mut Handle, flags: c_uint, d: CUdevice) -> R<()> {
+    if pctx.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
+    }
+    let c = engine()?.ctx_create(dev(d)?, flags)?;
+    STACK.with(|s| s.borrow_mut().push(c));
+    // SAFETY: checked non-null; a writable CUcontext slot.
+    unsafe { out(pctx, ptr(c)) }
+}
+
+entry! {
+    /// `cuCtxCreate_v2`.
+    fn cuCtxCreate_v2(pctx: *mut Handle, flags: c_uint, d: CUdevice) { ctx_create(pctx, flags, d) }
+}
+
+entry! {
+    /// `cuCtxCreate` (the same prototype as `_v2`).
+    fn cuCtxCreate(pctx: *mut Handle, flags: c_uint, d: CUdevice) { ctx_create(pctx, flags, d) }
+}
+
+entry! {
+    /// `cuCtxCreate_v3`: execution affinity parameters are not supported (none is fine).
+    fn cuCtxCreate_v3(pctx: *mut Handle, params: *mut c_void, num_params: c_int, flags: c_uint, d: CUdevice) {
+        if !params.is_null() && num_params > 0 {
+            return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "execution affinity"));
+        }
+        ctx_create(pctx, flags, d)
+    }
+}
+
+entry! {
+    /// `cuCtxCreate_v4`: creation parameters (affinity, CIG) are not supported (NULL is
+    /// fine).
+    fn cuCtxCreate_v4(pctx: *mut Handle, params: *mut c_void, flags: c_uint, d: CUdevice) {
+        if !params.is_null() {
+            return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "CUctxCreateParams"));
+        }
+        ctx_create(pctx, flags, d)
+    }
+}
+
+fn ctx_destroy(ctx: Handle) -> R<()> {
+    let c = nonnull(ctx, "context").map_err(|f| Fail::new(CUDA_ERROR_INVALID_VALUE, f.detail))?;
+    engine()?.ctx_destroy(c)?;
+    // Off this thread's stack too (other threads find out at their next call).
+    STACK.with(|s| s.borrow_mut().retain(|x| *x != c));
+    Ok(())
+}
+
+entry! {
+    /// `cuCtxDestroy_v2`.
+    fn cuCtxDestroy_v2(ctx: Handle) { ctx_destroy(ctx) }
+}
+
+entry! {
+    /// `cuCtxDestroy` (the same as `_v2`).
+    fn cuCtxDestroy(ctx: Handle) { ctx_destroy(ctx) }
+}
+
+entry! {
+    /// `cuCtxSetCurrent`: replaces the top of this thread's stack (NULL pops it).
+    fn cuCtxSetCurrent(ctx: Handle) {
+        let c = h(ctx);
+        if c != 0 {
+            engine()?.ctx_device(c)?;
+        }
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            s.pop();
+            if c != 0 {
+                s.push(c);
+            }
+        });
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuCtxGetCurrent` (NULL when none).
+    fn cuCtxGetCurrent(pctx: *mut Handle) {
+        if pctx.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
+        }
+        engine()?;
+        let c = STACK.with(|s| s.borrow().last().copied()).unwrap_or(0);
+        // SAFETY: checked non-null; a writable CUcontext slot.
+        unsafe { out(pctx, ptr(c)) }
+    }
+}
+
+fn ctx_push(ctx: Handle) -> R<()> {
+    let c = nonnull(ctx, "context").map_err(|f| Fail::new(CUDA_ERROR_INVALID_CONTEXT, f.detail))?;
+    engine()?.ctx_device(c)?;
+    STACK.with(|s| s.borrow_mut().push(c));
+    Ok(())
+}
+
+entry! {
+    /// `cuCtxPushCurrent_v2`.
+    fn cuCtxPushCurrent_v2(ctx: Handle) { ctx_push(ctx) }
+}
+
+entry! {
+    /// `cuCtxPushCurrent`.
+    fn cuCtxPushCurrent(ctx: Handle) { ctx_push(ctx) }
+}
+
+fn ctx_pop(pctx: *mut Handle) -> R<()> {
+    engine()?;
+    let c = STACK
+        .with(|s| s.borrow_mut().pop())
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, "the context stack is empty"))?;
+    if !pctx.is_null() {
+        // SAFETY: non-null; a writable CUcontext slot (optional in the API).
+        unsafe { out(pctx, ptr(c))? };
+    }
+    Ok(())
+}
+
+entry! {
+    /// `cuCtxPopCurrent_v2`.
+    fn cuCtxPopCurrent_v2(pctx: *mut Handle) { ctx_pop(pctx) }
+}
+
+entry! {
+    /// `cuCtxPopCurrent`.
+    fn cuCtxPopCurrent(pctx: *mut Handle) { ctx_pop(pctx) }
+}
+
+entry! {
+    /// `cuCtxSynchronize`.
+    fn cuCtxSynchronize() {
+        engine()?.ctx_synchronize(current()?)
+    }
+}
+
+entry! {
+    /// `cuCtxGetDevice`.
+    fn cuCtxGetDevice(device: *mut CUdevice) {
+        if device.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null device"));
+        }
+        let d = engine()?.ctx_device(current()?)?;
+        // SAFETY: checked non-null; a writable CUdevice.
+        unsafe { out(device, d as CUdevice) }
+    }
+}
+
+entry! {
+    /// `cuCtxGetApiVersion`: 3020, the API level of every context since CUDA 3.2.
+    fn cuCtxGetApiVersion(ctx: Handle, version: *mut c_uint) {
+        let c = if ctx.is_null() { current()? } else { h(ctx) };
+        engine()?.ctx_device(c)?;
+        // SAFETY: `out` refuses null; a writable unsigned int.
+        unsafe { out(version, 3020) }
+    }
+}
+
+entry! {
+    /// `cuCtxGetFlags`: the scheduling flags (0, automatic).
+    fn cuCtxGetFlags(flags: *mut c_uint) {
+        engine()?.ctx_device(current()?)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(flags, 0) }
+    }
+}
+
+entry! {
+    /// `cuCtxGetStreamPriorityRange`: one priority (0, 0).
+    fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
+        engine()?.ctx_device(current()?)?;
+        // SAFETY: each pointer is optional; written only when non-null.
+        unsafe {
+            if !least.is_null() {
+                out(least, 0)?;
+            }
+            if !greatest.is_null() {
+                out(greatest, 0)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuCtxSetCacheConfig`: a hint, accepted.
+    fn cuCtxSetCacheConfig(_config: c_int) {
+        engine()?.ctx_device(current()?).map(drop)
+    }
+}
+
+entry! {
+    /// `cuCtxGetCacheConfig`: `CU_FUNC_CACHE_PREFER_NONE`.
+    fn cuCtxGetCacheConfig(config: *mut c_int) {
+        engine()?.ctx_device(current()?)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(config, 0) }
+    }
+}
+
+entry! {
+    /// `cuMemGetInfo_v2`.
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
+        if free.is_null() || total.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null free or total"));
+        }
+        let (f, t) = engine()?.mem_get_info(current()?)?;
+        // SAFETY: both checked non-null; writable size_t.
+        unsafe {
+            out(free, f as usize)?;
+            out(total, t as usize)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Modules and functions.
+
+/// The image bytes of a module: PTX text up to its NUL.
+///
+/// # Safety
+/// `image` is null or a NUL-terminated PTX text (or an ELF/fatbin image, whose first
+/// bytes are read to recognise it).
+unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
+    if image.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null image"));
+    }
+    // SAFETY: every image the driver accepts starts with at least 4 readable bytes or is
+    // a NUL-terminated text; a text shorter than 4 bytes ends at its NUL, which
+    // `CStr::from_ptr` below stops at.
+    let head = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_bytes();
+    if head.len() >= 4
+        && (head.starts_with(b"\x7fELF") || head.starts_with(&[0x50, 0xed, 0x55, 0xba]))
+    {
+        // A binary image: the engine refuses it by its magic.
+        return Ok(&head[..4]);
+    }
+    Ok(head)
+}
+
+/// Writes a JIT log into the option buffers of `cuModuleLoadDataEx`.
+///
+/// # Safety
+/// `options` and `values` are null or hold `n` entries; buffer options point to
+/// writable buffers of the sizes given by their size options.
+unsafe fn write_jit_logs(
+    n: c_uint,
+    options: *mut c_int,
+    values: *mut *mut c_void,
+    error_log: &str,
+) {
+    if n == 0 || options.is_null() || values.is_null() {
+        return;
+    }
+    // SAFETY: the caller guarantees `n` entries in each array.
+    let (opts, vals) = unsafe {
+        (
+            std::slice::from_raw_parts(options, n as usize),
+            std::slice::from_raw_parts_mut(values, n as usize),
+        )
+    };
+    for (buf_opt, size_opt, text) in [
+        (
+            CU_JIT_ERROR_LOG_BUFFER,
+            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            error_log,
+        ),
+        (
+            CU_JIT_INFO_LOG_BUFFER,
+            CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            "",
+        ),
+    ] {
+        let Some(bi) = opts.iter().position(|o| *o == buf_opt) else {
+            continue;
+        };
+        let Some(si) = opts.iter().position(|o| *o == size_opt) else {
+            continue;
+        };
+        let size = vals[si] as usize;
+        let buf = vals[bi].cast::<u8>();
+        if buf.is_null() || size == 0 {
+            continue;
+        }
+        let k = text.len().min(size - 1);
+        // SAFETY: the program's buffer is writable for `size` bytes and `k + 1 <= size`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf, k);
+            *buf.add(k) = 0;
+        }
+        // OUT: the bytes filled (cuda.h: the size option is in/out).
+        vals[si] = k as *mut c_void;
+    }
+    if let Some(i) = opts.iter().position(|o| *o == CU_JIT_WALL_TIME) {
+        // A float written into the value slot itself.
+        vals[i] = std::ptr::null_mut();
+    }
+}
+
+fn module_load(module: *mut Handle, image: &[u8]) -> R<u64> {
+    if module.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null module"));
+    }
+    engine()?.module_load(current()?, image)
+}
+
+entry! {
+    /// `cuModuleLoadData`: PTX text (the simulator and the service JIT it).
+    fn cuModuleLoadData(module: *mut Handle, image: *const c_void) {
+        // SAFETY: the program passes a NUL-terminated PTX image (null refused).
+        let bytes = unsafe { image_bytes(image) }?;
+        let m = module_load(module, bytes).inspect_err(|f| {
+            if let Some(l) = &f.jit_log {
+                log::debug(&format!("JIT log: {l}"));
+            }
+        })?;
+        // SAFETY: checked non-null in `module_load`.
+        unsafe { out(module, ptr(m)) }
+    }
+}
+
+entry! {
+    /// `cuModuleLoadDataEx`: as `cuModuleLoadData`; the JIT error log goes into
+    /// `CU_JIT_ERROR_LOG_BUFFER` (its size option gets the bytes written).
+    fn cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, num_options: c_uint, options: *mut c_int, option_values: *mut *mut c_void) {
+        // SAFETY: the program passes a NUL-terminated PTX image (null refused).
+        let bytes = unsafe { image_bytes(image) }?;
+        match module_load(module, bytes) {
+            Ok(m) => {
+                // SAFETY: the option arrays hold `num_options` entries (cuda.h).
+                unsafe { write_jit_logs(num_options, options, option_values, "") };
+                // SAFETY: checked non-null in `module_load`.
+                unsafe { out(module, ptr(m)) }
+            }
+            Err(f) => {
+                let log = f.jit_log.clone().unwrap_or_else(|| f.detail.clone());
+                // SAFETY: as above.
+                unsafe { write_jit_logs(num_options, options, option_values, &log) };
+                Err(f)
+            }
+        }
+    }
+}
+
+entry! {
+    /// `cuModuleLoad`: a PTX file.
+    fn cuModuleLoad(module: *mut Handle, fname: *const c_char) {
+        // SAFETY: a NUL-terminated path (null refused).
+        let path = unsafe { c_str(fname) }?;
+        let data = std::fs::read(path)
+            .map_err(|e| Fail::new(CUDA_ERROR_NOT_FOUND, format!("{path}: {e}")))?;
+        let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
+        let m = module_load(module, &data[..end])?;
+        // SAFETY: checked non-null in `module_load`.
+        unsafe { out(module, ptr(m)) }
+    }
+}
+
+entry! {
+    /// `cuModuleUnload`.
+    fn cuModuleUnload(module: Handle) {
+        let m = nonnull(module, "module")?;
+        engine()?.module_unload(current().unwrap_or(0), m)
+    }
+}
+
+entry! {
+    /// `cuModuleGetFunction`.
+    fn cuModuleGetFunction(hfunc: *mut Handle, module: Handle, name: *const c_char) {
+        if hfunc.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null hfunc"));
+        }
+        // SAFETY: a NUL-terminated kernel name (null refused).
+        let name = unsafe { c_str(name) }?;
+        let m = nonnull(module, "module")?;
+        let f = engine()?.module_get_function(current().unwrap_or(0), m, name)?;
+        // SAFETY: checked non-null; a writable CUfunction slot.
+        unsafe { out(hfunc, ptr(f)) }
+    }
+}
+
+entry! {
+    /// `cuModuleGetGlobal_v2` (either output may be NULL).
+    fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: Handle, name: *const c_char) {
+        // SAFETY: a NUL-terminated variable name (null refused).
+        let name = unsafe { c_str(name) }?;
+        let m = nonnull(module, "module")?;
+        let (p, n) = engine()?.module_get_global(current().unwrap_or(0), m, name)?;
+        // SAFETY: each output is optional and written only when non-null.
+        unsafe {
+            if !dptr.is_null() {
+                out(dptr, p)?;
+            }
+            if !bytes.is_null() {
+                out(bytes, n as usize)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuFuncSetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`; the shared
+    /// memory carve-out is a hint (accepted); others are not supported.
+    fn cuFuncSetAttribute(func: Handle, attrib: c_int, value: c_int) {
+        let f = nonnull(func, "function")?;
+        let e = engine()?;
+        match attrib {
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => {
+                let bytes = u32::try_from(value)
+                    .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "negative size"))?;
+                e.function_set_max_dynamic_shared(current().unwrap_or(0), f, bytes)
+            }
+            CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT => e.function_layout(f).map(drop),
+            _ => Err(unsupported_detail("cuFuncSetAttribute", &format!("attribute {attrib}"))),
+        }
+    }
+}
+
+entry! {
+    /// `cuFuncGetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (1024); others are
+    /// not supported.
+    fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_int, func: Handle) {
+        let f = nonnull(func, "function")?;
+        engine()?.function_layout(f)?;
+        match attrib {
+            // SAFETY: `out` refuses null.
+            CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK => unsafe { out(pi, 1024) },
+            _ => Err(unsupported_detail("cuFuncGetAttribute", &format!("attribute {attrib}"))),
+        }
+    }
+}
+
+entry! {
+    /// `cuFuncSetCacheConfig`: a hint, accepted.
+    fn cuFuncSetCacheConfig(func: Handle, _config: c_int) {
+        let f = nonnull(func, "function")?;
+        engine()?.function_layout(f).map(drop)
+    }
+}
+
+/// Refuses a launch geometry the device cannot run at the call, as the driver does
+/// (and as forward mode, whose launches are pipelined, could otherwise only report at
+/// the next synchronisation).
+fn check_geometry(e: &dyn Engine, ctx: u64, grid: [c_uint; 3], block: [c_uint; 3]) -> R<()> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static LIMITS: Mutex<Option<HashMap<u32, [i32; 7]>>> = Mutex::new(None);
+    let bad = |why: String| Err(Fail::new(CUDA_ERROR_INVALID_VALUE, why));
+    if grid.contains(&0) || block.contains(&0) {
+        return bad(format!("grid {grid:?}, block {block:?}: a zero dimension"));
+    }
+    let dev = e.ctx_device(ctx)?;
+    let cached = LIMITS
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&dev).copied()));
+    let limits = match cached {
+        Some(l) => l,
+        None => {
+            // MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X/Y/Z, MAX_GRID_DIM_X/Y/Z.
+            let mut l = [0i32; 7];
+            for (i, v) in l.iter_mut().enumerate() {
+                match e.device_attribute(dev, i as i32 + 1) {
+                    Ok(x) => *v = x,
+                    Err(_) => return Ok(()),
+                }
+            }
+            if let Ok(mut m) = LIMITS.lock() {
+                m.get_or_insert_with(HashMap::new).insert(dev, l);
+            }
+            l
+        }
+    };
+    let threads = block.iter().map(|b| u64::from(*b)).product::<u64>();
+    if threads > limits[0].max(0) as u64 {
+        return bad(format!(
+            "block {block:?}: {threads} threads, more than {}",
+            limits[0]
+        ));
+    }
+    for i in 0..3 {
+        if block[i] as i64 > i64::from(limits[1 + i]) || grid[i] as i64 > i64::from(limits[4 + i]) {
+            return bad(format!(
+                "grid {grid:?}, block {block:?}: beyond the device's limits"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Packs a launch's parameters per the kernel's layout and launches.
+///
+/// # Safety
+/// `params` is null or holds one pointer per kernel parameter, each to that parameter's
+/// bytes; `extra` is null or a `CU_LAUNCH_PARAM_END`-terminated list of key/value
+/// pointers as cuda.h describes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch(
+    f: Handle,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: u64,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> R<()> {
+    let e = engine()?;
+    let f = nonnull(f, "function")?;
+    let ctx = current()?;
+    let layout = e.function_layout(f)?.ok_or_else(|| {
+        Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            "the server does not know this kernel's parameter layout",
+        )
+    })?;
+    check_geometry(e, ctx, grid, block)?;
+    let geometry = Geometry {
+        grid,
+        block,
+        shared,
+    };
+    if !params.is_null() && !extra.is_null() {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "both kernelParams and extra given",
+        ));
+    }
+    let mut args: Vec<&[u8]> = Vec::with_capacity(layout.len());
+    if !params.is_null() {
+        for (i, (_, size)) in layout.iter().enumerate() {
+            // SAFETY: `params` holds one pointer per kernel parameter (cuda.h).
+            let p = unsafe { *params.add(i) };
+            if p.is_null() {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!("kernelParams[{i}] is NULL"),
+                ));
+            }
+            // SAFETY: kernelParams[i] points to the parameter's value, `size` bytes
+            // (the kernel's own declaration), read during this call only.
+            args.push(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), *size as usize) });
+        }
+    } else if !extra.is_null() {
+        let (mut buf, mut len): (*const u8, Option<usize>) = (std::ptr::null(), None);
+        let mut i = 0;
+        loop {
+            // SAFETY: `extra` is a key/value list ending with CU_LAUNCH_PARAM_END.
+            let key = unsafe { *extra.add(i) } as usize;
+            if key == CU_LAUNCH_PARAM_END {
+                break;
+            }
+            // SAFETY: every key but the end marker is followed by its value.
+            let value = unsafe { *extra.add(i + 1) };
+            match key {
+                CU_LAUNCH_PARAM_BUFFER_POINTER => buf = value.cast::<u8>(),
+                CU_LAUNCH_PARAM_BUFFER_SIZE if !value.is_null() => {
+                    // SAFETY: the value of BUFFER_SIZE points to a size_t.
+                    len = Some(unsafe { value.cast::<usize>().read_unaligned() });
+                }
+                _ => {
+                    return Err(Fail::new(
+                        CUDA_ERROR_INVALID_VALUE,
+                        format!("unknown launch extra key {key:#x}"),
+                    ))
+                }
+            }
+            i += 2;
+        }
+        let (Some(len), false) = (len, buf.is_null()) else {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                "extra without a buffer pointer and size",
+            ));
+        };
+        // SAFETY: the program's parameter buffer is readable for `len` bytes.
+        let all = unsafe { std::slice::from_raw_parts(buf, len) };
+        for (i, (off, size)) in layout.iter().enumerate() {
+            let a = all
+                .get(*off as usize..(*off + *size) as usize)
+                .ok_or_else(|| {
+                    Fail::new(
+                        CUDA_ERROR_INVALID_VALUE,
+                        format!("the parameter buffer ({len} bytes) ends before parameter {i}"),
+                    )
+                })?;
+            args.push(a);
+        }
+    } else if !layout.is_empty() {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("the kernel takes {} parameters; none given", layout.len()),
+        ));
+    }
+    e.launch(ctx, f, geometry, stream, &args)
+}
+
+entry! {
+    /// `cuLaunchKernel`.
+    fn cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, false), params, extra) }
+    }
+}
+
+entry! {
+    /// `cuLaunchKernel_ptsz`: the null stream is the per-thread default stream.
+    fn cuLaunchKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, true), params, extra) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Device memory.
+
+entry! {
+    /// `cuMemAlloc_v2`.
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) {
+        if dptr.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr"));
+        }
+        if bytes == 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
+        }
+        let p = engine()?.mem_alloc(current()?, bytes as u64)?;
+        // SAFETY: checked non-null; a writable CUdeviceptr.
+        unsafe { out(dptr, p) }
+    }
+}
+
+entry! {
+    /// `cuMemFree_v2` (0 is accepted and does nothing).
+    fn cuMemFree_v2(dptr: CUdeviceptr) {
+        let e = engine()?;
+        let c = current()?;
+        if dptr == 0 {
+            return Ok(());
+        }
+        e.mem_free(c, dptr)
+    }
+}
+
+fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
+    if dptr.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr"));
+    }
+    if bytes == 0 {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
+    }
+    let e = engine()?;
+    let c = current()?;
+    // The stream must exist; the memory is usable at once (before the stream reaches
+    // the allocation), which stream order allows.
+    e.stream_query(c, stream)?;
+    let p = e.mem_alloc(c, bytes as u64)?;
+    // SAFETY: checked non-null; a writable CUdeviceptr.
+    unsafe { out(dptr, p) }
+}
+
+fn free_async(dptr: CUdeviceptr, stream: u64) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    // Stream-ordered: freed once the stream has passed its work so far.
+    e.stream_synchronize(c, stream)?;
+    if dptr == 0 {
+        return Ok(());
+    }
+    e.mem_free(c, dptr)
+}
+
+entry! {
+    /// `cuMemAllocAsync`: allocated at once (usable before the stream reaches it).
+    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, bytes: usize, stream: Handle) {
+        alloc_async(dptr, bytes, strm(stream, false))
+    }
+}
+
+entry! {
+    /// `cuMemAllocAsync_ptsz`.
+    fn cuMemAllocAsync_ptsz(dptr: *mut CUdeviceptr, bytes: usize, stream: Handle) {
+        alloc_async(dptr, bytes, strm(stream, true))
+    }
+}
+
+entry! {
+    /// `cuMemFreeAsync`: waits for the stream's work so far, then frees (the
+    /// allocation may come from `cuMemAlloc` too).
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: Handle) { free_async(dptr, strm(stream, false)) }
+}
+
+entry! {
+    /// `cuMemFreeAsync_ptsz`.
+    fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, stream: Handle) { free_async(dptr, strm(stream, true)) }
+}
+
+fn memset(dst: CUdeviceptr, value: u32, width: u32, n: usize, stream: Option<u64>) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    if n == 0 {
+        return Ok(());
+    }
+    if !dst.is_multiple_of(width as u64) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{dst:#x} is not aligned to {width} bytes"),
+        ));
+    }
+    e.memset(c, dst, value, width, n as u64, stream)
+}
+
+macro_rules! memsets {
+    ($( $sync:ident, $sync_ptds:ident, $asyn:ident, $asyn_ptsz:ident, $ty:ty, $w:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($sync), "`.")]
+            fn $sync(dst: CUdeviceptr, value: $ty, n: usize) { memset(dst, value as u32, $w, n, None) }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($sync_ptds), "` (the same as the legacy one here).")]
+            fn $sync_ptds(dst: CUdeviceptr, value: $ty, n: usize) { memset(dst, value as u32, $w, n, None) }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($asyn), "`.")]
+            fn $asyn(dst: CUdeviceptr, value: $ty, n: usize, stream: Handle) {
+                memset(dst, value as u32, $w, n, Some(strm(stream, false)))
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($asyn_ptsz), "`: the null stream is the per-thread one.")]
+            fn $asyn_ptsz(dst: CUdeviceptr, value: $ty, n: usize, stream: Handle) {
+                memset(dst, value as u32, $w, n, Some(strm(stream, true)))
+            }
+        }
+    )*};
+}
+
+memsets! {
+    cuMemsetD8_v2, cuMemsetD8_v2_ptds, cuMemsetD8Async, cuMemsetD8Async_ptsz, u8, 1;
+    cuMemsetD16_v2, cuMemsetD16_v2_ptds, cuMemsetD16Async, cuMemsetD16Async_ptsz, u16, 2;
+    cuMemsetD32_v2, cuMemsetD32_v2_ptds, cuMemsetD32Async, cuMemsetD32Async_ptsz, u32, 4;
+}
+
+/// Page-locked host ranges (from `cuMemHostAlloc`/`cuMemAllocHost` or registered):
+/// start to length. Asynchronous copies from or to other (pageable) memory behave as the
+/// driver's do: synchronous with respect to the host.
+static PINNED: std::sync::Mutex<std::collections::BTreeMap<usize, usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn pinned_ranges() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, usize>> {
+    PINNED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `addr..addr+len` lies in one page-locked range.
+fn is_pinned(addr: usize, len: usize) -> bool {
+    pinned_ranges()
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(start, n)| addr.checked_add(len).is_some_and(|end| end <= start + n))
+}
+
+/// # Safety
+/// `src..src+n` is readable (for an asynchronous copy, until the stream passes it).
+unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<u64>) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    if n == 0 {
+        return Ok(());
+    }
+    if src.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null source"));
+    }
+    let pinned = is_pinned(src as usize, n);
+    // SAFETY: forwarded from the caller.
+    unsafe { e.memcpy_htod(c, dst, src.cast(), n, stream, pinned) }
+}
+
+/// # Safety
+/// `dst..dst+n` is writable (for an asynchronous copy, until the stream passes it).
+unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<u64>) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    if n == 0 {
+        return Ok(());
+    }
+    if dst.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null destination"));
+    }
+    let pinned = is_pinned(dst as usize, n);
+    // SAFETY: forwarded from the caller.
+    unsafe { e.memcpy_dtoh(c, dst.cast(), src, n, stream, pinned) }
+}
+
+fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<u64>) -> R<()> {
+    let e = engine()?;
+    let c = current()?;
+    if n == 0 {
+        return Ok(());
+    }
+    e.memcpy_dtod(c, dst, src, n as u64, stream)
+}
+
+entry! {
+    /// `cuMemcpyHtoD_v2`.
+    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) {
+        // SAFETY: the program's source buffer holds `n` bytes.
+        unsafe { htod(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpyHtoD_v2_ptds`.
+    fn cuMemcpyHtoD_v2_ptds(dst: CUdeviceptr, src: *const c_void, n: usize) {
+        // SAFETY: the program's source buffer holds `n` bytes.
+        unsafe { htod(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpyHtoDAsync_v2`.
+    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Handle) {
+        // SAFETY: the program keeps the source until the stream passes the copy.
+        unsafe { htod(dst, src, n, Some(strm(stream, false))) }
+    }
+}
+entry! {
+    /// `cuMemcpyHtoDAsync_v2_ptsz`.
+    fn cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Handle) {
+        // SAFETY: the program keeps the source until the stream passes the copy.
+        unsafe { htod(dst, src, n, Some(strm(stream, true))) }
+    }
+}
+entry! {
+    /// `cuMemcpyDtoH_v2`.
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) {
+        // SAFETY: the program's destination buffer holds `n` bytes.
+        unsafe { dtoh(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpyDtoH_v2_ptds`.
+    fn cuMemcpyDtoH_v2_ptds(dst: *mut c_void, src: CUdeviceptr, n: usize) {
+        // SAFETY: the program's destination buffer holds `n` bytes.
+        unsafe { dtoh(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpyDtoHAsync_v2`.
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Handle) {
+        // SAFETY: the program keeps the destination until the stream passes the copy.
+        unsafe { dtoh(dst, src, n, Some(strm(stream, false))) }
+    }
+}
+entry! {
+    /// `cuMemcpyDtoHAsync_v2_ptsz`.
+    fn cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Handle) {
+        // SAFETY: the program keeps the destination until the stream passes the copy.
+        unsafe { dtoh(dst, src, n, Some(strm(stream, true))) }
+    }
+}
+entry! {
+    /// `cuMemcpyDtoD_v2`.
+    fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { dtod(dst, src, n, None) }
+}
+entry! {
+    /// `cuMemcpyDtoD_v2_ptds`.
+    fn cuMemcpyDtoD_v2_ptds(dst: CUdeviceptr, src: CUdeviceptr, n: usize) { dtod(dst, src, n, None) }
+}
+entry! {
+    /// `cuMemcpyDtoDAsync_v2`.
+    fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) {
+        dtod(dst, src, n, Some(strm(stream, false)))
+    }
+}
+entry! {
+    /// `cuMemcpyDtoDAsync_v2_ptsz`.
+    fn cuMemcpyDtoDAsync_v2_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) {
+        dtod(dst, src, n, Some(strm(stream, true)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host memory.
+
+fn host_alloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
+    if pp.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pp"));
+    }
+    if bytes == 0 {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
+    }
+    let p = engine()?.host_alloc(current()?, bytes, flags)?;
+    pinned_ranges().insert(p as usize, bytes);
+    // SAFETY: checked non-null; a writable `void *` slot.
+    unsafe { out(pp, p.cast::<c_void>()) }
+}
+
+entry! {
+    /// `cuMemAllocHost_v2`.
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytes: usize) { host_alloc(pp, bytes, 0) }
+}
+
+entry! {
+    /// `cuMemHostAlloc`.
+    fn cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint) { host_alloc(pp, bytes, flags) }
+}
+
+entry! {
+    /// `cuMemFreeHost`.
+    fn cuMemFreeHost(p: *mut c_void) {
+        if p.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
+        }
+        // SAFETY: the program frees memory it got from cuMemHostAlloc and no longer uses.
+        unsafe { engine()?.host_free(p.cast()) }?;
+        pinned_ranges().remove(&(p as usize));
+        Ok(())
+    }
+}
+
+fn host_register(p: *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
+    if p.is_null() || bytes == 0 {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null or empty range"));
+    }
+    let e = engine()?;
+    // SAFETY: the program registers memory of its own that stays mapped until it
+    // unregisters it (cuMemHostRegister's contract).
+    unsafe { e.host_register(current()?, p.cast(), bytes, flags) }?;
+    pinned_ranges().insert(p as usize, bytes);
+    Ok(())
+}
+
+entry! {
+    /// `cuMemHostRegister_v2`.
+    fn cuMemHostRegister_v2(p: *mut c_void, bytes: usize, flags: c_uint) { host_register(p, bytes, flags) }
+}
+
+entry! {
+    /// `cuMemHostRegister` (the same as `_v2`).
+    fn cuMemHostRegister(p: *mut c_void, bytes: usize, flags: c_uint) { host_register(p, bytes, flags) }
+}
+
+entry! {
+    /// `cuMemHostUnregister`.
+    fn cuMemHostUnregister(p: *mut c_void) {
+        if p.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
+        }
+        let e = engine()?;
+        // SAFETY: the program unregisters a range no pending operation uses.
+        unsafe { e.host_unregister(current()?, p.cast()) }?;
+        pinned_ranges().remove(&(p as usize));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams.
+
+fn stream_create(ph: *mut Handle, flags: c_uint, priority: c_int) -> R<()> {
+    if ph.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phStream"));
+    }
+    if flags & !CU_STREAM_NON_BLOCKING != 0 {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("stream flags {flags:#x}"),
+        ));
+    }
+    let s = engine()?.stream_create(current()?, flags, priority)?;
+    // SAFETY: checked non-null; a writable CUstream slot.
+    unsafe { out(ph, ptr(s)) }
+}
+
+entry! {
+    /// `cuStreamCreate`.
+    fn cuStreamCreate(ph: *mut Handle, flags: c_uint) { stream_create(ph, flags, 0) }
+}
+
+entry! {
+    /// `cuStreamCreateWithPriority` (one priority level: the priority is recorded only).
+    fn cuStreamCreateWithPriority(ph: *mut Handle, flags: c_uint, priority: c_int) { stream_create(ph, flags, priority) }
+}
+
+fn stream_destroy(s: Handle) -> R<()> {
+    let s = nonnull(s, "stream")?;
+    engine()?.stream_destroy(current().unwrap_or(0), s)
+}
+
+entry! {
+    /// `cuStreamDestroy_v2`.
+    fn cuStreamDestroy_v2(s: Handle) { stream_destroy(s) }
+}
+
+entry! {
+    /// `cuStreamDestroy` (the same as `_v2`).
+    fn cuStreamDestroy(s: Handle) { stream_destroy(s) }
+}
+
+fn stream_ctx(s: u64) -> R<u64> {
+    if s <= STREAM_PER_THREAD {
+        current()
+    } else {
+        Ok(current().unwrap_or(0))
+    }
+}
+
+fn stream_sync(s: u64) -> R<()> {
+    let e = engine()?;
+    e.stream_synchronize(stream_ctx(s)?, s)
+}
+
+fn stream_query(s: u64) -> R<()> {
+    let e = engine()?;
+    if e.stream_query(stream_ctx(s)?, s)? {
+        Ok(())
+    } else {
+        Err(Fail::new(CUDA_ERROR_NOT_READY, "busy"))
+    }
+}
+
+fn stream_wait(s: u64, ev: Handle, flags: c_uint) -> R<()> {
+    let e = engine()?;
+    let ev = nonnull(ev, "event")?;
+    e.stream_wait_event(stream_ctx(s)?, s, ev, flags)
+}
+
+entry! {
+    /// `cuStreamSynchronize`.
+    fn cuStreamSynchronize(s: Handle) { stream_sync(strm(s, false)) }
+}
+entry! {
+    /// `cuStreamSynchronize_ptsz`.
+    fn cuStreamSynchronize_ptsz(s: Handle) { stream_sync(strm(s, true)) }
+}
+entry! {
+    /// `cuStreamQuery`: `CUDA_ERROR_NOT_READY` while busy.
+    fn cuStreamQuery(s: Handle) { stream_query(strm(s, false)) }
+}
+entry! {
+    /// `cuStreamQuery_ptsz`.
+    fn cuStreamQuery_ptsz(s: Handle) { stream_query(strm(s, true)) }
+}
+entry! {
+    /// `cuStreamWaitEvent`.
+    fn cuStreamWaitEvent(s: Handle, ev: Handle, flags: c_uint) { stream_wait(strm(s, false), ev, flags) }
+}
+entry! {
+    /// `cuStreamWaitEvent_ptsz`.
+    fn cuStreamWaitEvent_ptsz(s: Handle, ev: Handle, flags: c_uint) { stream_wait(strm(s, true), ev, flags) }
+}
+
+// ---------------------------------------------------------------------------------------
+// Events.
+
+entry! {
+    /// `cuEventCreate`.
+    fn cuEventCreate(ph: *mut Handle, flags: c_uint) {
+        if ph.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phEvent"));
+        }
+        let ev = engine()?.event_create(current()?, flags)?;
+        // SAFETY: checked non-null; a writable CUevent slot.
+        unsafe { out(ph, ptr(ev)) }
+    }
+}
+
+fn event_destroy(ev: Handle) -> R<()> {
+    let ev = nonnull(ev, "event")?;
+    engine()?.event_destroy(current().unwrap_or(0), ev)
+}
+
+entry! {
+    /// `cuEventDestroy_v2`.
+    fn cuEventDestroy_v2(ev: Handle) { event_destroy(ev) }
+}
+entry! {
+    /// `cuEventDestroy` (the same as `_v2`).
+    fn cuEventDestroy(ev: Handle) { event_destroy(ev) }
+}
+
+fn event_record(ev: Handle, s: u64, flags: c_uint) -> R<()> {
+    let e = engine()?;
+    let ev = nonnull(ev, "event")?;
+    if flags != 0 {
+        return Err(unsupported_detail(
+            "cuEventRecordWithFlags",
+            "CU_EVENT_RECORD_EXTERNAL",
+        ));
+    }
+    e.event_record(stream_ctx(s)?, ev, s)
+}
+
+entry! {
+    /// `cuEventRecord`.
+    fn cuEventRecord(ev: Handle, s: Handle) { event_record(ev, strm(s, false), 0) }
+}
+entry! {
+    /// `cuEventRecord_ptsz`.
+    fn cuEventRecord_ptsz(ev: Handle, s: Handle) { event_record(ev, strm(s, true), 0) }
+}
+entry! {
+    /// `cuEventRecordWithFlags` (flags 0 only).
+    fn cuEventRecordWithFlags(ev: Handle, s: Handle, flags: c_uint) { event_record(ev, strm(s, false), flags) }
+}
+entry! {
+    /// `cuEventRecordWithFlags_ptsz` (flags 0 only).
+    fn cuEventRecordWithFlags_ptsz(ev: Handle, s: Handle, flags: c_uint) { event_record(ev, strm(s, true), flags) }
+}
+
+entry! {
+    /// `cuEventSynchronize`.
+    fn cuEventSynchronize(ev: Handle) {
+        let ev = nonnull(ev, "event")?;
+        engine()?.event_synchronize(current().unwrap_or(0), ev)
+    }
+}
+
+entry! {
+    /// `cuEventQuery`: `CUDA_ERROR_NOT_READY` until reached.
+    fn cuEventQuery(ev: Handle) {
+        let ev = nonnull(ev, "event")?;
+        if engine()?.event_query(current().unwrap_or(0), ev)? {
+            Ok(())
+        } else {
+            Err(Fail::new(CUDA_ERROR_NOT_READY, "not reached"))
+        }
+    }
+}
+
+fn elapsed(ms: *mut c_float, a: Handle, b: Handle) -> R<()> {
+    if ms.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pMilliseconds"));
+    }
+    let (a, b) = (nonnull(a, "event")?, nonnull(b, "event")?);
+    let v = engine()?.event_elapsed(current().unwrap_or(0), a, b)?;
+    // SAFETY: checked non-null; a writable float.
+    unsafe { out(ms, v) }
+}
+
+entry! {
+    /// `cuEventElapsedTime`.
+    fn cuEventElapsedTime(ms: *mut c_float, start: Handle, end: Handle) { elapsed(ms, start, end) }
+}
+entry! {
+    /// `cuEventElapsedTime_v2` (CUDA 12.8; the same prototype).
+    fn cuEventElapsedTime_v2(ms: *mut c_float, start: Handle, end: Handle) { elapsed(ms, start, end) }
+}
+
+// ---------------------------------------------------------------------------------------
+// Entry points programs commonly touch that the shim does not implement: they answer
+// CUDA_ERROR_NOT_SUPPORTED and are logged (once each).
+
+fn unsupported_detail(name: &str, what: &str) -> Fail {
+    log::warn(&format!(
+        "{name}({what}) is not supported: CUDA_ERROR_NOT_SUPPORTED"
+    ));
+    Fail::new(CUDA_ERROR_NOT_SUPPORTED, format!("{name}: {what}"))
+}
+
+/// Logs an unsupported entry point once.
+pub(crate) fn unsupported(name: &'static str) -> CUresult {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let first = SEEN
+        .lock()
+        .map(|mut s| s.get_or_insert_with(HashSet::new).insert(name))
+        .unwrap_or(false);
+    if first {
+        log::warn(&format!(
+            "{name} is not supported: CUDA_ERROR_NOT_SUPPORTED"
+        ));
+    }
+    CUDA_ERROR_NOT_SUPPORTED
+}
+
+macro_rules! unsupported {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: not supported (`CUDA_ERROR_NOT_SUPPORTED`, logged).")]
+            #[no_mangle]
+            pub extern "C" fn $name() -> CUresult {
+                unsupported(stringify!($name))
+            }
+        )*
+        /// The unsupported entry points, for `cuGetProcAddress`.
+        pub(crate) const UNSUPPORTED: &[(&str, extern "C" fn() -> CUresult)] = &[
+            $((stringify!($name), $name),)*
+        ];
+    };
+}
+
+// Generated by gen-unsupported.sh (cuda.h 12.9 and the names cudarc 0.16 looks up), less
+// what the library implements.
+unsupported! {
+    cuArray3DCreate_v2,
+    cuArray3DGetDescriptor_v2,
+    cuArrayCreate_v2,
+    cuArrayDestroy,
+    cuArrayGetDescriptor_v2,
+    cuArrayGetMemoryRequirements,
+    cuArrayGetPlane,
+    cuArrayGetSparseProperties,
+    cuCheckpointProcessCheckpoint,
+    cuCheckpointProcessGetRestoreThreadId,
+    cuCheckpointProcessGetState,
+    cuCheckpointProcessLock,
+    cuCheckpointProcessRestore,
+    cuCheckpointProcessUnlock,
+    cuCoredumpGetAttribute,
+    cuCoredumpGetAttributeGlobal,
+    cuCoredumpSetAttribute,
+    cuCoredumpSetAttributeGlobal,
+    cuCtxAttach,
+    cuCtxDetach,
+    cuCtxDisablePeerAccess,
+    cuCtxEnablePeerAccess,
+    cuCtxFromGreenCtx,
+    cuCtxGetDevResource,
+    cuCtxGetExecAffinity,
+    cuCtxGetId,
+    cuCtxGetLimit,
+    cuCtxGetSharedMemConfig,
+    cuCtxRecordEvent,
+    cuCtxResetPersistingL2Cache,
+    cuCtxSetFlags,
+    cuCtxSetLimit,
+    cuCtxSetSharedMemConfig,
+    cuCtxWaitEvent,
+    cuDestroyExternalMemory,
+    cuDestroyExternalSemaphore,
+    cuDevResourceGenerateDesc,
+    cuDevSmResourceSplitByCount,
+    cuDeviceCanAccessPeer,
+    cuDeviceGetDefaultMemPool,
+    cuDeviceGetDevResource,
+    cuDeviceGetExecAffinitySupport,
+    cuDeviceGetGraphMemAttribute,
+    cuDeviceGetLuid,
+    cuDeviceGetMemPool,
+    cuDeviceGetNvSciSyncAttributes,
+    cuDeviceGetP2PAttribute,
+    cuDeviceGetProperties,
+    cuDeviceGetTexture1DLinearMaxWidth,
+    cuDeviceGraphMemTrim,
+    cuDeviceRegisterAsyncNotification,
+    cuDeviceSetGraphMemAttribute,
+    cuDeviceSetMemPool,
+    cuDeviceUnregisterAsyncNotification,
+    cuExternalMemoryGetMappedBuffer,
+    cuExternalMemoryGetMappedMipmappedArray,
+    cuFlushGPUDirectRDMAWrites,
+    cuFuncGetModule,
+    cuFuncGetName,
+    cuFuncGetParamInfo,
+    cuFuncIsLoaded,
+    cuFuncLoad,
+    cuFuncSetBlockShape,
+    cuFuncSetSharedMemConfig,
+    cuFuncSetSharedSize,
+    cuGetExportTable,
+    cuGetProcAddress_v2_ptsz,
+    cuGraphAddBatchMemOpNode,
+    cuGraphAddChildGraphNode,
+    cuGraphAddDependencies,
+    cuGraphAddDependencies_v2,
+    cuGraphAddEmptyNode,
+    cuGraphAddEventRecordNode,
+    cuGraphAddEventWaitNode,
+    cuGraphAddExternalSemaphoresSignalNode,
+    cuGraphAddExternalSemaphoresWaitNode,
+    cuGraphAddHostNode,
+    cuGraphAddKernelNode,
+    cuGraphAddKernelNode_v2,
+    cuGraphAddMemAllocNode,
+    cuGraphAddMemFreeNode,
+    cuGraphAddMemcpyNode,
+    cuGraphAddMemsetNode,
+    cuGraphAddNode,
+    cuGraphAddNode_v2,
+    cuGraphBatchMemOpNodeGetParams,
+    cuGraphBatchMemOpNodeSetParams,
+    cuGraphChildGraphNodeGetGraph,
+    cuGraphClone,
+    cuGraphConditionalHandleCreate,
+    cuGraphCreate,
+    cuGraphDebugDotPrint,
+    cuGraphDestroy,
+    cuGraphDestroyNode,
+    cuGraphEventRecordNodeGetEvent,
+    cuGraphEventRecordNodeSetEvent,
+    cuGraphEventWaitNodeGetEvent,
+    cuGraphEventWaitNodeSetEvent,
+    cuGraphExecBatchMemOpNodeSetParams,
+    cuGraphExecChildGraphNodeSetParams,
+    cuGraphExecDestroy,
+    cuGraphExecEventRecordNodeSetEvent,
+    cuGraphExecEventWaitNodeSetEvent,
+    cuGraphExecExternalSemaphoresSignalNodeSetParams,
+    cuGraphExecExternalSemaphoresWaitNodeSetParams,
+    cuGraphExecGetFlags,
+    cuGraphExecHostNodeSetParams,
+    cuGraphExecKernelNodeSetParams,
+    cuGraphExecKernelNodeSetParams_v2,
+    cuGraphExecMemcpyNodeSetParams,
+    cuGraphExecMemsetNodeSetParams,
+    cuGraphExecNodeSetParams,
+    cuGraphExecUpdate,
+    cuGraphExecUpdate_v2,
+    cuGraphExternalSemaphoresSignalNodeGetParams,
+    cuGraphExternalSemaphoresSignalNodeSetParams,
+    cuGraphExternalSemaphoresWaitNodeGetParams,
+    cuGraphExternalSemaphoresWaitNodeSetParams,
+    cuGraphGetEdges,
+    cuGraphGetEdges_v2,
+    cuGraphGetNodes,
+    cuGraphGetRootNodes,
+    cuGraphHostNodeGetParams,
+    cuGraphHostNodeSetParams,
+    cuGraphInstantiateWithFlags,
+    cuGraphInstantiateWithParams,
+    cuGraphInstantiateWithParams_ptsz,
+    cuGraphInstantiate_v2,
+    cuGraphKernelNodeCopyAttributes,
+    cuGraphKernelNodeGetAttribute,
+    cuGraphKernelNodeGetParams,
+    cuGraphKernelNodeGetParams_v2,
+    cuGraphKernelNodeSetAttribute,
+    cuGraphKernelNodeSetParams,
+    cuGraphKernelNodeSetParams_v2,
+    cuGraphLaunch,
+    cuGraphLaunch_ptsz,
+    cuGraphMemAllocNodeGetParams,
+    cuGraphMemFreeNodeGetParams,
+    cuGraphMemcpyNodeGetParams,
+    cuGraphMemcpyNodeSetParams,
+    cuGraphMemsetNodeGetParams,
+    cuGraphMemsetNodeSetParams,
+    cuGraphNodeFindInClone,
+    cuGraphNodeGetDependencies,
+    cuGraphNodeGetDependencies_v2,
+    cuGraphNodeGetDependentNodes,
+    cuGraphNodeGetDependentNodes_v2,
+    cuGraphNodeGetEnabled,
+    cuGraphNodeGetType,
+    cuGraphNodeSetEnabled,
+    cuGraphNodeSetParams,
+    cuGraphReleaseUserObject,
+    cuGraphRemoveDependencies,
+    cuGraphRemoveDependencies_v2,
+    cuGraphRetainUserObject,
+    cuGraphUpload,
+    cuGraphUpload_ptsz,
+    cuGraphicsMapResources,
+    cuGraphicsMapResources_ptsz,
+    cuGraphicsResourceGetMappedMipmappedArray,
+    cuGraphicsResourceGetMappedPointer_v2,
+    cuGraphicsResourceSetMapFlags_v2,
+    cuGraphicsSubResourceGetMappedArray,
+    cuGraphicsUnmapResources,
+    cuGraphicsUnmapResources_ptsz,
+    cuGraphicsUnregisterResource,
+    cuGreenCtxCreate,
+    cuGreenCtxDestroy,
+    cuGreenCtxGetDevResource,
+    cuGreenCtxRecordEvent,
+    cuGreenCtxStreamCreate,
+    cuGreenCtxWaitEvent,
+    cuImportExternalMemory,
+    cuImportExternalSemaphore,
+    cuIpcCloseMemHandle,
+    cuIpcGetEventHandle,
+    cuIpcGetMemHandle,
+    cuIpcOpenEventHandle,
+    cuIpcOpenMemHandle_v2,
+    cuKernelGetAttribute,
+    cuKernelGetFunction,
+    cuKernelGetLibrary,
+    cuKernelGetName,
+    cuKernelGetParamInfo,
+    cuKernelSetAttribute,
+    cuKernelSetCacheConfig,
+    cuLaunch,
+    cuLaunchCooperativeKernel,
+    cuLaunchCooperativeKernelMultiDevice,
+    cuLaunchCooperativeKernel_ptsz,
+    cuLaunchGrid,
+    cuLaunchGridAsync,
+    cuLaunchHostFunc,
+    cuLaunchHostFunc_ptsz,
+    cuLaunchKernelEx,
+    cuLaunchKernelEx_ptsz,
+    cuLibraryEnumerateKernels,
+    cuLibraryGetGlobal,
+    cuLibraryGetKernel,
+    cuLibraryGetKernelCount,
+    cuLibraryGetManaged,
+    cuLibraryGetModule,
+    cuLibraryGetUnifiedFunction,
+    cuLibraryLoadData,
+    cuLibraryLoadFromFile,
+    cuLibraryUnload,
+    cuLinkAddData_v2,
+    cuLinkAddFile_v2,
+    cuLinkComplete,
+    cuLinkCreate_v2,
+    cuLinkDestroy,
+    cuLogsCurrent,
+    cuLogsDumpToFile,
+    cuLogsDumpToMemory,
+    cuLogsRegisterCallback,
+    cuLogsUnregisterCallback,
+    cuMemAddressFree,
+    cuMemAddressReserve,
+    cuMemAdvise,
+    cuMemAdvise_v2,
+    cuMemAllocFromPoolAsync,
+    cuMemAllocFromPoolAsync_ptsz,
+    cuMemAllocManaged,
+    cuMemAllocPitch_v2,
+    cuMemBatchDecompressAsync,
+    cuMemBatchDecompressAsync_ptsz,
+    cuMemCreate,
+    cuMemExportToShareableHandle,
+    cuMemGetAccess,
+    cuMemGetAddressRange_v2,
+    cuMemGetAllocationGranularity,
+    cuMemGetAllocationPropertiesFromHandle,
+    cuMemGetHandleForAddressRange,
+    cuMemHostGetDevicePointer_v2,
+    cuMemHostGetFlags,
+    cuMemImportFromShareableHandle,
+    cuMemMap,
+    cuMemMapArrayAsync,
+    cuMemMapArrayAsync_ptsz,
+    cuMemPoolCreate,
+    cuMemPoolDestroy,
+    cuMemPoolExportPointer,
+    cuMemPoolExportToShareableHandle,
+    cuMemPoolGetAccess,
+    cuMemPoolGetAttribute,
+    cuMemPoolImportFromShareableHandle,
+    cuMemPoolImportPointer,
+    cuMemPoolSetAccess,
+    cuMemPoolSetAttribute,
+    cuMemPoolTrimTo,
+    cuMemPrefetchAsync,
+    cuMemPrefetchAsync_ptsz,
+    cuMemPrefetchAsync_v2,
+    cuMemPrefetchAsync_v2_ptsz,
+    cuMemRangeGetAttribute,
+    cuMemRangeGetAttributes,
+    cuMemRelease,
+    cuMemRetainAllocationHandle,
+    cuMemSetAccess,
+    cuMemUnmap,
+    cuMemcpy,
+    cuMemcpy2DAsync_v2,
+    cuMemcpy2DAsync_v2_ptsz,
+    cuMemcpy2DUnaligned_v2,
+    cuMemcpy2DUnaligned_v2_ptds,
+    cuMemcpy2D_v2,
+    cuMemcpy2D_v2_ptds,
+    cuMemcpy3DAsync_v2,
+    cuMemcpy3DAsync_v2_ptsz,
+    cuMemcpy3DBatchAsync,
+    cuMemcpy3DBatchAsync_ptsz,
+    cuMemcpy3DPeer,
+    cuMemcpy3DPeerAsync,
+    cuMemcpy3DPeerAsync_ptsz,
+    cuMemcpy3DPeer_ptds,
+    cuMemcpy3D_v2,
+    cuMemcpy3D_v2_ptds,
+    cuMemcpyAsync,
+    cuMemcpyAsync_ptsz,
+    cuMemcpyAtoA_v2,
+    cuMemcpyAtoA_v2_ptds,
+    cuMemcpyAtoD_v2,
+    cuMemcpyAtoD_v2_ptds,
+    cuMemcpyAtoHAsync_v2,
+    cuMemcpyAtoHAsync_v2_ptsz,
+    cuMemcpyAtoH_v2,
+    cuMemcpyAtoH_v2_ptds,
+    cuMemcpyBatchAsync,
+    cuMemcpyBatchAsync_ptsz,
+    cuMemcpyDtoA_v2,
+    cuMemcpyDtoA_v2_ptds,
+    cuMemcpyHtoAAsync_v2,
+    cuMemcpyHtoAAsync_v2_ptsz,
+    cuMemcpyHtoA_v2,
+    cuMemcpyHtoA_v2_ptds,
+    cuMemcpyPeer,
+    cuMemcpyPeerAsync,
+    cuMemcpyPeerAsync_ptsz,
+    cuMemcpyPeer_ptds,
+    cuMemcpy_ptds,
+    cuMemsetD2D16Async,
+    cuMemsetD2D16Async_ptsz,
+    cuMemsetD2D16_v2,
+    cuMemsetD2D16_v2_ptds,
+    cuMemsetD2D32Async,
+    cuMemsetD2D32Async_ptsz,
+    cuMemsetD2D32_v2,
+    cuMemsetD2D32_v2_ptds,
+    cuMemsetD2D8Async,
+    cuMemsetD2D8Async_ptsz,
+    cuMemsetD2D8_v2,
+    cuMemsetD2D8_v2_ptds,
+    cuMipmappedArrayCreate,
+    cuMipmappedArrayDestroy,
+    cuMipmappedArrayGetLevel,
+    cuMipmappedArrayGetMemoryRequirements,
+    cuMipmappedArrayGetSparseProperties,
+    cuModuleEnumerateFunctions,
+    cuModuleGetFunctionCount,
+    cuModuleGetLoadingMode,
+    cuModuleGetSurfRef,
+    cuModuleGetTexRef,
+    cuModuleLoadFatBinary,
+    cuMulticastAddDevice,
+    cuMulticastBindAddr,
+    cuMulticastBindMem,
+    cuMulticastCreate,
+    cuMulticastGetGranularity,
+    cuMulticastUnbind,
+    cuOccupancyAvailableDynamicSMemPerBlock,
+    cuOccupancyMaxActiveBlocksPerMultiprocessor,
+    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+    cuOccupancyMaxActiveClusters,
+    cuOccupancyMaxPotentialBlockSize,
+    cuOccupancyMaxPotentialBlockSizeWithFlags,
+    cuOccupancyMaxPotentialClusterSize,
+    cuParamSetSize,
+    cuParamSetTexRef,
+    cuParamSetf,
+    cuParamSeti,
+    cuParamSetv,
+    cuPointerGetAttribute,
+    cuPointerGetAttributes,
+    cuPointerSetAttribute,
+    cuProfilerInitialize,
+    cuProfilerStart,
+    cuProfilerStop,
+    cuSignalExternalSemaphoresAsync,
+    cuSignalExternalSemaphoresAsync_ptsz,
+    cuStreamAddCallback,
+    cuStreamAddCallback_ptsz,
+    cuStreamAttachMemAsync,
+    cuStreamAttachMemAsync_ptsz,
+    cuStreamBatchMemOp,
+    cuStreamBatchMemOp_v2,
+    cuStreamBatchMemOp_v2_ptsz,
+    cuStreamBeginCaptureToGraph,
+    cuStreamBeginCaptureToGraph_ptsz,
+    cuStreamBeginCapture_v2,
+    cuStreamBeginCapture_v2_ptsz,
+    cuStreamCopyAttributes,
+    cuStreamCopyAttributes_ptsz,
+    cuStreamEndCapture,
+    cuStreamEndCapture_ptsz,
+    cuStreamGetAttribute,
+    cuStreamGetAttribute_ptsz,
+    cuStreamGetCaptureInfo,
+    cuStreamGetCaptureInfo_v2,
+    cuStreamGetCaptureInfo_v2_ptsz,
+    cuStreamGetCaptureInfo_v3,
+    cuStreamGetCaptureInfo_v3_ptsz,
+    cuStreamGetCtx,
+    cuStreamGetCtx_ptsz,
+    cuStreamGetCtx_v2,
+    cuStreamGetCtx_v2_ptsz,
+    cuStreamGetDevice,
+    cuStreamGetDevice_ptsz,
+    cuStreamGetFlags,
+    cuStreamGetFlags_ptsz,
+    cuStreamGetGreenCtx,
+    cuStreamGetId,
+    cuStreamGetId_ptsz,
+    cuStreamGetPriority,
+    cuStreamGetPriority_ptsz,
+    cuStreamIsCapturing,
+    cuStreamIsCapturing_ptsz,
+    cuStreamSetAttribute,
+    cuStreamSetAttribute_ptsz,
+    cuStreamUpdateCaptureDependencies,
+    cuStreamUpdateCaptureDependencies_ptsz,
+    cuStreamUpdateCaptureDependencies_v2,
+    cuStreamUpdateCaptureDependencies_v2_ptsz,
+    cuStreamWaitValue32,
+    cuStreamWaitValue32_v2,
+    cuStreamWaitValue32_v2_ptsz,
+    cuStreamWaitValue64,
+    cuStreamWaitValue64_v2,
+    cuStreamWaitValue64_v2_ptsz,
+    cuStreamWriteValue32,
+    cuStreamWriteValue32_v2,
+    cuStreamWriteValue32_v2_ptsz,
+    cuStreamWriteValue64,
+    cuStreamWriteValue64_v2,
+    cuStreamWriteValue64_v2_ptsz,
+    cuSurfObjectCreate,
+    cuSurfObjectDestroy,
+    cuSurfObjectGetResourceDesc,
+    cuSurfRefGetArray,
+    cuSurfRefSetArray,
+    cuTensorMapEncodeIm2col,
+    cuTensorMapEncodeIm2colWide,
+    cuTensorMapEncodeTiled,
+    cuTensorMapReplaceAddress,
+    cuTexObjectCreate,
+    cuTexObjectDestroy,
+    cuTexObjectGetResourceDesc,
+    cuTexObjectGetResourceViewDesc,
+    cuTexObjectGetTextureDesc,
+    cuTexRefCreate,
+    cuTexRefDestroy,
+    cuTexRefGetAddressMode,
+    cuTexRefGetAddress_v2,
+    cuTexRefGetArray,
+    cuTexRefGetBorderColor,
+    cuTexRefGetFilterMode,
+    cuTexRefGetFlags,
+    cuTexRefGetFormat,
+    cuTexRefGetMaxAnisotropy,
+    cuTexRefGetMipmapFilterMode,
+    cuTexRefGetMipmapLevelBias,
+    cuTexRefGetMipmapLevelClamp,
+    cuTexRefGetMipmappedArray,
+    cuTexRefSetAddress2D_v3,
+    cuTexRefSetAddressMode,
+    cuTexRefSetAddress_v2,
+    cuTexRefSetArray,
+    cuTexRefSetBorderColor,
+    cuTexRefSetFilterMode,
+    cuTexRefSetFlags,
+    cuTexRefSetFormat,
+    cuTexRefSetMaxAnisotropy,
+    cuTexRefSetMipmapFilterMode,
+    cuTexRefSetMipmapLevelBias,
+    cuTexRefSetMipmapLevelClamp,
+    cuTexRefSetMipmappedArray,
+    cuThreadExchangeStreamCaptureMode,
+    cuUserObjectCreate,
+    cuUserObjectRelease,
+    cuUserObjectRetain,
+    cuWaitExternalSemaphoresAsync,
+    cuWaitExternalSemaphoresAsync_ptsz,
+}

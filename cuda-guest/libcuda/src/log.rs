@@ -1,0 +1,49 @@
+//! The shim's log on standard error. `VMGPU_CUDA_LOG` sets the level: `off`, `warn`
+//! (the default: unsupported entry points, once each, and internal failures), `info`
+//! (also the mode chosen at `cuInit`), `debug` (also every failing call).
+
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Off,
+    Warn,
+    Info,
+    Debug,
+}
+
+fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("VMGPU_CUDA_LOG").as_deref() {
+        Ok("off") | Ok("0") | Ok("none") => Level::Off,
+        Ok("info") => Level::Info,
+        Ok("debug") | Ok("trace") | Ok("1") => Level::Debug,
+        _ => Level::Warn,
+    })
+}
+
+fn emit(l: Level, tag: &str, msg: &str) {
+    if level() >= l {
+        eprintln!("vmgpu libcuda: {tag}: {msg}");
+    }
+}
+
+/// A warning.
+pub fn warn(msg: &str) {
+    emit(Level::Warn, "warning", msg);
+}
+
+/// Information.
+pub fn info(msg: &str) {
+    emit(Level::Info, "info", msg);
+}
+
+/// Debugging detail.
+pub fn debug(msg: &str) {
+    emit(Level::Debug, "debug", msg);
+}
+
+/// Whether debug messages are shown (to skip formatting them otherwise).
+pub fn debug_enabled() -> bool {
+    level() >= Level::Debug
+}

@@ -1,0 +1,292 @@
+//! `cuGetProcAddress` and `cuGetProcAddress_v2`: a base name (`cuMemAlloc`), a CUDA
+//! version and flags select one exported variant, as the driver does: the newest
+//! variant introduced at or before the version asked for (`cuMemAlloc` at 3020 and
+//! later is `cuMemAlloc_v2`; `cuCtxCreate` is `_v2` from 3020 and `_v3` from 11040 —
+//! cuda.h 12.9's `cudaTypedefs.h` still maps `PFN_cuCtxCreate` to `_v11040`, so
+//! `cuCtxCreate_v4` is reached by its own name only), and with `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` the
+//! per-thread-default-stream variant (`_ptds`/`_ptsz`) where one exists.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use crate::api::*;
+use crate::ffi::*;
+
+/// One variant: the base name asked for, the CUDA version that introduced it, whether
+/// it is the per-thread-default-stream variant, its exported name and address.
+#[derive(Debug, Clone, Copy)]
+pub struct Variant {
+    /// The name given to `cuGetProcAddress` (`cuMemAlloc`).
+    pub base: &'static str,
+    /// The CUDA version that introduced this variant (e.g. 3020).
+    pub version: i32,
+    /// Whether this is the `_ptds`/`_ptsz` variant.
+    pub per_thread: bool,
+    /// The exported symbol (`cuMemAlloc_v2`).
+    pub symbol: &'static str,
+    /// Its address.
+    pub address: usize,
+}
+
+macro_rules! variants {
+    ($( $base:literal $version:literal $pt:literal $sym:ident; )*) => {
+        fn build() -> Vec<Variant> {
+            let mut v = vec![$(
+                Variant {
+                    base: $base,
+                    version: $version,
+                    per_thread: $pt,
+                    symbol: stringify!($sym),
+                    address: $sym as *const () as usize,
+                },
+            )*];
+            for (name, f) in UNSUPPORTED {
+                let (base, pt) = match name.strip_suffix("_ptsz").or_else(|| name.strip_suffix("_ptds")) {
+                    Some(b) => (b, true),
+                    None => (*name, false),
+                };
+                // `cuGraphInstantiate_v2` is asked for as `cuGraphInstantiate`, ...
+                let base = match base.rsplit_once("_v") {
+                    Some((b, v)) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => b,
+                    _ => base,
+                };
+                v.push(Variant { base, version: 0, per_thread: pt, symbol: name, address: *f as *const () as usize });
+            }
+            v
+        }
+    };
+}
+
+variants! {
+    "cuInit" 2000 false cuInit;
+    "cuDriverGetVersion" 2020 false cuDriverGetVersion;
+    "cuGetErrorName" 6000 false cuGetErrorName;
+    "cuGetErrorString" 6000 false cuGetErrorString;
+    "cuGetProcAddress" 11030 false cuGetProcAddress;
+    "cuGetProcAddress" 12000 false cuGetProcAddress_v2;
+    "cuDeviceGet" 2000 false cuDeviceGet;
+    "cuDeviceGetCount" 2000 false cuDeviceGetCount;
+    "cuDeviceGetName" 2000 false cuDeviceGetName;
+    "cuDeviceGetUuid" 9020 false cuDeviceGetUuid;
+    "cuDeviceGetUuid" 11040 false cuDeviceGetUuid_v2;
+    "cuDeviceGetPCIBusId" 4010 false cuDeviceGetPCIBusId;
+    "cuDeviceGetByPCIBusId" 4010 false cuDeviceGetByPCIBusId;
+    "cuDeviceGetAttribute" 2000 false cuDeviceGetAttribute;
+    "cuDeviceTotalMem" 3020 false cuDeviceTotalMem_v2;
+    "cuDeviceComputeCapability" 2000 false cuDeviceComputeCapability;
+    "cuDevicePrimaryCtxRetain" 7000 false cuDevicePrimaryCtxRetain;
+    "cuDevicePrimaryCtxRelease" 7000 false cuDevicePrimaryCtxRelease;
+    "cuDevicePrimaryCtxRelease" 11000 false cuDevicePrimaryCtxRelease_v2;
+    "cuDevicePrimaryCtxReset" 7000 false cuDevicePrimaryCtxReset;
+    "cuDevicePrimaryCtxReset" 11000 false cuDevicePrimaryCtxReset_v2;
+    "cuDevicePrimaryCtxGetState" 7000 false cuDevicePrimaryCtxGetState;
+    "cuDevicePrimaryCtxSetFlags" 7000 false cuDevicePrimaryCtxSetFlags;
+    "cuDevicePrimaryCtxSetFlags" 11000 false cuDevicePrimaryCtxSetFlags_v2;
+    "cuCtxCreate" 2000 false cuCtxCreate;
+    "cuCtxCreate" 3020 false cuCtxCreate_v2;
+    "cuCtxCreate" 11040 false cuCtxCreate_v3;
+    "cuCtxCreate_v4" 12050 false cuCtxCreate_v4;
+    "cuCtxDestroy" 2000 false cuCtxDestroy;
+    "cuCtxDestroy" 4000 false cuCtxDestroy_v2;
+    "cuCtxSetCurrent" 4000 false cuCtxSetCurrent;
+    "cuCtxGetCurrent" 4000 false cuCtxGetCurrent;
+    "cuCtxPushCurrent" 2000 false cuCtxPushCurrent;
+    "cuCtxPushCurrent" 4000 false cuCtxPushCurrent_v2;
+    "cuCtxPopCurrent" 2000 false cuCtxPopCurrent;
+    "cuCtxPopCurrent" 4000 false cuCtxPopCurrent_v2;
+    "cuCtxSynchronize" 2000 false cuCtxSynchronize;
+    "cuCtxGetDevice" 2000 false cuCtxGetDevice;
+    "cuCtxGetApiVersion" 3020 false cuCtxGetApiVersion;
+    "cuCtxGetFlags" 7000 false cuCtxGetFlags;
+    "cuCtxGetStreamPriorityRange" 5050 false cuCtxGetStreamPriorityRange;
+    "cuCtxSetCacheConfig" 3020 false cuCtxSetCacheConfig;
+    "cuCtxGetCacheConfig" 3020 false cuCtxGetCacheConfig;
+    "cuMemGetInfo" 3020 false cuMemGetInfo_v2;
+    "cuModuleLoad" 2000 false cuModuleLoad;
+    "cuModuleLoadData" 2000 false cuModuleLoadData;
+    "cuModuleLoadDataEx" 2010 false cuModuleLoadDataEx;
+    "cuModuleUnload" 2000 false cuModuleUnload;
+    "cuModuleGetFunction" 2000 false cuModuleGetFunction;
+    "cuModuleGetGlobal" 3020 false cuModuleGetGlobal_v2;
+    "cuFuncSetAttribute" 9000 false cuFuncSetAttribute;
+    "cuFuncGetAttribute" 2020 false cuFuncGetAttribute;
+    "cuFuncSetCacheConfig" 3000 false cuFuncSetCacheConfig;
+    "cuLaunchKernel" 4000 false cuLaunchKernel;
+    "cuLaunchKernel" 7000 true cuLaunchKernel_ptsz;
+    "cuMemAlloc" 3020 false cuMemAlloc_v2;
+    "cuMemFree" 3020 false cuMemFree_v2;
+    "cuMemAllocAsync" 11020 false cuMemAllocAsync;
+    "cuMemAllocAsync" 11020 true cuMemAllocAsync_ptsz;
+    "cuMemFreeAsync" 11020 false cuMemFreeAsync;
+    "cuMemFreeAsync" 11020 true cuMemFreeAsync_ptsz;
+    "cuMemsetD8" 3020 false cuMemsetD8_v2;
+    "cuMemsetD8" 7000 true cuMemsetD8_v2_ptds;
+    "cuMemsetD16" 3020 false cuMemsetD16_v2;
+    "cuMemsetD16" 7000 true cuMemsetD16_v2_ptds;
+    "cuMemsetD32" 3020 false cuMemsetD32_v2;
+    "cuMemsetD32" 7000 true cuMemsetD32_v2_ptds;
+    "cuMemsetD8Async" 3020 false cuMemsetD8Async;
+    "cuMemsetD8Async" 7000 true cuMemsetD8Async_ptsz;
+    "cuMemsetD16Async" 3020 false cuMemsetD16Async;
+    "cuMemsetD16Async" 7000 true cuMemsetD16Async_ptsz;
+    "cuMemsetD32Async" 3020 false cuMemsetD32Async;
+    "cuMemsetD32Async" 7000 true cuMemsetD32Async_ptsz;
+    "cuMemcpyHtoD" 3020 false cuMemcpyHtoD_v2;
+    "cuMemcpyHtoD" 7000 true cuMemcpyHtoD_v2_ptds;
+    "cuMemcpyDtoH" 3020 false cuMemcpyDtoH_v2;
+    "cuMemcpyDtoH" 7000 true cuMemcpyDtoH_v2_ptds;
+    "cuMemcpyDtoD" 3020 false cuMemcpyDtoD_v2;
+    "cuMemcpyDtoD" 7000 true cuMemcpyDtoD_v2_ptds;
+    "cuMemcpyHtoDAsync" 3020 false cuMemcpyHtoDAsync_v2;
+    "cuMemcpyHtoDAsync" 7000 true cuMemcpyHtoDAsync_v2_ptsz;
+    "cuMemcpyDtoHAsync" 3020 false cuMemcpyDtoHAsync_v2;
+    "cuMemcpyDtoHAsync" 7000 true cuMemcpyDtoHAsync_v2_ptsz;
+    "cuMemcpyDtoDAsync" 3020 false cuMemcpyDtoDAsync_v2;
+    "cuMemcpyDtoDAsync" 7000 true cuMemcpyDtoDAsync_v2_ptsz;
+    "cuMemAllocHost" 3020 false cuMemAllocHost_v2;
+    "cuMemHostAlloc" 2020 false cuMemHostAlloc;
+    "cuMemFreeHost" 2000 false cuMemFreeHost;
+    "cuMemHostRegister" 4000 false cuMemHostRegister;
+    "cuMemHostRegister" 6050 false cuMemHostRegister_v2;
+    "cuMemHostUnregister" 4000 false cuMemHostUnregister;
+    "cuStreamCreate" 2000 false cuStreamCreate;
+    "cuStreamCreateWithPriority" 5050 false cuStreamCreateWithPriority;
+    "cuStreamDestroy" 2000 false cuStreamDestroy;
+    "cuStreamDestroy" 4000 false cuStreamDestroy_v2;
+    "cuStreamSynchronize" 2000 false cuStreamSynchronize;
+    "cuStreamSynchronize" 7000 true cuStreamSynchronize_ptsz;
+    "cuStreamQuery" 2000 false cuStreamQuery;
+    "cuStreamQuery" 7000 true cuStreamQuery_ptsz;
+    "cuStreamWaitEvent" 3020 false cuStreamWaitEvent;
+    "cuStreamWaitEvent" 7000 true cuStreamWaitEvent_ptsz;
+    "cuEventCreate" 2000 false cuEventCreate;
+    "cuEventDestroy" 2000 false cuEventDestroy;
+    "cuEventDestroy" 4000 false cuEventDestroy_v2;
+    "cuEventRecord" 2000 false cuEventRecord;
+    "cuEventRecord" 7000 true cuEventRecord_ptsz;
+    "cuEventRecordWithFlags" 11010 false cuEventRecordWithFlags;
+    "cuEventRecordWithFlags" 11010 true cuEventRecordWithFlags_ptsz;
+    "cuEventSynchronize" 2000 false cuEventSynchronize;
+    "cuEventQuery" 2000 false cuEventQuery;
+    "cuEventElapsedTime" 2000 false cuEventElapsedTime;
+    "cuEventElapsedTime" 12080 false cuEventElapsedTime_v2;
+}
+
+/// Every variant the shim serves.
+pub fn variants() -> &'static [Variant] {
+    static TABLE: OnceLock<Vec<Variant>> = OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+/// The variant `cuGetProcAddress` returns for `name` at `version` with `flags`: `Ok`
+/// with the address, or `Err` with the `CUdriverProcAddressQueryResult`.
+pub fn resolve(name: &str, version: i32, flags: u64) -> Result<&'static Variant, c_int> {
+    let per_thread = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM != 0;
+    let all = variants();
+    let named: Vec<&Variant> = all.iter().filter(|v| v.base == name).collect();
+    if named.is_empty() {
+        // An exact exported name is served as itself (lenient; the driver wants base
+        // names).
+        return all
+            .iter()
+            .find(|v| v.symbol == name)
+            .ok_or(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    }
+    let eligible = |pt: bool| {
+        named
+            .iter()
+            .filter(|v| v.per_thread == pt && v.version <= version)
+            .max_by_key(|v| v.version)
+            .copied()
+    };
+    let found = if per_thread {
+        eligible(true).or_else(|| eligible(false))
+    } else {
+        eligible(false)
+    };
+    found.ok_or(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+}
+
+/// # Safety
+/// `symbol` is null or NUL-terminated; `pfn` and `status` are null or writable.
+unsafe fn get_proc_address(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    let set_status = |s: c_int| {
+        if !status.is_null() {
+            // SAFETY: non-null; the caller's writable status slot.
+            unsafe { status.write_unaligned(s) };
+        }
+    };
+    if symbol.is_null() || pfn.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if flags & !(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        != 0
+    {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's guarantee).
+    let name = unsafe { CStr::from_ptr(symbol) }.to_string_lossy();
+    match resolve(&name, version, flags) {
+        Ok(v) => {
+            // SAFETY: `pfn` is non-null and writable.
+            unsafe { pfn.write_unaligned(v.address as *mut c_void) };
+            set_status(CU_GET_PROC_ADDRESS_SUCCESS);
+            CUDA_SUCCESS
+        }
+        Err(s) => {
+            // SAFETY: as above.
+            unsafe { pfn.write_unaligned(std::ptr::null_mut()) };
+            set_status(s);
+            crate::log::debug(&format!(
+                "cuGetProcAddress({name:?}, {version}, {flags}): not found ({s})"
+            ));
+            CUDA_ERROR_NOT_FOUND
+        }
+    }
+}
+
+/// `cuGetProcAddress` (CUDA 11.3): the variant of `symbol` for `cudaVersion` and
+/// `flags`; `CUDA_ERROR_NOT_FOUND` for an unknown symbol or a version before it.
+///
+/// # Safety
+/// Called from C: `symbol` NUL-terminated, `pfn` writable (null refused).
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> CUresult {
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: forwarded from the caller; no status slot.
+        unsafe { get_proc_address(symbol, pfn, cuda_version, flags, std::ptr::null_mut()) }
+    });
+    r.unwrap_or(CUDA_ERROR_UNKNOWN)
+}
+
+/// `cuGetProcAddress_v2` (CUDA 12.0): as `cuGetProcAddress`, and `symbolStatus` gets
+/// `CU_GET_PROC_ADDRESS_SUCCESS`, `_SYMBOL_NOT_FOUND` or `_VERSION_NOT_SUFFICIENT`.
+///
+/// # Safety
+/// Called from C: `symbol` NUL-terminated, `pfn` writable (null refused), `status` null
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    let r = std::panic::catch_unwind(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { get_proc_address(symbol, pfn, cuda_version, flags, status) }
+    });
+    r.unwrap_or(CUDA_ERROR_UNKNOWN)
+}

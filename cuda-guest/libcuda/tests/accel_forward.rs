@@ -1,0 +1,84 @@
+//! The accelerator's shared suite on `NativeBackend` loaded from this shim in forward
+//! mode, against a `cuda_guest::service` (simulator backend) on a Unix socket: the
+//! driver API as a program sees it, end to end through the protocol (pipelined
+//! launches and copies, deferred errors, futures on completion threads, several
+//! threads on one connection). Every test of the suite but
+//! `dynamic_shared_memory_launch`, which needs `cuFuncSetAttribute` (no opcode in the
+//! protocol).
+
+mod support;
+
+#[macro_use]
+#[path = "../../tests/accel_common/mod.rs"]
+mod accel_common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cuda_guest::service::{BackendChoice, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::sim::SimConfig;
+
+/// The service for this test process (never stopped: the process ends with the tests).
+fn server() -> &'static PathBuf {
+    static SOCKET: OnceLock<(PathBuf, tempfile::TempDir)> = OnceLock::new();
+    &SOCKET
+        .get_or_init(|| {
+            let service = Service::new(
+                BackendChoice::Simulator(SimConfig {
+                    threads: 2,
+                    ..SimConfig::default()
+                }),
+                ServiceConfig::default(),
+            )
+            .expect("the service starts");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("vmgpu.sock");
+            let p = path.clone();
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async move {
+                    let l = tokio::net::UnixListener::bind(&p).expect("bind");
+                    ready_tx.send(()).expect("ready");
+                    cuda_guest::service::serve_unix(service, l, "accel", ShutdownSignal::new())
+                        .await
+                        .expect("serve");
+                });
+            });
+            ready_rx.recv().expect("server ready");
+            std::env::set_var("VMGPU_LIBCUDA", support::shim_path());
+            std::env::set_var("VMGPU_CUDA_SERVER", format!("unix:{}", path.display()));
+            std::env::remove_var("VMGPU_CUDA_MODE");
+            std::env::remove_var("VMGPU_CUDA_BACKEND");
+            (path, dir)
+        })
+        .0
+}
+
+/// The native backend on the shim, forwarding to the service.
+fn forward() -> accel_common::Fixture {
+    server();
+    accel_common::native()
+}
+
+accel_suite!(@each forward, [],
+    device_queries,
+    sync_copies_and_views,
+    d2d_chain_on_two_streams_with_events,
+    raw_async_copies_with_pinned_memory,
+    checked_launch_and_argument_errors,
+    bad_launch_geometry_is_refused,
+    jit_error_carries_the_log,
+    out_of_bounds_kernel_is_sticky_until_reset,
+    out_of_memory,
+    stream_query_events_and_elapsed_time,
+    registered_host_memory,
+    futures_on_a_current_thread_runtime_do_not_block_it,
+    futures_on_a_multi_thread_runtime,
+    concurrent_use_from_several_threads,
+    a_faulting_kernel_fails_its_future,
+);

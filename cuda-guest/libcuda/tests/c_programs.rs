@@ -1,0 +1,144 @@
+//! Unmodified C programs written against the stock `cuda.h` and linked with `-lcuda`,
+//! run on the shim in simulator mode: vector add, a D2D copy chain on two streams with
+//! events, a JIT error with its log, an out-of-bounds kernel, and every entry point
+//! resolved through `cuGetProcAddress_v2` (legacy and per-thread default stream).
+
+mod support;
+
+use support::*;
+
+const SIM: &[(&str, &str)] = &[("VMGPU_CUDA_MODE", "sim"), ("VMGPU_SIM_THREADS", "2")];
+
+#[test]
+fn the_library_has_the_drivers_soname() {
+    let out = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(shim_path())
+        .output();
+    if let Ok(out) = out {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Library soname: [libcuda.so.1]"), "{text}");
+    }
+    // The programs record libcuda.so.1 as their dependency.
+    let exe = compile("jit_error");
+    if let Ok(out) = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Shared library: [libcuda.so.1]"), "{text}");
+    }
+}
+
+#[test]
+fn vector_add_in_sim_mode() {
+    let exe = compile("vector_add");
+    let out = run_ok(&exe, &[&fixture("vector_add.nvrtc.ptx")], SIM);
+    assert!(
+        out.contains("vmgpu PTX simulator (virtual sm_80), sm_80"),
+        "{out}"
+    );
+    assert!(out.contains("driver 12080"), "{out}");
+    assert!(out.contains("1000 elements OK (c[999] = 1498.5)"), "{out}");
+}
+
+#[test]
+fn d2d_chain_on_two_streams_with_events_in_sim_mode() {
+    let exe = compile("d2d_streams");
+    let out = run_ok(&exe, &[], SIM);
+    assert!(out.contains("d2d_streams: 1048576 words OK"), "{out}");
+}
+
+#[test]
+fn jit_error_prints_the_log_in_sim_mode() {
+    let exe = compile("jit_error");
+    let out = run_ok(&exe, &[], SIM);
+    assert!(
+        out.contains(
+            "cuModuleLoadDataEx: 218 CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("frobnicate"), "{out}");
+    assert!(out.contains("jit_error: OK"), "{out}");
+}
+
+#[test]
+fn out_of_bounds_kernel_is_an_illegal_address_at_the_next_sync_in_sim_mode() {
+    let exe = compile("oob");
+    let out = run_ok(&exe, &[&fixture("oob_write.nvrtc.ptx")], SIM);
+    assert!(
+        out.contains("after the out-of-bounds kernel: 700 CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{out}"
+    );
+    assert!(out.contains("oob: OK"), "{out}");
+}
+
+#[test]
+fn every_entry_point_through_cu_get_proc_address_v2() {
+    let exe = compile("procaddr");
+    let out = run_ok(&exe, &[&shim_path(), &fixture("vector_add.nvrtc.ptx")], SIM);
+    assert!(
+        out.contains("procaddr: 36 variants checked, vector_add legacy and per-thread OK"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_clang_ptx_runs_too() {
+    let exe = compile("vector_add");
+    let out = run_ok(&exe, &[&fixture("vector_add.clang.ptx")], SIM);
+    assert!(out.contains("1000 elements OK"), "{out}");
+}
+
+#[test]
+fn calls_before_cu_init_and_without_a_context_fail_as_in_the_driver() {
+    // Checked through the procaddr program's path: a bad mode is refused at cuInit.
+    let exe = compile("jit_error");
+    let out = run(&exe, &[], &[("VMGPU_CUDA_MODE", "bogus")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"),
+        "{err}"
+    );
+    assert!(err.contains("VMGPU_CUDA_MODE"), "{err}");
+}
+
+#[test]
+fn boundary_errors_are_the_drivers() {
+    let exe = compile("errors");
+    let out = run_ok(&exe, &[], SIM);
+    assert!(out.contains("errors: 69 checks OK"), "{out}");
+}
+
+#[test]
+#[ignore = "needs NVIDIA's Python bindings: pip install 'cuda-bindings>=12.9,<13'"]
+fn nvidia_python_bindings_run_on_the_shim() {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver_api.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(fixture("vector_add.nvrtc.ptx"))
+        .env("LD_LIBRARY_PATH", shim_dir())
+        .env("VMGPU_CUDA_MODE", "sim")
+        .env_remove("VMGPU_CUDA_SERVER")
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("name vmgpu PTX simulator (virtual sm_80)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("python: vector_add OK"), "{stdout}");
+}
+
+#[test]
+fn many_launches_then_one_synchronisation() {
+    let exe = compile("launch_rate");
+    let out = run_ok(&exe, &[std::path::Path::new("2000")], SIM);
+    assert!(out.contains("launch_rate: 2000 launches"), "{out}");
+}

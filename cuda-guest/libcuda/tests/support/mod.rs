@@ -1,0 +1,150 @@
+//! Shared by the shim's test binaries: the built library installed as `libcuda.so.1`
+//! (with a `libcuda.so` link) in a directory of its own, and the C programs of
+//! `tests/c` compiled against the stock `cuda.h` and linked with `-lcuda`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The directory of the stock `cuda.h` (the `nvidia-cuda-runtime-cu12` wheel), from
+/// `VMGPU_CUDA_INCLUDE` or the places pip puts it.
+pub fn cuda_include() -> PathBuf {
+    if let Some(d) = std::env::var_os("VMGPU_CUDA_INCLUDE") {
+        return d.into();
+    }
+    let mut candidates = vec![PathBuf::from(
+        "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/nvidia/cuda_runtime/include",
+    )];
+    if let Ok(out) = Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia.cuda_runtime, os; print(os.path.join(list(nvidia.cuda_runtime.__path__)[0], 'include'))",
+        ])
+        .output()
+    {
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !s.is_empty() {
+            candidates.push(s.into());
+        }
+    }
+    candidates
+        .into_iter()
+        .find(|d| d.join("cuda.h").is_file())
+        .expect("cuda.h of the nvidia-cuda-runtime-cu12 wheel (pip install nvidia-cuda-runtime-cu12, or set VMGPU_CUDA_INCLUDE)")
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A PTX file of `fixtures/ptx`.
+pub fn fixture(name: &str) -> PathBuf {
+    repo().join("fixtures/ptx").join(name)
+}
+
+/// The cdylib cargo built for this test run: `target/<profile>/deps/libvmgpu_libcuda.so`
+/// (beside the test binary; `cargo test` builds it there with the rlib), else the
+/// newer one in `target/<profile>`.
+pub fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("target/<profile>/deps");
+    let candidates = [
+        deps.join("libvmgpu_libcuda.so"),
+        deps.parent()
+            .expect("target/<profile>")
+            .join("libvmgpu_libcuda.so"),
+    ];
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| modified(p))
+        .cloned()
+        .expect("libvmgpu_libcuda.so is built (cargo test -p vmgpu-libcuda builds it)")
+}
+
+/// A directory holding the shim as `libcuda.so.1` and a `libcuda.so` link to it (made
+/// once per test process; kept until the process ends).
+pub fn shim_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("vmgpu-libcuda-")
+            .tempdir()
+            .expect("a temporary directory");
+        std::fs::copy(built_library(), dir.path().join("libcuda.so.1")).expect("copy the shim");
+        std::os::unix::fs::symlink("libcuda.so.1", dir.path().join("libcuda.so"))
+            .expect("libcuda.so link");
+        dir
+    })
+    .path()
+}
+
+/// The shim's `libcuda.so.1`.
+pub fn shim_path() -> PathBuf {
+    shim_dir().join("libcuda.so.1")
+}
+
+/// Compiles `tests/c/<name>.c` against the stock `cuda.h`, linked with `-lcuda` (the
+/// shim), and returns the executable.
+pub fn compile(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = shim_dir().join(format!("{name}-{n}"));
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg("-std=gnu11")
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-I")
+        .arg(cuda_include())
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .arg("-L")
+        .arg(shim_dir())
+        .arg("-lcuda")
+        .arg("-ldl")
+        .arg("-lpthread")
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "compiling {}", src.display());
+    out
+}
+
+/// Runs a compiled program on the shim with `env` added; returns its output.
+pub fn run(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", shim_dir())
+        .env_remove("VMGPU_CUDA_SERVER")
+        .env_remove("VMGPU_CUDA_MODE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the test program");
+    println!(
+        "--- {} stdout:\n{}--- stderr:\n{}",
+        exe.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Stdout of a run that must succeed.
+pub fn run_ok(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> String {
+    let out = run(exe, args, env);
+    assert!(
+        out.status.success(),
+        "{} failed: {:?}",
+        exe.display(),
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
