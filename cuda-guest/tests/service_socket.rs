@@ -731,3 +731,44 @@ fn a_fault_found_by_a_later_call_names_the_launch() {
     );
     let _ = ModuleId(0);
 }
+
+#[test]
+fn a_guest_that_does_not_read_is_held_alone() {
+    let mut config = ServiceConfig::default();
+    config.limits.max_pipelined = 4;
+    let server = Server::start(config);
+    let mut slow = server.client();
+    assert_eq!(slow.hello.limits.max_pipelined, 4);
+    let mut w = slow.s.try_clone().unwrap();
+    let frames: Vec<u8> = (1..=2000u64)
+        .flat_map(|id| {
+            cuda_guest::proto::RequestFrame::new(
+                id,
+                Request::Ping {
+                    data: vec![id as u8; 4096],
+                },
+            )
+            .to_bytes()
+            .unwrap()
+        })
+        .collect();
+    let writer = std::thread::spawn(move || w.write_all(&frames).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    // The server is stuck writing to `slow`; another guest is served meanwhile.
+    let mut other = server.client();
+    let t = Instant::now();
+    for _ in 0..100 {
+        other.ok(Request::Ping { data: vec![1; 8] });
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // Now `slow` reads: every reply, in order.
+    for id in 1..=2000u64 {
+        let r = slow.recv();
+        assert_eq!(r.id, id);
+        assert_eq!(
+            r.body,
+            cuda_guest::proto::ReplyBody::Data(vec![id as u8; 4096])
+        );
+    }
+    writer.join().unwrap();
+}

@@ -7,7 +7,7 @@
 //! # Isolation
 //! Every session has a device address space of its own:
 //! - on the **simulator** every context of a session is a fresh
-//!   [`SimBackend`](crate::driver::SimBackend) instance (its own `Simulator`, memory
+//!   [`SimBackend`] instance (its own `Simulator`, memory
 //!   and device thread), whose memory limit is the guest's quota; dropping it releases
 //!   everything. (A simulator instance has exactly one context, so a separate instance
 //!   *is* a separate context.)

@@ -289,6 +289,8 @@ fn worker(mut session: Session, mut sock: std::os::unix::net::UnixStream, stop: 
     // Received bytes not yet taken by the decoder: buf[taken..got].
     let mut buf = vec![0u8; READ_CHUNK];
     let (mut taken, mut got) = (0usize, 0usize);
+    let max_pipelined = session.limits().max_pipelined.max(1) as usize;
+    let mut queued = 0usize;
     let push = |replies: &mut Vec<u8>, r: Reply| {
         if r.encode(replies).is_err() {
             let _ = Reply::error(r.id, r.opcode, Status::ERROR_UNKNOWN, "reply too large")
@@ -317,13 +319,21 @@ fn worker(mut session: Session, mut sock: std::os::unix::net::UnixStream, stop: 
                         break 'outer;
                     }
                     if let Some(r) = session.handle(lent.frame, lent.data, None) {
+                        if replies.is_empty() {
+                            queued = 0;
+                        }
                         push(&mut replies, r);
+                        queued += 1;
                     }
                     if session.is_closed() {
                         flush(&mut replies, &mut sock);
                         break 'outer;
                     }
-                    if replies.len() >= FLUSH_BYTES && !flush(&mut replies, &mut sock) {
+                    // At most `max_pipelined` replies wait in the server: beyond it the
+                    // (blocking) write holds this guest until it reads.
+                    if (replies.len() >= FLUSH_BYTES || queued >= max_pipelined)
+                        && !flush(&mut replies, &mut sock)
+                    {
                         break 'outer;
                     }
                 }
