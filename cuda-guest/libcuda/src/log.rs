@@ -24,7 +24,10 @@ fn level() -> Level {
 
 fn emit(l: Level, tag: &str, msg: &str) {
     if level() >= l {
-        eprintln!("vmgpu libcuda: {tag}: {msg}");
+        use std::io::Write;
+        // Never `eprintln!`: it panics when stderr is closed, and these calls run at
+        // the C boundary.
+        let _ = writeln!(std::io::stderr().lock(), "vmgpu libcuda: {tag}: {msg}");
     }
 }
 

@@ -290,3 +290,100 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     });
     r.unwrap_or(CUDA_ERROR_UNKNOWN)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn symbol(name: &str, version: i32, flags: u64) -> Result<&'static str, c_int> {
+        resolve(name, version, flags).map(|v| v.symbol)
+    }
+
+    #[test]
+    fn the_version_selects_the_newest_variant_at_or_before_it() {
+        assert_eq!(symbol("cuMemAlloc", 12000, 0), Ok("cuMemAlloc_v2"));
+        assert_eq!(symbol("cuMemAlloc", 3020, 0), Ok("cuMemAlloc_v2"));
+        assert_eq!(
+            symbol("cuMemAlloc", 3010, 0),
+            Err(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+        );
+        assert_eq!(symbol("cuCtxCreate", 3000, 0), Ok("cuCtxCreate"));
+        assert_eq!(symbol("cuCtxCreate", 11030, 0), Ok("cuCtxCreate_v2"));
+        assert_eq!(symbol("cuCtxCreate", 11040, 0), Ok("cuCtxCreate_v3"));
+        assert_eq!(symbol("cuCtxCreate", 13000, 0), Ok("cuCtxCreate_v3"));
+        assert_eq!(
+            symbol("cuDevicePrimaryCtxRelease", 10020, 0),
+            Ok("cuDevicePrimaryCtxRelease")
+        );
+        assert_eq!(
+            symbol("cuDevicePrimaryCtxRelease", 11000, 0),
+            Ok("cuDevicePrimaryCtxRelease_v2")
+        );
+        assert_eq!(
+            symbol("cuEventElapsedTime", 12000, 0),
+            Ok("cuEventElapsedTime")
+        );
+        assert_eq!(
+            symbol("cuEventElapsedTime", 12080, 0),
+            Ok("cuEventElapsedTime_v2")
+        );
+        assert_eq!(
+            symbol("cuGetProcAddress", 12000, 0),
+            Ok("cuGetProcAddress_v2")
+        );
+    }
+
+    #[test]
+    fn the_per_thread_flag_selects_ptds_and_ptsz_variants() {
+        const PT: u64 = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+        assert_eq!(
+            symbol("cuLaunchKernel", 12000, PT),
+            Ok("cuLaunchKernel_ptsz")
+        );
+        assert_eq!(symbol("cuLaunchKernel", 12000, 1), Ok("cuLaunchKernel"));
+        assert_eq!(
+            symbol("cuMemcpyHtoD", 12000, PT),
+            Ok("cuMemcpyHtoD_v2_ptds")
+        );
+        assert_eq!(
+            symbol("cuMemsetD16Async", 12000, PT),
+            Ok("cuMemsetD16Async_ptsz")
+        );
+        assert_eq!(
+            symbol("cuMemFreeAsync", 12000, PT),
+            Ok("cuMemFreeAsync_ptsz")
+        );
+        // No per-thread variant: the legacy one. Before CUDA 7 there were none.
+        assert_eq!(symbol("cuMemAlloc", 12000, PT), Ok("cuMemAlloc_v2"));
+        assert_eq!(symbol("cuLaunchKernel", 6050, PT), Ok("cuLaunchKernel"));
+    }
+
+    #[test]
+    fn unknown_names_are_not_found_and_stubs_resolve() {
+        assert_eq!(
+            symbol("cuNoSuchThing", 12000, 0),
+            Err(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+        );
+        assert_eq!(
+            symbol("cuGraphInstantiate", 12000, 0),
+            Ok("cuGraphInstantiate_v2")
+        );
+        assert_eq!(
+            symbol("cuMemAllocManaged", 12000, 0),
+            Ok("cuMemAllocManaged")
+        );
+        assert_eq!(symbol("cuCtxCreate_v4", 12080, 0), Ok("cuCtxCreate_v4"));
+    }
+
+    #[test]
+    fn every_variant_has_a_distinct_symbol_and_an_address() {
+        let mut seen = std::collections::HashSet::new();
+        for v in variants() {
+            assert!(seen.insert(v.symbol), "{} twice", v.symbol);
+            assert_ne!(v.address, 0, "{}", v.symbol);
+            assert!(v.symbol.starts_with(v.base), "{} / {}", v.base, v.symbol);
+        }
+        // 112 implemented and 452 stubs: every exported entry point is reachable.
+        assert_eq!(seen.len(), 564);
+    }
+}
