@@ -374,14 +374,22 @@ fn is_virtio_port(f: &std::fs::File) -> bool {
 
 /// Waits until the host side of virtio-serial port `fd` is gone (a read answers 0:
 /// no data left and the host not connected), discarding what is still to be read.
-/// False after `limit`.
+/// False after `limit`. Reads do not block: the VMM may reconnect at once, and a
+/// blocking read would then wait for the next session's data.
 fn wait_hangup(fd: RawFd, limit: Duration) -> bool {
+    // SAFETY: fcntl on a descriptor the caller keeps open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return false;
+    }
+    // SAFETY: as above; only O_NONBLOCK is added (and restored below).
+    unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
     let end = Instant::now() + limit;
     let mut scratch = [0u8; 4096];
-    loop {
+    let hung_up = loop {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            break false;
         }
         let mut p = libc::pollfd {
             fd,
@@ -394,17 +402,26 @@ fn wait_hangup(fd: RawFd, limit: Duration) -> bool {
             continue;
         }
         if r <= 0 {
-            return false;
+            break false;
         }
         // SAFETY: `scratch` is writable for its length; `fd` is the open port.
         let n = unsafe { libc::read(fd, scratch.as_mut_ptr().cast(), scratch.len()) };
         if n == 0 {
-            return true;
+            break true;
         }
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return false;
+        if n < 0 {
+            match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::Interrupted => {}
+                // Nothing left to read and the host was gone at the poll (it may be back).
+                std::io::ErrorKind::WouldBlock if p.revents & libc::POLLHUP != 0 => break true,
+                std::io::ErrorKind::WouldBlock => {}
+                _ => break false,
+            }
         }
-    }
+    };
+    // SAFETY: restores the flags read above.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
+    hung_up
 }
 
 /// Opens the transport `server` names; with the descriptor of a virtio-serial port.
