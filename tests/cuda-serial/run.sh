@@ -79,18 +79,23 @@ moddir=$kernel_root/lib/modules/$kver
   setup_failed "depmod failed for $kver"
 
 # ---- host programs and the guest program ----
-# The debug profile: the same build `cargo test --workspace` makes (nothing new to compile
-# in tests/run-all.sh). The shim goes into the guest stripped.
+# Exactly the build `cargo test --workspace` makes (target/debug/vmgpu for the CLI tests,
+# target/debug/deps/libvmgpu_libcuda.so for the shim's): in tests/run-all.sh, after cargo test,
+# nothing is compiled (a narrower `cargo build -p` unifies features differently and would
+# rebuild the shim). The shim goes into the guest stripped.
 build_start=$EPOCHREALTIME
-(cd "$root" && cargo build --locked -q -p vmgpu-libcuda -p vm-passthrough --lib --bin vmgpu) >&2 ||
-  setup_failed "building vmgpu and vmgpu-libcuda failed"
+(cd "$root" && cargo test --workspace --locked --no-run -q) >&2 ||
+  setup_failed "building the workspace (cargo test --no-run) failed"
+shim=$root/target/debug/deps/libvmgpu_libcuda.so
+[ -x "$root/target/debug/vmgpu" ] && [ -f "$shim" ] ||
+  setup_failed "cargo test --no-run made no target/debug/vmgpu or $shim"
 vmgpu=$root/target/debug/vmgpu
 include=${VMGPU_CUDA_INCLUDE:-$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "include"))' 2>/dev/null || true)}
 [ -f "$include/cuda.h" ] ||
   setup_failed "no cuda.h (pip install nvidia-cuda-runtime-cu12, or set VMGPU_CUDA_INCLUDE)"
 shimdir=$cache/shim
 rm -rf "$shimdir" && mkdir -p "$shimdir"
-strip --strip-debug -o "$shimdir/libcuda.so.1" "$root/target/debug/libvmgpu_libcuda.so" ||
+strip --strip-debug -o "$shimdir/libcuda.so.1" "$shim" ||
   setup_failed "cannot strip the shim"
 ln -s libcuda.so.1 "$shimdir/libcuda.so"
 cc -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I"$include" "$here/guest.c" \
