@@ -772,3 +772,201 @@ fn a_guest_that_does_not_read_is_held_alone() {
     }
     writer.join().unwrap();
 }
+
+#[test]
+fn streams_events_and_device_copies() {
+    use cuda_guest::proto::ReplyBody as B;
+    let server = Server::start(ServiceConfig::default());
+    let mut c = server.client();
+    c.context();
+    let stream = |c: &mut Client| match c.ok(Request::StreamCreate {
+        flags: 1,
+        priority: 0,
+    }) {
+        B::Stream(s) => s,
+        b => panic!("{b:?}"),
+    };
+    let event = |c: &mut Client, flags| match c.ok(Request::EventCreate { flags }) {
+        B::Event(e) => e,
+        b => panic!("{b:?}"),
+    };
+    let (s1, s2) = (stream(&mut c), stream(&mut c));
+    assert!(s1.0 >= StreamId::FIRST_HANDLE && s2.0 >= StreamId::FIRST_HANDLE);
+    let (e0, e1, done) = (event(&mut c, 0), event(&mut c, 0), event(&mut c, 2));
+    let n = 1 << 16;
+    let (a, b, d) = (c.alloc(n), c.alloc(n), c.alloc(n));
+    let data: Vec<u8> = (0..n).map(|i| (i * 31 % 255) as u8).collect();
+    // a -> (s1) b, then s2 waits for s1's event and copies b -> d; async, pipelined.
+    c.send(
+        Request::EventRecord {
+            event: e0,
+            stream: s1,
+        },
+        true,
+    );
+    c.send(
+        Request::MemcpyHtoD {
+            dst: a,
+            src: HostSource::Inline(data.clone()),
+            stream: Some(s1),
+        },
+        true,
+    );
+    c.send(
+        Request::MemcpyDtoD {
+            dst: b,
+            src: a,
+            bytes: n,
+            stream: Some(s1),
+        },
+        true,
+    );
+    c.send(
+        Request::EventRecord {
+            event: e1,
+            stream: s1,
+        },
+        true,
+    );
+    c.send(
+        Request::StreamWaitEvent {
+            stream: s2,
+            event: e1,
+            flags: 0,
+        },
+        true,
+    );
+    c.send(
+        Request::MemcpyDtoD {
+            dst: d,
+            src: b,
+            bytes: n,
+            stream: Some(s2),
+        },
+        true,
+    );
+    c.send(
+        Request::EventRecord {
+            event: done,
+            stream: s2,
+        },
+        true,
+    );
+    // The async device-to-host copy's reply comes when s2 has reached it.
+    let r = c.call(Request::MemcpyDtoH {
+        src: d,
+        bytes: n,
+        dst: HostDest::Inline,
+        stream: Some(s2),
+    });
+    assert_eq!(r.status, Status::SUCCESS);
+    assert_eq!(r.body, B::Data(data.clone()));
+    c.ok(Request::EventSynchronize { event: done });
+    c.ok(Request::EventQuery { event: e1 });
+    match c.ok(Request::EventElapsedTime { start: e0, end: e1 }) {
+        B::ElapsedMs(ms) => assert!(ms >= 0.0),
+        b => panic!("{b:?}"),
+    }
+    // Timing disabled on `done`: the driver's error.
+    assert_ne!(
+        c.status(Request::EventElapsedTime {
+            start: e0,
+            end: done
+        }),
+        Status::SUCCESS
+    );
+    // Synchronous device-to-device copy, and a range one byte too long.
+    c.ok(Request::MemcpyDtoD {
+        dst: a,
+        src: d,
+        bytes: n,
+        stream: None,
+    });
+    assert_eq!(c.dtoh(a, 16), data[..16].to_vec());
+    assert_eq!(
+        c.status(Request::MemcpyDtoD {
+            dst: a,
+            src: DevAddr(d.0 + 1),
+            bytes: n,
+            stream: None
+        }),
+        Status::ERROR_INVALID_VALUE
+    );
+    // Destroyed objects are gone; an unloaded module's functions too.
+    c.ok(Request::StreamDestroy { stream: s1 });
+    assert_eq!(
+        c.status(Request::StreamSynchronize { stream: s1 }),
+        Status::ERROR_INVALID_HANDLE
+    );
+    c.ok(Request::EventDestroy { event: e0 });
+    assert_eq!(
+        c.status(Request::EventSynchronize { event: e0 }),
+        Status::ERROR_INVALID_HANDLE
+    );
+    let m = c.load(VECTOR_ADD);
+    let f = c.function(m, "vector_add");
+    assert_eq!(
+        c.status(Request::ModuleGetFunction {
+            module: m,
+            name: "nope".into()
+        }),
+        Status::ERROR_NOT_FOUND
+    );
+    c.ok(Request::ModuleUnload { module: m });
+    let id = c.send(
+        launch_req(
+            &f,
+            1,
+            1,
+            StreamId::DEFAULT,
+            &[&[0; 8], &[0; 8], &[0; 8], &[0; 4]],
+        ),
+        true,
+    );
+    let r = c.call(Request::CtxSynchronize);
+    assert_eq!(
+        (r.status, r.cause.map(|x| x.id)),
+        (Status::ERROR_INVALID_HANDLE, Some(id))
+    );
+    // A launch whose slots do not match the kernel.
+    let m = c.load(VECTOR_ADD);
+    let f = c.function(m, "vector_add");
+    let bad = launch_req(
+        &f,
+        1,
+        1,
+        StreamId::DEFAULT,
+        &[&[0; 8], &[0; 8], &[0; 8], &[0; 4]],
+    );
+    let bad = match bad {
+        Request::LaunchKernel {
+            function,
+            grid,
+            block,
+            shared_bytes,
+            stream,
+            ..
+        } => Request::LaunchKernel {
+            function,
+            grid,
+            block,
+            shared_bytes,
+            stream,
+            params: cuda_guest::proto::KernelParams::pack(&[&[0; 8], &[0; 4]]),
+        },
+        _ => unreachable!(),
+    };
+    assert_eq!(c.status(bad), Status::ERROR_INVALID_VALUE);
+    // Device queries.
+    assert!(matches!(c.ok(Request::DeviceGetName { device: 0 }), B::Text(t) if !t.is_empty()));
+    assert_eq!(
+        c.status(Request::DeviceGetName { device: 1 }),
+        Status::ERROR_INVALID_DEVICE
+    );
+    assert!(matches!(
+        c.ok(Request::DeviceComputeCapability { device: 0 }),
+        B::ComputeCapability { major: 8, minor: 0 }
+    ));
+    assert!(matches!(c.ok(Request::DeviceTotalMem { device: 0 }), B::Size(s) if s == 1 << 30));
+    assert!(matches!(c.ok(Request::DriverGetVersion), B::Int(v) if v > 0));
+}

@@ -45,6 +45,8 @@ pub struct Decoder<M> {
     failed: Option<DecodeError>,
     /// Length of the frame lent out by [`Decoder::next_lent`], consumed at the next call.
     pending: usize,
+    /// Buffer capacity kept once the buffer is empty.
+    keep: usize,
     _m: PhantomData<fn() -> M>,
 }
 
@@ -60,8 +62,17 @@ impl<M: Message> Decoder<M> {
             limits,
             failed: None,
             pending: 0,
+            keep: KEEP_CAPACITY,
             _m: PhantomData,
         }
+    }
+
+    /// Keeps up to `bytes` of buffer capacity after large frames (default 64 KiB), so
+    /// that a stream of large frames (bulk inline copies) does not regrow the buffer for
+    /// each one; at most `max_frame` is ever held.
+    pub fn retain_capacity(mut self, bytes: usize) -> Self {
+        self.keep = bytes.min(self.limits.max_frame as usize);
+        self
     }
 
     /// The limits it checks.
@@ -158,8 +169,8 @@ impl<M: Message> Decoder<M> {
         if self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
-            if self.buf.capacity() > KEEP_CAPACITY {
-                self.buf.shrink_to(KEEP_CAPACITY);
+            if self.buf.capacity() > self.keep {
+                self.buf.shrink_to(self.keep);
             }
         }
     }

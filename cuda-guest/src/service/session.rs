@@ -1284,7 +1284,7 @@ impl Session {
                 Ok(ReplyBody::Empty)
             }
             HostSource::Guest(entries) => {
-                let total: u64 = entries.iter().map(|e| e.len).sum();
+                let total = sg_total(&entries)?;
                 self.check_range(dst, total, "destination")?;
                 let pieces = self.resolve_sg(&entries, mem)?;
                 let st = match stream {
@@ -1349,7 +1349,7 @@ impl Session {
                 Ok(ReplyBody::Data(out))
             }
             HostDest::Guest(entries) => {
-                let total: u64 = entries.iter().map(|e| e.len).sum();
+                let total = sg_total(&entries)?;
                 if total != bytes {
                     return Err(invalid("the entries do not add up to the size"));
                 }
@@ -1481,6 +1481,14 @@ impl Drop for Session {
             }
         );
     }
+}
+
+/// The bytes of a scatter-gather list (an overflowing list is refused).
+fn sg_total(entries: &[SgEntry]) -> Result<u64, Outcome> {
+    entries
+        .iter()
+        .try_fold(0u64, |acc, e| acc.checked_add(e.len))
+        .ok_or_else(|| invalid("the entries' lengths overflow"))
 }
 
 fn truncate_utf8(s: &mut String, max: usize) {

@@ -284,7 +284,8 @@ async fn connection(
 /// from there to the device), runs them, writes replies in batches (before it reads
 /// again and before a request that may wait for the device).
 fn worker(mut session: Session, mut sock: std::os::unix::net::UnixStream, stop: &AtomicBool) {
-    let mut dec = Decoder::<RequestFrame>::new(*session.limits());
+    // Bulk inline copies come back to back: keep the buffer of the largest frame.
+    let mut dec = Decoder::<RequestFrame>::new(*session.limits()).retain_capacity(usize::MAX);
     let mut replies: Vec<u8> = Vec::with_capacity(FLUSH_BYTES);
     // Received bytes not yet taken by the decoder: buf[taken..got].
     let mut buf = vec![0u8; READ_CHUNK];
