@@ -30,6 +30,9 @@ use crate::ffi::*;
 
 /// Most bytes of asynchronous device-to-host copies left unread on the connection.
 const UNREAD_DTOH_LIMIT: usize = 1 << 20;
+/// Bytes the client may write while a data reply may be waiting unread (well within a
+/// socket's buffer).
+const SMALL_WRITE: usize = 64 << 10;
 
 /// A byte stream to the server.
 trait Transport: Read + Write + Send + std::fmt::Debug {}
@@ -153,10 +156,35 @@ impl Conn {
         Ok(())
     }
 
+    /// Keeps the connection deadlock-free around unread data replies: the service
+    /// writes replies with blocking writes and reads no request meanwhile, so while a
+    /// data reply may be waiting, the client writes nothing large before reading it.
+    fn before(&mut self, request: &Request) -> R<()> {
+        if self.unread_dtoh == 0 {
+            return Ok(());
+        }
+        let large = match request {
+            Request::MemcpyHtoD {
+                src: HostSource::Inline(data),
+                ..
+            } => data.len(),
+            Request::ModuleLoadData { image } => image.len(),
+            _ => 0,
+        };
+        if large + self.out.len() > SMALL_WRITE {
+            self.flush()?;
+            while self.unread_dtoh > 0 {
+                self.read_one()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Queues a request without a reply (or with one, not waited for, when the server
     /// did not grant pipelining).
     fn post(&mut self, request: Request) -> R<()> {
         self.check()?;
+        self.before(&request)?;
         let id = self.id();
         if self.pipelining {
             self.encode(&RequestFrame::pipelined(id, request))
@@ -175,6 +203,7 @@ impl Conn {
     /// Sends a request that gets a reply, without waiting for it.
     fn send(&mut self, id: u64, request: Request, pending: Pending) -> R<()> {
         self.check()?;
+        self.before(&request)?;
         while self.pending.len() as u64 >= u64::from(self.limits.max_pipelined.max(1)) {
             self.flush()?;
             self.read_one()?;

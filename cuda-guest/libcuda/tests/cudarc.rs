@@ -1,7 +1,7 @@
 //! cudarc on the shim: cudarc looks every driver entry point up by its versioned name
 //! with `dlsym` when it loads `libcuda` and panics if one is missing; then vector add
 //! through its safe API (events per buffer, async copies to pageable memory, stream-
-//! ordered frees). The test re-runs itself as a child process with `LD_LIBRARY_PATH` on
+//! ordered frees), in simulator and in forward mode. The test re-runs itself as a child process with `LD_LIBRARY_PATH` on
 //! the shim, since cudarc opens `libcuda.so` by name.
 
 mod support;
@@ -47,34 +47,51 @@ fn child() {
     println!("cudarc: vector_add OK ({} elements)", n);
 }
 
+/// Runs `child` in a process of its own on the shim with `env`; returns its stdout.
+fn run_child(env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().expect("this test binary"));
+    cmd.args([
+        "--exact",
+        "cudarc_loads_the_shim_and_runs_vector_add",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, "1")
+    .env("LD_LIBRARY_PATH", support::shim_dir())
+    .env_remove("VMGPU_CUDA_SERVER")
+    .env_remove("VMGPU_CUDA_MODE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the child");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed");
+    stdout
+}
+
 #[test]
 fn cudarc_loads_the_shim_and_runs_vector_add() {
     if std::env::var_os(CHILD).is_some() {
         child();
         return;
     }
-    let out = Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "--exact",
-            "cudarc_loads_the_shim_and_runs_vector_add",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .env("LD_LIBRARY_PATH", support::shim_dir())
-        .env("VMGPU_CUDA_MODE", "sim")
-        .env_remove("VMGPU_CUDA_SERVER")
-        .output()
-        .expect("run the child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the child failed");
+    let sim = run_child(&[("VMGPU_CUDA_MODE", "sim")]);
     assert!(
-        stdout.contains("device: vmgpu PTX simulator (virtual sm_80)"),
-        "{stdout}"
+        sim.contains("device: vmgpu PTX simulator (virtual sm_80)"),
+        "{sim}"
     );
     assert!(
-        stdout.contains("cudarc: vector_add OK (1000 elements)"),
-        "{stdout}"
+        sim.contains("cudarc: vector_add OK (1000 elements)"),
+        "{sim}"
     );
+    // The same through the service.
+    let server = support::Server::start();
+    let addr = server.env();
+    let fwd = run_child(&[("VMGPU_CUDA_SERVER", addr.as_str())]);
+    assert!(
+        fwd.contains("cudarc: vector_add OK (1000 elements)"),
+        "{fwd}"
+    );
+    server.wait_idle();
 }

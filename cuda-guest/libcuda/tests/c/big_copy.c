@@ -34,6 +34,25 @@ int main(void) {
   CHECK(cuStreamSynchronize(s));
   EXPECT(memcmp(src, dst, bytes) == 0);
 
+  /* Pinned destination: a truly asynchronous copy; a large write follows on another
+   * stream before either is synchronised. */
+  unsigned char *pin = NULL;
+  CHECK(cuMemAllocHost((void **)&pin, bytes));
+  memset(pin, 0, bytes);
+  CUstream s2;
+  CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CHECK(cuMemcpyDtoHAsync(pin, b, bytes, s));
+  for (size_t i = 0; i < bytes; i++) dst[i] = (unsigned char)~src[i];
+  CHECK(cuMemcpyHtoDAsync(a, dst, bytes, s2));
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuStreamSynchronize(s2));
+  EXPECT(memcmp(pin, src, bytes) == 0);
+  memset(pin, 0, bytes);
+  CHECK(cuMemcpyDtoH(pin, a, bytes));
+  EXPECT(memcmp(pin, dst, bytes) == 0);
+  CHECK(cuMemFreeHost(pin));
+  CHECK(cuStreamDestroy(s2));
+
   CHECK(cuStreamDestroy(s));
   CHECK(cuMemFree(a));
   CHECK(cuMemFree(b));

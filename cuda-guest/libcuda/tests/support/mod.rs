@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use cuda_guest::service::{BackendChoice, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::sim::SimConfig;
+
 /// The directory of the stock `cuda.h` (the `nvidia-cuda-runtime-cu12` wheel), from
 /// `VMGPU_CUDA_INCLUDE` or the places pip puts it.
 pub fn cuda_include() -> PathBuf {
@@ -147,4 +150,86 @@ pub fn run_ok(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> String {
         out.status
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A service on a Unix socket, on its own runtime thread.
+pub struct Server {
+    /// The service.
+    pub service: Service,
+    /// Its socket.
+    pub path: PathBuf,
+    shutdown: ShutdownSignal,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts one.
+    pub fn start() -> Server {
+        let service = Service::new(
+            BackendChoice::Simulator(SimConfig {
+                threads: 2,
+                ..SimConfig::default()
+            }),
+            ServiceConfig::default(),
+        )
+        .expect("the service starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("vmgpu.sock");
+        let shutdown = ShutdownSignal::new();
+        let (svc, p, sd) = (service.clone(), path.clone(), shutdown.clone());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let l = tokio::net::UnixListener::bind(&p).expect("bind");
+                ready_tx.send(()).expect("ready");
+                cuda_guest::service::serve_unix(svc, l, "shim-test", sd)
+                    .await
+                    .expect("serve");
+            });
+        });
+        ready_rx.recv().expect("server ready");
+        Server {
+            service,
+            path,
+            shutdown,
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+
+    /// `VMGPU_CUDA_SERVER` for it.
+    pub fn env(&self) -> String {
+        format!("unix:{}", self.path.display())
+    }
+
+    /// Waits until the service holds nothing of the guests that came and went.
+    pub fn wait_idle(&self) {
+        let t = std::time::Instant::now();
+        loop {
+            let s = self.service.stats();
+            if s.sessions == 0 && s.contexts == 0 && s.device_bytes == 0 {
+                return;
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(10),
+                "service not idle: {s:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
