@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what it needs, checks
-# formatting and lints, runs every Rust test, then the real-kernel VFIO suite.
+# formatting and lints, runs every Rust test, then the real-kernel suites (VFIO, and CUDA
+# forwarding over virtio-serial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,17 +41,20 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
   cargo test -p vm-passthrough --locked --test cli_cuda -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
-cargo test -p vm-passthrough --locked --test cli_cuda -- --ignored 2>&1 |
-  tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
+# The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu
+# cuda serve` (the same kernel/busybox .debs as vfio-edu; the debug build cargo test made).
+bash tests/cuda-serial/run.sh 2>&1 | tee "$logs/cuda-serial.log" || status=1
 
-# One closing line over both: cargo's per-binary results plus the VFIO suite's own line.
+# One closing line over all: cargo's per-binary results plus each real-kernel suite's own line.
 read -r passed failed ignored < <(
   { sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \3/p' "$logs/cargo-test.log"
     # Those ran after all: move them from skipped to passed/failed.
     sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \1 \2/p' "$logs/compilers.log" |
       awk '{ print $1, $2, -($3 + $4) }'
-    tail -n 1 "$logs/vfio-edu.log" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2 0/p'
+    for suite in vfio-edu cuda-serial; do
+      tail -n 1 "$logs/$suite.log" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2 0/p'
+    done
   } | awk '{ p += $1; f += $2; i += $3 } END { print p + 0, f + 0, i + 0 }')
 # A suite that broke before counting anything still counts as a failure.
 [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1

@@ -15,8 +15,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
-use std::sync::{Mutex, MutexGuard};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
+use std::time::{Duration, Instant};
 
 use cuda_guest::proto::{
     ClientHello, ContextId, Decoded, Decoder, DevAddr, EventId, Features, FunctionId, HostDest,
@@ -65,6 +66,8 @@ struct Conn {
     unread_dtoh: usize,
     /// A failed transport: every later call fails with this.
     broken: Option<Fail>,
+    /// The descriptor of a virtio-serial port transport (see [`wait_hangup`]).
+    virtio_port: Option<RawFd>,
 }
 
 fn io_fail(what: &str, e: std::io::Error) -> Fail {
@@ -98,6 +101,25 @@ impl Conn {
         match &self.broken {
             Some(f) => Err(f.clone()),
             None => Ok(()),
+        }
+    }
+
+    /// Ends the session at process exit: `Goodbye` (the service releases everything
+    /// and hangs up); on a virtio-serial port, whose host connection outlives the
+    /// process, also waits until the port reports the hang-up, so that the next process
+    /// to open the port writes its hello to the host's next connection.
+    fn goodbye(&mut self) {
+        if self.broken.is_some() {
+            return;
+        }
+        let id = self.id();
+        if self.send(id, Request::Goodbye, Pending::Sync).is_err() || self.wait(id).is_err() {
+            return;
+        }
+        if let Some(fd) = self.virtio_port {
+            if !wait_hangup(fd, HANGUP_WAIT) {
+                crate::log::warn("goodbye: the virtio-serial port was not hung up by the host");
+            }
         }
     }
 
@@ -323,7 +345,7 @@ fn unexpected(body: &ReplyBody) -> Fail {
 pub struct Remote {
     server: String,
     session: u64,
-    conn: Mutex<Conn>,
+    conn: Arc<Mutex<Conn>>,
     /// Function layouts from `ModuleGetFunction`.
     layouts: Mutex<HashMap<u64, Layout>>,
     /// Per device: the context handle the program sees (the first the server gave; it
@@ -347,13 +369,97 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Opens the transport `server` names.
-fn open(server: &str) -> R<Box<dyn Transport>> {
+/// How long a process waits for the host to hang up a virtio-serial port.
+const HANGUP_WAIT: Duration = Duration::from_secs(5);
+
+/// The connection whose session ends at process exit.
+static AT_EXIT: OnceLock<Arc<Mutex<Conn>>> = OnceLock::new();
+
+/// `atexit` handler: says goodbye unless another thread holds the connection.
+extern "C" fn goodbye_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(conn) = AT_EXIT.get() else { return };
+        let mut c = match conn.try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        c.goodbye();
+    });
+}
+
+/// Whether `f` is a virtio-serial port (`/sys/dev/char/MAJ:MIN/subsystem` is the
+/// `virtio-ports` class).
+fn is_virtio_port(f: &std::fs::File) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(meta) = f.metadata() else { return false };
+    if !meta.file_type().is_char_device() {
+        return false;
+    }
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    std::fs::canonicalize(format!("/sys/dev/char/{major}:{minor}/subsystem"))
+        .is_ok_and(|p| p.file_name().is_some_and(|n| n == "virtio-ports"))
+}
+
+/// Waits until the host side of virtio-serial port `fd` is gone (a read answers 0:
+/// no data left and the host not connected), discarding what is still to be read.
+/// False after `limit`. Reads do not block: the VMM may reconnect at once, and a
+/// blocking read would then wait for the next session's data.
+fn wait_hangup(fd: RawFd, limit: Duration) -> bool {
+    // SAFETY: fcntl on a descriptor the caller keeps open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return false;
+    }
+    // SAFETY: as above; only O_NONBLOCK is added (and restored below).
+    unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) };
+    let end = Instant::now() + limit;
+    let mut scratch = [0u8; 4096];
+    let hung_up = loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break false;
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 60_000) as i32) };
+        if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if r <= 0 {
+            break false;
+        }
+        // SAFETY: `scratch` is writable for its length; `fd` is the open port.
+        let n = unsafe { libc::read(fd, scratch.as_mut_ptr().cast(), scratch.len()) };
+        if n == 0 {
+            break true;
+        }
+        if n < 0 {
+            match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::Interrupted => {}
+                // Nothing left to read and the host was gone at the poll (it may be back).
+                std::io::ErrorKind::WouldBlock if p.revents & libc::POLLHUP != 0 => break true,
+                std::io::ErrorKind::WouldBlock => {}
+                _ => break false,
+            }
+        }
+    };
+    // SAFETY: restores the flags read above.
+    unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
+    hung_up
+}
+
+/// Opens the transport `server` names; with the descriptor of a virtio-serial port.
+fn open(server: &str) -> R<(Box<dyn Transport>, Option<RawFd>)> {
     let bad = |why: String| Fail::new(CUDA_ERROR_NOT_INITIALIZED, why);
     if let Some(path) = server.strip_prefix("unix:") {
         let s = std::os::unix::net::UnixStream::connect(path)
             .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")))?;
-        return Ok(Box::new(s));
+        return Ok((Box::new(s), None));
     }
     if let Some(path) = server.strip_prefix("port:") {
         let f = std::fs::OpenOptions::new()
@@ -361,7 +467,8 @@ fn open(server: &str) -> R<Box<dyn Transport>> {
             .write(true)
             .open(path)
             .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")))?;
-        return Ok(Box::new(f));
+        let virtio = is_virtio_port(&f).then(|| f.as_raw_fd());
+        return Ok((Box::new(f), virtio));
     }
     if let Some(rest) = server.strip_prefix("vsock:") {
         let (cid, port) = rest
@@ -372,7 +479,9 @@ fn open(server: &str) -> R<Box<dyn Transport>> {
                     "VMGPU_CUDA_SERVER={server}: expected vsock:CID:PORT"
                 ))
             })?;
-        return vsock(cid, port).map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")));
+        return vsock(cid, port)
+            .map(|t| (t, None))
+            .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")));
     }
     Err(bad(format!(
         "VMGPU_CUDA_SERVER={server}: expected unix:PATH, vsock:CID:PORT or port:PATH"
@@ -406,6 +515,25 @@ fn vsock(cid: u32, port: u32) -> std::io::Result<Box<dyn Transport>> {
     Ok(Box::new(file))
 }
 
+/// Sends the client hello and reads the server's.
+fn handshake(io: &mut Box<dyn Transport>, server: &str, ours: Limits) -> R<ServerHello> {
+    let hello = ClientHello::new(Features::PIPELINING, ours.max_frame);
+    io.write_all(&hello.encode())
+        .and_then(|_| io.flush())
+        .map_err(|e| io_fail("handshake", e))?;
+    let mut buf = [0u8; SERVER_HELLO_LEN];
+    io.read_exact(&mut buf)
+        .map_err(|e| io_fail("handshake (the server's hello)", e))?;
+    match ServerHello::decode(&buf) {
+        Ok(Decoded::Frame { frame, .. }) => Ok(frame),
+        Ok(Decoded::NeedMore(_)) => Err(Fail::new(CUDA_ERROR_UNKNOWN, "a short server hello")),
+        Err(e) => Err(Fail::new(
+            CUDA_ERROR_NOT_INITIALIZED,
+            format!("{server}: not a vmgpu CUDA service: {e}"),
+        )),
+    }
+}
+
 /// Connects to `server` and shakes hands.
 pub fn connect(server: &str) -> R<Box<dyn Engine>> {
     Ok(Box::new(Remote::connect(server)?))
@@ -415,27 +543,23 @@ impl Remote {
     /// Connects to `server` (`unix:PATH`, `vsock:CID:PORT`, `port:PATH`) and shakes
     /// hands.
     pub fn connect(server: &str) -> R<Remote> {
-        let mut io = open(server)?;
+        let (mut io, virtio_port) = open(server)?;
         let ours = Limits::default();
-        let hello = ClientHello::new(Features::PIPELINING, ours.max_frame);
-        io.write_all(&hello.encode())
-            .and_then(|_| io.flush())
-            .map_err(|e| io_fail("handshake", e))?;
-        let mut buf = [0u8; SERVER_HELLO_LEN];
-        io.read_exact(&mut buf)
-            .map_err(|e| io_fail("handshake (the server's hello)", e))?;
-        let answer = match ServerHello::decode(&buf) {
-            Ok(Decoded::Frame { frame, .. }) => frame,
-            Ok(Decoded::NeedMore(_)) => {
-                return Err(Fail::new(CUDA_ERROR_UNKNOWN, "a short server hello"))
+        let mut answer = handshake(&mut io, server, ours);
+        if let (Err(f), Some(fd)) = (&answer, virtio_port) {
+            // The host's connection behind a virtio-serial port outlives processes: an
+            // earlier process that ended without Goodbye (killed) left its session
+            // there, which takes this hello for a bad frame, closes with a notice and
+            // hangs up; the VMM reconnects. Shake hands again on the new connection.
+            crate::log::info(&format!(
+                "{server}: no server hello ({}); waiting for the host to hang up the port, then again",
+                f.detail
+            ));
+            if wait_hangup(fd, HANGUP_WAIT) {
+                answer = handshake(&mut io, server, ours);
             }
-            Err(e) => {
-                return Err(Fail::new(
-                    CUDA_ERROR_NOT_INITIALIZED,
-                    format!("{server}: not a vmgpu CUDA service: {e}"),
-                ))
-            }
-        };
+        }
+        let answer = answer?;
         if answer.status != Status::SUCCESS {
             return Err(Fail::new(
                 answer.status.0 as i32,
@@ -447,10 +571,10 @@ impl Remote {
             "connected to {server}: session {}, features {:#x}, max_inline {}",
             answer.session_id, answer.features.0, limits.max_inline
         ));
-        Ok(Remote {
+        let remote = Remote {
             server: server.to_string(),
             session: answer.session_id,
-            conn: Mutex::new(Conn {
+            conn: Arc::new(Mutex::new(Conn {
                 io,
                 decoder: Decoder::new(limits),
                 limits,
@@ -462,12 +586,21 @@ impl Remote {
                 current: 0,
                 unread_dtoh: 0,
                 broken: None,
-            }),
+                virtio_port,
+            })),
             layouts: Mutex::new(HashMap::new()),
             contexts: Mutex::new(HashMap::new()),
             host: Mutex::new(HashMap::new()),
             registered: Mutex::new(HashMap::new()),
-        })
+        };
+        // The session ends with the process: Goodbye from an exit handler (the only
+        // end a virtio-serial port's host can see; a socket's close is another).
+        if AT_EXIT.set(remote.conn.clone()).is_ok() {
+            // SAFETY: registers a function taking and returning nothing, which never
+            // unwinds (it catches panics).
+            unsafe { libc::atexit(goodbye_at_exit) };
+        }
+        Ok(remote)
     }
 
     fn conn(&self) -> MutexGuard<'_, Conn> {

@@ -299,6 +299,15 @@ impl Session {
             self.execute(id, request, lent, mem)
         };
         if is_goodbye {
+            if self.live.is_some() {
+                log::info!(
+                    "guest {} (session {}): goodbye; releasing its context, {} bytes of device memory and {} objects",
+                    self.guest,
+                    self.id,
+                    self.mem_used,
+                    self.objects()
+                );
+            }
             self.close();
             self.closed = true;
         }

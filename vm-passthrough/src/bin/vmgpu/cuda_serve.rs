@@ -1,9 +1,6 @@
 //! `vmgpu cuda serve`: the CUDA service for guests on a Unix socket (also the
 //! hybrid-vsock socket of Firecracker or Cloud Hypervisor), until SIGINT or SIGTERM.
-//!
-//! Wiring (owned elsewhere): `mod cuda_serve;` in `main.rs`, a `Cuda { Serve(ServeArgs) }`
-//! subcommand calling [`run`], and in `vm-passthrough/Cargo.toml`
-//! `cuda-guest = { path = "../cuda-guest", optional = true }` added to the `cli` feature.
+//! Declared in `main.rs`; `cuda/mod.rs` calls [`run`] for `vmgpu cuda serve`.
 
 use std::path::PathBuf;
 
@@ -37,6 +34,11 @@ pub struct ServeArgs {
     /// The host device given to the guests.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
+    /// Seconds a new connection may take to send its hello before it is closed. A VMM's
+    /// virtio-serial port connects when the VM starts and stays idle until a guest process
+    /// opens the port (and again after each session): give those a long timeout.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub handshake_timeout: u64,
     /// Name of the guests in logs (`NAME#n`).
     #[arg(long, default_value = "guest")]
     pub guest_name: String,
@@ -55,6 +57,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         },
         device: cuda_guest::driver::Device::new(args.device),
         max_sessions: args.max_sessions,
+        handshake_timeout: std::time::Duration::from_secs(args.handshake_timeout.max(1)),
         ..ServiceConfig::default()
     };
     let svc = Service::new(backend, config).context("starting the CUDA service")?;

@@ -14,6 +14,7 @@ macro_rules! outln {
 mod bind;
 mod check;
 mod cuda;
+mod cuda_serve;
 mod list;
 mod show;
 
@@ -86,7 +87,6 @@ const EXIT_USAGE: u8 = 2;
 pub type Out = String;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -100,6 +100,13 @@ fn main() -> ExitCode {
             };
         }
     };
+    // `cuda serve` logs each guest's connect, quota hits and teardown (info) by default.
+    let default_log = if cuda::is_serve(&cli.command) {
+        "info"
+    } else {
+        "warn"
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log)).init();
     let host = cli.host.host();
     let mut out = Out::new();
     // A wrong --sysfs is named as such, for every command. Only a plain `list` on

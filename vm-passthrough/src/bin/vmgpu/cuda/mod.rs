@@ -33,6 +33,19 @@ enum CudaCommand {
     Run(run::RunArgs),
     /// Benchmark the backend against plain baselines measured in the same run
     Bench(bench::BenchArgs),
+    /// Serve guests' CUDA driver calls (their libcuda.so.1 in forward mode) on a Unix
+    /// socket (also hybrid vsock) until SIGINT or SIGTERM, one session per connection
+    Serve(crate::cuda_serve::ServeArgs),
+}
+
+/// Whether this is `cuda serve` (which logs per-guest lines at info level by default).
+pub fn is_serve(command: &crate::Command) -> bool {
+    matches!(
+        command,
+        crate::Command::Cuda(CudaArgs {
+            command: CudaCommand::Serve(_)
+        })
+    )
 }
 
 /// `--backend`, shared by every `cuda` command.
@@ -147,6 +160,7 @@ pub fn run(args: &CudaArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         CudaCommand::Devices(a) => devices::run(a, out),
         CudaCommand::Run(a) => run::run(a, out),
         CudaCommand::Bench(a) => bench::run(a, out),
+        CudaCommand::Serve(a) => crate::cuda_serve::run(a).map(|()| ExitCode::SUCCESS),
     }
 }
 

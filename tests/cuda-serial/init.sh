@@ -1,0 +1,75 @@
+#!/bin/busybox sh
+# /init of the cuda-serial suite's guest (see run.sh): loads virtio-pci and virtio-console,
+# finds the virtio-serial port named vmgpu.cuda, and runs cuda-serial-guest (a C program
+# linked with -lcuda against vmgpu's libcuda.so.1) once per mode, each run a session of its
+# own with the host's `vmgpu cuda serve` over the port.
+# Checks print `PASS name` / `FAIL name: reason`; run.sh counts them.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+echo "GUEST: init started, uptime $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
+
+pass() { echo "PASS $1${2:+ ($2)}"; }
+fail() { echo "FAIL $1: $2"; }
+finish() {
+  echo "GUEST: done, uptime $(cut -d' ' -f1 /proc/uptime)s"
+  poweroff -f
+}
+
+for m in $(cat /lib/modules/load-order); do
+  insmod "/lib/modules/$m" || echo "GUEST: insmod $m failed"
+done
+
+# The port's name is in sysfs; without udev there is no /dev/virtio-ports/NAME link, and the
+# node itself may be missing: make it from the dev file's major:minor.
+PORT=""
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  for p in /sys/class/virtio-ports/*; do
+    [ -f "$p/name" ] && [ "$(cat "$p/name")" = vmgpu.cuda ] && PORT=${p##*/}
+  done
+  [ -n "$PORT" ] && break
+  sleep 0.5
+done
+if [ -z "$PORT" ]; then
+  fail port_found "no virtio-serial port named vmgpu.cuda in /sys/class/virtio-ports: $(ls /sys/class/virtio-ports 2>&1 | tr '\n' ' ')"
+  finish
+fi
+if [ ! -c "/dev/$PORT" ]; then
+  IFS=: read -r MAJ MIN <"/sys/class/virtio-ports/$PORT/dev"
+  mknod "/dev/$PORT" c "$MAJ" "$MIN"
+  echo "GUEST: made /dev/$PORT ($MAJ:$MIN)"
+fi
+pass port_found "/dev/$PORT is the port named $(cat /sys/class/virtio-ports/$PORT/name), $(cat /sys/class/virtio-ports/$PORT/dev)"
+
+export VMGPU_CUDA_SERVER=port:/dev/$PORT
+export VMGPU_CUDA_LOG=info
+export LD_LIBRARY_PATH=/usr/lib/vmgpu
+G=/bin/cuda-serial-guest
+if ldd_out=$(/lib64/ld-linux-x86-64.so.2 --list $G 2>&1) && echo "$ldd_out" | grep -q "libcuda.so.1 => /usr/lib/vmgpu/libcuda.so.1"; then
+  pass shim_linked "$(echo "$ldd_out" | grep libcuda | sed 's/^[[:space:]]*//; s/ (0x.*//')"
+else
+  fail shim_linked "$(echo "$ldd_out" | tr '\n' ' ')"
+fi
+
+run() { # run MODE ARGS...: one process, one session
+  echo "GUEST: run $*"
+  $G "$@"
+  rc=$?
+  echo "GUEST: $1 exit $rc, uptime $(cut -d' ' -f1 /proc/uptime)s"
+  return $rc
+}
+run basics /ptx "$(cat /etc/vmgpu-quota)"
+run streams
+run jit
+run oob /ptx
+run leak 3145728
+run kill 2097152
+rc=$?
+if [ "$rc" -eq 137 ]; then
+  pass killed_by_sigkill "exit status 137, no Goodbye sent"
+else
+  fail killed_by_sigkill "exit status $rc, want 137"
+fi
+run after_kill
+finish
