@@ -42,11 +42,26 @@ fn serve_help_names_its_options() {
 
 #[test]
 fn serve_answers_a_handshake_and_a_request_then_shuts_down_on_sigterm() {
+    serve_round_trip(&[], "guests run in this process");
+}
+
+/// The same guest, served by a `vmgpu cuda worker` process of its own (the default on
+/// the native driver, forced here on the simulator).
+#[test]
+fn serve_with_worker_processes_answers_through_the_worker() {
+    serve_round_trip(
+        &["--isolation", "process"],
+        "guests run in worker processes of their own",
+    );
+}
+
+fn serve_round_trip(extra: &[&str], isolation_line: &str) {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("cuda.sock");
     let log = dir.path().join("serve.log");
     let mut server = Command::new(env!("CARGO_BIN_EXE_vmgpu"))
         .args(["cuda", "serve", "--backend", "sim", "--memory", "1048576"])
+        .args(extra)
         .args(["--guest-name", "test", "--socket"])
         .arg(&sock)
         .env_remove("RUST_LOG")
@@ -111,6 +126,7 @@ fn serve_answers_a_handshake_and_a_request_then_shuts_down_on_sigterm() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{status:?}\n{text}");
     for line in [
+        isolation_line,
         "serving CUDA guests on",
         "guest test#1 (session 1): connected (quota: 1048576 bytes",
         "guest test#1 (session 1): session ended",

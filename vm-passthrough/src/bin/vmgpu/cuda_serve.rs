@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use cuda_guest::service::{self, BackendChoice, Quota, Service, ServiceConfig};
+use cuda_guest::service::{self, BackendChoice, Isolation, Quota, Service, ServiceConfig};
 
 /// Options of `vmgpu cuda serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -42,12 +42,67 @@ pub struct ServeArgs {
     /// Name of the guests in logs (`NAME#n`).
     #[arg(long, default_value = "guest")]
     pub guest_name: String,
+    /// Where each guest runs: `process` (a `vmgpu cuda worker` process of its own) or
+    /// `in-process`. Default: `process` on the native driver, where a sticky fault
+    /// poisons every context of a process; `in-process` on the simulator.
+    #[arg(long, value_name = "process|in-process")]
+    pub isolation: Option<IsolationArg>,
+}
+
+/// Where each guest's session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationArg {
+    /// A worker process per guest.
+    Process,
+    /// A thread of the service per guest.
+    InProcess,
+}
+
+/// Options of the hidden `vmgpu cuda worker` (started by `serve`, never by hand).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// The backend the worker runs its guest on.
+    #[arg(long, default_value = "native")]
+    pub backend: String,
+}
+
+/// One guest's session on the socket given as stdin (see `service::worker`).
+pub fn worker(args: &WorkerArgs) -> anyhow::Result<()> {
+    let backend = BackendChoice::from_name(&args.backend).context("choosing the CUDA backend")?;
+    service::worker::run_stdio(backend).context("serving the guest")?;
+    Ok(())
 }
 
 /// Runs the service until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let backend = BackendChoice::from_name(&args.backend).context("choosing the CUDA backend")?;
+    let native = matches!(backend, BackendChoice::Shared(_));
+    let process = match args.isolation {
+        Some(i) => i == IsolationArg::Process,
+        None => native,
+    };
+    let isolation = if process {
+        let worker_backend = if native { "native" } else { "sim" };
+        Isolation::this_executable(vec![
+            "cuda".into(),
+            "worker".into(),
+            "--backend".into(),
+            worker_backend.into(),
+        ])
+        .context("finding the worker executable")?
+    } else {
+        Isolation::InProcess
+    };
+    log::info!(
+        "guests run {}",
+        if process {
+            "in worker processes of their own"
+        } else {
+            "in this process"
+        }
+    );
     let config = ServiceConfig {
+        isolation,
         quota: Quota {
             device_memory: args.memory,
             max_objects: args.max_objects,

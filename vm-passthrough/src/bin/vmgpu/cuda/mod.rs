@@ -36,6 +36,10 @@ enum CudaCommand {
     /// Serve guests' CUDA driver calls (their libcuda.so.1 in forward mode) on a Unix
     /// socket (also hybrid vsock) until SIGINT or SIGTERM, one session per connection
     Serve(crate::cuda_serve::ServeArgs),
+    /// One guest's session on the socket given as stdin; `cuda serve` starts one per guest
+    /// on the native driver, so that a sticky fault ends only that guest's process
+    #[command(hide = true)]
+    Worker(crate::cuda_serve::WorkerArgs),
 }
 
 /// Whether this is `cuda serve` (which logs per-guest lines at info level by default).
@@ -43,7 +47,7 @@ pub fn is_serve(command: &crate::Command) -> bool {
     matches!(
         command,
         crate::Command::Cuda(CudaArgs {
-            command: CudaCommand::Serve(_)
+            command: CudaCommand::Serve(_) | CudaCommand::Worker(_)
         })
     )
 }
@@ -161,6 +165,7 @@ pub fn run(args: &CudaArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         CudaCommand::Run(a) => run::run(a, out),
         CudaCommand::Bench(a) => bench::run(a, out),
         CudaCommand::Serve(a) => crate::cuda_serve::run(a).map(|()| ExitCode::SUCCESS),
+        CudaCommand::Worker(a) => crate::cuda_serve::worker(a).map(|()| ExitCode::SUCCESS),
     }
 }
 
