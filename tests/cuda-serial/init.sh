@@ -5,21 +5,8 @@
 # own with the host's `vmgpu cuda serve` over the port.
 # Checks print `PASS name` / `FAIL name: reason`; run.sh counts them.
 /bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-echo "GUEST: init started, uptime $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
-
-pass() { echo "PASS $1${2:+ ($2)}"; }
-fail() { echo "FAIL $1: $2"; }
-finish() {
-  echo "GUEST: done, uptime $(cut -d' ' -f1 /proc/uptime)s"
-  poweroff -f
-}
-
-for m in $(cat /lib/modules/load-order); do
-  insmod "/lib/modules/$m" || echo "GUEST: insmod $m failed"
-done
+# Mounts, pass/fail/finish, the modules of load-order: tests/qemu/init-common.sh.
+. /lib/init-common.sh
 
 # The port's name is in sysfs; without udev there is no /dev/virtio-ports/NAME link, and the
 # node itself may be missing: make it from the dev file's major:minor.

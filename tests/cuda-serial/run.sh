@@ -20,63 +20,23 @@ set -euo pipefail
 suite_start=$EPOCHREALTIME
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+suite=cuda-serial
+# setup_failed, elapsed, the kernel/busybox/initramfs/boot helpers, count_checks.
+. "$root/tests/qemu/lib.sh"
 cache=${CUDA_SERIAL_CACHE:-$root/target/cuda-serial}
 debcache=${VFIO_EDU_CACHE:-$root/target/vfio-edu}
 timeout_s=${CUDA_SERIAL_TIMEOUT:-300}
 quota=268435456 # --memory: what the guest sees as the device's memory
-mkdir -p "$cache" "$debcache/debs"
+mkdir -p "$cache"
 log=$cache/serial.log
 server_log=$cache/server.log
 host_log=$cache/host-checks.log
 : >"$host_log"
 
-setup_failed() {
-  echo "FAIL setup: $*"
-  echo "0 passed, 1 failed"
-  exit 1
-}
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-
-# ---- host packages ----
-if ! command -v qemu-system-x86_64 >/dev/null; then
-  echo "cuda-serial: qemu-system-x86_64 missing"
-  bash "$root/tests/apt-install.sh" qemu-system-x86 ||
-    setup_failed "cannot install qemu-system-x86 (needs root and Debian's package archive; see above)"
-fi
+# ---- host packages; the kernel and busybox (in the cache tests/vfio-edu uses) ----
+need_qemu
 command -v cc >/dev/null || setup_failed "no C compiler (cc)"
-# The kernel and busybox .debs (only unpacked), in the cache tests/vfio-edu uses.
-download() { # download PACKAGE -> path of its cached .deb
-  local deb
-  deb=$(ls "$debcache/debs/$1"_*.deb 2>/dev/null | head -n1 || true)
-  if [ -z "$deb" ]; then
-    (cd "$debcache/debs" && { apt-get download -q "$1" || { apt-get update -q && apt-get download -q "$1"; }; }) >&2 ||
-      return 1
-    deb=$(ls "$debcache/debs/$1"_*.deb | head -n1)
-  fi
-  echo "$deb"
-}
-kernel_pkg=${VFIO_EDU_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null |
-  awk '/Depends: linux-image-[0-9]/ { print $2; exit }')}
-[ -n "$kernel_pkg" ] || { apt-get update -q >&2 && kernel_pkg=$(apt-cache depends linux-image-amd64 |
-  awk '/Depends: linux-image-[0-9]/ { print $2; exit }'); } || true
-[ -n "$kernel_pkg" ] || setup_failed "cannot resolve linux-image-amd64 to a kernel package"
-kernel_deb=$(download "$kernel_pkg") || setup_failed "cannot download $kernel_pkg"
-busybox_deb=$(download busybox-static) || setup_failed "cannot download busybox-static"
-unpack() { # unpack DEB -> directory it was unpacked into (the same as vfio-edu's)
-  local dir
-  dir="$debcache/root-$(basename "$1" .deb)"
-  [ -f "$dir/.unpacked" ] || { rm -rf "$dir" && dpkg-deb -x "$1" "$dir" && touch "$dir/.unpacked"; } || return 1
-  echo "$dir"
-}
-kernel_root=$(unpack "$kernel_deb") || setup_failed "cannot unpack $kernel_deb"
-busybox_root=$(unpack "$busybox_deb") || setup_failed "cannot unpack $busybox_deb"
-busybox=$busybox_root/bin/busybox
-kver=$(ls "$kernel_root/lib/modules" | head -n1)
-kimage=$kernel_root/boot/vmlinuz-$kver
-moddir=$kernel_root/lib/modules/$kver
-[ -x "$busybox" ] && [ -f "$kimage" ] || setup_failed "kernel or busybox missing after unpacking"
-[ -f "$moddir/modules.dep" ] || "$busybox" depmod -b "$kernel_root" "$kver" ||
-  setup_failed "depmod failed for $kver"
+unpack_kernel_busybox "$debcache"
 
 # ---- host programs and the guest program ----
 # Exactly the build `cargo test --workspace` makes (target/debug/vmgpu for the CLI tests,
@@ -104,15 +64,11 @@ build_s=$(elapsed "$build_start" "$EPOCHREALTIME")s
 
 # ---- initramfs ----
 initrd=$cache/initrd
-rm -rf "$initrd"
-mkdir -p "$initrd"/{bin,dev,proc,sys,run,etc,ptx,usr/lib/vmgpu,lib/modules}
-cp "$busybox" "$initrd/bin/busybox"
+new_initrd "$initrd" "$here/init.sh" etc ptx usr/lib/vmgpu
 cp "$cache/cuda-serial-guest" "$initrd/bin/"
 cp "$shimdir/libcuda.so.1" "$initrd/usr/lib/vmgpu/"
 cp "$root/fixtures/ptx/vector_add.nvrtc.ptx" "$root/fixtures/ptx/oob_write.nvrtc.ptx" "$initrd/ptx/"
 echo "$quota" >"$initrd/etc/vmgpu-quota"
-cp "$here/init.sh" "$initrd/init"
-chmod +x "$initrd/init"
 # The C library and what the shim needs, at the paths the loader resolved on this host
 # (the guest runs the same binaries), and the loader itself.
 libs=$(LD_LIBRARY_PATH=$shimdir ldd "$cache/cuda-serial-guest" "$shimdir/libcuda.so.1" |
@@ -124,39 +80,10 @@ for l in $libs; do
 done
 [ -e "$initrd/lib64/ld-linux-x86-64.so.2" ] || setup_failed "the dynamic loader is not among: $libs"
 # virtio-pci and virtio-console with their dependencies, in modules.dep order.
-declare -A queued=()
-load_order=()
-module_path() {
-  awk -F: -v m="${1//-/_}" '{ b = $1; sub(/.*\//, "", b); sub(/\.ko(\..*)?$/, "", b); gsub(/-/, "_", b) }
-    b == m { print $1; exit }' "$moddir/modules.dep"
-}
-queue_module() {
-  local rel dep
-  rel=$(module_path "$1")
-  [ -n "$rel" ] || return 0 # built in
-  [ -z "${queued[$rel]:-}" ] || return 0
-  queued[$rel]=1
-  for dep in $(awk -F': *' -v r="$rel" '$1 == r { print $2 }' "$moddir/modules.dep"); do
-    dep=$(basename "$dep")
-    queue_module "${dep%%.ko*}"
-  done
-  load_order+=("$rel")
-}
 queue_module virtio_pci
 queue_module virtio_console
-guest_moddir=$initrd/lib/modules/$kver
-: >"$initrd/lib/modules/load-order"
-for rel in "${load_order[@]}"; do
-  mkdir -p "$guest_moddir/$(dirname "$rel")"
-  cp "$moddir/$rel" "$guest_moddir/$rel"
-  case $rel in
-    *.xz) "$busybox" unxz "$guest_moddir/$rel" && rel=${rel%.xz} ;;
-    *.zst) zstd -q -d --rm "$guest_moddir/$rel" && rel=${rel%.zst} ;;
-  esac
-  echo "$kver/$rel" >>"$initrd/lib/modules/load-order"
-done
-(cd "$initrd" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs.gz" ||
-  setup_failed "building the initramfs failed"
+install_modules "$initrd"
+pack_initrd "$initrd" "$cache/initramfs.gz"
 
 # ---- the server ----
 sock=$cache/cuda.sock
@@ -176,22 +103,10 @@ done
 [ -S "$sock" ] || setup_failed "vmgpu cuda serve did not listen on $sock: $(tr '\n' ' ' <"$server_log")"
 
 # ---- boot ----
-echo "cuda-serial: booting $kver under QEMU/TCG (timeout ${timeout_s}s)"
-boot_start=$EPOCHREALTIME
-set +e
-timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -machine q35 -m 512 -smp 2 \
-  -nodefaults -display none -no-reboot -serial stdio \
+boot "$log" "$timeout_s" "$cache/initramfs.gz" "" \
   -device virtio-serial-pci,id=vser0 \
   -chardev socket,id=cuda0,path="$sock",reconnect-ms=100 \
-  -device virtserialport,bus=vser0.0,chardev=cuda0,name=vmgpu.cuda \
-  -kernel "$kimage" -initrd "$cache/initramfs.gz" \
-  -append "console=ttyS0 panic=-1 softlockup_panic=1 loglevel=3" </dev/null 2>&1 |
-  while IFS= read -r line; do
-    printf '%s %s\n' "$EPOCHREALTIME" "${line%$'\r'}"
-  done >"$log"
-qemu_rc=${PIPESTATUS[0]}
-set -e
-boot_end=$EPOCHREALTIME
+  -device virtserialport,bus=vser0.0,chardev=cuda0,name=vmgpu.cuda
 
 # ---- the server's side ----
 stop_server
@@ -239,39 +154,14 @@ echo "cuda-serial: server log ($server_log):"
 sed 's/^/  | /' "$server_log"
 cat "$host_log"
 report=$(sed 's/^[^ ]* //' "$log"; cat "$host_log")
-passed=$(grep -c '^PASS ' <<<"$report" || true)
-failed=$(grep -c '^FAIL ' <<<"$report" || true)
-mapfile -t defined < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$here/checks.txt")
-declare -A reported=()
-while read -r name; do reported[$name]=1; done < <(sed -nE 's/^(PASS|FAIL) ([A-Za-z0-9_]+).*/\2/p' <<<"$report")
-declare -A is_defined=()
-defined_reported=0
-for name in "${defined[@]}"; do
-  is_defined[$name]=1
-  if [ -n "${reported[$name]:-}" ]; then
-    defined_reported=$((defined_reported + 1))
-  else
-    echo "FAIL $name: never reported"
-    failed=$((failed + 1))
-  fi
-done
-for name in "${!reported[@]}"; do
-  if [ -z "${is_defined[$name]:-}" ]; then
-    echo "FAIL $name: reported, but not a check of tests/cuda-serial/checks.txt"
-    failed=$((failed + 1))
-  fi
-done
-echo "cuda-serial: ${#defined[@]} checks defined, $defined_reported of them reported"
-if ! grep -q ' GUEST: done' "$log"; then
-  echo "FAIL guest_finished: the guest did not finish (qemu exit $qemu_rc, 124 = timeout)"
-  sed 's/^[^ ]* //' "$log" | grep -m1 -A45 -E 'BUG: soft lockup|Kernel panic' | sed 's/^/  | /' || true
+count_checks "$report" "$here/checks.txt"
+if ! guest_finished "$log"; then
   tail -n 20 "$log" | sed 's/^[^ ]* /  | /'
   failed=$((failed + 1))
 fi
-at() { awk -v p="$1" 'index($0, p) { print $1; exit }' "$log"; }
-init_at=$(at ' GUEST: init started')
-first_run=$(at ' GUEST: run ')
-done_at=$(at ' GUEST: done')
+init_at=$(log_time "$log" ' GUEST: init started')
+first_run=$(log_time "$log" ' GUEST: run ')
+done_at=$(log_time "$log" ' GUEST: done')
 boot_s=$([ -n "$init_at" ] && echo "$(elapsed "$boot_start" "$init_at")s" || echo n/a)
 run_s=$([ -n "$first_run" ] && [ -n "$done_at" ] && echo "$(elapsed "$first_run" "$done_at")s" || echo n/a)
 echo "cuda-serial: kernel $kver; build ${build_s} (cargo, strip, cc), boot to init $boot_s," \

@@ -4,21 +4,8 @@
 # gives both back with `vmgpu unbind`.
 # Checks print `PASS name` / `FAIL name: reason`; run.sh counts them.
 /bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-echo "GUEST: init started, uptime $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
-
-pass() { echo "PASS $1${2:+ ($2)}"; }
-fail() { echo "FAIL $1: $2"; }
-finish() {
-  echo "GUEST: done, uptime $(cut -d' ' -f1 /proc/uptime)s"
-  poweroff -f
-}
-
-for m in $(cat /lib/modules/load-order); do
-  insmod "/lib/modules/$m" || echo "GUEST: insmod $m failed"
-done
+# Mounts, pass/fail/finish, the modules of load-order: tests/qemu/init-common.sh.
+. /lib/init-common.sh
 mkdir -p /run/vmgpu
 if [ -c /dev/kvm ]; then
   pass kvm_available "/dev/kvm (nested SVM under TCG)"
