@@ -17,7 +17,7 @@ use cuda_guest::proto::{
     ClientHello, Decoded, Decoder, DevAddr, Features, HostSource, KernelParams, Reply, ReplyBody,
     Request, RequestFrame, ServerHello, SgEntry, Status, StreamId,
 };
-use cuda_guest::service::{BackendChoice, Quota, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::service::{BackendChoice, BackgroundServer, Quota, Service, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 
@@ -104,24 +104,7 @@ fn main() {
     let service = Service::new(BackendChoice::Simulator(SimConfig::default()), config).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.sock");
-    let shutdown = ShutdownSignal::new();
-    let (svc, p, sd) = (service.clone(), path.clone(), shutdown.clone());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::UnixListener::bind(&p).unwrap();
-            tx.send(()).unwrap();
-            cuda_guest::service::serve_unix(svc, l, "bench", sd)
-                .await
-                .unwrap();
-        });
-    });
-    rx.recv().unwrap();
+    let server = BackgroundServer::start(service.clone(), &path, "bench").unwrap();
 
     // 1. Synchronous round trips.
     let mut c = Client::connect(&path);
@@ -307,6 +290,5 @@ fn main() {
     let _ = DevAddr(0);
     drop(g);
     drop(c);
-    shutdown.trigger();
-    server.join().unwrap();
+    server.stop().unwrap();
 }

@@ -970,3 +970,25 @@ fn streams_events_and_device_copies() {
     assert!(matches!(c.ok(Request::DeviceTotalMem { device: 0 }), B::Size(s) if s == 1 << 30));
     assert!(matches!(c.ok(Request::DriverGetVersion), B::Int(v) if v > 0));
 }
+
+#[test]
+fn background_server_reports_a_failed_bind_and_stops_cleanly() {
+    let service = || {
+        cuda_guest::service::Service::new(
+            cuda_guest::service::BackendChoice::Simulator(cuda_guest::sim::SimConfig::default()),
+            ServiceConfig::default(),
+        )
+        .expect("service")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("no-such-dir").join("vmgpu.sock");
+    let err = cuda_guest::service::BackgroundServer::start(service(), &missing, "t")
+        .expect_err("binding in a missing directory fails");
+    assert!(err.to_string().contains("binding"), "{err}");
+    let path = dir.path().join("vmgpu.sock");
+    let server = cuda_guest::service::BackgroundServer::start(service(), &path, "t")
+        .expect("the server starts");
+    let c = UnixStream::connect(&path).expect("bound before start returns");
+    drop(c);
+    server.stop().expect("a clean shutdown");
+}

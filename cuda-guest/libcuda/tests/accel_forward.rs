@@ -15,12 +15,12 @@ mod accel_common;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use cuda_guest::service::{BackendChoice, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::service::{BackendChoice, BackgroundServer, Service, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 
 /// The service for this test process (never stopped: the process ends with the tests).
 fn server() -> &'static PathBuf {
-    static SOCKET: OnceLock<(PathBuf, tempfile::TempDir)> = OnceLock::new();
+    static SOCKET: OnceLock<(PathBuf, BackgroundServer, tempfile::TempDir)> = OnceLock::new();
     &SOCKET
         .get_or_init(|| {
             let service = Service::new(
@@ -33,28 +33,13 @@ fn server() -> &'static PathBuf {
             .expect("the service starts");
             let dir = tempfile::tempdir().expect("tempdir");
             let path = dir.path().join("vmgpu.sock");
-            let p = path.clone();
-            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                rt.block_on(async move {
-                    let l = tokio::net::UnixListener::bind(&p).expect("bind");
-                    ready_tx.send(()).expect("ready");
-                    cuda_guest::service::serve_unix(service, l, "accel", ShutdownSignal::new())
-                        .await
-                        .expect("serve");
-                });
-            });
-            ready_rx.recv().expect("server ready");
+            let server =
+                BackgroundServer::start(service, &path, "accel").expect("the server starts");
             std::env::set_var("VMGPU_LIBCUDA", support::shim_path());
             std::env::set_var("VMGPU_CUDA_SERVER", format!("unix:{}", path.display()));
             std::env::remove_var("VMGPU_CUDA_MODE");
             std::env::remove_var("VMGPU_CUDA_BACKEND");
-            (path, dir)
+            (path, server, dir)
         })
         .0
 }

@@ -272,6 +272,81 @@ pub fn serve_unix_until_signal(
     r
 }
 
+/// `service` served on a Unix socket on a runtime thread of its own (two worker threads),
+/// until [`stop`](Self::stop) or drop: for tests, benchmarks and programs that embed the
+/// service next to other work. The socket is bound before [`start`](Self::start) returns.
+#[derive(Debug)]
+pub struct BackgroundServer {
+    shutdown: ShutdownSignal,
+    thread: Option<std::thread::JoinHandle<Result<(), ServiceError>>>,
+}
+
+impl BackgroundServer {
+    /// Binds `path` and serves `service` there (guests named `guest_prefix#N`).
+    pub fn start(
+        service: Service,
+        path: &std::path::Path,
+        guest_prefix: &str,
+    ) -> Result<BackgroundServer, ServiceError> {
+        let io = |what: String| move |source| ServiceError::Io { what, source };
+        let shutdown = ShutdownSignal::new();
+        let (sd, p, prefix) = (
+            shutdown.clone(),
+            path.to_path_buf(),
+            guest_prefix.to_owned(),
+        );
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(io("starting the runtime".into()))?;
+            rt.block_on(async move {
+                let listener = tokio::net::UnixListener::bind(&p);
+                let _ = ready_tx.send(listener.is_ok());
+                let listener = listener.map_err(io(format!("binding {}", p.display())))?;
+                serve_unix(service, listener, &prefix, sd).await
+            })
+        });
+        if ready_rx.recv() == Ok(true) {
+            return Ok(BackgroundServer {
+                shutdown,
+                thread: Some(thread),
+            });
+        }
+        // The thread ended with the error (the runtime's or the bind's).
+        match thread.join() {
+            Ok(r) => Err(r.expect_err("the server thread reported no bound socket")),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Its shutdown signal: triggering it starts the graceful shutdown without waiting.
+    pub fn shutdown_signal(&self) -> &ShutdownSignal {
+        &self.shutdown
+    }
+
+    /// Shuts down gracefully and waits for the server thread; what serving returned.
+    pub fn stop(mut self) -> Result<(), ServiceError> {
+        self.shutdown.trigger();
+        match self.thread.take().map(|t| t.join()) {
+            None => Ok(()),
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for BackgroundServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Errors of the service, naming the guest where there is one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -12,7 +12,9 @@ use cuda_guest::proto::{
     HostDest, HostSource, KernelParams, ModuleId, Reply, ReplyBody, Request, RequestFrame,
     ServerHello, Status, StreamId,
 };
-use cuda_guest::service::{BackendChoice, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::service::{
+    BackendChoice, BackgroundServer, Service, ServiceConfig, ShutdownSignal,
+};
 use cuda_guest::sim::SimConfig;
 
 pub const VECTOR_ADD: &str = include_str!("../../../fixtures/ptx/vector_add.nvrtc.ptx");
@@ -24,7 +26,7 @@ pub struct Server {
     pub service: Service,
     pub path: PathBuf,
     pub shutdown: ShutdownSignal,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: BackgroundServer,
     _dir: tempfile::TempDir,
 }
 
@@ -38,29 +40,13 @@ impl Server {
         let service = Service::new(backend, config).expect("service");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("vmgpu.sock");
-        let shutdown = ShutdownSignal::new();
-        let (svc, p, sd) = (service.clone(), path.clone(), shutdown.clone());
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let l = tokio::net::UnixListener::bind(&p).expect("bind");
-                ready_tx.send(()).unwrap();
-                cuda_guest::service::serve_unix(svc, l, "test", sd)
-                    .await
-                    .expect("serve");
-            });
-        });
-        ready_rx.recv().expect("server ready");
+        let server =
+            BackgroundServer::start(service.clone(), &path, "test").expect("the server starts");
         Server {
             service,
             path,
-            shutdown,
-            thread: Some(thread),
+            shutdown: server.shutdown_signal().clone(),
+            server,
             _dir: dir,
         }
     }
@@ -85,20 +71,8 @@ impl Server {
         }
     }
 
-    pub fn stop(mut self) {
-        self.shutdown.trigger();
-        if let Some(t) = self.thread.take() {
-            t.join().expect("server thread");
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown.trigger();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.server.stop().expect("serve");
     }
 }
 

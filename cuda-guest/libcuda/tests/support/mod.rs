@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use cuda_guest::service::{BackendChoice, Service, ServiceConfig, ShutdownSignal};
+use cuda_guest::service::{BackendChoice, BackgroundServer, Service, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 
 /// The directory of the stock `cuda.h` (the `nvidia-cuda-runtime-cu12` wheel), from
@@ -158,8 +158,7 @@ pub struct Server {
     pub service: Service,
     /// Its socket.
     pub path: PathBuf,
-    shutdown: ShutdownSignal,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: BackgroundServer,
     _dir: tempfile::TempDir,
 }
 
@@ -176,29 +175,12 @@ impl Server {
         .expect("the service starts");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("vmgpu.sock");
-        let shutdown = ShutdownSignal::new();
-        let (svc, p, sd) = (service.clone(), path.clone(), shutdown.clone());
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let l = tokio::net::UnixListener::bind(&p).expect("bind");
-                ready_tx.send(()).expect("ready");
-                cuda_guest::service::serve_unix(svc, l, "shim-test", sd)
-                    .await
-                    .expect("serve");
-            });
-        });
-        ready_rx.recv().expect("server ready");
+        let server = BackgroundServer::start(service.clone(), &path, "shim-test")
+            .expect("the server starts");
         Server {
             service,
             path,
-            shutdown,
-            thread: Some(thread),
+            _server: server,
             _dir: dir,
         }
     }
@@ -221,15 +203,6 @@ impl Server {
                 "service not idle: {s:?}"
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown.trigger();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
