@@ -15,33 +15,19 @@ mod accel_common;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use cuda_guest::service::{BackendChoice, BackgroundServer, Service, ServiceConfig};
-use cuda_guest::sim::SimConfig;
-
 /// The service for this test process (never stopped: the process ends with the tests).
 fn server() -> &'static PathBuf {
-    static SOCKET: OnceLock<(PathBuf, BackgroundServer, tempfile::TempDir)> = OnceLock::new();
-    &SOCKET
+    static SERVER: OnceLock<support::Server> = OnceLock::new();
+    &SERVER
         .get_or_init(|| {
-            let service = Service::new(
-                BackendChoice::Simulator(SimConfig {
-                    threads: 2,
-                    ..SimConfig::default()
-                }),
-                ServiceConfig::default(),
-            )
-            .expect("the service starts");
-            let dir = tempfile::tempdir().expect("tempdir");
-            let path = dir.path().join("vmgpu.sock");
-            let server =
-                BackgroundServer::start(service, &path, "accel").expect("the server starts");
+            let server = support::Server::start();
             std::env::set_var("VMGPU_LIBCUDA", support::shim_path());
-            std::env::set_var("VMGPU_CUDA_SERVER", format!("unix:{}", path.display()));
+            std::env::set_var("VMGPU_CUDA_SERVER", server.env());
             std::env::remove_var("VMGPU_CUDA_MODE");
             std::env::remove_var("VMGPU_CUDA_BACKEND");
-            (path, server, dir)
+            server
         })
-        .0
+        .path
 }
 
 /// The native backend on the shim, forwarding to the service.
