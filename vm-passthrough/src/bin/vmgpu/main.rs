@@ -1,5 +1,9 @@
 //! `vmgpu`: inspect the host's GPUs and IOMMU, and prepare devices for VMs.
 
+// The doc comments of the clap types are the command's help text, written for a terminal
+// (`--grid X[,Y,Z]`), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 /// Appends a line to an [`Out`].
 macro_rules! outln {
     ($out:expr) => {
