@@ -29,7 +29,10 @@ export VMGPU_LIBNVRTC=$nvrtc_dir/libnvrtc.so.12
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy -p vm-passthrough --features iommufd --all-targets --locked -- -D warnings
+# Every feature too (vm-passthrough's iommufd and fake, cuda-guest's service).
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# The crate documentation (with its examples, run as doctests below) builds without warnings.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
 # Both suites run even when the first fails, so the summary covers everything.
 logs=target/test-logs
 mkdir -p "$logs"
