@@ -163,6 +163,29 @@ impl Opcode {
                 | Opcode::StreamWaitEvent
         )
     }
+
+    /// Whether the command needs the session's current context: everything but the
+    /// session, device-query and primary-context commands (and `cuCtxSetCurrent`).
+    pub const fn needs_context(self) -> bool {
+        !matches!(
+            self,
+            Opcode::Ping
+                | Opcode::Init
+                | Opcode::DriverGetVersion
+                | Opcode::Goodbye
+                | Opcode::DeviceGetCount
+                | Opcode::DeviceGet
+                | Opcode::DeviceGetName
+                | Opcode::DeviceGetUuid
+                | Opcode::DeviceGetPciBusId
+                | Opcode::DeviceGetAttribute
+                | Opcode::DeviceTotalMem
+                | Opcode::DeviceComputeCapability
+                | Opcode::PrimaryCtxRetain
+                | Opcode::PrimaryCtxRelease
+                | Opcode::CtxSetCurrent
+        )
+    }
 }
 
 /// A parsed frame header.

@@ -378,24 +378,7 @@ impl Session {
         use Request as R;
         let opcode = request.opcode();
         let scope = request.sync_scope();
-        let needs_ctx = !matches!(
-            request,
-            R::Ping { .. }
-                | R::Init { .. }
-                | R::DriverGetVersion
-                | R::Goodbye
-                | R::DeviceGetCount
-                | R::DeviceGet { .. }
-                | R::DeviceGetName { .. }
-                | R::DeviceGetUuid { .. }
-                | R::DeviceGetPciBusId { .. }
-                | R::DeviceGetAttribute { .. }
-                | R::DeviceTotalMem { .. }
-                | R::DeviceComputeCapability { .. }
-                | R::PrimaryCtxRetain { .. }
-                | R::PrimaryCtxRelease { .. }
-                | R::CtxSetCurrent { .. }
-        );
+        let needs_ctx = opcode.needs_context();
         if needs_ctx {
             self.require_context(id, opcode)?;
         }

@@ -281,29 +281,10 @@ impl Shared {
     }
 }
 
-/// Opcodes that run without a context (as `Session` sees them).
+/// Whether the command with opcode `op` needs a context (as `Session` sees it; an
+/// unknown opcode is answered by the session, with its context rules).
 fn needs_context(op: u16) -> bool {
-    use Opcode as O;
-    !matches!(
-        Opcode::from_u16(op),
-        Some(
-            O::Ping
-                | O::Init
-                | O::DriverGetVersion
-                | O::Goodbye
-                | O::DeviceGetCount
-                | O::DeviceGet
-                | O::DeviceGetName
-                | O::DeviceGetUuid
-                | O::DeviceGetPciBusId
-                | O::DeviceGetAttribute
-                | O::DeviceTotalMem
-                | O::DeviceComputeCapability
-                | O::PrimaryCtxRetain
-                | O::PrimaryCtxRelease
-                | O::CtxSetCurrent
-        )
-    )
+    Opcode::from_u16(op).is_none_or(Opcode::needs_context)
 }
 
 /// Splits a byte stream into frames (by their length word), bounded by `max_frame`.
