@@ -62,6 +62,21 @@ pub use loader::{Driver, LoadOptions, Resolution};
 pub use native::NativeBackend;
 pub use sim::SimBackend;
 
+/// Whether a handle of backend instance `owner` may be used by instance `id` (0: any
+/// instance, e.g. [`Stream::DEFAULT`]); otherwise an error naming `op` and both instances.
+pub(crate) fn check_owner(owner: u32, id: u32, op: &'static str) -> Result<()> {
+    if owner == 0 || owner == id {
+        Ok(())
+    } else {
+        Err(DriverError::InvalidArgument {
+            operation: op,
+            reason: format!(
+                "the handle belongs to backend instance {owner}, not to this one ({id})"
+            ),
+        })
+    }
+}
+
 /// Instance ids of every backend in the process.
 static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 

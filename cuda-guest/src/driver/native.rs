@@ -124,17 +124,7 @@ impl NativeBackend {
     }
 
     fn owned(&self, owner: u32, op: &'static str) -> Result<()> {
-        if owner == 0 || owner == self.id {
-            Ok(())
-        } else {
-            Err(DriverError::InvalidArgument {
-                operation: op,
-                reason: format!(
-                    "the handle belongs to backend instance {owner}, not to this one ({})",
-                    self.id
-                ),
-            })
-        }
+        super::check_owner(owner, self.id, op)
     }
 
     fn current_device(&self) -> Option<u32> {

@@ -293,6 +293,19 @@ impl SimBackend {
         Err(e.into())
     }
 
+    /// `dst` must be `width`-aligned (a memset of `width`-byte values).
+    fn aligned(&self, dst: DevicePtr, width: u64, operation: &'static str) -> Result<()> {
+        if dst.0.is_multiple_of(width) {
+            Ok(())
+        } else {
+            self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                operation,
+                format!("not {width}-byte aligned"),
+            )
+        }
+    }
+
     fn fault_error(&self, f: &Fault, operation: &str) -> DriverError {
         let mut e = self.err(f.code, operation);
         e.stream = Some(f.stream);
@@ -302,17 +315,7 @@ impl SimBackend {
     }
 
     fn owned(&self, owner: u32, op: &'static str) -> Result<()> {
-        if owner == 0 || owner == self.id {
-            Ok(())
-        } else {
-            Err(DriverError::InvalidArgument {
-                operation: op,
-                reason: format!(
-                    "the handle belongs to backend instance {owner}, not to this one ({})",
-                    self.id
-                ),
-            })
-        }
+        super::check_owner(owner, self.id, op)
     }
 
     /// The context must be current on this thread.
@@ -1052,13 +1055,7 @@ impl Backend for SimBackend {
         if count == 0 {
             return self.ctx(OP);
         }
-        if !dst.0.is_multiple_of(4) {
-            return self.fail(
-                sys::CUDA_ERROR_INVALID_VALUE,
-                OP,
-                "not 4-byte aligned".into(),
-            );
-        }
+        self.aligned(dst, 4, OP)?;
         let bytes = (count as u64).saturating_mul(4);
         self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
         self.sync_op(OP, |sim| {
@@ -1071,13 +1068,7 @@ impl Backend for SimBackend {
         if count == 0 {
             return self.ctx(OP);
         }
-        if !dst.0.is_multiple_of(2) {
-            return self.fail(
-                sys::CUDA_ERROR_INVALID_VALUE,
-                OP,
-                "not 2-byte aligned".into(),
-            );
-        }
+        self.aligned(dst, 2, OP)?;
         let bytes = (count as u64).saturating_mul(2);
         self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
         self.sync_op(OP, |sim| fill16(sim, dst.0, value, count as u64))
@@ -1097,13 +1088,7 @@ impl Backend for SimBackend {
         if count == 0 {
             return Ok(());
         }
-        if !dst.0.is_multiple_of(2) {
-            return self.fail(
-                sys::CUDA_ERROR_INVALID_VALUE,
-                OP,
-                "not 2-byte aligned".into(),
-            );
-        }
+        self.aligned(dst, 2, OP)?;
         self.check_range(&st, dst, (count as u64).saturating_mul(2), OP)?;
         let count = count as u64;
         self.submit(
@@ -1132,13 +1117,7 @@ impl Backend for SimBackend {
         if count == 0 {
             return Ok(());
         }
-        if !dst.0.is_multiple_of(4) {
-            return self.fail(
-                sys::CUDA_ERROR_INVALID_VALUE,
-                OP,
-                "not 4-byte aligned".into(),
-            );
-        }
+        self.aligned(dst, 4, OP)?;
         self.check_range(&st, dst, (count as u64).saturating_mul(4), OP)?;
         let count = count as u64;
         self.submit(
