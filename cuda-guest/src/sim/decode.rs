@@ -1922,9 +1922,9 @@ fn cvt_fast(d: CvtTy, s: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool) -> O
         }
     }
     Some(match (d, s, irnd, sat) {
-        (CvtTy::U(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
-        (CvtTy::S(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_trunc32,
-        (CvtTy::U(64) | CvtTy::S(64), CvtTy::U(32), false, false) => ops::cvt_zext32,
+        (CvtTy::U(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_low32,
+        (CvtTy::S(32), CvtTy::U(64) | CvtTy::S(64), false, false) => ops::cvt_low32,
+        (CvtTy::U(64) | CvtTy::S(64), CvtTy::U(32), false, false) => ops::cvt_low32,
         (CvtTy::S(64) | CvtTy::U(64), CvtTy::S(32), false, false) => ops::cvt_sext32,
         _ => return None,
     })

@@ -892,11 +892,11 @@ pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize,
     map1(o, d, a, mk, |x| {
         let x = F::from_u64(x);
         let x = if FTZ { x.ftz() } else { x };
-        let v = (1.0 / x.to_f64().sqrt()) as f32;
+        let r = 1.0 / x.to_f64().sqrt();
         if F::BITS == 32 {
-            F::from_u64(v.to_bits() as u64).canon()
+            F::from_u64((r as f32).to_bits() as u64).canon()
         } else {
-            F::from_u64((1.0 / x.to_f64().sqrt()).to_bits()).canon()
+            F::from_u64(r.to_bits()).canon()
         }
     })
 }
@@ -1108,9 +1108,6 @@ pub(crate) fn f64_to_bf16(v: f64, m: Rnd) -> u16 {
     if (z as f64) != v && z.is_finite() {
         bits |= 1; // round to odd: remember the discarded part
     }
-    if z.is_infinite() && v.is_finite() {
-        bits = z.to_bits();
-    }
     let neg = bits >> 31 == 1;
     let low = bits & 0xffff;
     let up = match m {
@@ -1278,10 +1275,8 @@ pub(crate) fn cvt_one(
     }
 }
 
-pub(crate) fn cvt_trunc32(o: &mut [u64], d: usize, a: usize, mk: u32) {
-    map1(o, d, a, mk, |x| x & 0xffff_ffff)
-}
-pub(crate) fn cvt_zext32(o: &mut [u64], d: usize, a: usize, mk: u32) {
+/// The low 32 bits: a 64-bit integer truncated to 32 bits, or a u32 zero-extended.
+pub(crate) fn cvt_low32(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| x & 0xffff_ffff)
 }
 pub(crate) fn cvt_sext32(o: &mut [u64], d: usize, a: usize, mk: u32) {
