@@ -12,7 +12,7 @@ use crate::vfio::config::MsixCapability;
 use crate::vfio::device::AssignedDevice;
 use crate::vfio::error::{AssignError, Result};
 use crate::vfio::types::{RegionInfo, BAR0_REGION_INDEX, BAR_COUNT};
-use crate::vfio::util::in_bounds;
+use crate::vfio::util::{errno, in_bounds};
 
 /// The host page size, the granularity of mmap.
 pub(crate) fn page_size() -> u64 {
@@ -111,7 +111,7 @@ impl<B: VfioBackend> AssignedDevice<B> {
         for range in mmap_plan(&info, msix.as_ref(), page_size()) {
             let len = range.end - range.start;
             let mapping = usize::try_from(len)
-                .map_err(|_| std::io::Error::from_raw_os_error(libc::EOVERFLOW))
+                .map_err(|_| errno(libc::EOVERFLOW))
                 .and_then(|len| self.backend.region_mmap(index, range.start, len))
                 .map_err(|source| AssignError::RegionMmap {
                     address: self.address,
@@ -248,9 +248,9 @@ impl<B: VfioBackend> MappedBar<B> {
     fn mapping_for(&self, offset: u64, len: u64) -> Option<*mut u8> {
         self.areas.iter().find_map(|(start, mapping)| {
             let within = offset.checked_sub(*start)?;
-            let end = within.checked_add(len)?;
             // `wrapping_add` stays in bounds here: `within + len <= mapping.len()`.
-            (end <= mapping.len() as u64).then(|| mapping.as_ptr().wrapping_add(within as usize))
+            in_bounds(within, len, mapping.len() as u64)
+                .then(|| mapping.as_ptr().wrapping_add(within as usize))
         })
     }
 }
