@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::address::PciAddress;
-use crate::check::{assess, Check, CheckStatus, MemberRole, FORCEABLE_CHECKS};
+use crate::check::{assess, Check, MemberRole};
 use crate::device::{read_driver, read_driver_override, PciDevice};
 use crate::host::Host;
 use crate::kernel::Kernel;
@@ -292,12 +292,7 @@ pub fn plan_bind(host: &Host, address: PciAddress, force: bool) -> Result<BindPl
     let group = assessment
         .iommu_group
         .ok_or(BindError::NoIommuGroup { address })?;
-    let failed: Vec<Check> = assessment
-        .checks
-        .iter()
-        .filter(|c| c.status == CheckStatus::Fail && !FORCEABLE_CHECKS.contains(&c.name))
-        .cloned()
-        .collect();
+    let failed: Vec<Check> = assessment.unforceable_failures().cloned().collect();
     if !failed.is_empty() {
         return Err(BindError::NotAssignable { address, failed });
     }
@@ -387,7 +382,8 @@ fn bind_locked(
     for f in &plan.functions {
         record.functions.push(FunctionRecord {
             address: f.address,
-            driver: read_driver(sysfs, &f.address)?,
+            // As the plan read it, a moment ago under the same lock.
+            driver: f.driver.clone(),
             driver_override: read_driver_override(sysfs, &f.address)?,
         });
     }

@@ -142,6 +142,14 @@ impl Assessment {
     pub fn check(&self, name: &str) -> Option<&Check> {
         self.checks.iter().find(|c| c.name == name)
     }
+
+    /// The failed checks that `--force` does not override (see [`FORCEABLE_CHECKS`]):
+    /// `bind` refuses while there is one, whatever the flag.
+    pub fn unforceable_failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Fail && !FORCEABLE_CHECKS.contains(&c.name))
+    }
 }
 
 fn check(name: &'static str, status: CheckStatus, detail: impl Into<String>) -> Check {

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use pcie::check::{assess, CheckStatus, FORCEABLE_CHECKS};
+use pcie::check::{assess, CheckStatus};
 use pcie::{Host, PciAddress};
 
 use crate::Out;
@@ -31,11 +31,7 @@ pub fn run(host: &Host, args: &CheckArgs, out: &mut Out) -> anyhow::Result<ExitC
             };
             outln!(out, "{mark}  {:<20} {}", c.name, c.detail);
         }
-        let only_forceable = assessment
-            .checks
-            .iter()
-            .filter(|c| c.status == CheckStatus::Fail)
-            .all(|c| FORCEABLE_CHECKS.contains(&c.name));
+        let only_forceable = assessment.unforceable_failures().next().is_none();
         outln!(
             out,
             "{}: {}",
