@@ -3,6 +3,13 @@
 //! ([`crate::remote`]). Handles are the `u64` values the C program sees.
 
 use cuda_guest::driver::DriverError;
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks `m`, taking it as it is when a panic on another thread poisoned it (both
+/// engines' locks).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A failed call: the `CUresult` to return, what went wrong (logged), and a JIT log for
 /// failed module loads.
@@ -52,9 +59,8 @@ impl From<DriverError> for Fail {
 /// Results of the engine.
 pub type R<T> = Result<T, Fail>;
 
-/// `CU_STREAM_LEGACY` (0, the null stream, is the legacy default stream too).
-pub const STREAM_LEGACY: u64 = 1;
-/// `CU_STREAM_PER_THREAD`.
+/// `CU_STREAM_PER_THREAD`. Stream handles up to it are the default streams: 0 (the
+/// null stream), 1 (`CU_STREAM_LEGACY`) and this one.
 pub const STREAM_PER_THREAD: u64 = 2;
 
 /// A kernel's parameter layout: (offset, size) of each parameter in the packed buffer,

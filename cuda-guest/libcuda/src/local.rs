@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use cuda_guest::driver::{
     Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function, HostAlloc,
@@ -16,7 +16,7 @@ use cuda_guest::driver::{
 };
 use cuda_guest::sim::SimConfig;
 
-use crate::engine::{Engine, Fail, Geometry, Layout, R, STREAM_LEGACY, STREAM_PER_THREAD};
+use crate::engine::{lock, Engine, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
 /// The handle of device 0's primary context.
@@ -28,10 +28,6 @@ const TAG_MODULE: u64 = 0x10;
 const TAG_FUNCTION: u64 = 0x20;
 const TAG_STREAM: u64 = 0x30;
 const TAG_EVENT: u64 = 0x40;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[derive(Debug)]
 struct LocalModule {
@@ -196,7 +192,6 @@ impl Local {
         if stream <= STREAM_PER_THREAD {
             return Ok(Arc::new(Stream::DEFAULT));
         }
-        let _ = STREAM_LEGACY;
         lock(&c.tables)
             .streams
             .get(&stream)
@@ -771,7 +766,7 @@ impl Engine for Local {
         Ok(c.backend.stream_query(&s)?)
     }
 
-    fn stream_wait_event(&self, ctx: u64, stream: u64, event: u64, _flags: u32) -> R<()> {
+    fn stream_wait_event(&self, _ctx: u64, stream: u64, event: u64, _flags: u32) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         if stream > STREAM_PER_THREAD && stream >> CTX_SHIFT != c.id {
             // A stream of another context: it waits for this one's event. On the
@@ -781,7 +776,6 @@ impl Engine for Local {
             c.backend.event_synchronize(&e)?;
             return Ok(());
         }
-        let _ = ctx;
         let s = self.stream(&c, stream)?;
         let e = self.event(&c, event)?;
         c.backend.stream_wait_event(&s, &e)?;

@@ -25,7 +25,7 @@ use cuda_guest::proto::{
     RequestFrame, ServerHello, Status, StreamId, SERVER_HELLO_LEN,
 };
 
-use crate::engine::{Engine, Fail, Geometry, Layout, R};
+use crate::engine::{lock, Engine, Fail, Geometry, Layout, R};
 use crate::ffi::*;
 
 /// Most bytes of asynchronous device-to-host copies left unread on the connection.
@@ -363,10 +363,6 @@ struct Primary {
     shown: u64,
     server: u64,
     refs: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How long a process waits for the host to hang up a virtio-serial port.
