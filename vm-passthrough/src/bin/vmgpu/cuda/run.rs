@@ -257,11 +257,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
     let stand_ins: Vec<KernelArg<'static>> = a
         .args
         .iter()
-        .map(|arg| match &arg.spec {
-            ArgSpec::Buffer(_) => KernelArg::pointer(DevicePtr::NULL),
-            ArgSpec::Scalar(elem, bytes) => scalar_arg(*elem, bytes),
-            ArgSpec::Bytes(bytes) => KernelArg::bytes(bytes.clone()),
-        })
+        .map(|arg| kernel_arg(&arg.spec, None))
         .collect();
     if let Err(e) = check_args(&a.kernel, &params, &stand_ins) {
         let given = match &e {
@@ -302,6 +298,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         });
     }
 
+    let compiled = chosen.is_some();
     let (acc, backend) = match chosen {
         Some(c) => c,
         None => choose()?,
@@ -314,7 +311,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         backend,
         device,
         module: a.module.clone(),
-        compiled: module_name.ends_with(" (NVRTC)"),
+        compiled,
         ptx_name: module_name.clone(),
         kernel: a.kernel.clone(),
         grid: a.grid,
@@ -364,13 +361,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         .args
         .iter()
         .zip(&buffers)
-        .map(|(arg, buf)| match (&arg.spec, buf) {
-            (_, Some(b)) => KernelArg::from(b),
-            (ArgSpec::Scalar(elem, bytes), None) => scalar_arg(*elem, bytes),
-            (ArgSpec::Bytes(bytes), None) => KernelArg::bytes(bytes.clone()),
-            // A buffer argument always has its buffer.
-            (ArgSpec::Buffer(_), None) => KernelArg::pointer(DevicePtr::NULL),
-        })
+        .map(|(arg, buf)| kernel_arg(&arg.spec, buf.as_ref()))
         .collect();
 
     // Under the file's name: the simulator reports what it cannot execute at MODULE:LINE.
@@ -504,6 +495,17 @@ fn compile_cuda(a: &RunArgs, source: &str, major: u32, minor: u32) -> anyhow::Re
         log::warn!("NVRTC: {}", compiled.log.trim_end());
     }
     Ok(compiled.ptx)
+}
+
+/// The kernel argument of `spec`: `buffer` for a buffer argument (null before the
+/// buffers exist, as a stand-in for checking the arguments against the parameters).
+fn kernel_arg<'a>(spec: &ArgSpec, buffer: Option<&'a DeviceBuffer<u8>>) -> KernelArg<'a> {
+    match (spec, buffer) {
+        (_, Some(b)) => KernelArg::from(b),
+        (ArgSpec::Buffer(_), None) => KernelArg::pointer(DevicePtr::NULL),
+        (ArgSpec::Scalar(elem, bytes), None) => scalar_arg(*elem, bytes),
+        (ArgSpec::Bytes(bytes), None) => KernelArg::bytes(bytes.clone()),
+    }
 }
 
 fn scalar_arg(elem: Elem, b: &[u8]) -> KernelArg<'static> {
