@@ -614,7 +614,7 @@ fn launch_rate_quota_throttles_only_its_guest() {
     let server = Server::start(ServiceConfig {
         quota: Quota {
             launches_per_sec: Some(200),
-            launch_burst: 5,
+            launch_burst: Some(5),
             ..Quota::default()
         },
         ..ServiceConfig::default()

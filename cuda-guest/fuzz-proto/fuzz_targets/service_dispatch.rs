@@ -32,7 +32,7 @@ fn service() -> &'static (Service, GuestMemoryMmap) {
                 max_objects: 64,
                 max_module_bytes: 64 << 10,
                 launches_per_sec: None,
-                launch_burst: 16,
+                launch_burst: Some(16),
             },
             ..ServiceConfig::default()
         };

@@ -72,7 +72,9 @@ use super::{
     MemInfo, Module, Result, Stream, StreamFlags,
 };
 use crate::ptx;
-use crate::sim::{self as engine, FaultKind, KernelArg, SimConfig, SimError, Simulator};
+use crate::sim::{
+    self as engine, CancelToken, FaultKind, KernelArg, SimConfig, SimError, Simulator,
+};
 
 /// The virtual device's name.
 pub const SIM_DEVICE_NAME: &str = "vmgpu PTX simulator (virtual sm_80)";
@@ -255,8 +257,16 @@ impl SimBackend {
     /// A simulator backend with `config` (threads per launch, budgets, and
     /// [`SimConfig::memory_limit`] as the device's memory).
     pub fn new(config: SimConfig) -> Result<SimBackend> {
+        SimBackend::with_cancel(config, CancelToken::new())
+    }
+
+    /// [`SimBackend::new`] whose work `cancel` stops: the running launch ends at its
+    /// next budget check and every later one at once, with a sticky
+    /// `CUDA_ERROR_LAUNCH_TIMEOUT` (so queued work is skipped and synchronising returns).
+    /// For a server whose client is gone.
+    pub fn with_cancel(config: SimConfig, cancel: CancelToken) -> Result<SimBackend> {
         let shared = Arc::new(Shared {
-            sim: Mutex::new(Simulator::new(config.clone())),
+            sim: Mutex::new(Simulator::with_cancel(config.clone(), cancel)),
             config,
             state: Mutex::new(State::default()),
             cv: Condvar::new(),

@@ -81,6 +81,7 @@
 
 mod embed;
 mod handles;
+mod hangup;
 mod session;
 mod transport;
 pub mod worker;
@@ -106,10 +107,25 @@ pub struct Quota {
     pub max_objects: u32,
     /// Largest module image in bytes.
     pub max_module_bytes: u32,
-    /// Kernel launches per second (`None`: unlimited); beyond it launches wait.
+    /// Kernel launches per second (`None`: unlimited); beyond it launches wait (a token
+    /// bucket; no error, so programs keep their results).
     pub launches_per_sec: Option<u32>,
-    /// Launches allowed at once above the rate (the bucket's size).
-    pub launch_burst: u32,
+    /// The bucket's size: launches a guest that was idle may make at once (`None`: one
+    /// second's worth, the rate). The bucket starts with one token, so from a session's
+    /// start `n` launches take at least `(n - 1) / rate` seconds, and in any `t` seconds
+    /// a guest makes at most `burst + rate * t` launches.
+    pub launch_burst: Option<u32>,
+}
+
+impl Quota {
+    /// The launch bucket's size in effect (see [`Quota::launch_burst`]); 0 when
+    /// launches are not limited.
+    pub fn launch_bucket(&self) -> u32 {
+        match self.launches_per_sec.filter(|r| *r > 0) {
+            Some(rate) => self.launch_burst.unwrap_or(rate).max(1),
+            None => 0,
+        }
+    }
 }
 
 impl Default for Quota {
@@ -120,7 +136,7 @@ impl Default for Quota {
             max_objects: 4096,
             max_module_bytes: 16 << 20,
             launches_per_sec: None,
-            launch_burst: 1024,
+            launch_burst: None,
         }
     }
 }

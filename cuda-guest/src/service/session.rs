@@ -22,6 +22,7 @@ use crate::proto::{
     ParamSlot, Refused, Reply, ReplyBody, Request, RequestFrame, SgEntry, Status, StreamId,
     SyncScope,
 };
+use crate::sim::CancelToken;
 
 /// Inline bytes of asynchronous host-to-device copies kept for the device before the
 /// session waits for their stream (the copies read them when the stream reaches them).
@@ -154,6 +155,9 @@ pub struct Session {
     /// Guest memory of the embedding API, held while asynchronous copies may read it.
     guest_mem: Option<GuestMemoryMmap>,
     closed: bool,
+    /// Cancelled when the guest is gone: stops the simulator work of every context of
+    /// this session (running and queued launches end with a sticky timeout).
+    gone: CancelToken,
 }
 
 fn norm(s: StreamId) -> StreamId {
@@ -192,7 +196,7 @@ impl Session {
             id,
             limits,
             features,
-            tokens: f64::from(quota.launch_burst.max(1)),
+            tokens: 1.0,
             quota,
             ctx_handle: None,
             ctx_table: Table::new(Kind::Context, key),
@@ -213,6 +217,7 @@ impl Session {
             last_throttle_log: None,
             guest_mem: None,
             closed: false,
+            gone: CancelToken::new(),
             inner,
         }
     }
@@ -366,6 +371,15 @@ impl Session {
     /// Whether the guest said goodbye (the transport closes after the reply).
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// The token that cancels the session's work when its guest is gone (a transport
+    /// cancels it from another thread when the connection closes; dropping a session
+    /// that did not say goodbye cancels it too). On the simulator, running and queued
+    /// launches end at once; the native driver cannot stop a running kernel, which is
+    /// why the service runs native guests in worker processes (ended instead).
+    pub fn cancel_token(&self) -> CancelToken {
+        self.gone.clone()
     }
 
     fn execute(
@@ -789,7 +803,7 @@ impl Session {
             Gpu::SimPerContext(config) => {
                 let mut config = config.clone();
                 config.memory_limit = config.memory_limit.min(self.quota.device_memory);
-                let sim = crate::driver::SimBackend::new(config)?;
+                let sim = crate::driver::SimBackend::with_cancel(config, self.gone.clone())?;
                 let ctx = sim.primary_context_retain(Device::new(0))?;
                 sim.context_set_current(&ctx)?;
                 LiveContext {
@@ -1008,35 +1022,41 @@ impl Session {
     }
 
     /// Takes a launch token, waiting for one when the guest is over its launch rate
-    /// (only this guest's worker waits).
+    /// (only this guest's thread waits). The wait is cut short when the guest is gone.
     fn launch_quota(&mut self) {
         let Some(rate) = self.quota.launches_per_sec.filter(|r| *r > 0) else {
             return;
         };
         let rate = f64::from(rate);
-        let burst = f64::from(self.quota.launch_burst.max(1));
-        let now = Instant::now();
-        self.tokens =
-            (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(burst);
-        self.refilled = now;
-        if self.tokens < 1.0 {
-            let wait = Duration::from_secs_f64((1.0 - self.tokens) / rate);
-            if self
-                .last_throttle_log
-                .is_none_or(|t| now.duration_since(t) > Duration::from_secs(5))
-            {
-                log::warn!(
-                    "guest {} (session {}): launch quota of {}/s hit; its launches are throttled",
-                    self.guest,
-                    self.id,
-                    rate
-                );
-                self.last_throttle_log = Some(now);
+        let burst = f64::from(self.quota.launch_bucket());
+        let mut waited = false;
+        loop {
+            let now = Instant::now();
+            self.tokens =
+                (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(burst);
+            self.refilled = now;
+            if self.tokens >= 1.0 || self.gone.is_cancelled() {
+                break;
             }
-            self.inner.stats.throttled.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(wait);
-            self.tokens = 1.0;
-            self.refilled = Instant::now();
+            if !waited {
+                waited = true;
+                self.inner.stats.throttled.fetch_add(1, Ordering::Relaxed);
+                if self
+                    .last_throttle_log
+                    .is_none_or(|t| now.duration_since(t) > Duration::from_secs(5))
+                {
+                    log::warn!(
+                        "guest {} (session {}): launch quota of {}/s hit; its launches are throttled",
+                        self.guest,
+                        self.id,
+                        rate
+                    );
+                    self.last_throttle_log = Some(now);
+                }
+            }
+            // In slices, so a guest that goes away is noticed.
+            let wait = Duration::from_secs_f64((1.0 - self.tokens) / rate);
+            std::thread::sleep(wait.min(Duration::from_millis(50)));
         }
         self.tokens -= 1.0;
     }
@@ -1447,6 +1467,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        if !self.closed {
+            // Gone without a goodbye: nobody waits for its work.
+            self.gone.cancel();
+        }
         let had = self.live.is_some();
         let (bytes, objects) = (self.mem_used, self.objects());
         self.teardown();

@@ -298,6 +298,25 @@ pub(super) fn worker(
     mut sock: std::os::unix::net::UnixStream,
     stop: &AtomicBool,
 ) {
+    // A guest gone while this thread waits on the device: its work is cancelled, so the
+    // wait ends and the session is released (see `hangup`).
+    let gone = session.cancel_token();
+    let cancel = gone.clone();
+    let who = format!("guest {} (session {})", session.guest(), session.id());
+    let _watch = super::hangup::watch(
+        &sock,
+        Box::new(move || {
+            log::info!("{who}: connection closed; its work is cancelled");
+            cancel.cancel();
+        }),
+    )
+    .map_err(|e| {
+        log::warn!(
+            "guest {}: not watching its connection: {e}",
+            session.guest()
+        )
+    })
+    .ok();
     // Bulk inline copies come back to back: keep the buffer of the largest frame.
     let mut dec = Decoder::<RequestFrame>::new(*session.limits()).retain_capacity(usize::MAX);
     let mut replies: Vec<u8> = Vec::with_capacity(FLUSH_BYTES);
@@ -342,6 +361,10 @@ pub(super) fn worker(
                     }
                     if session.is_closed() {
                         flush(&mut replies, &mut sock);
+                        break 'outer;
+                    }
+                    if gone.is_cancelled() {
+                        // Nobody reads the replies of what it sent before it went.
                         break 'outer;
                     }
                     // At most `max_pipelined` replies wait in the server: beyond it the

@@ -41,6 +41,10 @@ const SETUP_MAGIC: &str = "vmgpu-worker/1";
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a worker has to end after its socket is closed before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
+/// The same when its guest is gone (it closed its connection without a goodbye): a
+/// simulator worker cancels its work and ends at once; a native one whose kernel runs on
+/// is killed after this (the driver frees what the process held).
+pub const GONE_GRACE: Duration = Duration::from_secs(1);
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServiceError {
     let what = what.into();
@@ -76,7 +80,7 @@ impl Setup {
             q.max_objects,
             q.max_module_bytes,
             q.launches_per_sec.map(i64::from).unwrap_or(-1),
-            q.launch_burst,
+            q.launch_burst.map(i64::from).unwrap_or(-1),
             l.max_frame,
             l.max_inline,
             l.max_module,
@@ -104,7 +108,7 @@ impl Setup {
         let max_objects = u32_(n()?)?;
         let max_module_bytes = u32_(n()?)?;
         let rate = n()?;
-        let launch_burst = u32_(n()?)?;
+        let burst = n()?;
         let mut lim = [0u32; 9];
         for v in &mut lim {
             *v = u32_(n()?)?;
@@ -120,7 +124,7 @@ impl Setup {
                 max_objects,
                 max_module_bytes,
                 launches_per_sec: if rate < 0 { None } else { u32_(rate) },
-                launch_burst,
+                launch_burst: if burst < 0 { None } else { u32_(burst) },
             },
             limits: Limits {
                 max_frame: lim[0],
@@ -251,6 +255,11 @@ struct Shared {
     changed: Condvar,
     guest_out: Mutex<UnixStream>,
     guest: String,
+    /// The guest closed its connection (seen by the hang-up watcher or the relay).
+    gone: AtomicBool,
+    /// The worker now serving the guest: its input and its process, for the hang-up
+    /// watcher.
+    current: Mutex<Option<(UnixStream, Arc<Mutex<Option<Child>>>)>>,
 }
 
 impl Shared {
@@ -268,16 +277,58 @@ impl Shared {
         }
         self.write_guest(&out)
     }
-    /// Waits until no reply is outstanding (or the worker is gone).
+    /// Waits until no reply is outstanding (or the worker or the guest is gone).
     fn drain(&self) {
         let mut st = self.lock();
-        while !st.outstanding.is_empty() && !st.reader_done {
+        while !st.outstanding.is_empty() && !st.reader_done && !self.gone.load(Ordering::SeqCst) {
             st = self
                 .changed
                 .wait_timeout(st, Duration::from_millis(100))
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
+    }
+}
+
+impl Shared {
+    /// The guest is gone: the current worker's input ends (a simulator worker cancels its
+    /// work and exits), and the worker is killed if it still runs after [`GONE_GRACE`].
+    fn guest_gone(&self) {
+        if self.gone.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        log::info!(
+            "guest {}: connection closed; its worker is ended",
+            self.guest
+        );
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((input, child)) = current {
+            let _ = input.shutdown(std::net::Shutdown::Write);
+            let guest = self.guest.clone();
+            let spawned = std::thread::Builder::new()
+                .name("vmgpu-gone".into())
+                .spawn(move || {
+                    std::thread::sleep(GONE_GRACE);
+                    // Still held here only while not yet reaped: no other process is hit.
+                    if let Some(c) = child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        if matches!(c.try_wait(), Ok(None)) {
+                            log::warn!(
+                                "guest {guest}: its worker {} did not end in {GONE_GRACE:?} after the guest left; killed",
+                                c.id()
+                            );
+                            let _ = c.kill();
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                log::warn!("guest {}: {e}", self.guest);
+            }
+        }
+        self.changed.notify_all();
     }
 }
 
@@ -437,6 +488,15 @@ impl Service {
         let from = to
             .try_clone()
             .map_err(io_err("cloning the worker socket"))?;
+        if let Ok(input) = to.try_clone() {
+            *shared.current.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((input, child.clone()));
+        }
+        if shared.gone.load(Ordering::SeqCst) {
+            // Gone while this worker started: end it like the one before.
+            shared.gone.store(false, Ordering::SeqCst);
+            shared.guest_gone();
+        }
         let (sh, ch, svc) = (shared.clone(), child.clone(), self.clone());
         let ending = Arc::new(AtomicBool::new(false));
         let end = ending.clone();
@@ -544,7 +604,10 @@ impl Service {
         self.inner.stats.workers.fetch_sub(1, Ordering::Relaxed);
         let mut st = sh.lock();
         st.reader_done = true;
-        let expected = goodbye || st.dead.is_some() || ending.load(Ordering::SeqCst);
+        let expected = goodbye
+            || st.dead.is_some()
+            || ending.load(Ordering::SeqCst)
+            || sh.gone.load(Ordering::SeqCst);
         if let (Some(why), false) = (end, expected) {
             self.inner
                 .stats
@@ -601,7 +664,13 @@ impl Service {
             changed: Condvar::new(),
             guest_out: Mutex::new(out),
             guest: guest.into(),
+            gone: AtomicBool::new(false),
+            current: Mutex::new(None),
         });
+        let watched = shared.clone();
+        let _watch = super::hangup::watch(&sock, Box::new(move || watched.guest_gone()))
+            .map_err(|e| log::warn!("guest {guest}: not watching its connection: {e}"))
+            .ok();
         self.inner.stats.sessions.fetch_add(1, Ordering::Relaxed);
         log::info!("guest {guest} (session {id}): connected (process isolation)");
         let mut worker = match self.start_worker(&setup, &shared) {
@@ -627,6 +696,8 @@ impl Service {
                     Ok(Some(f)) => f.to_vec(),
                     Ok(None) => {
                         send(&mut pending, worker.as_mut());
+                        // Gone without a goodbye (a goodbye ends the loop itself).
+                        shared.guest_gone();
                         break;
                     }
                     Err(e) => {
@@ -655,7 +726,7 @@ impl Service {
                     // The guest released its faulted context: a fresh worker.
                     drop(st);
                     if let Some(w) = worker.take() {
-                        self.end_worker(w, true);
+                        self.end_worker(w, true, EXIT_GRACE);
                     }
                     let mut st2 = shared.lock();
                     *st2 = State::default();
@@ -718,7 +789,7 @@ impl Service {
                     st.reader_done = false;
                     if let Some(w) = worker.take() {
                         drop(st);
-                        self.end_worker(w, false);
+                        self.end_worker(w, false, EXIT_GRACE);
                         st = shared.lock();
                     }
                 }
@@ -763,7 +834,12 @@ impl Service {
             }
         }
         if let Some(w) = worker.take() {
-            self.end_worker(w, false);
+            let grace = if shared.gone.load(Ordering::SeqCst) {
+                GONE_GRACE
+            } else {
+                EXIT_GRACE
+            };
+            self.end_worker(w, false, grace);
         }
         if stop.load(Ordering::SeqCst) {
             shared.reply(Reply::closing_notice(
@@ -777,16 +853,16 @@ impl Service {
     }
 
     /// Ends a worker: closes its socket (it releases its session and exits), kills it
-    /// after the grace time (at once with `kill`), reaps it and joins its reader.
-    fn end_worker(&self, mut w: Worker, kill: bool) {
+    /// after `grace` (at once with `kill`), reaps it and joins its reader.
+    fn end_worker(&self, mut w: Worker, kill: bool, grace: Duration) {
         w.ending.store(true, Ordering::SeqCst);
         // End of its input: it answers what it has, releases its session and exits.
         let _ = w.to.shutdown(std::net::Shutdown::Write);
         if !kill {
             let t = Instant::now();
             while w.replies.as_ref().is_some_and(|r| !r.is_finished()) {
-                if t.elapsed() > EXIT_GRACE {
-                    log::warn!("worker {} did not end in {EXIT_GRACE:?}; killed", w.pid);
+                if t.elapsed() > grace {
+                    log::warn!("worker {} did not end in {grace:?}; killed", w.pid);
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -860,6 +936,8 @@ mod tests {
         assert_eq!(Setup::decode(&s.encode()), Some(s.clone()));
         let mut t = s;
         t.quota.launches_per_sec = None;
+        assert_eq!(Setup::decode(&t.encode()), Some(t.clone()));
+        t.quota.launch_burst = Some(7);
         assert_eq!(Setup::decode(&t.encode()), Some(t));
         assert_eq!(Setup::decode("vmgpu-worker/1 1 2"), None);
     }

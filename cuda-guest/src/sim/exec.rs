@@ -64,6 +64,8 @@ struct Launch<'a> {
     nwarps: u32,
     budget: u64,
     deadline: Option<Instant>,
+    /// The simulator's cancel flag ([`super::CancelToken`]).
+    cancel: &'a AtomicBool,
     start: Instant,
     abort: AtomicBool,
     executed: AtomicU64,
@@ -447,12 +449,15 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
         let over_budget = self.l.budget != 0 && total > self.l.budget;
         let over_time = self.l.deadline.is_some_and(|d| Instant::now() > d);
-        if over_budget || over_time {
+        let cancelled = self.l.cancel.load(Relaxed);
+        if over_budget || over_time || cancelled {
             return Err(SimError::Timeout {
                 kernel: self.l.prog.name.clone(),
                 warp_instructions: total,
                 elapsed: self.l.start.elapsed(),
-                reason: if over_budget {
+                reason: if cancelled {
+                    "cancelled"
+                } else if over_budget {
                     "instruction budget"
                 } else {
                     "time limit"
@@ -1703,6 +1708,7 @@ pub(crate) fn launch(
     prog: &Program,
     mem: &Memory,
     config: &SimConfig,
+    cancel: &AtomicBool,
     cfg: LaunchConfig,
     params: &[u8],
 ) -> Result<LaunchReport, SimError> {
@@ -1721,6 +1727,7 @@ pub(crate) fn launch(
         nwarps: nthreads.div_ceil(32),
         budget: config.instruction_budget,
         deadline: config.time_limit.map(|t| start + t),
+        cancel,
         start,
         abort: AtomicBool::new(false),
         executed: AtomicU64::new(0),

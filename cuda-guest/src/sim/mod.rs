@@ -124,6 +124,7 @@ use decode::{ModuleCtx, Program};
 use memory::Memory;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,6 +149,33 @@ impl Default for SimConfig {
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 16 << 30,
         }
+    }
+}
+
+/// Stops a simulator's work from another thread (a guest that is gone, a VMM tearing a
+/// device down): the running launch ends at its next budget check (every few thousand
+/// warp instructions, where the time limit is checked) and every later launch fails at
+/// once, both with [`SimError::Timeout`] whose reason is `cancelled` (a sticky
+/// `CUDA_ERROR_LAUNCH_TIMEOUT` to a driver-API caller). Cancelling cannot be undone.
+/// Cheap to clone; one token may serve several simulators.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+    /// Cancels: see the type's documentation.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    pub(crate) fn flag(&self) -> &AtomicBool {
+        &self.0
     }
 }
 
@@ -419,7 +447,8 @@ pub enum SimError {
         /// Details.
         message: String,
     },
-    /// The launch ran past its instruction budget or time limit.
+    /// The launch ran past its instruction budget or time limit, or was cancelled
+    /// ([`CancelToken`]).
     #[error("kernel {kernel}: timeout after {warp_instructions} warp instructions and {elapsed:?} ({reason}), last at PTX line {line}")]
     Timeout {
         /// Kernel.
@@ -428,7 +457,7 @@ pub enum SimError {
         warp_instructions: u64,
         /// Wall time.
         elapsed: Duration,
-        /// `instruction budget` or `time limit`.
+        /// `instruction budget`, `time limit` or `cancelled`.
         reason: &'static str,
         /// A PTX line being executed when stopped.
         line: u32,
@@ -524,16 +553,28 @@ pub struct Simulator {
     config: SimConfig,
     mem: Memory,
     failed: Option<SimError>,
+    cancel: CancelToken,
 }
 
 impl Simulator {
     /// A simulator with `config`.
     pub fn new(config: SimConfig) -> Simulator {
+        Simulator::with_cancel(config, CancelToken::new())
+    }
+
+    /// A simulator with `config` whose launches `cancel` stops.
+    pub fn with_cancel(config: SimConfig, cancel: CancelToken) -> Simulator {
         Simulator {
             config,
             mem: Memory::new(),
             failed: None,
+            cancel,
         }
+    }
+
+    /// The token that cancels this simulator's launches.
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
     }
 
     /// The configuration.
@@ -838,7 +879,24 @@ impl Simulator {
                 message: format!("{total_shared} bytes of shared memory (limit 228 KiB)"),
             });
         }
-        let r = exec::launch(&k.prog, &self.mem, &self.config, cfg, &params);
+        let r = if self.cancel.is_cancelled() {
+            Err(SimError::Timeout {
+                kernel: kernel.into(),
+                warp_instructions: 0,
+                elapsed: Duration::ZERO,
+                reason: "cancelled",
+                line: 0,
+            })
+        } else {
+            exec::launch(
+                &k.prog,
+                &self.mem,
+                &self.config,
+                self.cancel.flag(),
+                cfg,
+                &params,
+            )
+        };
         if let Err(e) = &r {
             self.failed = Some(e.clone());
         }

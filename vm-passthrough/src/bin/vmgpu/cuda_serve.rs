@@ -25,9 +25,14 @@ pub struct ServeArgs {
     /// Largest PTX module per guest, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub max_module_bytes: u32,
-    /// Kernel launches per second per guest (unlimited when absent).
+    /// Kernel launches per second per guest (unlimited when absent). Launches over the
+    /// rate wait; they do not fail.
     #[arg(long)]
     pub launches_per_sec: Option<u32>,
+    /// Launches a guest that was idle may make at once above the rate (default: one
+    /// second's worth). A session starts with one, so its first second obeys the rate.
+    #[arg(long, requires = "launches_per_sec")]
+    pub launch_burst: Option<u32>,
     /// Most guest sessions at once.
     #[arg(long, default_value_t = 64)]
     pub max_sessions: usize,
@@ -108,6 +113,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             max_objects: args.max_objects,
             max_module_bytes: args.max_module_bytes,
             launches_per_sec: args.launches_per_sec,
+            launch_burst: args.launch_burst,
             ..Quota::default()
         },
         device: cuda_guest::driver::Device::new(args.device),

@@ -1,0 +1,166 @@
+//! The service under attack (issue 12): what one guest sends must never end the service
+//! or cost another guest, and every quota means what it says. Each test is a regression
+//! test of a defect an independent attacker found, or one of our own adversarial cases.
+
+mod service_support;
+
+use std::time::{Duration, Instant};
+
+use cuda_guest::proto::{Request, Status, StreamId};
+use cuda_guest::service::{Isolation, Quota, ServiceConfig};
+use service_support::*;
+
+/// A kernel that never ends.
+const SPIN: &str = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+.visible .entry spin()\n{\n$L_spin:\n\tbra.uni $L_spin;\n}\n";
+
+fn vector_add_works(c: &mut Client) {
+    let m = c.load(VECTOR_ADD);
+    let f = c.function(m, "vector_add");
+    let a: Vec<f32> = (0..300).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..300).map(|i| 2.0 * i as f32).collect();
+    let out = vector_add(c, &f, &a, &b);
+    assert!(out.iter().enumerate().all(|(i, v)| *v == 3.0 * i as f32));
+}
+
+/// Four guests start a kernel that never ends and disconnect (two of them while
+/// waiting for it): within the documented bound their sessions are gone, their kernels
+/// stopped, and new guests are admitted again.
+fn gone_guests_stop_costing(isolation: Isolation) {
+    let server = Server::start(ServiceConfig {
+        max_sessions: 4,
+        isolation,
+        ..ServiceConfig::default()
+    });
+    for i in 0..4 {
+        let mut c = server.client();
+        c.context();
+        let m = c.load(SPIN);
+        let f = c.function(m, "spin");
+        c.send(launch_req(&f, 64, 128, StreamId::DEFAULT, &[]), true);
+        // The kernel runs.
+        assert_eq!(
+            c.status(Request::StreamQuery {
+                stream: StreamId::DEFAULT
+            }),
+            Status::ERROR_NOT_READY
+        );
+        if i % 2 == 0 {
+            // Its thread blocks in the synchronisation when the guest goes.
+            c.send(Request::CtxSynchronize, false);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(c);
+    }
+    let t = Instant::now();
+    loop {
+        let s = server.service.stats();
+        if s.sessions == 0 && s.contexts == 0 && s.workers == 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "gone guests still held after {:?}: {s:?} (the launch time limit is 60 s)",
+            t.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("4 gone guests released in {:?}", t.elapsed());
+    let mut c = server.client();
+    c.context();
+    vector_add_works(&mut c);
+    drop(c);
+    server.wait_idle();
+    assert_eq!(server.service.stats().worker_failures, 0);
+}
+
+#[test]
+fn gone_guests_stop_costing_in_process() {
+    gone_guests_stop_costing(Isolation::InProcess);
+}
+
+#[test]
+fn gone_guests_stop_costing_with_worker_processes() {
+    gone_guests_stop_costing(process_isolation("sim"));
+    assert_no_zombies();
+}
+
+/// A guest that queued many throttled launches and left does not keep its thread
+/// sleeping through them.
+#[test]
+fn a_gone_guest_does_not_sleep_through_its_throttled_launches() {
+    let server = Server::start(ServiceConfig {
+        quota: Quota {
+            launches_per_sec: Some(2),
+            ..Quota::default()
+        },
+        ..ServiceConfig::default()
+    });
+    let mut c = server.client();
+    c.context();
+    let m = c.load(EMPTY_KERNEL);
+    let f = c.function(m, "empty");
+    for _ in 0..200 {
+        c.send(launch_req(&f, 1, 1, StreamId::DEFAULT, &[]), true);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    drop(c);
+    server.wait_idle();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "200 launches at 2/s held the session {:?}",
+        t.elapsed()
+    );
+}
+
+/// The launch bucket starts with one token and holds one second's worth: from a
+/// session's start the rate holds; after an idle second, one second's worth goes at
+/// once and no more.
+#[test]
+fn the_launch_rate_holds_from_the_first_launch() {
+    let rate = 100u32;
+    let server = Server::start(ServiceConfig {
+        quota: Quota {
+            launches_per_sec: Some(rate),
+            ..Quota::default()
+        },
+        ..ServiceConfig::default()
+    });
+    assert_eq!(server.service.config().quota.launch_bucket(), rate);
+    let mut c = server.client();
+    c.context();
+    let m = c.load(EMPTY_KERNEL);
+    let f = c.function(m, "empty");
+    let t = Instant::now();
+    for _ in 0..=50 {
+        c.send(launch_req(&f, 1, 1, StreamId::DEFAULT, &[]), true);
+    }
+    c.ok(Request::CtxSynchronize);
+    let took = t.elapsed();
+    println!("51 launches at {rate}/s from the start: {took:?}");
+    assert!(
+        took >= Duration::from_millis(490),
+        "51 launches at {rate}/s from a standing start took {took:?} (at least 0.5 s)"
+    );
+    // Idle long enough to fill the bucket: `rate` launches then go without waiting.
+    std::thread::sleep(Duration::from_millis(1200));
+    let before = server.service.stats().throttled_launches;
+    for _ in 0..rate {
+        c.send(launch_req(&f, 1, 1, StreamId::DEFAULT, &[]), true);
+    }
+    c.ok(Request::CtxSynchronize);
+    assert_eq!(server.service.stats().throttled_launches, before);
+    // ... and then the rate again: 21 more take at least 0.2 s.
+    let t = Instant::now();
+    for _ in 0..21 {
+        c.send(launch_req(&f, 1, 1, StreamId::DEFAULT, &[]), true);
+    }
+    c.ok(Request::CtxSynchronize);
+    assert!(
+        t.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(server.service.stats().throttled_launches > before);
+}
