@@ -164,3 +164,110 @@ fn the_launch_rate_holds_from_the_first_launch() {
     );
     assert!(server.service.stats().throttled_launches > before);
 }
+
+/// A module whose `.global` array takes 15 MiB, and a kernel that writes its end.
+const BIG_GLOBAL: &str = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+.visible .global .align 4 .b8 big[15728640];\n\n\
+.visible .entry touch()\n{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<2>;\n\
+\tmov.u64 %rd1, big;\n\tmov.u32 %r1, 7;\n\tst.global.u32 [%rd1+15728636], %r1;\n\tret;\n}\n";
+
+/// `MemGetInfo` and the memory quota count a module's variables, and unloading the
+/// module gives their memory back.
+fn module_memory_counts(isolation: Isolation) {
+    const MIB: u64 = 1 << 20;
+    let server = Server::start(ServiceConfig {
+        quota: Quota {
+            device_memory: 16 * MIB,
+            ..Quota::default()
+        },
+        isolation,
+        ..ServiceConfig::default()
+    });
+    let mut c = server.client();
+    c.context();
+    assert_eq!(c.mem_info(), (16 * MIB, 16 * MIB));
+    let m = c.load(BIG_GLOBAL);
+    assert_eq!(c.mem_info(), (MIB, 16 * MIB));
+    let f = c.function(m, "touch");
+    c.send(launch_req(&f, 1, 1, StreamId::DEFAULT, &[]), true);
+    c.ok(Request::CtxSynchronize);
+    let r = c.call(Request::MemAlloc { bytes: 2 * MIB });
+    assert_eq!(r.status, Status::ERROR_OUT_OF_MEMORY);
+    assert!(r.detail().unwrap_or("").contains("quota"), "{:?}", r.detail());
+    let small = c.alloc(MIB / 2);
+    assert_eq!(c.mem_info(), (MIB / 2, 16 * MIB));
+    // A second copy of the module does not fit: refused before it is loaded.
+    let r = c.call(Request::ModuleLoadData {
+        image: BIG_GLOBAL.as_bytes().to_vec(),
+    });
+    assert_eq!(r.status, Status::ERROR_OUT_OF_MEMORY);
+    assert!(r.detail().unwrap_or("").contains(".global"), "{:?}", r.detail());
+    assert_eq!(c.mem_info(), (MIB / 2, 16 * MIB));
+    c.ok(Request::ModuleUnload { module: m });
+    assert_eq!(c.mem_info(), (16 * MIB - MIB / 2, 16 * MIB));
+    // Its memory is really back: the module loads again, and 15 MiB more after it no.
+    let m = c.load(BIG_GLOBAL);
+    assert_eq!(c.mem_info(), (MIB / 2, 16 * MIB));
+    c.ok(Request::ModuleUnload { module: m });
+    c.ok(Request::MemFree { ptr: small });
+    let big = c.alloc(16 * MIB);
+    c.ok(Request::MemFree { ptr: big });
+    drop(c);
+    server.wait_idle();
+}
+
+#[test]
+fn module_memory_counts_in_process() {
+    module_memory_counts(Isolation::InProcess);
+}
+
+#[test]
+fn module_memory_counts_with_worker_processes() {
+    module_memory_counts(process_isolation("sim"));
+}
+
+/// The same kernel asked for again is the same handle and no new object.
+#[test]
+fn one_function_handle_per_module_and_name() {
+    let server = Server::start(ServiceConfig {
+        quota: Quota {
+            max_objects: 64,
+            ..Quota::default()
+        },
+        ..ServiceConfig::default()
+    });
+    let mut c = server.client();
+    c.context();
+    let m = c.load(VECTOR_ADD);
+    let first = c.function(m, "vector_add");
+    for _ in 0..200 {
+        let again = c.function(m, "vector_add");
+        assert_eq!(again.function, first.function);
+        assert_eq!(again.params, first.params);
+    }
+    // Each module has its own.
+    let m2 = c.load(VECTOR_ADD);
+    let other = c.function(m2, "vector_add");
+    assert_ne!(other.function, first.function);
+    // 60 more objects fit: 2 modules + 2 functions are all that is held.
+    let ptrs: Vec<_> = (0..60).map(|_| c.alloc(256)).collect();
+    assert_eq!(
+        c.status(Request::MemAlloc { bytes: 256 }),
+        Status::ERROR_OUT_OF_MEMORY
+    );
+    for p in ptrs {
+        c.ok(Request::MemFree { ptr: p });
+    }
+    // After an unload the handle is dead, and a reload gives a new one.
+    c.ok(Request::ModuleUnload { module: m });
+    let r = c.call(launch_req(
+        &first,
+        1,
+        1,
+        StreamId::DEFAULT,
+        &[&[0; 8], &[0; 8], &[0; 8], &[0; 4]],
+    ));
+    assert_eq!(r.status, Status::ERROR_INVALID_HANDLE);
+    let m3 = c.load(VECTOR_ADD);
+    assert_ne!(c.function(m3, "vector_add").function, first.function);
+}

@@ -202,3 +202,48 @@ fn bytes_in_use_counts_module_variables() {
     assert!(matches!(t.malloc(100), Err(SimError::OutOfMemory { .. })));
     assert!(t.malloc(76).is_ok());
 }
+
+const GLOBALS: &str = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+.visible .global .align 4 .b8 big[1000000];\n.visible .const .align 4 .u32 k[4] = {1, 2, 3, 4};\n\n\
+.visible .entry noop()\n{\n\tret;\n}\n";
+
+#[test]
+fn module_variables_are_device_memory_until_unloaded() {
+    let mut s = Simulator::new(SimConfig {
+        memory_limit: 1_500_000,
+        ..SimConfig::default()
+    });
+    let before = s.bytes_in_use();
+    let m = s.load_module("g.ptx", GLOBALS).unwrap();
+    assert_eq!(m.global_bytes(), 1_000_016);
+    assert_eq!(s.bytes_in_use(), before + 1_000_016);
+    // A second copy is over the limit, and leaves nothing allocated.
+    assert!(matches!(
+        s.load_module("g2.ptx", GLOBALS),
+        Err(SimError::OutOfMemory { .. })
+    ));
+    assert_eq!(s.bytes_in_use(), before + 1_000_016);
+    let big = m.global("big").unwrap();
+    s.unload_module(&m).unwrap();
+    assert_eq!(s.bytes_in_use(), before);
+    // Its variables are freed memory now.
+    assert!(s.memcpy_htod(big, &[1]).is_err());
+    let m = s.load_module("g3.ptx", GLOBALS).unwrap();
+    assert_eq!(s.bytes_in_use(), before + 1_000_016);
+    s.unload_module(&m).unwrap();
+}
+
+#[test]
+fn a_module_that_fails_to_decode_keeps_no_memory() {
+    let mut s = Simulator::new(SimConfig::default());
+    // The variable is placed before the kernel is decoded; the kernel uses a texture,
+    // which the simulator refuses at load.
+    let bad = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+.visible .global .align 4 .b8 buf[4096];\n\n\
+.visible .entry t(.param .u64 p)\n{\n\t.reg .f32 %f<5>;\n\t.reg .b64 %rd<2>;\n\
+\tld.param.u64 %rd1, [p];\n\ttex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd1, {0}];\n\tret;\n}\n";
+    let before = s.bytes_in_use();
+    let e = s.load_module("bad.ptx", bad).unwrap_err();
+    assert!(matches!(e, SimError::Unsupported { .. }), "{e}");
+    assert_eq!(s.bytes_in_use(), before);
+}

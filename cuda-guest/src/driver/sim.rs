@@ -847,12 +847,18 @@ impl Backend for SimBackend {
             st = self.shared.wait(st);
         }
         let allocs = std::mem::take(&mut st.allocs);
+        let modules = std::mem::take(&mut st.modules);
         {
             let mut sim = self.shared.sim();
             sim.reset();
             for base in allocs.keys() {
                 if let Err(e) = sim.free(engine::DevicePtr(*base)) {
                     log::warn!("simulator reset: freeing {base:#x}: {e}");
+                }
+            }
+            for m in modules.values() {
+                if let Err(e) = sim.unload_module(m) {
+                    log::warn!("simulator reset: unloading module {}: {e}", m.name());
                 }
             }
         }
@@ -914,6 +920,8 @@ impl Backend for SimBackend {
             Ok(m) => {
                 let mut st = self.shared.state();
                 let h = st.handle();
+                // Its variables are device memory, counted like allocations.
+                st.allocated += m.global_bytes();
                 st.modules.insert(h, m);
                 Ok(Module::from_raw(self.id, h))
             }
@@ -936,15 +944,21 @@ impl Backend for SimBackend {
     unsafe fn module_unload(&self, module: Module) -> Result<()> {
         self.owned(module.owner(), "cuModuleUnload")?;
         let mut st = self.live("cuModuleUnload")?;
-        if st.modules.remove(&module.raw()).is_none() {
+        let Some(m) = st.modules.remove(&module.raw()) else {
             return self.fail(
                 sys::CUDA_ERROR_INVALID_HANDLE,
                 "cuModuleUnload",
                 "unknown or unloaded module".into(),
             );
-        }
+        };
         st.functions.retain(|_, f| f.module_handle != module.raw());
-        Ok(())
+        st.allocated = st.allocated.saturating_sub(m.global_bytes());
+        drop(st);
+        // Its variables are freed (a kernel still reaching them faults, as on a GPU).
+        match self.guarded("cuModuleUnload", |sim| sim.unload_module(&m))? {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(sys::CUDA_ERROR_UNKNOWN, "cuModuleUnload", e.to_string()),
+        }
     }
 
     fn module_get_function(&self, module: &Module, name: &str) -> Result<Function> {

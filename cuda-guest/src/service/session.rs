@@ -22,6 +22,7 @@ use crate::proto::{
     ParamSlot, Refused, Reply, ReplyBody, Request, RequestFrame, SgEntry, Status, StreamId,
     SyncScope,
 };
+use crate::ptx::Space;
 use crate::sim::CancelToken;
 
 /// Inline bytes of asynchronous host-to-device copies kept for the device before the
@@ -90,6 +91,11 @@ struct ModuleEntry {
     module: Module,
     /// Parameter layouts of the module's kernels, read from its PTX.
     layouts: HashMap<String, Vec<ParamSlot>>,
+    /// The function handle given out for each kernel name (one per name, as the driver
+    /// gives one `CUfunction`).
+    functions: HashMap<String, u64>,
+    /// Device memory its `.global`/`.const` variables hold (counted in `mem_used`).
+    device_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -498,6 +504,11 @@ impl Session {
                 let Some(entry) = self.modules.remove(module.0) else {
                     return Err(bad_handle("module", module.0));
                 };
+                self.mem_used -= entry.device_bytes;
+                self.inner
+                    .stats
+                    .device_bytes
+                    .fetch_sub(entry.device_bytes, Ordering::Relaxed);
                 let gone: Vec<u64> = self
                     .functions
                     .iter()
@@ -1407,9 +1418,12 @@ impl Session {
                 "the image is not PTX text (only PTX modules are served)",
             )));
         };
-        let be = self.backend()?;
-        let module = be.module_load_ptx(text)?;
+        // What the session reads of the PTX itself: the kernels' parameter layouts and
+        // the device memory of the module's variables (counted against the quota before
+        // the backend loads it). PTX that our parser does not read but the native driver
+        // does gets no layouts and counts no variable memory.
         let mut layouts = HashMap::new();
+        let mut device_bytes = 0u64;
         if let Ok(m) = crate::ptx::parse("guest.ptx", text) {
             for f in m.functions.iter().filter(|f| f.is_entry) {
                 layouts.insert(
@@ -1423,8 +1437,40 @@ impl Session {
                         .collect(),
                 );
             }
+            device_bytes = m
+                .variables
+                .iter()
+                .filter(|v| matches!(v.space, Space::Global | Space::Const) && !v.is_extern)
+                .fold(0u64, |n, v| n.saturating_add(v.size().max(1)));
         }
-        let h = self.modules.insert(ModuleEntry { module, layouts });
+        if self.mem_used.saturating_add(device_bytes) > self.quota.device_memory {
+            log::warn!(
+                "guest {} (session {}): memory quota hit: a module's variables take {device_bytes} bytes, {} of {} in use",
+                self.guest,
+                self.id,
+                self.mem_used,
+                self.quota.device_memory
+            );
+            return Err(Outcome::Fail(Fail::new(
+                Status::ERROR_OUT_OF_MEMORY,
+                format!(
+                    "guest {}: the module's .global/.const variables ({device_bytes} bytes) are over its device memory quota ({} of {} bytes in use)",
+                    self.guest, self.mem_used, self.quota.device_memory
+                ),
+            )));
+        }
+        let module = self.backend()?.module_load_ptx(text)?;
+        self.mem_used += device_bytes;
+        self.inner
+            .stats
+            .device_bytes
+            .fetch_add(device_bytes, Ordering::Relaxed);
+        let h = self.modules.insert(ModuleEntry {
+            module,
+            layouts,
+            functions: HashMap::new(),
+            device_bytes,
+        });
         Ok(ReplyBody::Module(ModuleId(h)))
     }
 
@@ -1432,6 +1478,15 @@ impl Session {
         let Some(m) = self.modules.get(module.0) else {
             return Err(bad_handle("module", module.0));
         };
+        if let Some(&h) = m.functions.get(name) {
+            if let Some(f) = self.functions.get(h) {
+                // The same kernel again: the same handle, no new object.
+                return Ok(ReplyBody::Function(FunctionInfo {
+                    function: FunctionId(h),
+                    params: f.layout.clone(),
+                }));
+            }
+        }
         self.object_quota("function")?;
         let be = self.backend()?;
         let function = be.module_get_function(&m.module, name)?;
@@ -1458,6 +1513,9 @@ impl Session {
             module: module.0,
             layout: layout.clone(),
         });
+        if let Some(m) = self.modules.get_mut(module.0) {
+            m.functions.insert(name.to_owned(), h);
+        }
         Ok(ReplyBody::Function(FunctionInfo {
             function: FunctionId(h),
             params: layout,

@@ -523,6 +523,8 @@ pub struct Module {
     kernels: HashMap<String, Kernel>,
     /// Module-scope `.global`/`.const` variables: name to pointer.
     globals: HashMap<String, DevicePtr>,
+    /// Their bytes together (device memory the module holds).
+    global_bytes: u64,
     sim_tag: u64,
 }
 
@@ -544,6 +546,11 @@ impl Module {
     /// Device address of a module-scope `.global`/`.const` variable.
     pub fn global(&self, name: &str) -> Option<DevicePtr> {
         self.globals.get(name).copied()
+    }
+    /// Device memory the module's `.global`/`.const` variables hold, in bytes (counted
+    /// against [`SimConfig::memory_limit`] until [`Simulator::unload_module`]).
+    pub fn global_bytes(&self) -> u64 {
+        self.global_bytes
     }
 }
 
@@ -609,6 +616,25 @@ impl Simulator {
     pub fn load_module(&mut self, name: &str, ptx_text: &str) -> Result<Arc<Module>, SimError> {
         self.check_sticky()?;
         let m = ptx::parse(name, ptx_text)?;
+        let mut placed = Vec::new();
+        let r = self.place_module(name, &m, &mut placed);
+        if r.is_err() {
+            // Nothing of a module that failed to load stays allocated.
+            for base in placed {
+                let _ = self.mem.free(base);
+            }
+        }
+        r
+    }
+
+    /// Allocates and initialises the module's variables (their bases go to `placed` as
+    /// they are made) and decodes its kernels.
+    fn place_module(
+        &mut self,
+        name: &str,
+        m: &ptx::Module,
+        placed: &mut Vec<u64>,
+    ) -> Result<Arc<Module>, SimError> {
         let mut globals = HashMap::new();
         let mut shared = HashMap::new();
         let mut shared_size = 0u64;
@@ -643,6 +669,7 @@ impl Simulator {
                             in_use: self.mem.bytes_live,
                             limit: self.config.memory_limit,
                         })?;
+                    placed.push(a.base);
                     globals.insert(v.name.clone(), a.base);
                     allocs.push((v, a));
                 }
@@ -688,7 +715,7 @@ impl Simulator {
             }
         }
         let ctx = ModuleCtx {
-            module: &m,
+            module: m,
             globals: globals.clone(),
             shared,
             shared_size,
@@ -703,8 +730,10 @@ impl Simulator {
             })?;
             kernels.insert(f.name.clone(), Kernel { prog });
         }
+        let global_bytes = allocs.iter().map(|(_, a)| a.size).sum();
         Ok(Arc::new(Module {
             name: name.into(),
+            global_bytes,
             kernels,
             globals: globals
                 .into_iter()
@@ -714,9 +743,30 @@ impl Simulator {
         }))
     }
 
+    /// Frees the module's `.global`/`.const` variables (as `cuModuleUnload` does). A
+    /// launch that still reaches them afterwards faults (use after free); launching the
+    /// module's kernels is refused only by the caller's bookkeeping, so drop it too.
+    pub fn unload_module(&mut self, module: &Module) -> Result<(), SimError> {
+        if module.sim_tag != self.mem.tag {
+            return Err(SimError::InvalidLaunch {
+                kernel: String::new(),
+                message: format!("module {} was loaded by another simulator", module.name),
+            });
+        }
+        for (name, ptr) in &module.globals {
+            if self.mem.free(ptr.0).is_err() {
+                return Err(SimError::InvalidPointer {
+                    ptr: *ptr,
+                    len: 0,
+                    message: format!("variable {name} of module {} is not live", module.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Bytes held by live allocations: device `malloc`s and the module-scope
-    /// `.global`/`.const` variables of every loaded module (which live as long as the
-    /// simulator). This is what [`SimConfig::memory_limit`] is checked against.
+    /// `.global`/`.const` variables of every loaded module (until it is unloaded). This is what [`SimConfig::memory_limit`] is checked against.
     pub fn bytes_allocated(&self) -> u64 {
         self.mem.bytes_live
     }
