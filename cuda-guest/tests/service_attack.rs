@@ -193,7 +193,11 @@ fn module_memory_counts(isolation: Isolation) {
     c.ok(Request::CtxSynchronize);
     let r = c.call(Request::MemAlloc { bytes: 2 * MIB });
     assert_eq!(r.status, Status::ERROR_OUT_OF_MEMORY);
-    assert!(r.detail().unwrap_or("").contains("quota"), "{:?}", r.detail());
+    assert!(
+        r.detail().unwrap_or("").contains("quota"),
+        "{:?}",
+        r.detail()
+    );
     let small = c.alloc(MIB / 2);
     assert_eq!(c.mem_info(), (MIB / 2, 16 * MIB));
     // A second copy of the module does not fit: refused before it is loaded.
@@ -201,7 +205,11 @@ fn module_memory_counts(isolation: Isolation) {
         image: BIG_GLOBAL.as_bytes().to_vec(),
     });
     assert_eq!(r.status, Status::ERROR_OUT_OF_MEMORY);
-    assert!(r.detail().unwrap_or("").contains(".global"), "{:?}", r.detail());
+    assert!(
+        r.detail().unwrap_or("").contains(".global"),
+        "{:?}",
+        r.detail()
+    );
     assert_eq!(c.mem_info(), (MIB / 2, 16 * MIB));
     c.ok(Request::ModuleUnload { module: m });
     assert_eq!(c.mem_info(), (16 * MIB - MIB / 2, 16 * MIB));

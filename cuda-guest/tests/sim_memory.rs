@@ -236,12 +236,12 @@ fn module_variables_are_device_memory_until_unloaded() {
 #[test]
 fn a_module_that_fails_to_decode_keeps_no_memory() {
     let mut s = Simulator::new(SimConfig::default());
-    // The variable is placed before the kernel is decoded; the kernel uses a texture,
-    // which the simulator refuses at load.
+    // The variable is placed before the kernel is decoded; the kernel recurses, which
+    // the simulator refuses at decode.
     let bad = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
 .visible .global .align 4 .b8 buf[4096];\n\n\
-.visible .entry t(.param .u64 p)\n{\n\t.reg .f32 %f<5>;\n\t.reg .b64 %rd<2>;\n\
-\tld.param.u64 %rd1, [p];\n\ttex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd1, {0}];\n\tret;\n}\n";
+.func again()\n{\n\tcall again, ();\n\tret;\n}\n\n\
+.visible .entry t()\n{\n\tcall again, ();\n\tret;\n}\n";
     let before = s.bytes_in_use();
     let e = s.load_module("bad.ptx", bad).unwrap_err();
     assert!(matches!(e, SimError::Unsupported { .. }), "{e}");
