@@ -27,12 +27,14 @@ impl Guest {
             panic!()
         };
         assert!(hello.features.contains(Features::SCATTER_GATHER));
-        Guest {
+        let mut g = Guest {
             s,
             mem,
             next: 1,
             limits: hello.limits,
-        }
+        };
+        g.ok(Request::Init { flags: 0 });
+        g
     }
 
     fn send(&mut self, request: Request, no_reply: bool) -> Option<Reply> {

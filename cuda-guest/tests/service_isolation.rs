@@ -308,18 +308,19 @@ fn malformed_frames_through_the_relay() {
     let fb = ready(&mut b);
     a.context();
     // A bad payload is answered by the worker's decoder; the session goes on.
+    let id = a.take_id();
     let mut frame = vec![20, 0, 0, 0];
-    frame.extend_from_slice(&7u64.to_le_bytes());
+    frame.extend_from_slice(&id.to_le_bytes());
     frame.extend_from_slice(&0x0401u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     frame.extend_from_slice(&[1, 2, 3, 4]);
     a.s.write_all(&frame).unwrap();
     let r = a.recv();
-    assert_eq!((r.id, r.status), (7, Status::ERROR_INVALID_VALUE));
+    assert_eq!((r.id, r.status), (id, Status::ERROR_INVALID_VALUE));
     assert_ne!(a.alloc(64).0, 0);
     // An unknown opcode: the worker's closing notice, and the connection ends.
     let mut frame = vec![16, 0, 0, 0];
-    frame.extend_from_slice(&8u64.to_le_bytes());
+    frame.extend_from_slice(&a.take_id().to_le_bytes());
     frame.extend_from_slice(&0x7777u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     a.s.write_all(&frame).unwrap();

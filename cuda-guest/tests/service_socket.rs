@@ -317,26 +317,28 @@ fn malformed_truncated_and_oversized_frames() {
     // A bad payload: MemAlloc with 4 bytes instead of 8. Answered, session goes on.
     let mut bad = server.client();
     bad.context();
+    let id = bad.take_id();
     let mut frame = vec![20, 0, 0, 0];
-    frame.extend_from_slice(&7u64.to_le_bytes());
+    frame.extend_from_slice(&id.to_le_bytes());
     frame.extend_from_slice(&0x0401u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     frame.extend_from_slice(&[1, 2, 3, 4]);
     bad.s.write_all(&frame).unwrap();
     let r = bad.recv();
-    assert_eq!((r.id, r.status), (7, Status::ERROR_INVALID_VALUE));
+    assert_eq!((r.id, r.status), (id, Status::ERROR_INVALID_VALUE));
     let p = bad.alloc(64);
     assert_ne!(p.0, 0);
     // A pipelined bad payload: deferred to the next synchronisation.
+    let id = bad.take_id();
     let mut frame = vec![20, 0, 0, 0];
-    frame.extend_from_slice(&1000u64.to_le_bytes());
+    frame.extend_from_slice(&id.to_le_bytes());
     frame.extend_from_slice(&0x0701u16.to_le_bytes());
     frame.extend_from_slice(&1u16.to_le_bytes());
     frame.extend_from_slice(&[1, 2, 3, 4]);
     bad.s.write_all(&frame).unwrap();
     let r = bad.call(Request::CtxSynchronize);
     assert_eq!(r.status, Status::ERROR_INVALID_VALUE);
-    assert_eq!(r.cause.map(|c| c.id), Some(1000));
+    assert_eq!(r.cause.map(|c| c.id), Some(id));
     // An oversized length: closing notice, closed.
     let mut frame = (u32::MAX).to_le_bytes().to_vec();
     frame.extend_from_slice(&[0; 12]);
@@ -348,7 +350,7 @@ fn malformed_truncated_and_oversized_frames() {
     // An unknown opcode: a protocol violation.
     let mut v = server.client();
     let mut frame = vec![16, 0, 0, 0];
-    frame.extend_from_slice(&1u64.to_le_bytes());
+    frame.extend_from_slice(&v.take_id().to_le_bytes());
     frame.extend_from_slice(&0x7777u16.to_le_bytes());
     frame.extend_from_slice(&0u16.to_le_bytes());
     v.s.write_all(&frame).unwrap();
@@ -740,7 +742,8 @@ fn a_guest_that_does_not_read_is_held_alone() {
     let mut slow = server.client();
     assert_eq!(slow.hello.limits.max_pipelined, 4);
     let mut w = slow.s.try_clone().unwrap();
-    let frames: Vec<u8> = (1..=2000u64)
+    // Ids above the client's own (Init took 1).
+    let frames: Vec<u8> = (10..2010u64)
         .flat_map(|id| {
             cuda_guest::proto::RequestFrame::new(
                 id,
@@ -762,7 +765,7 @@ fn a_guest_that_does_not_read_is_held_alone() {
     }
     assert!(t.elapsed() < Duration::from_secs(5));
     // Now `slow` reads: every reply, in order.
-    for id in 1..=2000u64 {
+    for id in 10..2010u64 {
         let r = slow.recv();
         assert_eq!(r.id, id);
         assert_eq!(

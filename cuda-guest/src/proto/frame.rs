@@ -164,6 +164,17 @@ impl Opcode {
         )
     }
 
+    /// Whether the command needs `Init` first (as every driver call but
+    /// `cuDriverGetVersion` needs `cuInit`): everything but the session commands
+    /// (`Ping`, `Init`, `DriverGetVersion`, `Goodbye`). Before `Init` the server answers
+    /// `CUDA_ERROR_NOT_INITIALIZED`.
+    pub const fn needs_init(self) -> bool {
+        !matches!(
+            self,
+            Opcode::Ping | Opcode::Init | Opcode::DriverGetVersion | Opcode::Goodbye
+        )
+    }
+
     /// Whether the command needs the session's current context: everything but the
     /// session, device-query and primary-context commands (and `cuCtxSetCurrent`).
     pub const fn needs_context(self) -> bool {

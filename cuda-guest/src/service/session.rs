@@ -161,6 +161,10 @@ pub struct Session {
     /// Guest memory of the embedding API, held while asynchronous copies may read it.
     guest_mem: Option<GuestMemoryMmap>,
     closed: bool,
+    /// The guest sent `Init` (requests that need it are refused before).
+    initialized: bool,
+    /// The id of the last request: ids must increase.
+    last_id: u64,
     /// Cancelled when the guest is gone: stops the simulator work of every context of
     /// this session (running and queued launches end with a sticky timeout).
     gone: CancelToken,
@@ -223,6 +227,8 @@ impl Session {
             last_throttle_log: None,
             guest_mem: None,
             closed: false,
+            initialized: false,
+            last_id: 0,
             gone: CancelToken::new(),
             inner,
         }
@@ -260,6 +266,9 @@ impl Session {
     /// Answers a frame refused for its payload (`DecodeError::answerable`): an
     /// `INVALID_VALUE` reply, or a deferred error when it was sent with `NO_REPLY`.
     pub fn refused(&mut self, r: Refused, why: &str) -> Option<Reply> {
+        if let Some(notice) = self.check_id(r.id) {
+            return Some(notice);
+        }
         let detail = format!("guest {}: malformed request: {why}", self.guest);
         if r.no_reply {
             self.deferred.record(
@@ -298,6 +307,9 @@ impl Session {
             no_reply,
             request,
         } = frame;
+        if let Some(notice) = self.check_id(id) {
+            return Some(notice);
+        }
         let opcode = request.opcode();
         let stream = request.stream().map(norm);
         let is_goodbye = matches!(request, Request::Goodbye);
@@ -374,9 +386,41 @@ impl Session {
         }
     }
 
-    /// Whether the guest said goodbye (the transport closes after the reply).
+    /// Whether the session ended: the guest said goodbye, or broke the protocol (the
+    /// transport closes after the reply or the closing notice).
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// The session starts as if `Init` had been received (a worker process that takes
+    /// over a guest's session after the one before it ended).
+    pub(super) fn assume_initialized(&mut self) {
+        self.initialized = true;
+    }
+
+    /// Request ids must increase within a session (deferred errors are ordered by
+    /// them): a frame whose id is not above the last one's is a protocol violation,
+    /// answered with the closing notice; the session ends.
+    fn check_id(&mut self, id: u64) -> Option<Reply> {
+        if id > self.last_id || self.closed {
+            self.last_id = self.last_id.max(id);
+            return None;
+        }
+        let why = format!(
+            "request id {id} is not above the previous request's id {}",
+            self.last_id
+        );
+        log::warn!(
+            "guest {} (session {}): protocol violation, closing: {why}",
+            self.guest,
+            self.id
+        );
+        self.close();
+        self.closed = true;
+        Some(Reply::closing_notice(
+            Status::ERROR_INVALID_VALUE,
+            format!("protocol violation: {why}"),
+        ))
     }
 
     /// The token that cancels the session's work when its guest is gone (a transport
@@ -398,6 +442,15 @@ impl Session {
         use Request as R;
         let opcode = request.opcode();
         let scope = request.sync_scope();
+        if opcode.needs_init() && !self.initialized {
+            return Err(Outcome::Fail(Fail::new(
+                Status::ERROR_NOT_INITIALIZED,
+                format!(
+                    "{} before Init: this session has not called cuInit",
+                    opcode.name()
+                ),
+            )));
+        }
         let needs_ctx = opcode.needs_context();
         if needs_ctx {
             self.require_context(id, opcode)?;
@@ -417,6 +470,7 @@ impl Session {
                 if flags != 0 {
                     return Err(invalid("cuInit flags must be 0"));
                 }
+                self.initialized = true;
                 Ok(ReplyBody::Empty)
             }
             R::DriverGetVersion => Ok(ReplyBody::Int(self.inner.devices.driver_version()?)),

@@ -66,6 +66,8 @@ struct Setup {
     quota: Quota,
     limits: Limits,
     features: Features,
+    /// The guest's session sent `Init` already (to a worker before this one).
+    initialized: bool,
 }
 
 impl Setup {
@@ -73,7 +75,7 @@ impl Setup {
         let q = &self.quota;
         let l = &self.limits;
         format!(
-            "{SETUP_MAGIC} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            "{SETUP_MAGIC} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
             self.id,
             self.device,
             q.device_memory,
@@ -91,12 +93,13 @@ impl Setup {
             l.max_objects,
             l.max_pipelined,
             self.features.0,
+            u8::from(self.initialized),
             self.guest.replace(['\n', '\r'], "?"),
         )
     }
 
     fn decode(line: &str) -> Option<Setup> {
-        let mut it = line.trim_end_matches(['\n', '\r']).splitn(19, ' ');
+        let mut it = line.trim_end_matches(['\n', '\r']).splitn(20, ' ');
         if it.next()? != SETUP_MAGIC {
             return None;
         }
@@ -114,6 +117,11 @@ impl Setup {
             *v = u32_(n()?)?;
         }
         let features = Features(u64::try_from(n()?).ok()?);
+        let initialized = match n()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
         let guest = it.next()?.to_string();
         Some(Setup {
             guest,
@@ -138,6 +146,7 @@ impl Setup {
                 max_pipelined: lim[8],
             },
             features,
+            initialized,
         })
     }
 }
@@ -185,7 +194,10 @@ pub fn run(sock: UnixStream, backend: BackendChoice) -> Result<(), ServiceError>
             return Err(e);
         }
     };
-    let session = service.open_session(&setup.guest, setup.id, setup.limits, setup.features);
+    let mut session = service.open_session(&setup.guest, setup.id, setup.limits, setup.features);
+    if setup.initialized {
+        session.assume_initialized();
+    }
     answer
         .write_all(b"ok\n")
         .map_err(io_err("answering the supervisor"))?;
@@ -242,6 +254,8 @@ struct State {
     outstanding: std::collections::VecDeque<(u64, u16)>,
     /// Primary context retains the guest holds (from successful replies).
     retains: u32,
+    /// The guest's `Init` succeeded (a fresh worker starts initialized).
+    initialized: bool,
     /// The worker reported a sticky status: forward one request at a time.
     poisoned: bool,
     /// The worker died: the status, its cause and detail the supervisor answers.
@@ -569,6 +583,9 @@ impl Service {
                                     sh.guest
                                 );
                             }
+                            if status.is_success() && op == Opcode::Init.code() {
+                                st.initialized = true;
+                            }
                             if status.is_success() && op == Opcode::PrimaryCtxRetain.code() {
                                 st.retains = st.retains.saturating_add(1);
                             }
@@ -650,13 +667,14 @@ impl Service {
         features: Features,
         stop: &AtomicBool,
     ) {
-        let setup = Setup {
+        let mut setup = Setup {
             guest: guest.into(),
             id,
             device: self.inner.config.device.ordinal(),
             quota: self.inner.config.quota.clone(),
             limits,
             features,
+            initialized: false,
         };
         let Ok(out) = sock.try_clone() else { return };
         let shared = Arc::new(Shared {
@@ -729,7 +747,10 @@ impl Service {
                         self.end_worker(w, true, EXIT_GRACE);
                     }
                     let mut st2 = shared.lock();
-                    *st2 = State::default();
+                    *st2 = State {
+                        initialized: st2.initialized,
+                        ..State::default()
+                    };
                     drop(st2);
                     st = shared.lock();
                 }
@@ -757,7 +778,10 @@ impl Service {
                                 crate::proto::ReplyBody::Empty,
                             ));
                             if st.retains == 0 {
-                                *st = State::default();
+                                *st = State {
+                                    initialized: st.initialized,
+                                    ..State::default()
+                                };
                             }
                         }
                     } else if op == Opcode::Goodbye.code() {
@@ -795,6 +819,7 @@ impl Service {
                 }
                 if worker.is_none() {
                     let retained = (st.retains, st.dead.clone());
+                    setup.initialized = st.initialized;
                     drop(st);
                     match self.start_worker(&setup, &shared) {
                         Ok(w) => worker = Some(w),
@@ -810,6 +835,7 @@ impl Service {
                     st = shared.lock();
                     st.retains = retained.0;
                     st.dead = retained.1;
+                    st.initialized = setup.initialized;
                     st.reader_done = false;
                 }
                 if !no_reply {
@@ -932,6 +958,7 @@ mod tests {
             },
             limits: Limits::default(),
             features: Features::PIPELINING,
+            initialized: true,
         };
         assert_eq!(Setup::decode(&s.encode()), Some(s.clone()));
         let mut t = s;

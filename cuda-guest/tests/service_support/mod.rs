@@ -99,7 +99,10 @@ impl Client {
         let mut s = UnixStream::connect(path).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let hello = hello_over(&mut s);
-        Client::over(s, hello)
+        let mut c = Client::over(s, hello);
+        // As a program's cuInit does (the server refuses other calls before it).
+        c.ok(Request::Init { flags: 0 });
+        c
     }
 
     pub fn over(s: UnixStream, hello: ServerHello) -> Client {
@@ -111,9 +114,15 @@ impl Client {
         }
     }
 
-    pub fn send(&mut self, request: Request, no_reply: bool) -> u64 {
+    /// The next request id (ids increase within a session), for a frame made by hand.
+    pub fn take_id(&mut self) -> u64 {
         let id = self.next;
         self.next += 1;
+        id
+    }
+
+    pub fn send(&mut self, request: Request, no_reply: bool) -> u64 {
+        let id = self.take_id();
         let f = RequestFrame {
             id,
             no_reply,
