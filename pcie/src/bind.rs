@@ -11,6 +11,17 @@
 //!   bind loads vfio-pci) is written before the first change, so whatever step a
 //!   crash interrupts, [`unbind`] puts the host back from it;
 //! - a failure at any step rolls back what was done so far.
+//!
+//! vfio-pci goes as it came: the unbind of the last group vmgpu holds unloads it
+//! when a vmgpu bind loaded it (and no device uses it), whatever the order of the
+//! unbinds; vfio-pci that was loaded before any vmgpu bind is never unloaded.
+//! The fact "a vmgpu bind loaded vfio-pci" is the `loaded_vfio_pci` of that bind's
+//! record; when that record goes while other records remain, an unbind hands the
+//! fact on to a marker, [`vfio_pci_marker_path`], written under the same lock
+//! before the record is removed, and the last unbind unloads vfio-pci before it
+//! removes the marker and then its record. So a crash between any two steps leaves
+//! the fact in a file that the next `unbind` reads. A marker outlives no record: one
+//! found without any record (records removed by hand) is stale and removed.
 
 use std::error::Error as _;
 use std::fs;
@@ -278,7 +289,10 @@ pub struct BindRecord {
     pub device: PciAddress,
     /// Its IOMMU group.
     pub iommu_group: u32,
-    /// This bind loads vfio-pci (and unbind unloads it when nothing uses it).
+    /// This bind loads vfio-pci. The unbind of the last group vmgpu holds unloads
+    /// it (when no device uses it), this one's or a later one's: when this record
+    /// goes first, the fact moves to the state directory's marker
+    /// ([`vfio_pci_marker_path`]).
     pub loaded_vfio_pci: bool,
     /// Every function the bind moves, with what it had before.
     pub functions: Vec<FunctionRecord>,
@@ -417,7 +431,7 @@ fn bind_locked(
             record: Some(record),
         }),
         Err(cause) => {
-            let failures = restore(host, kernel, &record);
+            let failures = roll_back(host, kernel, &record);
             if failures.is_empty() {
                 fs::remove_file(&record_path).map_err(|source| BindError::State {
                     path: record_path.clone(),
@@ -496,38 +510,80 @@ fn move_to_vfio(host: &Host, kernel: &dyn Kernel, address: PciAddress) -> Result
     Ok(())
 }
 
-/// Puts every function of `record` back on its original driver and override, and
-/// unloads vfio-pci if the bind loaded it and nothing else uses it. Works from any
-/// state a bind can leave, finished or interrupted. Returns what could not be
-/// restored; an empty list means the host is as it was.
-fn restore(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<BindError> {
-    let mut failures: Vec<BindError> = record
+/// Undoes a bind that failed: puts every function of `record` back, and unloads
+/// vfio-pci if this bind loaded it and no device uses it (it was not registered
+/// when the bind planned, under the lock, so no other bind holds it). Returns what
+/// could not be undone; an empty list means the host is as it was.
+fn roll_back(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<BindError> {
+    let mut failures = restore_functions(host, kernel, record);
+    if record.loaded_vfio_pci {
+        if let Err(e) = unload_vfio_pci_if_unused(host, kernel) {
+            failures.push(e);
+        }
+    }
+    failures
+}
+
+/// Puts every function of `record` back on its original driver and override, from
+/// any state a bind can leave, finished or interrupted. Returns what could not be
+/// restored.
+fn restore_functions(host: &Host, kernel: &dyn Kernel, record: &BindRecord) -> Vec<BindError> {
+    record
         .functions
         .iter()
         .rev()
         .filter_map(|f| restore_function(host, kernel, f).err())
-        .collect();
-    if record.loaded_vfio_pci && vfio_pci_registered(host) {
-        let in_use = list_dir(&host.sysfs().pci_driver(VFIO_PCI))
-            .map(|names| names.iter().any(|n| n.parse::<PciAddress>().is_ok()))
-            .unwrap_or(true);
-        if !in_use {
-            match kernel.unload_module(VFIO_PCI) {
-                Ok(()) => {}
-                // busybox's `modprobe -r` also tries the module's dependencies and
-                // fails when one is still in use (vfio, held by vfio_iommu_type1),
-                // even though vfio-pci itself went: what counts is that it is gone.
-                Err(e) if !vfio_pci_registered(host) => {
-                    log::info!("{VFIO_PCI} unloaded ({e})");
-                }
-                Err(source) => failures.push(BindError::ModuleUnload {
-                    module: VFIO_PCI,
-                    source,
-                }),
-            }
+        .collect()
+}
+
+/// The devices bound to vfio-pci.
+fn vfio_pci_users(host: &Host) -> Result<Vec<PciAddress>, BindError> {
+    Ok(list_dir(&host.sysfs().pci_driver(VFIO_PCI))?
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect())
+}
+
+/// Unloads vfio-pci unless it is not loaded or a device is bound to it.
+fn unload_vfio_pci_if_unused(
+    host: &Host,
+    kernel: &dyn Kernel,
+) -> Result<VfioPciRelease, BindError> {
+    if !vfio_pci_registered(host) {
+        return Ok(VfioPciRelease::NotLoaded);
+    }
+    let devices = vfio_pci_users(host)?;
+    if !devices.is_empty() {
+        log::info!(
+            "{VFIO_PCI} stays loaded: {} not bound by vmgpu use it",
+            list(&devices)
+        );
+        return Ok(VfioPciRelease::InUse { devices });
+    }
+    match kernel.unload_module(VFIO_PCI) {
+        Ok(()) => {}
+        // busybox's `modprobe -r` also tries the module's dependencies and fails
+        // when one is still in use (vfio, held by vfio_iommu_type1), even though
+        // vfio-pci itself went: what counts is that it is gone.
+        Err(e) if !vfio_pci_registered(host) => {
+            log::info!("{VFIO_PCI} unloaded ({e})");
+        }
+        Err(source) => {
+            return Err(BindError::ModuleUnload {
+                module: VFIO_PCI,
+                source,
+            })
         }
     }
-    failures
+    Ok(VfioPciRelease::Unloaded)
+}
+
+fn list(devices: &[PciAddress]) -> String {
+    devices
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Restores one function, whatever state it is in: detaches it from a driver that
@@ -579,44 +635,181 @@ fn restore_function(host: &Host, kernel: &dyn Kernel, f: &FunctionRecord) -> Res
     Ok(())
 }
 
+/// What became of vfio-pci in an [`unbind`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VfioPciRelease {
+    /// vfio-pci is not loaded.
+    NotLoaded,
+    /// vfio-pci stays loaded: no vmgpu bind loaded it (it was loaded before any).
+    NotOurs,
+    /// A vmgpu bind loaded vfio-pci and other vmgpu binds hold groups: it stays
+    /// loaded, and the last of their unbinds unloads it.
+    HeldByOtherBinds {
+        /// The devices of the other records.
+        devices: Vec<PciAddress>,
+    },
+    /// This was the last vmgpu bind, and a vmgpu bind loaded vfio-pci, but devices
+    /// vmgpu did not bind use it: it stays loaded, and no unbind will unload it.
+    InUse {
+        /// The devices on vfio-pci.
+        devices: Vec<PciAddress>,
+    },
+    /// This was the last vmgpu bind, and vfio-pci, which a vmgpu bind loaded, was
+    /// unloaded.
+    Unloaded,
+}
+
+/// What [`unbind`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnbindOutcome {
+    /// The record restored (and removed).
+    pub record: BindRecord,
+    /// What became of vfio-pci.
+    pub vfio_pci: VfioPciRelease,
+}
+
 /// Restores what `bind` recorded for `address` (the device it was called with, or
 /// any function bound along with it) and removes the record. Also finishes a bind
-/// that a crash interrupted at any step. A call that finds no record changes
-/// nothing and leaves nothing behind.
+/// that a crash interrupted at any step, and an unbind that a crash interrupted.
+/// A call that finds no record changes nothing and leaves nothing behind.
+///
+/// vfio-pci: when a vmgpu bind loaded it (this record's `loaded_vfio_pci`, or the
+/// marker of an earlier unbind) and this is the last record, it is unloaded
+/// unless a device uses it; while other records remain it stays, and the fact is
+/// handed to the marker before this record goes.
 pub fn unbind(
     host: &Host,
     kernel: &dyn Kernel,
     address: PciAddress,
     state_dir: &Path,
-) -> Result<BindRecord, BindError> {
-    let no_record = || BindError::NoRecord {
-        address,
-        state_dir: state_dir.to_path_buf(),
-    };
+) -> Result<UnbindOutcome, BindError> {
     if !exists(state_dir)? {
-        return Err(no_record());
+        return Err(BindError::NoRecord {
+            address,
+            state_dir: state_dir.to_path_buf(),
+        });
     }
     let lock = StateLock::acquire(state_dir)?;
-    let result = (|| {
-        let (path, record) = find_record(state_dir, address)?;
-        let failures = restore(host, kernel, &record);
-        if !failures.is_empty() {
-            return Err(BindError::RestoreIncomplete {
-                address: record.device,
-                failures,
-                record: path,
-            });
-        }
-        fs::remove_file(&path).map_err(|source| BindError::State { path, source })?;
-        Ok(record)
-    })();
+    let result = unbind_locked(host, kernel, address, state_dir);
     lock.release();
     result
 }
 
-/// The state directory's lock: serialises binds and unbinds on one host. On
-/// release the lock file (and a state directory this lock created) is removed
-/// when no record remains, so a command that changed nothing leaves nothing.
+fn unbind_locked(
+    host: &Host,
+    kernel: &dyn Kernel,
+    address: PciAddress,
+    state_dir: &Path,
+) -> Result<UnbindOutcome, BindError> {
+    let (path, record) = find_record(state_dir, address)?;
+    let incomplete = |failures| BindError::RestoreIncomplete {
+        address: record.device,
+        failures,
+        record: path.clone(),
+    };
+    let failures = restore_functions(host, kernel, &record);
+    if !failures.is_empty() {
+        return Err(incomplete(failures));
+    }
+    let others = other_records(state_dir, &path)?;
+    let marker = vfio_pci_marker_path(state_dir);
+    let marked = exists(&marker)?;
+    let vfio_pci = if !vfio_pci_registered(host) {
+        // Whoever loaded it, that vfio-pci is gone: nothing is owed any more.
+        VfioPciRelease::NotLoaded
+    } else if !others.is_empty() {
+        if record.loaded_vfio_pci && !marked {
+            // Hand the fact on before the record that carries it goes.
+            write_marker(&marker, &record)?;
+        }
+        if record.loaded_vfio_pci || marked || others.iter().any(|o| o.loaded_vfio_pci) {
+            VfioPciRelease::HeldByOtherBinds {
+                devices: others.iter().filter_map(|o| o.device).collect(),
+            }
+        } else {
+            VfioPciRelease::NotOurs
+        }
+    } else if record.loaded_vfio_pci || marked {
+        unload_vfio_pci_if_unused(host, kernel).map_err(|e| incomplete(vec![e]))?
+    } else {
+        VfioPciRelease::NotOurs
+    };
+    // The marker goes after the unload it asks for, and before the last record.
+    if marked && (others.is_empty() || vfio_pci == VfioPciRelease::NotLoaded) {
+        fs::remove_file(&marker).map_err(|source| BindError::State {
+            path: marker.clone(),
+            source,
+        })?;
+    }
+    fs::remove_file(&path).map_err(|source| BindError::State {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(UnbindOutcome { record, vfio_pci })
+}
+
+/// A record other than the one being unbound, as far as the unbind needs it.
+struct OtherRecord {
+    /// Its device, from its content or else its name.
+    device: Option<PciAddress>,
+    loaded_vfio_pci: bool,
+}
+
+/// The records in `state_dir` other than `own`. Each one counts, readable or not
+/// (as for the lock, which stays while one exists): a record that does not parse
+/// must not keep this unbind from restoring its own group, nor make it the last.
+fn other_records(state_dir: &Path, own: &Path) -> Result<Vec<OtherRecord>, BindError> {
+    let mut out = Vec::new();
+    for name in list_dir(state_dir)?.iter().filter(|n| is_record_name(n)) {
+        let path = state_dir.join(name);
+        if path == own {
+            continue;
+        }
+        out.push(match load_record(&path) {
+            Ok(r) => OtherRecord {
+                device: Some(r.device),
+                loaded_vfio_pci: r.loaded_vfio_pci,
+            },
+            Err(e) => {
+                log::warn!("{}", chain(&e));
+                OtherRecord {
+                    device: name.trim_end_matches(".json").parse().ok(),
+                    loaded_vfio_pci: false,
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// The marker that says vfio-pci was loaded by a vmgpu bind whose record is gone
+/// while other records remain: the unbind of the last record unloads it. Its
+/// presence is the fact; its text names the bind that loaded vfio-pci.
+pub fn vfio_pci_marker_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("vfio-pci.loaded")
+}
+
+fn write_marker(path: &Path, record: &BindRecord) -> Result<(), BindError> {
+    let text = format!(
+        "{VFIO_PCI} was loaded by the vmgpu bind of {}; the unbind of the last vmgpu record unloads it\n",
+        record.device
+    );
+    fs::write(path, text).map_err(|source| BindError::State {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn is_record_name(name: &str) -> bool {
+    name.ends_with(".json")
+}
+
+/// The state directory's lock: serialises binds and unbinds on one host. Once
+/// held, a vfio-pci marker without any record (records removed by hand) is
+/// removed: it is stale, and a bind must not adopt it. On release the lock file
+/// (and a state directory this lock created) is removed when no record remains,
+/// so a command that changed nothing leaves nothing.
 struct StateLock {
     file: Option<fs::File>,
     dir: PathBuf,
@@ -651,18 +844,39 @@ impl StateLock {
             let held = file.metadata().map_err(state_error)?;
             match fs::metadata(&path) {
                 Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
-                    return Ok(Self {
+                    let lock = Self {
                         file: Some(file),
                         dir: state_dir.to_path_buf(),
                         path,
                         created_dir,
-                    })
+                    };
+                    lock.forget_stale_marker()?;
+                    return Ok(lock);
                 }
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(state_error(e)),
             }
         }
+    }
+
+    fn forget_stale_marker(&self) -> Result<(), BindError> {
+        let names = list_dir(&self.dir)?;
+        let marker = vfio_pci_marker_path(&self.dir);
+        let marker_name = marker.file_name().and_then(|n| n.to_str());
+        let stale = names.iter().any(|n| Some(n.as_str()) == marker_name)
+            && !names.iter().any(|n| is_record_name(n));
+        if stale {
+            log::warn!(
+                "{} without any bind record: removed (vmgpu will not unload {VFIO_PCI} for it)",
+                marker.display()
+            );
+            fs::remove_file(&marker).map_err(|source| BindError::State {
+                path: marker.clone(),
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     fn release(mut self) {
@@ -674,7 +888,7 @@ impl StateLock {
             return;
         };
         let no_records = list_dir(&self.dir)
-            .map(|names| !names.iter().any(|n| n.ends_with(".json")))
+            .map(|names| !names.iter().any(|n| is_record_name(n)))
             .unwrap_or(false);
         if no_records {
             // Still holding the lock: waiters see the file gone and start over.
@@ -731,7 +945,7 @@ fn load_record(path: &Path) -> Result<BindRecord, BindError> {
 /// Every record in `state_dir`, by path.
 fn records(state_dir: &Path) -> Result<Vec<(PathBuf, BindRecord)>, BindError> {
     let mut out = Vec::new();
-    for name in list_dir(state_dir)?.iter().filter(|n| n.ends_with(".json")) {
+    for name in list_dir(state_dir)?.iter().filter(|n| is_record_name(n)) {
         let path = state_dir.join(name);
         let record = load_record(&path)?;
         out.push((path, record));

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use pcie::bind::{self, BindError, BindRecord};
-use pcie::kernel::{copy_tree, SimulatedCrash, SimulatedKernel};
+use pcie::bind::{self, BindError, BindRecord, VfioPciRelease};
+use pcie::kernel::{copy_tree, Kernel, SimulatedCrash, SimulatedKernel};
 use pcie::{Host, PciAddress};
 
 const RTX4090: &str = "0000:01:00.0";
@@ -133,7 +133,8 @@ fn binds_gpu_with_its_audio_function_and_restores_them() {
 
     // Unbind through the companion's address finds the same record.
     let restored = bind::unbind(&host, &kernel, addr(RTX4090_AUDIO), &s.state).unwrap();
-    assert_eq!(restored, record);
+    assert_eq!(restored.record, record);
+    assert_eq!(restored.vfio_pci, VfioPciRelease::Unloaded);
     assert_eq!(
         snapshot(&s.root),
         before,
@@ -551,7 +552,10 @@ fn a_record_is_never_overwritten() {
         assert_eq!(fs::read_to_string(&path).unwrap(), text);
     }
     let restored = bind::unbind(&host, &kernel, addr(RTX4090), &s.state).unwrap();
-    assert_eq!(restored.functions[0].driver.as_deref(), Some("nvidia"));
+    assert_eq!(
+        restored.record.functions[0].driver.as_deref(),
+        Some("nvidia")
+    );
 }
 
 #[test]
@@ -575,5 +579,423 @@ fn unbind_without_a_record_leaves_nothing() {
     assert!(s.state.exists());
     // A refused bind leaves nothing either.
     assert!(bind::bind(&host, &kernel, addr("0000:00:02.0"), false, &s.state).is_err());
+    assert!(state_is_clean(&s.state));
+}
+
+// Issue 12, point 8: the unbind of the last vmgpu-bound group unloads the vfio-pci
+// that a vmgpu bind loaded, whichever bind loaded it and whatever the unbind order.
+
+const NVME: &str = "0000:02:00.0"; // workstation, group 8: host storage, needs --force
+const IGC: &str = "0000:03:00.0"; // workstation, group 9
+
+fn vfio_pci_loaded(root: &Path) -> bool {
+    root.join("bus/pci/drivers/vfio-pci").is_dir()
+}
+
+/// Binds `bdf`, forcing only the NVMe (the host's storage).
+fn bind_ok(host: &Host, kernel: &SimulatedKernel, bdf: &str, state: &Path) -> BindRecord {
+    bind::bind(host, kernel, addr(bdf), bdf == NVME, state)
+        .unwrap_or_else(|e| panic!("bind {bdf}: {}", chain(&e)))
+        .record
+        .unwrap()
+}
+
+fn unbind_ok(host: &Host, kernel: &SimulatedKernel, bdf: &str, state: &Path) {
+    if let Err(e) = bind::unbind(host, kernel, addr(bdf), state) {
+        panic!("unbind {bdf}: {}", chain(&e));
+    }
+}
+
+#[test]
+fn the_last_unbind_unloads_vfio_pci_in_either_order() {
+    for order in [[NVME, RTX4090], [RTX4090, NVME]] {
+        let s = scratch("workstation");
+        let before = snapshot(&s.root);
+        assert!(!vfio_pci_loaded(&s.root));
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        // The forced bind loads vfio-pci; the second finds it loaded.
+        assert!(bind_ok(&host, &kernel, NVME, &s.state).loaded_vfio_pci);
+        assert!(!bind_ok(&host, &kernel, RTX4090, &s.state).loaded_vfio_pci);
+
+        unbind_ok(&host, &kernel, order[0], &s.state);
+        assert!(vfio_pci_loaded(&s.root), "{order:?}: unloaded under a bind");
+        assert_eq!(driver(&s.root, order[1]).as_deref(), Some("vfio-pci"));
+        // A group no record holds is refused and changes nothing.
+        let middle = snapshot(&s.root);
+        assert!(matches!(
+            bind::unbind(&host, &kernel, addr(IGC), &s.state),
+            Err(BindError::NoRecord { .. })
+        ));
+        assert_eq!(snapshot(&s.root), middle);
+
+        unbind_ok(&host, &kernel, order[1], &s.state);
+        assert_eq!(
+            snapshot(&s.root),
+            before,
+            "{order:?}: the host is not as before both binds"
+        );
+        assert!(state_is_clean(&s.state), "{order:?}");
+    }
+}
+
+/// Every order of `items`.
+fn permutations(items: &[&'static str]) -> Vec<Vec<&'static str>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for (i, first) in items.iter().enumerate() {
+        let mut rest = items.to_vec();
+        rest.remove(i);
+        for mut tail in permutations(&rest) {
+            tail.insert(0, first);
+            out.push(tail);
+        }
+    }
+    out
+}
+
+#[test]
+fn three_binds_are_undone_in_every_order() {
+    for order in permutations(&[NVME, RTX4090, IGC]) {
+        let s = scratch("workstation");
+        let before = snapshot(&s.root);
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        let loaded: Vec<bool> = [NVME, RTX4090, IGC]
+            .iter()
+            .map(|bdf| bind_ok(&host, &kernel, bdf, &s.state).loaded_vfio_pci)
+            .collect();
+        assert_eq!(loaded, [true, false, false]);
+        for (i, bdf) in order.iter().enumerate() {
+            unbind_ok(&host, &kernel, bdf, &s.state);
+            let last = i + 1 == order.len();
+            assert_eq!(
+                vfio_pci_loaded(&s.root),
+                !last,
+                "{order:?}: after unbinding {bdf}"
+            );
+        }
+        assert_eq!(snapshot(&s.root), before, "{order:?}");
+        assert!(state_is_clean(&s.state), "{order:?}");
+    }
+}
+
+/// Runs `steps` (bind or unbind of a device) until the simulated crash; returns
+/// whether it crashed.
+fn run_until_crash(
+    host: &Host,
+    kernel: &SimulatedKernel,
+    steps: &[(bool, &str)],
+    state: &Path,
+) -> bool {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    for &(is_bind, bdf) in steps {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if is_bind {
+                bind_ok(host, kernel, bdf, state);
+            } else {
+                unbind_ok(host, kernel, bdf, state);
+            }
+        }));
+        if let Err(payload) = result {
+            assert!(
+                payload.downcast_ref::<SimulatedCrash>().is_some(),
+                "a real panic: {:?}",
+                payload.downcast_ref::<String>()
+            );
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn unbind_after_a_crash_at_every_step_of_two_binds_undone_restores_the_host() {
+    // After the bind that loads vfio-pci: the second bind, then both unbinds, in
+    // either order. A crash before any kernel operation of these; then `unbind` of
+    // every group still recorded, in either order, puts the host back exactly.
+    for order in [[NVME, RTX4090], [RTX4090, NVME]] {
+        let sequence = [(true, RTX4090), (false, order[0]), (false, order[1])];
+        let total = {
+            let s = scratch("workstation");
+            let host = Host::new(&s.root);
+            let kernel = SimulatedKernel::new(&s.root).unwrap();
+            bind_ok(&host, &kernel, NVME, &s.state);
+            kernel.fail_operation(usize::MAX);
+            assert!(!run_until_crash(&host, &kernel, &sequence, &s.state));
+            kernel.operations()
+        };
+        // bind: 2 functions x 3; unbinds: detach + bind for 3 functions, one unload
+        assert!(total >= 12, "{total}");
+        for step in 0..total {
+            for recover_reversed in [false, true] {
+                let s = scratch("workstation");
+                let before = snapshot(&s.root);
+                let host = Host::new(&s.root);
+                let kernel = SimulatedKernel::new(&s.root).unwrap();
+                bind_ok(&host, &kernel, NVME, &s.state);
+                kernel.crash_at(step);
+                assert!(
+                    run_until_crash(&host, &kernel, &sequence, &s.state),
+                    "{order:?} step {step}: no crash"
+                );
+                kernel.fail_operation(usize::MAX);
+                let mut recorded: Vec<&str> = [NVME, RTX4090]
+                    .into_iter()
+                    .filter(|bdf| bind::find_record(&s.state, addr(bdf)).is_ok())
+                    .collect();
+                if recover_reversed {
+                    recorded.reverse();
+                }
+                for bdf in &recorded {
+                    bind::unbind(&host, &kernel, addr(bdf), &s.state).unwrap_or_else(|e| {
+                        panic!("{order:?} step {step} {recorded:?}: {}", chain(&e))
+                    });
+                }
+                assert_eq!(
+                    snapshot(&s.root),
+                    before,
+                    "{order:?} step {step}, then unbind {recorded:?}: host not restored"
+                );
+                assert!(
+                    state_is_clean(&s.state),
+                    "{order:?} step {step} {recorded:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn vfio_pci_loaded_before_any_vmgpu_bind_stays_loaded() {
+    for order in [[NVME, RTX4090], [RTX4090, NVME]] {
+        let s = scratch("workstation");
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        // The operator loads it.
+        kernel.load_module("vfio-pci").unwrap();
+        let before = snapshot(&s.root);
+        for bdf in [NVME, RTX4090] {
+            assert!(!bind_ok(&host, &kernel, bdf, &s.state).loaded_vfio_pci);
+        }
+        for bdf in order {
+            unbind_ok(&host, &kernel, bdf, &s.state);
+            assert!(vfio_pci_loaded(&s.root), "{order:?}: after unbinding {bdf}");
+        }
+        assert_eq!(snapshot(&s.root), before, "{order:?}");
+        assert!(state_is_clean(&s.state));
+    }
+}
+
+fn unbind_outcome(
+    host: &Host,
+    kernel: &SimulatedKernel,
+    bdf: &str,
+    state: &Path,
+) -> VfioPciRelease {
+    bind::unbind(host, kernel, addr(bdf), state)
+        .unwrap_or_else(|e| panic!("unbind {bdf}: {}", chain(&e)))
+        .vfio_pci
+}
+
+#[test]
+fn unbind_says_what_became_of_vfio_pci_and_where_the_fact_lives() {
+    let marker_after_first = [(NVME, RTX4090, true), (RTX4090, NVME, false)];
+    for (first, second, marker) in marker_after_first {
+        let s = scratch("workstation");
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        bind_ok(&host, &kernel, NVME, &s.state);
+        bind_ok(&host, &kernel, RTX4090, &s.state);
+        assert!(!bind::vfio_pci_marker_path(&s.state).exists());
+        assert_eq!(
+            unbind_outcome(&host, &kernel, first, &s.state),
+            VfioPciRelease::HeldByOtherBinds {
+                devices: vec![addr(second)]
+            }
+        );
+        // Handed on to the marker only when the record that carried it went.
+        assert_eq!(
+            bind::vfio_pci_marker_path(&s.state).exists(),
+            marker,
+            "after unbinding {first}"
+        );
+        assert_eq!(
+            unbind_outcome(&host, &kernel, second, &s.state),
+            VfioPciRelease::Unloaded
+        );
+        assert!(state_is_clean(&s.state));
+    }
+
+    // Loaded by the operator: vmgpu says nothing about it, and leaves it.
+    let s = scratch("workstation");
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    kernel.load_module("vfio-pci").unwrap();
+    bind_ok(&host, &kernel, NVME, &s.state);
+    bind_ok(&host, &kernel, RTX4090, &s.state);
+    for bdf in [NVME, RTX4090] {
+        assert_eq!(
+            unbind_outcome(&host, &kernel, bdf, &s.state),
+            VfioPciRelease::NotOurs
+        );
+        assert!(!bind::vfio_pci_marker_path(&s.state).exists());
+    }
+}
+
+#[test]
+fn unbind_after_a_crash_between_its_state_file_steps_restores_the_host() {
+    // The kernel operations are crash points of SimulatedKernel; the state files
+    // are not, so the states a crash between them leaves are made by hand here.
+    let setup = |s: &Scratch| {
+        let host = Host::new(&s.root);
+        let kernel = SimulatedKernel::new(&s.root).unwrap();
+        bind_ok(&host, &kernel, NVME, &s.state);
+        bind_ok(&host, &kernel, RTX4090, &s.state);
+        let text = |bdf| fs::read_to_string(bind::record_path(&s.state, addr(bdf))).unwrap();
+        (host, kernel, text(NVME), text(RTX4090))
+    };
+    // 1. Unbinding the NVMe first: the marker written, its record not yet removed.
+    for recover in [[NVME, RTX4090], [RTX4090, NVME]] {
+        let s = scratch("workstation");
+        let before = snapshot(&s.root);
+        let (host, kernel, nvme_record, _) = setup(&s);
+        unbind_ok(&host, &kernel, NVME, &s.state);
+        fs::write(bind::record_path(&s.state, addr(NVME)), nvme_record).unwrap();
+        assert!(bind::vfio_pci_marker_path(&s.state).exists());
+        for bdf in recover {
+            unbind_ok(&host, &kernel, bdf, &s.state);
+        }
+        assert_eq!(snapshot(&s.root), before, "recovering {recover:?}");
+        assert!(state_is_clean(&s.state), "recovering {recover:?}");
+    }
+    // 2. The last unbind (of the GPU, whose record does not carry the fact):
+    // vfio-pci unloaded, then (a) nothing removed, (b) only the marker removed.
+    for marker_removed in [false, true] {
+        let s = scratch("workstation");
+        let before = snapshot(&s.root);
+        let (host, kernel, _, gpu_record) = setup(&s);
+        unbind_ok(&host, &kernel, NVME, &s.state);
+        let marker_text = fs::read_to_string(bind::vfio_pci_marker_path(&s.state)).unwrap();
+        unbind_ok(&host, &kernel, RTX4090, &s.state);
+        assert_eq!(snapshot(&s.root), before);
+        fs::create_dir_all(&s.state).unwrap();
+        fs::write(bind::record_path(&s.state, addr(RTX4090)), gpu_record).unwrap();
+        if !marker_removed {
+            fs::write(bind::vfio_pci_marker_path(&s.state), marker_text).unwrap();
+        }
+        assert_eq!(
+            unbind_outcome(&host, &kernel, RTX4090, &s.state),
+            VfioPciRelease::NotLoaded
+        );
+        assert_eq!(
+            snapshot(&s.root),
+            before,
+            "marker removed: {marker_removed}"
+        );
+        assert!(state_is_clean(&s.state), "marker removed: {marker_removed}");
+    }
+}
+
+#[test]
+fn the_last_unbind_leaves_vfio_pci_to_a_device_vmgpu_did_not_bind() {
+    let s = scratch("workstation");
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    bind_ok(&host, &kernel, NVME, &s.state);
+    bind_ok(&host, &kernel, RTX4090, &s.state);
+    // The operator moves the NIC to vfio-pci by hand: no record holds it.
+    let bus = s.root.join("bus/pci");
+    let nic_override = bus.join("devices").join(IGC).join("driver_override");
+    kernel.write(&nic_override, "vfio-pci").unwrap();
+    kernel.write(&bus.join("drivers/igc/unbind"), IGC).unwrap();
+    kernel.write(&bus.join("drivers_probe"), IGC).unwrap();
+    assert_eq!(driver(&s.root, IGC).as_deref(), Some("vfio-pci"));
+
+    unbind_ok(&host, &kernel, NVME, &s.state);
+    assert_eq!(
+        unbind_outcome(&host, &kernel, RTX4090, &s.state),
+        VfioPciRelease::InUse {
+            devices: vec![addr(IGC)]
+        }
+    );
+    assert!(vfio_pci_loaded(&s.root));
+    assert_eq!(driver(&s.root, IGC).as_deref(), Some("vfio-pci"));
+    assert!(
+        state_is_clean(&s.state),
+        "the fact outlived the last record"
+    );
+
+    // vmgpu's obligation ended with its last record: a later bind and unbind
+    // leave vfio-pci to its new user even when the NIC is back on igc.
+    kernel.write(&nic_override, "\n").unwrap();
+    kernel
+        .write(&bus.join("drivers/vfio-pci/unbind"), IGC)
+        .unwrap();
+    kernel.write(&bus.join("drivers_probe"), IGC).unwrap();
+    assert_eq!(driver(&s.root, IGC).as_deref(), Some("igc"));
+    assert!(!bind_ok(&host, &kernel, RTX4090, &s.state).loaded_vfio_pci);
+    assert_eq!(
+        unbind_outcome(&host, &kernel, RTX4090, &s.state),
+        VfioPciRelease::NotOurs
+    );
+    assert!(vfio_pci_loaded(&s.root));
+}
+
+#[test]
+fn a_marker_without_a_record_is_stale_and_never_unloads_vfio_pci() {
+    // Records removed by hand left the marker; then the operator loaded vfio-pci.
+    let s = scratch("workstation");
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    kernel.load_module("vfio-pci").unwrap();
+    let before = snapshot(&s.root);
+    fs::create_dir_all(&s.state).unwrap();
+    fs::write(bind::vfio_pci_marker_path(&s.state), "left over\n").unwrap();
+    assert!(!bind_ok(&host, &kernel, RTX4090, &s.state).loaded_vfio_pci);
+    assert!(!bind::vfio_pci_marker_path(&s.state).exists());
+    assert_eq!(
+        unbind_outcome(&host, &kernel, RTX4090, &s.state),
+        VfioPciRelease::NotOurs
+    );
+    assert_eq!(snapshot(&s.root), before);
+    assert!(state_is_clean(&s.state));
+    // An unbind without a record clears it too, and leaves nothing.
+    fs::write(bind::vfio_pci_marker_path(&s.state), "left over\n").unwrap();
+    assert!(matches!(
+        bind::unbind(&host, &kernel, addr(RTX4090), &s.state),
+        Err(BindError::NoRecord { .. })
+    ));
+    assert!(state_is_clean(&s.state));
+}
+
+#[test]
+fn a_record_that_does_not_parse_still_holds_vfio_pci() {
+    let s = scratch("workstation");
+    let before = snapshot(&s.root);
+    let host = Host::new(&s.root);
+    let kernel = SimulatedKernel::new(&s.root).unwrap();
+    bind_ok(&host, &kernel, NVME, &s.state);
+    bind_ok(&host, &kernel, RTX4090, &s.state);
+    let gpu_record = bind::record_path(&s.state, addr(RTX4090));
+    let text = fs::read_to_string(&gpu_record).unwrap();
+    fs::write(&gpu_record, "not json\n").unwrap();
+    // The NVMe's own record is read, so its group is restored; the other record
+    // counts as a holder though unreadable.
+    assert_eq!(
+        unbind_outcome(&host, &kernel, NVME, &s.state),
+        VfioPciRelease::HeldByOtherBinds {
+            devices: vec![addr(RTX4090)]
+        }
+    );
+    assert!(bind::vfio_pci_marker_path(&s.state).exists());
+    fs::write(&gpu_record, text).unwrap();
+    assert_eq!(
+        unbind_outcome(&host, &kernel, RTX4090, &s.state),
+        VfioPciRelease::Unloaded
+    );
+    assert_eq!(snapshot(&s.root), before);
     assert!(state_is_clean(&s.state));
 }

@@ -664,3 +664,60 @@ fn every_function_check_agrees_with_bind_dry_run_and_nothing_panics() {
     }
     assert!(agreed > 60, "{agreed}");
 }
+
+#[test]
+fn unbind_says_which_bind_holds_vfio_pci_in_either_order() {
+    // Two records in the state a crash right after writing them leaves (every
+    // function still on its recorded driver, so unbind writes nothing): the first
+    // bind loaded vfio-pci, the second found it loaded. On a copy of the DGX, whose
+    // vfio-pci a device not bound by vmgpu uses, so nothing is ever unloaded.
+    let gpu = |bdf: &str, group: u32, loaded: bool| {
+        format!(
+            r#"{{"device": "{bdf}", "iommu_group": {group}, "loaded_vfio_pci": {loaded},
+                "functions": [{{"address": "{bdf}", "driver": "nvidia", "driver_override": null}}]}}"#
+        )
+    };
+    let (loader, other) = ("0000:1b:00.0", "0000:43:00.0");
+    for (first, second, marker) in [(loader, other, true), (other, loader, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("sys");
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(fixture("dgx-h100"))
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::write(state.join(format!("{loader}.json")), gpu(loader, 19, true)).unwrap();
+        std::fs::write(state.join(format!("{other}.json")), gpu(other, 26, false)).unwrap();
+
+        let out = vmgpu_at(&root, &state, &["unbind", first]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            format!(
+                "restored {first} -> nvidia\n\
+                 vfio-pci stays loaded while vmgpu holds {second}: the last unbind unloads it\n"
+            )
+        );
+        // The fact moves to the marker when the record that carried it goes.
+        assert_eq!(state.join("vfio-pci.loaded").exists(), marker, "{first}");
+
+        let out = vmgpu_at(&root, &state, &["unbind", second]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            format!(
+                "restored {second} -> nvidia\n\
+                 vfio-pci stays loaded, in use by 0000:61:00.0 (not bound by vmgpu)\n"
+            )
+        );
+        assert_eq!(
+            std::fs::read_dir(&state).unwrap().count(),
+            0,
+            "state left behind"
+        );
+    }
+}

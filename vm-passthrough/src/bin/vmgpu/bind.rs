@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use pcie::bind::{self, BindPlan, BindRecord, DEFAULT_STATE_DIR};
+use pcie::bind::{self, BindPlan, BindRecord, VfioPciRelease, DEFAULT_STATE_DIR};
 use pcie::kernel::SysfsKernel;
 use pcie::{Host, PciAddress};
 use serde::Serialize;
@@ -127,14 +127,38 @@ pub fn run_bind(host: &Host, args: &BindArgs, out: &mut Out) -> anyhow::Result<E
 }
 
 pub fn run_unbind(host: &Host, args: &UnbindArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
-    let record = bind::unbind(host, &SysfsKernel, args.bdf, &args.state.state_dir)?;
+    let outcome = bind::unbind(host, &SysfsKernel, args.bdf, &args.state.state_dir)?;
     if args.json {
-        crate::print_json(out, &record)?;
-    } else {
-        for f in &record.functions {
-            let to = f.driver.as_deref().unwrap_or("no driver");
-            outln!(out, "restored {} -> {to}", f.address);
-        }
+        crate::print_json(out, &outcome.record)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &outcome.record.functions {
+        let to = f.driver.as_deref().unwrap_or("no driver");
+        outln!(out, "restored {} -> {to}", f.address);
+    }
+    let list = |devices: &[PciAddress]| match devices {
+        // Only records that do not parse, under names that are no address.
+        [] => "other groups".to_string(),
+        _ => devices
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    match &outcome.vfio_pci {
+        VfioPciRelease::Unloaded => outln!(out, "unloaded vfio-pci"),
+        VfioPciRelease::HeldByOtherBinds { devices } => outln!(
+            out,
+            "vfio-pci stays loaded while vmgpu holds {}: the last unbind unloads it",
+            list(devices)
+        ),
+        VfioPciRelease::InUse { devices } => outln!(
+            out,
+            "vfio-pci stays loaded, in use by {} (not bound by vmgpu)",
+            list(devices)
+        ),
+        // Not loaded, or loaded before vmgpu: nothing to say.
+        _ => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -75,7 +75,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Bind a device and the rest of its IOMMU group to vfio-pci
     Bind(bind::BindArgs),
-    /// Give the functions bound by `bind` back to their original drivers
+    /// Give the functions bound by `bind` back to their original drivers (the last
+    /// unbind unloads the vfio-pci a bind loaded)
     Unbind(bind::UnbindArgs),
     /// The CUDA accelerator: devices, running a PTX kernel, benchmarks (native driver
     /// or simulator)
