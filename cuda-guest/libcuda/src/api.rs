@@ -173,12 +173,14 @@ macro_rules! entry {
 // Initialisation, version, errors.
 
 entry! {
-    /// `cuInit`: starts the engine (the mode comes from the environment).
+    /// `cuInit`: starts the engine (the mode comes from the environment). In forward
+    /// mode nothing is sent yet: the connection opens at the first call that needs the
+    /// service, and its first request is `Init`.
     fn cuInit(flags: c_uint) {
         if flags != 0 {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0"));
         }
-        engine_any()?;
+        engine_any()?.init(flags)?;
         INITIALIZED.store(true, Ordering::Release);
         Ok(())
     }
@@ -251,6 +253,32 @@ entry! {
                 Err(f)
             }
         }
+    }
+}
+
+entry! {
+    /// `cuGetExportTable`: the driver's private tables of the CUDA runtime and the tools
+    /// are not provided (`CUDA_ERROR_NOT_SUPPORTED`, `*ppExportTable` set to NULL).
+    /// NVRTC loads `libcuda.so.1` and probes one while it compiles, in every process
+    /// that compiles, so the probe is logged at debug level only; it needs neither
+    /// `cuInit` nor, in forward mode, the service.
+    fn cuGetExportTable(table: *mut *const c_void, id: *const [u8; 16]) {
+        if !table.is_null() {
+            // SAFETY: non-null; the caller's writable `const void *` slot.
+            unsafe { out(table, std::ptr::null())? };
+        }
+        let uuid = if id.is_null() {
+            "NULL".to_string()
+        } else {
+            // SAFETY: non-null, and the caller passes a `const CUuuid *` (16 bytes,
+            // alignment 1) readable for the call.
+            let id = unsafe { id.read_unaligned() };
+            id.iter().map(|b| format!("{b:02x}")).collect()
+        };
+        Err(Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            format!("export table {uuid}: not provided"),
+        ))
     }
 }
 
@@ -1618,29 +1646,23 @@ entry! {
 
 // ---------------------------------------------------------------------------------------
 // Entry points programs commonly touch that the shim does not implement: they answer
-// CUDA_ERROR_NOT_SUPPORTED and are logged (once each).
+// CUDA_ERROR_NOT_SUPPORTED and are logged (once each; once per attribute or flag of a
+// supported entry point, since programs may ask in a loop).
 
 fn unsupported_detail(name: &str, what: &str) -> Fail {
-    log::warn(&format!(
-        "{name}({what}) is not supported: CUDA_ERROR_NOT_SUPPORTED"
-    ));
+    log::warn_once(
+        &format!("{name}({what})"),
+        &format!("{name}({what}) is not supported: CUDA_ERROR_NOT_SUPPORTED"),
+    );
     Fail::new(CUDA_ERROR_NOT_SUPPORTED, format!("{name}: {what}"))
 }
 
 /// Logs an unsupported entry point once.
 pub(crate) fn unsupported(name: &'static str) -> CUresult {
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-    static SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let first = SEEN
-        .lock()
-        .map(|mut s| s.get_or_insert_with(HashSet::new).insert(name))
-        .unwrap_or(false);
-    if first {
-        log::warn(&format!(
-            "{name} is not supported: CUDA_ERROR_NOT_SUPPORTED"
-        ));
-    }
+    log::warn_once(
+        name,
+        &format!("{name} is not supported: CUDA_ERROR_NOT_SUPPORTED"),
+    );
     CUDA_ERROR_NOT_SUPPORTED
 }
 
@@ -1728,7 +1750,6 @@ unsupported! {
     cuFuncSetBlockShape,
     cuFuncSetSharedMemConfig,
     cuFuncSetSharedSize,
-    cuGetExportTable,
     cuGetProcAddress_v2_ptsz,
     cuGraphAddBatchMemOpNode,
     cuGraphAddChildGraphNode,

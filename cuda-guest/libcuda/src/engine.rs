@@ -84,6 +84,10 @@ pub struct Geometry {
 pub trait Engine: Send + Sync + std::fmt::Debug {
     /// Which mode this is, for logs.
     fn describe(&self) -> String;
+    /// `cuInit(flags)` succeeded in the program: calls that need the driver may follow.
+    /// Neither engine does anything slow here (forward mode connects at the first call
+    /// that needs the service, and sends `Init` with these flags first).
+    fn init(&self, flags: u32) -> R<()>;
     /// `cuDriverGetVersion`.
     fn driver_version(&self) -> R<i32>;
     /// `cuDeviceGetCount`.

@@ -12,8 +12,11 @@
 //!
 //! `VMGPU_CUDA_SERVER` names the service: `unix:/path/to/socket`, `vsock:CID:PORT`, or
 //! `port:/dev/vport0p1` (a virtio-serial port; any character device or FIFO path
-//! works). `VMGPU_CUDA_LOG` sets the log level on standard error (`off`, `warn`,
-//! `info`, `debug`). The simulator reads `VMGPU_SIM_THREADS` and `VMGPU_SIM_MEMORY`.
+//! works). Forward mode connects at the first call that needs the service, not at
+//! `cuInit`, so a process that only loads the library (NVRTC does while it compiles)
+//! opens no session. `VMGPU_CUDA_LOG` sets the log level on standard error (`off`,
+//! `warn`, `info`, `debug`). The simulator reads `VMGPU_SIM_THREADS` and
+//! `VMGPU_SIM_MEMORY`.
 //!
 //! See the crate's README for the exported entry points and how to build the library.
 
@@ -38,7 +41,7 @@ pub(crate) fn start_engine() -> Result<Box<dyn Engine>, Fail> {
             Ok(Box::new(local::Local::new()?))
         }
         (Some("forward") | Some("remote") | None | Some(""), Some(server)) => {
-            remote::connect(&server)
+            remote::engine(&server)
         }
         (Some("forward") | Some("remote"), None) => Err(Fail::new(
             ffi::CUDA_ERROR_NOT_INITIALIZED,

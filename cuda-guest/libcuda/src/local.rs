@@ -249,6 +249,10 @@ impl Engine for Local {
         )
     }
 
+    fn init(&self, _flags: u32) -> R<()> {
+        Ok(())
+    }
+
     fn driver_version(&self) -> R<i32> {
         Ok(self.primary.backend.driver_version()?)
     }

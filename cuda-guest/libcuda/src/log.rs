@@ -1,8 +1,11 @@
 //! The shim's log on standard error. `VMGPU_CUDA_LOG` sets the level: `off`, `warn`
-//! (the default: unsupported entry points, once each, and internal failures), `info`
-//! (also the mode chosen at `cuInit`), `debug` (also every failing call).
+//! (the default: unsupported entry points and attributes, once each, and internal
+//! failures), `info` (also the mode chosen at `cuInit` and the connection to the
+//! service), `debug` (also every failing call, and the export-table probes of NVRTC and
+//! the CUDA runtime).
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
@@ -34,6 +37,22 @@ fn emit(l: Level, tag: &str, msg: &str) {
 /// A warning.
 pub fn warn(msg: &str) {
     emit(Level::Warn, "warning", msg);
+}
+
+/// A warning logged once per process for each `key` (later ones with the same key are
+/// dropped): for what a program may call in a loop, such as an unsupported entry point
+/// or attribute.
+pub fn warn_once(key: &str, msg: &str) {
+    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    if level() < Level::Warn {
+        return;
+    }
+    let first = crate::engine::lock(&SEEN)
+        .get_or_insert_with(HashSet::new)
+        .insert(key.to_string());
+    if first {
+        warn(msg);
+    }
 }
 
 /// Information.

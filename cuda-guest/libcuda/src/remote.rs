@@ -12,6 +12,14 @@
 //!
 //! `cuCtxCreate` retains the device's primary context of the session (the service gives
 //! each session one context, its own address space) and `cuCtxDestroy` releases it.
+//!
+//! The connection (and the session on the server) opens at the first call that needs the
+//! service, not at `cuInit`: a process that only loads the library — NVRTC does, calling
+//! `cuInit` and `cuGetExportTable` while it compiles — opens none. Once the program has
+//! called `cuInit`, the session's next request is `Init` with its flags, before anything
+//! else (the service answers `CUDA_ERROR_NOT_INITIALIZED` to device, context and memory
+//! requests before it, as CUDA does before `cuInit`). A connection that cannot be opened
+//! fails that call and every later one with the same error.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
@@ -68,6 +76,8 @@ struct Conn {
     broken: Option<Fail>,
     /// The descriptor of a virtio-serial port transport (see [`wait_hangup`]).
     virtio_port: Option<RawFd>,
+    /// Whether `Init` was sent on this session (and succeeded).
+    init_sent: bool,
 }
 
 fn io_fail(what: &str, e: std::io::Error) -> Fail {
@@ -340,12 +350,15 @@ fn unexpected(body: &ReplyBody) -> Fail {
     )
 }
 
-/// A session with a vmgpu CUDA service.
+/// A session with a vmgpu CUDA service, opened at the first call that needs it.
 #[derive(Debug)]
 pub struct Remote {
     server: String,
-    session: u64,
-    conn: Arc<Mutex<Conn>>,
+    addr: Addr,
+    /// The connection, or why it could not be opened (every later call answers that).
+    conn: OnceLock<Result<Arc<Mutex<Conn>>, Fail>>,
+    /// The flags of the program's `cuInit`, once it has called it.
+    init_flags: OnceLock<u32>,
     /// Function layouts from `ModuleGetFunction`.
     layouts: Mutex<HashMap<u64, Layout>>,
     /// Per device: the context handle the program sees (the first the server gave; it
@@ -449,39 +462,67 @@ fn wait_hangup(fd: RawFd, limit: Duration) -> bool {
     hung_up
 }
 
-/// Opens the transport `server` names; with the descriptor of a virtio-serial port.
-fn open(server: &str) -> R<(Box<dyn Transport>, Option<RawFd>)> {
-    let bad = |why: String| Fail::new(CUDA_ERROR_NOT_INITIALIZED, why);
-    if let Some(path) = server.strip_prefix("unix:") {
-        let s = std::os::unix::net::UnixStream::connect(path)
-            .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")))?;
-        return Ok((Box::new(s), None));
+/// Where the service is: `VMGPU_CUDA_SERVER` parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Addr {
+    /// `unix:PATH`.
+    Unix(String),
+    /// `port:PATH` (a virtio-serial port, or any character device or FIFO).
+    Port(String),
+    /// `vsock:CID:PORT`.
+    Vsock(u32, u32),
+}
+
+impl Addr {
+    /// Parses `server`; a malformed one is `CUDA_ERROR_NOT_INITIALIZED` (at `cuInit`).
+    fn parse(server: &str) -> R<Addr> {
+        let bad = |why: &str| {
+            Fail::new(
+                CUDA_ERROR_NOT_INITIALIZED,
+                format!("VMGPU_CUDA_SERVER={server}: {why}"),
+            )
+        };
+        if let Some(path) = server.strip_prefix("unix:") {
+            return Ok(Addr::Unix(path.to_string()));
+        }
+        if let Some(path) = server.strip_prefix("port:") {
+            return Ok(Addr::Port(path.to_string()));
+        }
+        if let Some(rest) = server.strip_prefix("vsock:") {
+            return rest
+                .split_once(':')
+                .and_then(|(c, p)| Some(Addr::Vsock(c.parse().ok()?, p.parse().ok()?)))
+                .ok_or_else(|| bad("expected vsock:CID:PORT"));
+        }
+        Err(bad("expected unix:PATH, vsock:CID:PORT or port:PATH"))
     }
-    if let Some(path) = server.strip_prefix("port:") {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")))?;
-        let virtio = is_virtio_port(&f).then(|| f.as_raw_fd());
-        return Ok((Box::new(f), virtio));
+
+    /// Opens the transport; with the descriptor of a virtio-serial port. A failure is
+    /// `CUDA_ERROR_NOT_INITIALIZED` naming `server`.
+    fn open(&self, server: &str) -> R<(Box<dyn Transport>, Option<RawFd>)> {
+        let bad = |e: std::io::Error| {
+            Fail::new(
+                CUDA_ERROR_NOT_INITIALIZED,
+                format!("VMGPU_CUDA_SERVER={server}: {e}"),
+            )
+        };
+        match self {
+            Addr::Unix(path) => {
+                let s = std::os::unix::net::UnixStream::connect(path).map_err(bad)?;
+                Ok((Box::new(s), None))
+            }
+            Addr::Port(path) => {
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .map_err(bad)?;
+                let virtio = is_virtio_port(&f).then(|| f.as_raw_fd());
+                Ok((Box::new(f), virtio))
+            }
+            Addr::Vsock(cid, port) => vsock(*cid, *port).map(|t| (t, None)).map_err(bad),
+        }
     }
-    if let Some(rest) = server.strip_prefix("vsock:") {
-        let (cid, port) = rest
-            .split_once(':')
-            .and_then(|(c, p)| Some((c.parse::<u32>().ok()?, p.parse::<u32>().ok()?)))
-            .ok_or_else(|| {
-                bad(format!(
-                    "VMGPU_CUDA_SERVER={server}: expected vsock:CID:PORT"
-                ))
-            })?;
-        return vsock(cid, port)
-            .map(|t| (t, None))
-            .map_err(|e| bad(format!("VMGPU_CUDA_SERVER={server}: {e}")));
-    }
-    Err(bad(format!(
-        "VMGPU_CUDA_SERVER={server}: expected unix:PATH, vsock:CID:PORT or port:PATH"
-    )))
 }
 
 fn vsock(cid: u32, port: u32) -> std::io::Result<Box<dyn Transport>> {
@@ -530,16 +571,32 @@ fn handshake(io: &mut Box<dyn Transport>, server: &str, ours: Limits) -> R<Serve
     }
 }
 
-/// Connects to `server` and shakes hands.
-pub fn connect(server: &str) -> R<Box<dyn Engine>> {
-    Ok(Box::new(Remote::connect(server)?))
+/// The forward-mode engine for `server`; it connects at the first call that needs the
+/// service.
+pub fn engine(server: &str) -> R<Box<dyn Engine>> {
+    Ok(Box::new(Remote::new(server)?))
 }
 
 impl Remote {
-    /// Connects to `server` (`unix:PATH`, `vsock:CID:PORT`, `port:PATH`) and shakes
-    /// hands.
-    pub fn connect(server: &str) -> R<Remote> {
-        let (mut io, virtio_port) = open(server)?;
+    /// The engine for `server` (`unix:PATH`, `vsock:CID:PORT`, `port:PATH`), not
+    /// connected yet; a malformed address is refused here.
+    pub fn new(server: &str) -> R<Remote> {
+        Ok(Remote {
+            server: server.to_string(),
+            addr: Addr::parse(server)?,
+            conn: OnceLock::new(),
+            init_flags: OnceLock::new(),
+            layouts: Mutex::new(HashMap::new()),
+            contexts: Mutex::new(HashMap::new()),
+            host: Mutex::new(HashMap::new()),
+            registered: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Connects and shakes hands: a new session.
+    fn connect(&self) -> R<Arc<Mutex<Conn>>> {
+        let server = self.server.as_str();
+        let (mut io, virtio_port) = self.addr.open(server)?;
         let ours = Limits::default();
         let mut answer = handshake(&mut io, server, ours);
         if let (Err(f), Some(fd)) = (&answer, virtio_port) {
@@ -567,40 +624,51 @@ impl Remote {
             "connected to {server}: session {}, features {:#x}, max_inline {}",
             answer.session_id, answer.features.0, limits.max_inline
         ));
-        let remote = Remote {
-            server: server.to_string(),
-            session: answer.session_id,
-            conn: Arc::new(Mutex::new(Conn {
-                io,
-                decoder: Decoder::new(limits),
-                limits,
-                pipelining: answer.features.contains(Features::PIPELINING),
-                next_id: 0,
-                out: Vec::new(),
-                pending: VecDeque::new(),
-                ready: HashMap::new(),
-                current: 0,
-                unread_dtoh: 0,
-                broken: None,
-                virtio_port,
-            })),
-            layouts: Mutex::new(HashMap::new()),
-            contexts: Mutex::new(HashMap::new()),
-            host: Mutex::new(HashMap::new()),
-            registered: Mutex::new(HashMap::new()),
-        };
+        let conn = Arc::new(Mutex::new(Conn {
+            io,
+            decoder: Decoder::new(limits),
+            limits,
+            pipelining: answer.features.contains(Features::PIPELINING),
+            next_id: 0,
+            out: Vec::new(),
+            pending: VecDeque::new(),
+            ready: HashMap::new(),
+            current: 0,
+            unread_dtoh: 0,
+            broken: None,
+            virtio_port,
+            init_sent: false,
+        }));
         // The session ends with the process: Goodbye from an exit handler (the only
         // end a virtio-serial port's host can see; a socket's close is another).
-        if AT_EXIT.set(remote.conn.clone()).is_ok() {
+        if AT_EXIT.set(conn.clone()).is_ok() {
             // SAFETY: registers a function taking and returning nothing, which never
             // unwinds (it catches panics).
             unsafe { libc::atexit(goodbye_at_exit) };
         }
-        Ok(remote)
+        Ok(conn)
     }
 
-    fn conn(&self) -> MutexGuard<'_, Conn> {
-        lock(&self.conn)
+    /// The connection, opened at the first call that needs it (a failure is logged once
+    /// and answered from then on); once the program has called `cuInit`, `Init` is the
+    /// session's first request after anything sent before `cuInit`
+    /// (`cuDriverGetVersion`).
+    fn conn(&self) -> R<MutexGuard<'_, Conn>> {
+        let conn = self.conn.get_or_init(|| {
+            let r = self.connect();
+            if let Err(f) = &r {
+                crate::log::warn(&format!("cannot connect: {} ({})", f.detail, f.code));
+            }
+            r
+        });
+        let mut c = lock(conn.as_ref().map_err(Fail::clone)?);
+        if !c.init_sent {
+            if let Some(&flags) = self.init_flags.get() {
+                c.call(Request::Init { flags })?;
+                c.init_sent = true;
+            }
+        }
+        Ok(c)
     }
 
     /// The device and the server's handle of the context the program calls `ctx`.
@@ -634,7 +702,7 @@ impl Remote {
             ));
         }
         let (_, server) = self.context(ctx)?;
-        let mut c = self.conn();
+        let mut c = self.conn()?;
         if c.current != server {
             c.call(Request::CtxSetCurrent {
                 ctx: ContextId(server),
@@ -648,14 +716,14 @@ impl Remote {
     /// name their objects; the server finds them in the session).
     fn maybe_bound(&self, ctx: u64) -> R<MutexGuard<'_, Conn>> {
         if ctx == 0 {
-            Ok(self.conn())
+            self.conn()
         } else {
             self.bound(ctx)
         }
     }
 
     fn call(&self, request: Request) -> R<ReplyBody> {
-        self.conn().call(request)
+        self.conn()?.call(request)
     }
 }
 
@@ -666,9 +734,15 @@ fn sid(s: u64) -> StreamId {
 impl Engine for Remote {
     fn describe(&self) -> String {
         format!(
-            "forwarding to the vmgpu CUDA service at {} (session {})",
-            self.server, self.session
+            "forwarding to the vmgpu CUDA service at {} (connecting at the first call that needs it)",
+            self.server
         )
+    }
+
+    fn init(&self, flags: u32) -> R<()> {
+        // Sent as the session's next request (see `conn`); no connection for it.
+        let _ = self.init_flags.set(flags);
+        Ok(())
     }
 
     fn driver_version(&self) -> R<i32> {
@@ -731,7 +805,7 @@ impl Engine for Remote {
     }
 
     fn primary_release(&self, dev: u32) -> R<()> {
-        let mut c = self.conn();
+        let mut c = self.conn()?;
         c.call(Request::PrimaryCtxRelease { device: dev })?;
         if let Some(p) = lock(&self.contexts).get_mut(&dev) {
             p.refs = p.refs.saturating_sub(1);
@@ -744,7 +818,7 @@ impl Engine for Remote {
         // retaining them again gives the session a fresh context (as after a sticky
         // fault); the program's handle stays the same.
         let refs = lock(&self.contexts).get(&dev).map_or(0, |p| p.refs);
-        let mut c = self.conn();
+        let mut c = self.conn()?;
         for _ in 0..refs {
             c.call(Request::PrimaryCtxRelease { device: dev })?;
         }

@@ -137,6 +137,14 @@ fn nvidia_python_bindings_run_on_the_shim() {
 }
 
 #[test]
+fn unsupported_attributes_warn_once_in_sim_mode() {
+    let exe = compile("warn_once");
+    let out = run(&exe, &[&fixture("vector_add.nvrtc.ptx")], SIM);
+    assert!(out.status.success());
+    warned_once(&String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn many_launches_then_one_synchronisation() {
     let exe = compile("launch_rate");
     let out = run_ok(&exe, &[std::path::Path::new("2000")], SIM);

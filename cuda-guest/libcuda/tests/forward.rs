@@ -73,7 +73,9 @@ fn cu_get_proc_address_through_the_service() {
 }
 
 #[test]
-fn a_missing_server_fails_cu_init() {
+fn a_missing_server_fails_the_first_call_that_needs_it() {
+    // cuInit does not connect (tests/lazy_connect.rs); cuDeviceGet is the first call
+    // that needs the service.
     let exe = compile("jit_error");
     let out = run(
         &exe,
@@ -83,10 +85,25 @@ fn a_missing_server_fails_cu_init() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("cuInit(0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"),
+        err.contains("cuDeviceGet(&dev, 0) failed: 3 CUDA_ERROR_NOT_INITIALIZED"),
         "{err}"
     );
     assert!(err.contains("/nonexistent/vmgpu.sock"), "{err}");
+}
+
+#[test]
+fn unsupported_attributes_warn_once_through_the_service() {
+    let server = Server::start();
+    let exe = compile("warn_once");
+    let addr = server.env();
+    let out = run(
+        &exe,
+        &[&fixture("vector_add.nvrtc.ptx")],
+        &[("VMGPU_CUDA_SERVER", addr.as_str())],
+    );
+    assert!(out.status.success());
+    warned_once(&String::from_utf8_lossy(&out.stderr));
+    server.wait_idle();
 }
 
 #[test]

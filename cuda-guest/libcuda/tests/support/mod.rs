@@ -6,8 +6,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use cuda_guest::proto::{Decoder, Limits, Opcode, RequestFrame, CLIENT_HELLO_LEN};
 use cuda_guest::service::{BackendChoice, BackgroundServer, Service, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 
@@ -94,28 +95,29 @@ pub fn shim_path() -> PathBuf {
 /// Compiles `tests/c/<name>.c` against the stock `cuda.h`, linked with `-lcuda` (the
 /// shim), and returns the executable.
 pub fn compile(name: &str) -> PathBuf {
+    compile_with(name, true)
+}
+
+/// Compiles `tests/c/<name>.c`, linked with `-lcuda` (the shim) when `libcuda` (else
+/// only with `-ldl`: a program whose libraries load `libcuda.so.1` themselves), and
+/// returns the executable.
+pub fn compile_with(name: &str, libcuda: bool) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = shim_dir().join(format!("{name}-{n}"));
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .arg("-std=gnu11")
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-I")
-        .arg(cuda_include())
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .arg("-L")
-        .arg(shim_dir())
-        .arg("-lcuda")
-        .arg("-ldl")
-        .arg("-lpthread")
-        .status()
-        .expect("run cc");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.arg("-std=gnu11").arg("-Wall").arg("-Werror");
+    if libcuda {
+        cc.arg("-I").arg(cuda_include());
+    }
+    cc.arg("-o").arg(&out).arg(&src);
+    if libcuda {
+        cc.arg("-L").arg(shim_dir()).arg("-lcuda");
+    }
+    let status = cc.arg("-ldl").arg("-lpthread").status().expect("run cc");
     assert!(status.success(), "compiling {}", src.display());
     out
 }
@@ -150,6 +152,22 @@ pub fn run_ok(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> String {
         out.status
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Checks the stderr of `tests/c/warn_once.c` (each unsupported call made 3 times): one
+/// warning for each, none for the supported attribute.
+pub fn warned_once(stderr: &str) {
+    for what in [
+        "cuFuncGetAttribute(attribute 4)",
+        "cuFuncGetAttribute(attribute 5)",
+        "cuFuncSetAttribute(attribute 11)",
+        "cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL)",
+        "cuMemAllocManaged",
+    ] {
+        let line = format!("vmgpu libcuda: warning: {what} is not supported");
+        assert_eq!(stderr.matches(&line).count(), 1, "{line}: {stderr}");
+    }
+    assert_eq!(stderr.matches("warning").count(), 5, "{stderr}");
 }
 
 /// A service on a Unix socket, on its own runtime thread.
@@ -203,6 +221,115 @@ impl Server {
                 "service not idle: {s:?}"
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// What one connection through a [`Proxy`] sent towards the service.
+#[derive(Debug, Default)]
+struct Recorded {
+    bytes: Vec<u8>,
+    /// The client closed its side.
+    closed: bool,
+}
+
+/// A Unix socket in front of a [`Server`] that forwards every connection to it and
+/// records what each client sent: whether a process connected at all, and the requests
+/// of its session.
+pub struct Proxy {
+    /// Its socket.
+    pub path: PathBuf,
+    connections: Arc<Mutex<Vec<Arc<Mutex<Recorded>>>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    /// Starts one in front of `server`.
+    pub fn start(server: &Server) -> Proxy {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("proxy.sock");
+        let listener = UnixListener::bind(&path).expect("bind the proxy");
+        let upstream = server.path.clone();
+        let connections: Arc<Mutex<Vec<Arc<Mutex<Recorded>>>>> = Arc::default();
+        let all = connections.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let record = Arc::new(Mutex::new(Recorded::default()));
+                all.lock().unwrap().push(record.clone());
+                let server = UnixStream::connect(&upstream).expect("connect to the service");
+                let (mut from_client, mut to_server) = (
+                    client.try_clone().expect("clone"),
+                    server.try_clone().expect("clone"),
+                );
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut buf = vec![0u8; 1 << 16];
+                    loop {
+                        match from_client.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                record.lock().unwrap().bytes.extend_from_slice(&buf[..n]);
+                                if to_server.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    record.lock().unwrap().closed = true;
+                    let _ = to_server.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut from_server, mut to_client) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_server, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Proxy {
+            path,
+            connections,
+            _dir: dir,
+        }
+    }
+
+    /// `VMGPU_CUDA_SERVER` for it.
+    pub fn env(&self) -> String {
+        format!("unix:{}", self.path.display())
+    }
+
+    /// The connections made so far.
+    pub fn connections(&self) -> usize {
+        self.connections.lock().unwrap().len()
+    }
+
+    /// The opcodes of the requests connection `i` sent after its hello, once the client
+    /// closed it.
+    pub fn requests(&self, i: usize) -> Vec<Opcode> {
+        let record = self.connections.lock().unwrap()[i].clone();
+        let t = std::time::Instant::now();
+        while !record.lock().unwrap().closed {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(10),
+                "connection {i} still open"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let bytes = std::mem::take(&mut record.lock().unwrap().bytes);
+        let mut decoder = Decoder::<RequestFrame>::new(Limits::default());
+        let mut rest = bytes.get(CLIENT_HELLO_LEN..).unwrap_or_default();
+        let mut opcodes = Vec::new();
+        loop {
+            while let Ok(Some(frame)) = decoder.next_frame() {
+                opcodes.push(frame.request.opcode());
+            }
+            if rest.is_empty() {
+                return opcodes;
+            }
+            let n = decoder.feed(rest);
+            assert!(n > 0, "undecodable requests after {opcodes:?}");
+            rest = &rest[n..];
         }
     }
 }
