@@ -1444,7 +1444,13 @@ fn the_documented_session_is_what_the_code_sends() {
     assert_eq!(b.len(), 8, "blocks of section 8");
     let client = ClientHello::new(Features::ALL, 1 << 20);
     assert_eq!(b[0], client.encode());
-    let server = ServerHello::answer(&client, Limits::default(), Features::PIPELINING, 42);
+    // The service's defaults (its quota bounds max_module and max_objects).
+    let service = cuda_guest::service::Service::new(
+        cuda_guest::service::BackendChoice::Simulator(Default::default()),
+        cuda_guest::service::ServiceConfig::default(),
+    )
+    .unwrap();
+    let server = ServerHello::answer(&client, service.session_limits(), Features::PIPELINING, 42);
     assert_eq!(b[1], server.encode());
     assert_eq!(
         b[2],

@@ -149,14 +149,7 @@ impl ServerHello {
         offered: Features,
         session_id: u64,
     ) -> ServerHello {
-        let refuse = |status| ServerHello {
-            major: VERSION_MAJOR,
-            minor: VERSION_MINOR,
-            status,
-            features: Features::NONE,
-            session_id,
-            limits: zero_limits(),
-        };
+        let refuse = |status| ServerHello::refusal(status, session_id);
         if client.major != VERSION_MAJOR {
             return refuse(Status::ERROR_NOT_SUPPORTED);
         }
@@ -181,6 +174,19 @@ impl ServerHello {
             features: offered.intersect(client.features).intersect(Features::ALL),
             session_id,
             limits: l,
+        }
+    }
+
+    /// A refusal with `status` (the server closes after sending it): this version, no
+    /// features, all limits 0.
+    pub fn refusal(status: Status, session_id: u64) -> ServerHello {
+        ServerHello {
+            major: VERSION_MAJOR,
+            minor: VERSION_MINOR,
+            status,
+            features: Features::NONE,
+            session_id,
+            limits: zero_limits(),
         }
     }
 

@@ -56,13 +56,9 @@ impl EmbeddedSession {
             Ok(Decoded::Frame { frame, .. }) => frame,
             _ => {
                 self.ended = true;
-                let refusal = ServerHello::answer(
-                    &ClientHello::new(Features::NONE, 0),
-                    self.service.session_limits(),
-                    Features::NONE,
-                    self.id,
-                );
-                return refusal.encode().to_vec();
+                return ServerHello::refusal(Status::ERROR_INVALID_VALUE, self.id)
+                    .encode()
+                    .to_vec();
             }
         };
         let answer = ServerHello::answer(

@@ -541,8 +541,10 @@ impl Service {
         }
     }
 
-    /// The limits and features a session of this service announces.
-    fn session_limits(&self) -> Limits {
+    /// The limits a session of this service announces (before they are shrunk to the
+    /// client's `max_frame`): the configured limits, `max_module` and `max_objects` at
+    /// most the quota's.
+    pub fn session_limits(&self) -> Limits {
         let mut l = self.inner.config.limits;
         let q = &self.inner.config.quota;
         l.max_module = l.max_module.min(q.max_module_bytes);

@@ -13,8 +13,8 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use super::handles::{Kind, Table};
 use super::{Gpu, Inner, Quota};
 use crate::driver::{
-    Backend, Context, Device, DeviceAttribute, DevicePtr, DriverError, Event, EventFlags, Function,
-    HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
+    Backend, Context, CudaError, Device, DeviceAttribute, DevicePtr, DriverError, Event,
+    EventFlags, Function, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
 };
 use crate::proto::{
     Cause, ContextId, Covered, DeferredError, DeferredErrors, DevAddr, EventId, Features,
@@ -34,6 +34,9 @@ const STAGING_CAP: usize = 64 << 20;
 struct Fail {
     status: Status,
     detail: String,
+    /// The backend's error, whose stream (a backend handle) the session names by the
+    /// guest's handle before the guest sees it ([`Session::in_guest_terms`]).
+    cuda: Option<Box<CudaError>>,
 }
 
 impl Fail {
@@ -41,7 +44,16 @@ impl Fail {
         Fail {
             status,
             detail: detail.into(),
+            cuda: None,
         }
+    }
+}
+
+/// What the guest reads of a backend error: its JIT log, else the whole message.
+fn cuda_detail(c: &CudaError) -> String {
+    match &c.jit_log {
+        Some(log) if !log.trim().is_empty() => log.clone(),
+        _ => c.to_string(),
     }
 }
 
@@ -56,11 +68,14 @@ impl From<DriverError> for Fail {
                 .map(|c| Status(c as u32))
                 .unwrap_or(Status::ERROR_UNKNOWN),
         };
-        let detail = match e.as_cuda().and_then(|c| c.jit_log.clone()) {
-            Some(log) if !log.trim().is_empty() => log,
-            _ => e.to_string(),
-        };
-        Fail { status, detail }
+        match e {
+            DriverError::Cuda(c) => Fail {
+                status,
+                detail: cuda_detail(&c),
+                cuda: Some(c),
+            },
+            other => Fail::new(status, other.to_string()),
+        }
     }
 }
 
@@ -349,6 +364,7 @@ impl Session {
             }
             Err(Outcome::Reply(r)) => (!no_reply).then_some(r),
             Err(Outcome::Fail(f)) => {
+                let f = self.in_guest_terms(f);
                 let own = Cause { id, opcode };
                 if f.status.is_sticky() && self.deferred.sticky().is_none() {
                     // A fault of earlier pipelined work that this call found: the oldest
@@ -396,6 +412,25 @@ impl Session {
     /// over a guest's session after the one before it ended).
     pub(super) fn assume_initialized(&mut self) {
         self.initialized = true;
+    }
+
+    /// The failure as the guest must read it: a backend stream in its message is named
+    /// by the guest's own handle (0 for the default stream), not the backend's.
+    fn in_guest_terms(&self, mut f: Fail) -> Fail {
+        if let Some(c) = f.cuda.as_mut() {
+            if let Some(raw) = c.stream.filter(|r| *r != 0) {
+                c.stream = self
+                    .streams
+                    .iter()
+                    .find(|(_, s)| s.raw() == raw)
+                    .map(|(h, _)| h);
+                if c.stream.is_none() {
+                    c.operation.push_str(" (on a stream destroyed since)");
+                }
+                f.detail = cuda_detail(c);
+            }
+        }
+        f
     }
 
     /// Request ids must increase within a session (deferred errors are ordered by
@@ -1017,7 +1052,7 @@ impl Session {
                 }
             }
             Err(e) => {
-                let f = Fail::from(e);
+                let f = self.in_guest_terms(Fail::from(e));
                 // The fault of an earlier pipelined request: the oldest not yet
                 // synchronised among the covered streams.
                 let cause = self

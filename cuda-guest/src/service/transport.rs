@@ -185,7 +185,18 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     rd.read_exact(&mut hello[4..]).await?;
     match ClientHello::decode(&hello) {
         Ok(Decoded::Frame { frame, .. }) => Ok(Some(frame)),
-        _ => Ok(None),
+        other => {
+            // A vmgpu client (the magic was right) with a bad hello (a reserved field
+            // not 0): refused with a status, as every other refusal.
+            let why = match other {
+                Err(e) => e.to_string(),
+                Ok(_) => "a short hello".into(),
+            };
+            log::warn!("guest {guest}: hello refused: {why}");
+            let refusal = ServerHello::refusal(Status::ERROR_INVALID_VALUE, 0);
+            wr.write_all(&refusal.encode()).await?;
+            Ok(None)
+        }
     }
 }
 
@@ -219,9 +230,7 @@ async fn connection(
     let id = match service.admit(&guest) {
         Ok(id) => id,
         Err(_) => {
-            let mut refusal =
-                ServerHello::answer(&hello, service.session_limits(), Features::PIPELINING, 0);
-            refusal.status = Status::ERROR_OUT_OF_MEMORY;
+            let refusal = ServerHello::refusal(Status::ERROR_OUT_OF_MEMORY, 0);
             let _ = stream.write_all(&refusal.encode()).await;
             return;
         }
