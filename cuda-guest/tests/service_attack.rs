@@ -279,3 +279,61 @@ fn one_function_handle_per_module_and_name() {
     let m3 = c.load(VECTOR_ADD);
     assert_ne!(c.function(m3, "vector_add").function, first.function);
 }
+
+/// `n` copies of the vector_add kernel under different names: a module of about
+/// `n * 1.4` KB of PTX.
+fn many_kernels(n: usize) -> String {
+    let at = VECTOR_ADD.find(".visible .entry").unwrap();
+    let (head, body) = VECTOR_ADD.split_at(at);
+    let mut out = head.to_string();
+    for i in 0..n {
+        out.push_str(&body.replace("vector_add", &format!("vector_add_{i}")));
+    }
+    out
+}
+
+/// The host memory a guest's modules make the service hold is under a quota: a module
+/// over it is refused (and unloaded), and unloading gives the room back.
+#[test]
+fn module_host_memory_is_under_a_quota() {
+    let server = Server::start(ServiceConfig {
+        quota: Quota {
+            module_host_memory: 1 << 20,
+            ..Quota::default()
+        },
+        ..ServiceConfig::default()
+    });
+    let mut c = server.client();
+    c.context();
+    let big = many_kernels(2000);
+    let r = c.call(Request::ModuleLoadData {
+        image: big.into_bytes(),
+    });
+    assert_eq!(r.status, Status::ERROR_OUT_OF_MEMORY);
+    let detail = r.detail().unwrap_or("").to_string();
+    assert!(detail.contains("host memory"), "{detail}");
+    // Modules that fit, until they do not; then one unload makes room again.
+    let small = many_kernels(20);
+    let mut loaded = Vec::new();
+    let last = loop {
+        let r = c.call(Request::ModuleLoadData {
+            image: small.clone().into_bytes(),
+        });
+        match (r.status, r.body) {
+            (Status::SUCCESS, cuda_guest::proto::ReplyBody::Module(m)) => loaded.push(m),
+            (status, _) => break status,
+        }
+        assert!(loaded.len() < 10_000, "no host memory quota");
+    };
+    assert_eq!(last, Status::ERROR_OUT_OF_MEMORY);
+    assert!(
+        loaded.len() >= 2,
+        "{} modules of 20 kernels fit in 1 MiB",
+        loaded.len()
+    );
+    println!("{} modules of 20 kernels fit in 1 MiB", loaded.len());
+    c.ok(Request::ModuleUnload { module: loaded[0] });
+    c.load(&small);
+    let f = c.function(loaded[1], "vector_add_19");
+    assert!(f.params.is_some());
+}

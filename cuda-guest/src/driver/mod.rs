@@ -725,6 +725,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         let _ = function;
         Ok(None)
     }
+    /// Host memory the backend holds for `module` in this process, in bytes, when it
+    /// knows (the simulator: the decoded kernels); `None` otherwise (the native driver
+    /// keeps its own). The guest service counts it against a guest's quota.
+    fn module_host_bytes(&self, module: &Module) -> Option<u64> {
+        let _ = module;
+        None
+    }
     /// Lets launches of `function` use up to `bytes` of dynamic shared memory
     /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). Without it a launch may use
     /// 48 KiB of shared memory in all (static and dynamic); with it, up to the device's

@@ -1560,6 +1560,14 @@ impl Backend for SimBackend {
         Ok(())
     }
 
+    fn module_host_bytes(&self, module: &Module) -> Option<u64> {
+        if module.owner() != self.id {
+            return None;
+        }
+        let st = self.shared.state();
+        st.modules.get(&module.raw()).map(|m| m.host_bytes())
+    }
+
     fn function_params(&self, function: &Function) -> Result<Option<Vec<super::ParamLayout>>> {
         const OP: &str = "cuFuncGetParamInfo";
         self.owned(function.owner(), OP)?;

@@ -107,6 +107,11 @@ pub struct Quota {
     pub max_objects: u32,
     /// Largest module image in bytes.
     pub max_module_bytes: u32,
+    /// Host memory the service may hold for the guest's loaded modules, in bytes: their
+    /// decoded kernels on the simulator ([`Backend::module_host_bytes`]), the image size
+    /// on the native driver (which keeps its own copy, in the guest's worker process). A
+    /// module over it is `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub module_host_memory: u64,
     /// Kernel launches per second (`None`: unlimited); beyond it launches wait (a token
     /// bucket; no error, so programs keep their results).
     pub launches_per_sec: Option<u32>,
@@ -129,12 +134,14 @@ impl Quota {
 }
 
 impl Default for Quota {
-    /// 1 GiB, 4096 objects, 16 MiB modules, no launch limit.
+    /// 1 GiB, 4096 objects, 16 MiB modules holding at most 256 MiB of host memory, no
+    /// launch limit.
     fn default() -> Self {
         Quota {
             device_memory: 1 << 30,
             max_objects: 4096,
             max_module_bytes: 16 << 20,
+            module_host_memory: 256 << 20,
             launches_per_sec: None,
             launch_burst: None,
         }
@@ -157,6 +164,10 @@ pub struct ServiceConfig {
     pub handshake_timeout: Duration,
     /// Where guests' sessions run: in this process or each in a worker process.
     pub isolation: Isolation,
+    /// Module loads (PTX parsed and decoded) running at once in this process, over all
+    /// guests: parsing takes up to about 25 times the image's size in host memory for
+    /// its duration, so this bounds that peak; further loads wait their turn.
+    pub concurrent_module_loads: usize,
 }
 
 /// Where each guest's session runs.
@@ -188,6 +199,7 @@ impl Default for ServiceConfig {
             max_sessions: 64,
             handshake_timeout: Duration::from_secs(5),
             isolation: Isolation::InProcess,
+            concurrent_module_loads: 2,
         }
     }
 }
@@ -448,6 +460,33 @@ struct Inner {
     next_session: AtomicU64,
     /// Worker processes alive: (guest, pid).
     worker_pids: std::sync::Mutex<Vec<(String, u32)>>,
+    /// Module loads running now ([`ServiceConfig::concurrent_module_loads`]).
+    loads: std::sync::Mutex<usize>,
+    load_done: std::sync::Condvar,
+}
+
+/// A turn to load a module ([`ServiceConfig::concurrent_module_loads`]); the next
+/// waiting load goes when it is dropped.
+struct LoadTurn<'a>(&'a Inner);
+
+impl Inner {
+    fn load_turn(&self) -> LoadTurn<'_> {
+        let most = self.config.concurrent_module_loads.max(1);
+        let mut n = self.loads.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= most {
+            n = self.load_done.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+        LoadTurn(self)
+    }
+}
+
+impl Drop for LoadTurn<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.loads.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        self.0.load_done.notify_one();
+    }
 }
 
 /// The service: configuration, backend and the counters of its sessions. Cheap to
@@ -512,6 +551,8 @@ impl Service {
                 stats: Stats::default(),
                 next_session: AtomicU64::new(1),
                 worker_pids: std::sync::Mutex::new(Vec::new()),
+                loads: std::sync::Mutex::new(0),
+                load_done: std::sync::Condvar::new(),
             }),
         })
     }

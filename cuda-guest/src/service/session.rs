@@ -111,6 +111,8 @@ struct ModuleEntry {
     functions: HashMap<String, u64>,
     /// Device memory its `.global`/`.const` variables hold (counted in `mem_used`).
     device_bytes: u64,
+    /// Host memory the service holds for it (counted in `host_used`).
+    host_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -163,6 +165,8 @@ pub struct Session {
     /// Live allocations: base to size.
     allocs: BTreeMap<u64, u64>,
     mem_used: u64,
+    /// Host memory held for the session's modules ([`Quota::module_host_memory`]).
+    host_used: u64,
     /// Per stream, the first pipelined request not yet synchronised: the cause given to
     /// an asynchronous fault that a later synchronisation finds.
     unsynced: Vec<(StreamId, Cause)>,
@@ -235,6 +239,7 @@ impl Session {
             events: Table::new(Kind::Event, key.rotate_left(32)),
             allocs: BTreeMap::new(),
             mem_used: 0,
+            host_used: 0,
             unsynced: Vec::new(),
             staged: VecDeque::new(),
             staged_bytes: 0,
@@ -267,6 +272,12 @@ impl Session {
     /// Device memory the guest holds, in bytes.
     pub fn mem_used(&self) -> u64 {
         self.mem_used
+    }
+
+    /// Host memory the service holds for the guest's modules, in bytes
+    /// ([`Quota::module_host_memory`]).
+    pub fn host_used(&self) -> u64 {
+        self.host_used
     }
 
     /// Live objects the guest holds (allocations, modules, functions, streams, events).
@@ -594,6 +605,7 @@ impl Session {
                     return Err(bad_handle("module", module.0));
                 };
                 self.mem_used -= entry.device_bytes;
+                self.host_used -= entry.host_bytes;
                 self.inner
                     .stats
                     .device_bytes
@@ -941,6 +953,7 @@ impl Session {
         let _ = self.streams.drain();
         let _ = self.events.drain();
         let bytes = std::mem::take(&mut self.mem_used);
+        self.host_used = 0;
         self.allocs.clear();
         self.inner
             .stats
@@ -987,7 +1000,16 @@ impl Session {
     /// A sticky fault: the context is torn down (other guests are not touched) and the
     /// error is kept for every later request until the guest releases the context.
     fn poison(&mut self, err: DeferredError) {
-        if self.deferred.sticky().is_none() {
+        if self.deferred.sticky().is_none() && self.gone.is_cancelled() {
+            // Its own cancelled work, not a fault.
+            log::debug!(
+                "guest {} (session {}): cancelled: {}",
+                self.guest,
+                self.id,
+                err.status
+            );
+            self.deferred.record(StreamId::DEFAULT, err);
+        } else if self.deferred.sticky().is_none() {
             log::warn!(
                 "guest {} (session {}): sticky fault {} caused by request {} ({}); its context is reset",
                 self.guest,
@@ -1511,6 +1533,10 @@ impl Session {
         // the device memory of the module's variables (counted against the quota before
         // the backend loads it). PTX that our parser does not read but the native driver
         // does gets no layouts and counts no variable memory.
+        // One module parsed at a time per process: parsing takes many times the image's
+        // size, for its duration.
+        let inner = self.inner.clone();
+        let _turn = inner.load_turn();
         let mut layouts = HashMap::new();
         let mut device_bytes = 0u64;
         if let Ok(m) = crate::ptx::parse("guest.ptx", text) {
@@ -1548,7 +1574,31 @@ impl Session {
                 ),
             )));
         }
-        let module = self.backend()?.module_load_ptx(text)?;
+        let be = self.backend()?;
+        let module = be.module_load_ptx(text)?;
+        let host_bytes = be
+            .module_host_bytes(&module)
+            .unwrap_or(text.len() as u64)
+            .saturating_add(layouts.capacity() as u64 * 64);
+        if self.host_used.saturating_add(host_bytes) > self.quota.module_host_memory {
+            // SAFETY: the module was loaded just now; nothing of it was handed out.
+            let _ = unsafe { be.module_unload(module) };
+            log::warn!(
+                "guest {} (session {}): module host memory quota hit: {host_bytes} bytes, {} of {} in use",
+                self.guest,
+                self.id,
+                self.host_used,
+                self.quota.module_host_memory
+            );
+            return Err(Outcome::Fail(Fail::new(
+                Status::ERROR_OUT_OF_MEMORY,
+                format!(
+                    "guest {}: the module takes {host_bytes} bytes of the service's host memory, over its quota for modules ({} of {} bytes in use)",
+                    self.guest, self.host_used, self.quota.module_host_memory
+                ),
+            )));
+        }
+        self.host_used += host_bytes;
         self.mem_used += device_bytes;
         self.inner
             .stats
@@ -1559,6 +1609,7 @@ impl Session {
             layouts,
             functions: HashMap::new(),
             device_bytes,
+            host_bytes,
         });
         Ok(ReplyBody::Module(ModuleId(h)))
     }

@@ -75,12 +75,13 @@ impl Setup {
         let q = &self.quota;
         let l = &self.limits;
         format!(
-            "{SETUP_MAGIC} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            "{SETUP_MAGIC} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
             self.id,
             self.device,
             q.device_memory,
             q.max_objects,
             q.max_module_bytes,
+            q.module_host_memory,
             q.launches_per_sec.map(i64::from).unwrap_or(-1),
             q.launch_burst.map(i64::from).unwrap_or(-1),
             l.max_frame,
@@ -99,7 +100,7 @@ impl Setup {
     }
 
     fn decode(line: &str) -> Option<Setup> {
-        let mut it = line.trim_end_matches(['\n', '\r']).splitn(20, ' ');
+        let mut it = line.trim_end_matches(['\n', '\r']).splitn(21, ' ');
         if it.next()? != SETUP_MAGIC {
             return None;
         }
@@ -110,6 +111,7 @@ impl Setup {
         let device_memory = u64::try_from(n()?).ok()?;
         let max_objects = u32_(n()?)?;
         let max_module_bytes = u32_(n()?)?;
+        let module_host_memory = u64::try_from(n()?).ok()?;
         let rate = n()?;
         let burst = n()?;
         let mut lim = [0u32; 9];
@@ -131,6 +133,7 @@ impl Setup {
                 device_memory,
                 max_objects,
                 max_module_bytes,
+                module_host_memory,
                 launches_per_sec: if rate < 0 { None } else { u32_(rate) },
                 launch_burst: if burst < 0 { None } else { u32_(burst) },
             },

@@ -516,6 +516,31 @@ impl Kernel {
     }
 }
 
+impl Program {
+    /// Heap bytes of the decoded kernel (see [`Module::host_bytes`]).
+    fn host_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let insts = |v: &Vec<decode::Inst>| {
+            v.capacity() * size_of::<decode::Inst>()
+                + v.iter()
+                    .map(|i| match &i.op {
+                        decode::Op::Pack { parts, .. } | decode::Op::Unpack { parts, .. } => {
+                            parts.capacity() * size_of::<decode::R>()
+                        }
+                        _ => 0,
+                    })
+                    .sum::<usize>()
+        };
+        self.name.capacity()
+            + self.params.capacity() * size_of::<ptx::Param>()
+            + self.params.iter().map(|p| p.name.capacity()).sum::<usize>()
+            + insts(&self.insts)
+            + insts(&self.prologue)
+            + self.ipdom.capacity() * size_of::<u32>()
+            + self.consts.capacity() * size_of::<(decode::R, u64)>()
+    }
+}
+
 /// A decoded module: decode once, launch many times.
 #[derive(Debug)]
 pub struct Module {
@@ -546,6 +571,19 @@ impl Module {
     /// Device address of a module-scope `.global`/`.const` variable.
     pub fn global(&self, name: &str) -> Option<DevicePtr> {
         self.globals.get(name).copied()
+    }
+    /// Host memory the decoded module holds, in bytes (its kernels' instructions,
+    /// tables and names; an estimate from their lengths, within a few percent).
+    pub fn host_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let mut n = size_of::<Module>() + self.name.capacity();
+        n += self.globals.capacity() * (size_of::<(String, DevicePtr)>() + 8);
+        n += self.globals.keys().map(String::capacity).sum::<usize>();
+        n += self.kernels.capacity() * (size_of::<(String, Kernel)>() + 8);
+        for (name, k) in &self.kernels {
+            n += name.capacity() + k.prog.host_bytes();
+        }
+        n as u64
     }
     /// Device memory the module's `.global`/`.const` variables hold, in bytes (counted
     /// against [`SimConfig::memory_limit`] until [`Simulator::unload_module`]).

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// Largest PTX module per guest, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub max_module_bytes: u32,
+    /// Host memory the service may hold for each guest's loaded modules (their decoded
+    /// kernels on the simulator), in bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub module_host_memory: u64,
     /// Kernel launches per second per guest (unlimited when absent). Launches over the
     /// rate wait; they do not fail.
     #[arg(long)]
@@ -112,6 +116,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             device_memory: args.memory,
             max_objects: args.max_objects,
             max_module_bytes: args.max_module_bytes,
+            module_host_memory: args.module_host_memory,
             launches_per_sec: args.launches_per_sec,
             launch_burst: args.launch_burst,
             ..Quota::default()
