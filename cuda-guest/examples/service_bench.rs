@@ -172,6 +172,7 @@ fn main() {
     );
 
     // 2. Pipelined empty launches.
+    c.call(Request::Init { flags: 0 });
     let ReplyBody::Context(ctx) = c.call(Request::PrimaryCtxRetain { device: 0 }).body else {
         panic!()
     };
@@ -258,6 +259,7 @@ fn main() {
         assert_eq!(frame.status, Status::SUCCESS, "{:?}", frame.detail());
         frame.body
     };
+    call(&mut g, Request::Init { flags: 0 });
     let ReplyBody::Context(ectx) = call(&mut g, Request::PrimaryCtxRetain { device: 0 }) else {
         panic!()
     };
