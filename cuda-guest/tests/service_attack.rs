@@ -92,6 +92,7 @@ fn a_gone_guest_does_not_sleep_through_its_throttled_launches() {
     let server = Server::start(ServiceConfig {
         quota: Quota {
             launches_per_sec: Some(2),
+            launch_burst: Some(1),
             ..Quota::default()
         },
         ..ServiceConfig::default()
