@@ -240,6 +240,10 @@ pub fn device_memory(ordinal: u32) -> Result<(u64, u64), ServiceError> {
 
 // ------------------------------------------------------------------ supervisor --
 
+/// A worker process, taken out (`None`) once it is reaped: so a later kill never hits
+/// a process that reused its pid.
+type SharedChild = Arc<Mutex<Option<Child>>>;
+
 /// A running worker process and the socket to it.
 struct Worker {
     child: Arc<Mutex<Option<Child>>>,
@@ -276,7 +280,7 @@ struct Shared {
     gone: AtomicBool,
     /// The worker now serving the guest: its input and its process, for the hang-up
     /// watcher.
-    current: Mutex<Option<(UnixStream, Arc<Mutex<Option<Child>>>)>>,
+    current: Mutex<Option<(UnixStream, SharedChild)>>,
 }
 
 impl Shared {

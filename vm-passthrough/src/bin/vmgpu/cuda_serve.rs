@@ -119,7 +119,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             module_host_memory: args.module_host_memory,
             launches_per_sec: args.launches_per_sec,
             launch_burst: args.launch_burst,
-            ..Quota::default()
         },
         device: cuda_guest::driver::Device::new(args.device),
         max_sessions: args.max_sessions,
