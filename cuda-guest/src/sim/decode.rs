@@ -314,6 +314,12 @@ pub(crate) struct Program {
 const MAX_REGS: u64 = 1 << 16;
 /// Most decoded instructions of a kernel (with inlined calls).
 const MAX_INSTS: usize = 1 << 20;
+/// Deepest chain of inlined `.func` calls (so also the recursion refused).
+const MAX_CALL_DEPTH: u32 = 16;
+/// Most calls inlined into one kernel: a call of an empty function adds no instruction,
+/// so without this, functions each calling the next many times would take time and
+/// label memory exponential in the chain's length while staying under [`MAX_INSTS`].
+const MAX_INLINED_CALLS: u32 = 1 << 16;
 
 /// Reconvergence at the kernel's end.
 pub(crate) const EXIT_PC: u32 = u32::MAX - 1;
@@ -778,8 +784,18 @@ impl<'a> Dec<'a> {
         }
     }
 
+    /// Decodes a body. Nested `{ }` blocks are walked with an explicit stack (one scope
+    /// each), so only inlined calls (at most [`MAX_CALL_DEPTH`] deep) recurse.
     fn body(&mut self, stmts: &[Statement]) -> DResult<()> {
-        for s in stmts {
+        let mut open = vec![stmts.iter()];
+        while let Some(top) = open.last_mut() {
+            let Some(s) = top.next() else {
+                open.pop();
+                if !open.is_empty() {
+                    self.scopes.pop();
+                }
+                continue;
+            };
             match s {
                 Statement::Decl(d) => self.declare(d)?,
                 Statement::Label(l, _) => {
@@ -788,8 +804,7 @@ impl<'a> Dec<'a> {
                 }
                 Statement::Block(b) => {
                     self.scopes.push(HashMap::new());
-                    self.body(b)?;
-                    self.scopes.pop();
+                    open.push(b.iter());
                 }
                 Statement::Inst(i) => self.inst(i)?,
             }
@@ -1827,10 +1842,18 @@ impl<'a> Dec<'a> {
                 format!("call to {fname}, which has no body in this module"),
             );
         };
-        if self.depth >= 16 {
+        if self.depth >= MAX_CALL_DEPTH {
             return derr(
                 line,
-                format!("call depth over 16 (recursion through {fname} is not supported)"),
+                format!(
+                    "call depth over {MAX_CALL_DEPTH} (recursion through {fname} is not supported)"
+                ),
+            );
+        }
+        if self.next_instance >= MAX_INLINED_CALLS {
+            return derr(
+                line,
+                format!("kernel too large after inlining calls (over {MAX_INLINED_CALLS} calls)"),
             );
         }
         if f.params.len() != args.len() || f.returns.len() != rets.len() {
