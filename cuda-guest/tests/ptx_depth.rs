@@ -359,6 +359,35 @@ fn calls_fanning_out_exponentially_are_refused_quickly() {
     assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
 }
 
+#[test]
+fn calls_find_their_callee_without_scanning_the_module() {
+    // 100,000 functions before the fan-out's: 65,536 calls each scanning them took a
+    // minute in a debug build (and 16 MiB of functions could take far longer); a
+    // lookup by name takes no time.
+    let mut text = String::from(HEADER);
+    for i in 0..100_000 {
+        text.push_str(&format!(".func g{i}() {{ }}\n"));
+    }
+    let lines = 100_000;
+    text.push_str(&call_chain(16, 4, false)[HEADER.len()..]);
+    let t = std::time::Instant::now();
+    let e = sim_load_error(text);
+    let log = e
+        .as_cuda()
+        .and_then(|c| c.jit_log.clone())
+        .unwrap_or_default();
+    assert!(log.contains("(over 65536 calls)"), "{log}");
+    // The refused call is in one of f0..f14, after the 100,000 lines of g*.
+    let line: u32 = log
+        .split(':')
+        .nth(2)
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    assert!((lines + 4..lines + 20).contains(&line), "{log}");
+    // Under a second in a debug build; scanning took about a minute.
+    assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+}
+
 /// A kernel using nesting at every limit at once: the kernel and 15 functions each put
 /// their work in 64 nested blocks and call the next from the innermost one (16 calls
 /// deep, the most inlined), a predicate under 64 `!`, an initializer 64 braces deep.

@@ -354,7 +354,9 @@ enum Sym {
 
 /// Module-level facts the decoder needs.
 pub(crate) struct ModuleCtx<'a> {
-    pub module: &'a ptx::Module,
+    /// Every function with a body, by name (the first definition of a name), so that a
+    /// call finds its callee without a scan of the module's functions.
+    pub bodies: HashMap<&'a str, &'a Function>,
     /// Device address of every module-scope `.global`/`.const` variable.
     pub globals: HashMap<String, u64>,
     /// Offsets of module-scope `.shared` variables (shared by every kernel using them).
@@ -1830,13 +1832,7 @@ impl<'a> Dec<'a> {
         if ops.len() > 3 {
             return derr(line, "indirect calls through a prototype are not supported");
         }
-        let Some(f) = self
-            .m
-            .module
-            .functions
-            .iter()
-            .find(|f| &f.name == fname && f.body.is_some())
-        else {
+        let Some(&f) = self.m.bodies.get(fname.as_str()) else {
             return derr(
                 line,
                 format!("call to {fname}, which has no body in this module"),
@@ -2194,6 +2190,15 @@ fn ipdoms(insts: &[Inst]) -> Vec<u32> {
             }
         })
         .collect()
+}
+
+/// The functions of `module` with a body, by name (the first of each name).
+pub(crate) fn bodies(module: &ptx::Module) -> HashMap<&str, &Function> {
+    let mut map = HashMap::new();
+    for f in module.functions.iter().filter(|f| f.body.is_some()) {
+        map.entry(f.name.as_str()).or_insert(f);
+    }
+    map
 }
 
 /// Decodes one kernel.

@@ -655,7 +655,7 @@ impl Simulator {
             }
         }
         let ctx = ModuleCtx {
-            module: &m,
+            bodies: decode::bodies(&m),
             globals: globals.clone(),
             shared,
             shared_size,
