@@ -17,9 +17,10 @@
 //!
 //! Deeper nesting is a [`ParseError`] at the brace, parenthesis or `!` that goes one
 //! level too deep (e.g. `guest.ptx:70:1: error in body of k: blocks nested deeper than
-//! 64`), which a driver backend reports as `CUDA_ERROR_INVALID_PTX` with the error as
-//! its JIT log. clang and NVRTC nest a few levels at most, so real modules are not
-//! refused. The syntax tree is therefore never deeper than that either, so cloning,
+//! 64`), which the simulator backend reports as `CUDA_ERROR_INVALID_PTX` with the
+//! error as its JIT log (the native driver's JIT judges a module itself; the parameter
+//! layouts read here are then missing, as for any module this parser refuses). clang
+//! and NVRTC nest a few levels at most, so real modules are not refused. The syntax tree is therefore never deeper than that either, so cloning,
 //! comparing and dropping it (all recursive) stay shallow too.
 //!
 //! ```

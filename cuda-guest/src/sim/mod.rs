@@ -76,7 +76,7 @@
 //! beyond the limits above, kernels over 2^20 decoded instructions or 2^16 registers
 //! after inlining. Decoding walks nested blocks without recursion and recurses only
 //! into inlined calls, so a module within these limits loads on a 2 MiB thread stack
-//! in a debug build (with room to spare: about 0.75 MiB at every limit at once).
+//! in a debug build (with room to spare: under 0.75 MiB at every limit at once).
 //!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
