@@ -73,8 +73,10 @@
 //!
 //! Refused at load as too deep or too large (an error naming the line): nesting beyond
 //! [`ptx::MAX_NESTING`] (see [the front end's limits](crate::ptx#limits)), calls
-//! beyond the limits above, kernels over 2^20 decoded instructions or 2^16 registers
-//! after inlining. Decoding walks nested blocks without recursion and recurses only
+//! beyond the limits above, kernels over 2^20 decoded instructions, 2^20 labels or
+//! 2^16 registers after inlining, or whose decoding, every inlined body counted each
+//! time, would handle over about 4 million statements or 64 MiB of names (so that no
+//! module within the 16 MiB quota takes minutes or gigabytes to decode). Decoding walks nested blocks without recursion and recurses only
 //! into inlined calls, so a module within these limits loads on a 2 MiB thread stack
 //! in a debug build (with room to spare: under 0.75 MiB at every limit at once).
 //!
