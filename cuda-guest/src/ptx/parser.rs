@@ -498,6 +498,7 @@ impl<'a> Parser<'a> {
         } else if self.is_punct(b'{') {
             self.bump();
             self.block_depth = 0;
+            self.construct = format!("body of {name}");
             Some(self.block_body(&name)?)
         } else {
             return Err(self.unexpected("`{` or `;`"));
@@ -607,8 +608,10 @@ impl<'a> Parser<'a> {
             }
             _ => return Err(self.err("expected a state space")),
         };
-        let saved = self.construct.clone();
-        self.construct = format!(".{} declaration", space_name(space));
+        let saved = std::mem::replace(
+            &mut self.construct,
+            format!(".{} declaration", space_name(space)),
+        );
         let mut ty = None;
         let mut align = None;
         let mut vector = 1;
@@ -761,10 +764,13 @@ impl<'a> Parser<'a> {
         Ok(v)
     }
 
+    /// The statements of a body or block (its `{` read). The construct is the body's
+    /// (`body of NAME`) on entry and on return: what changes it while parsing a
+    /// statement puts it back, so that it is not made again for every statement (a
+    /// long name times many statements would take quadratic time).
     fn block_body(&mut self, fname: &str) -> PResult<Vec<Statement>> {
         let mut out = vec![];
         loop {
-            self.construct = format!("body of {fname}");
             for d in self.pending_decls.drain(..) {
                 out.push(Statement::Decl(d));
             }
@@ -834,7 +840,7 @@ impl<'a> Parser<'a> {
             guard = Some(Guard { negated, reg });
         }
         let op = self.expect_word("an opcode")?;
-        self.construct = format!("instruction `{op}`");
+        let body = std::mem::replace(&mut self.construct, format!("instruction `{op}`"));
         let mut parts = op.split('.');
         let opcode = parts.next().unwrap_or("").to_string();
         if opcode.is_empty() || !opcode.as_bytes()[0].is_ascii_alphabetic() {
@@ -856,6 +862,7 @@ impl<'a> Parser<'a> {
         if !self.eat_punct(b';') {
             return Err(self.unexpected("`,` or `;`"));
         }
+        self.construct = body;
         Ok(Instruction {
             guard,
             opcode,
