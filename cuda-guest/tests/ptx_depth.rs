@@ -4,7 +4,9 @@
 //! stack of the thread that loads them. Every parse and load runs on a thread with a
 //! 2 MiB stack, the default of the service's guest threads: before the nesting limit
 //! these tests aborted the whole test binary (`has overflowed its stack`).
-//! Nesting at the limit still parses, loads and runs.
+//! Nesting at the limit still parses, loads and runs. Also bounded here: what long
+//! names and inlined calls (chains, fan-outs, callees of many labels or blocks) cost
+//! the parser and the simulator's decoder in time and memory.
 
 #[cfg(feature = "service")]
 mod service_support;
