@@ -664,6 +664,44 @@ fn a_malformed_module_is_reported_at_its_line_and_column() {
     assert_code(&out, 2);
 }
 
+/// Issue 12: a module of 200,000 nested blocks (400 KB) overflowed the main thread's
+/// stack (SIGABRT); now the parser's nesting limit refuses it at its line, exit 1.
+#[test]
+fn deeply_nested_blocks_are_refused_at_their_line_not_by_a_crash() {
+    let dir = tmp();
+    let deep = dir.path().join("deep.ptx");
+    let n = 200_000;
+    let mut text =
+        String::from(".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{");
+    text.push_str(&"{".repeat(n));
+    text.push_str("ret;");
+    text.push_str(&"}".repeat(n + 1));
+    assert!(text.len() > 400_000, "{}", text.len());
+    std::fs::write(&deep, &text).unwrap();
+    let out = vmgpu(&[
+        "cuda",
+        "run",
+        deep.to_str().unwrap(),
+        "k",
+        "--grid",
+        "1",
+        "--block",
+        "1",
+    ]);
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    let limit = cuda_guest::ptx::MAX_NESTING;
+    // The body opens line 5; the first block one level too deep is at column 2 + limit.
+    assert!(
+        err.contains(&format!(
+            "{}:5:{}: error in body of k: blocks nested deeper than {limit}",
+            deep.display(),
+            2 + limit
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn bench_quick_json_has_every_figure_with_its_baseline() {
     let out = vmgpu(&["cuda", "bench", "--quick", "--json"]);

@@ -1,7 +1,12 @@
 //! A fast lexer and a recursive-descent parser for the PTX that clang and NVRTC emit.
+//!
+//! The parser recurses only into nested constructs (`{ }` blocks of a body, operands in
+//! `( )`, `{ }` or after `!`), each bounded by [`MAX_NESTING`](super::MAX_NESTING) so
+//! that no input can exhaust the stack of the thread parsing it; initializers are read
+//! without recursion but with the same bound.
 
 use super::ast::*;
-use super::ParseError;
+use super::{ParseError, MAX_NESTING};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Tok<'a> {
@@ -218,6 +223,10 @@ struct Parser<'a> {
     construct: String,
     /// Further registers of a `.reg .b32 a, b;` list.
     pending_decls: Vec<VarDecl>,
+    /// `{ }` blocks open inside the current function body (its own braces not counted).
+    block_depth: u32,
+    /// Operands open around the one being read (`(`, `{`, `!`).
+    operand_depth: u32,
 }
 
 type PResult<T> = Result<T, ParseError>;
@@ -488,6 +497,8 @@ impl<'a> Parser<'a> {
             None
         } else if self.is_punct(b'{') {
             self.bump();
+            self.block_depth = 0;
+            self.construct = format!("body of {name}");
             Some(self.block_body(&name)?)
         } else {
             return Err(self.unexpected("`{` or `;`"));
@@ -597,8 +608,10 @@ impl<'a> Parser<'a> {
             }
             _ => return Err(self.err("expected a state space")),
         };
-        let saved = self.construct.clone();
-        self.construct = format!(".{} declaration", space_name(space));
+        let saved = std::mem::replace(
+            &mut self.construct,
+            format!(".{} declaration", space_name(space)),
+        );
         let mut ty = None;
         let mut align = None;
         let mut vector = 1;
@@ -688,20 +701,42 @@ impl<'a> Parser<'a> {
         Ok(first)
     }
 
+    /// The values of a braced initializer (its `{` already read), flattened in order.
+    /// Nested braces (arrays of arrays) are counted, not recursed into.
     fn init_list(&mut self, out: &mut Vec<Operand>) -> PResult<()> {
         if self.eat_punct(b'}') {
             return Ok(());
         }
+        let mut depth = 1u32;
         loop {
-            if self.eat_punct(b'{') {
-                self.init_list(out)?;
+            // An element: a value or a nested list (possibly empty).
+            if self.is_punct(b'{') {
+                if depth >= MAX_NESTING {
+                    return Err(self.err(format!(
+                        "initializer braces nested deeper than {MAX_NESTING}"
+                    )));
+                }
+                self.bump();
+                depth += 1;
+                if !self.eat_punct(b'}') {
+                    continue;
+                }
+                depth -= 1;
             } else {
                 out.push(self.init_value()?);
             }
-            if self.eat_punct(b'}') {
-                return Ok(());
+            // After an element: `,` or the end of one or more lists.
+            loop {
+                if self.eat_punct(b'}') {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                } else {
+                    self.expect_punct(b',')?;
+                    break;
+                }
             }
-            self.expect_punct(b',')?;
         }
     }
 
@@ -729,10 +764,13 @@ impl<'a> Parser<'a> {
         Ok(v)
     }
 
+    /// The statements of a body or block (its `{` read). The construct is the body's
+    /// (`body of NAME`) on entry and on return: what changes it while parsing a
+    /// statement puts it back, so that it is not made again for every statement (a
+    /// long name times many statements would take quadratic time).
     fn block_body(&mut self, fname: &str) -> PResult<Vec<Statement>> {
         let mut out = vec![];
         loop {
-            self.construct = format!("body of {fname}");
             for d in self.pending_decls.drain(..) {
                 out.push(Statement::Decl(d));
             }
@@ -742,8 +780,14 @@ impl<'a> Parser<'a> {
                     return Ok(out);
                 }
                 Tok::Punct(b'{') => {
+                    if self.block_depth >= MAX_NESTING {
+                        return Err(self.err(format!("blocks nested deeper than {MAX_NESTING}")));
+                    }
                     self.bump();
-                    out.push(Statement::Block(self.block_body(fname)?));
+                    self.block_depth += 1;
+                    let inner = self.block_body(fname)?;
+                    self.block_depth -= 1;
+                    out.push(Statement::Block(inner));
                 }
                 Tok::Punct(b';') => {
                     self.bump();
@@ -796,7 +840,7 @@ impl<'a> Parser<'a> {
             guard = Some(Guard { negated, reg });
         }
         let op = self.expect_word("an opcode")?;
-        self.construct = format!("instruction `{op}`");
+        let body = std::mem::replace(&mut self.construct, format!("instruction `{op}`"));
         let mut parts = op.split('.');
         let opcode = parts.next().unwrap_or("").to_string();
         if opcode.is_empty() || !opcode.as_bytes()[0].is_ascii_alphabetic() {
@@ -818,6 +862,7 @@ impl<'a> Parser<'a> {
         if !self.eat_punct(b';') {
             return Err(self.unexpected("`,` or `;`"));
         }
+        self.construct = body;
         Ok(Instruction {
             guard,
             opcode,
@@ -829,6 +874,22 @@ impl<'a> Parser<'a> {
     }
 
     fn operand(&mut self) -> PResult<Operand> {
+        if matches!(self.peek(), Tok::Punct(b'(' | b'{' | b'!')) {
+            if self.operand_depth >= MAX_NESTING {
+                return Err(self.err(format!(
+                    "operand nested deeper than {MAX_NESTING} (`(`, `{{` or `!`)"
+                )));
+            }
+            self.operand_depth += 1;
+            let r = self.operand_inner();
+            self.operand_depth -= 1;
+            return r;
+        }
+        self.operand_inner()
+    }
+
+    /// One operand; nested ones are read through [`Parser::operand`], which bounds them.
+    fn operand_inner(&mut self) -> PResult<Operand> {
         match self.peek() {
             Tok::Punct(b'[') => {
                 self.bump();
@@ -959,6 +1020,8 @@ pub fn parse(module_name: &str, text: &str) -> Result<Module, ParseError> {
         pos: 0,
         construct: String::new(),
         pending_decls: vec![],
+        block_depth: 0,
+        operand_depth: 0,
     };
     p.module(module_name)
 }

@@ -314,6 +314,20 @@ pub(crate) struct Program {
 const MAX_REGS: u64 = 1 << 16;
 /// Most decoded instructions of a kernel (with inlined calls).
 const MAX_INSTS: usize = 1 << 20;
+/// Deepest chain of inlined `.func` calls (so also the recursion refused).
+const MAX_CALL_DEPTH: u32 = 16;
+/// Most calls inlined into one kernel: a call of an empty function adds no instruction,
+/// so without this, functions each calling the next many times would take time and
+/// label memory exponential in the chain's length while staying under [`MAX_INSTS`].
+const MAX_INLINED_CALLS: u32 = 1 << 16;
+/// [`weight`] of a statement besides the bytes of its names.
+const STATEMENT_WEIGHT: u64 = 16;
+/// Most [`weight`] decoded for one kernel, its own body and every inlined one: about 4
+/// million statements, or 64 MiB of names copied or hashed. Labels and declarations
+/// are not instructions, so without this a callee of many labels inlined many times
+/// took minutes and gigabytes (a 7 KB module: 100 s and 5 GB in a debug build) within
+/// [`MAX_INSTS`] and [`MAX_INLINED_CALLS`].
+const MAX_WEIGHT: u64 = 64 << 20;
 
 /// Reconvergence at the kernel's end.
 pub(crate) const EXIT_PC: u32 = u32::MAX - 1;
@@ -348,7 +362,10 @@ enum Sym {
 
 /// Module-level facts the decoder needs.
 pub(crate) struct ModuleCtx<'a> {
-    pub module: &'a ptx::Module,
+    /// Every function with a body, by name (the first definition of a name), so that a
+    /// call finds its callee without a scan of the module's functions, with the
+    /// [`weight`] of its body.
+    pub bodies: HashMap<&'a str, (&'a Function, u64)>,
     /// Device address of every module-scope `.global`/`.const` variable.
     pub globals: HashMap<String, u64>,
     /// Offsets of module-scope `.shared` variables (shared by every kernel using them).
@@ -375,6 +392,8 @@ struct Dec<'a> {
     ret_label: Option<String>,
     /// Constant register holding the offset of dynamic shared memory.
     dyn_reg: R,
+    /// The [`weight`] of the kernel's body and of every body inlined so far.
+    weight: u64,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -778,18 +797,35 @@ impl<'a> Dec<'a> {
         }
     }
 
+    /// Decodes a body. Nested `{ }` blocks are walked with an explicit stack (one scope
+    /// each), so only inlined calls (at most [`MAX_CALL_DEPTH`] deep) recurse.
     fn body(&mut self, stmts: &[Statement]) -> DResult<()> {
-        for s in stmts {
+        let mut open = vec![stmts.iter()];
+        while let Some(top) = open.last_mut() {
+            let Some(s) = top.next() else {
+                open.pop();
+                if !open.is_empty() {
+                    self.scopes.pop();
+                }
+                continue;
+            };
             match s {
                 Statement::Decl(d) => self.declare(d)?,
-                Statement::Label(l, _) => {
+                Statement::Label(l, line) => {
+                    if self.labels.len() >= MAX_INSTS {
+                        return derr(
+                            *line,
+                            format!(
+                                "kernel too large after inlining calls (over {MAX_INSTS} labels)"
+                            ),
+                        );
+                    }
                     self.labels
                         .insert((self.instance, l.clone()), self.insts.len() as u32);
                 }
                 Statement::Block(b) => {
                     self.scopes.push(HashMap::new());
-                    self.body(b)?;
-                    self.scopes.pop();
+                    open.push(b.iter());
                 }
                 Statement::Inst(i) => self.inst(i)?,
             }
@@ -1815,23 +1851,29 @@ impl<'a> Dec<'a> {
         if ops.len() > 3 {
             return derr(line, "indirect calls through a prototype are not supported");
         }
-        let Some(f) = self
-            .m
-            .module
-            .functions
-            .iter()
-            .find(|f| &f.name == fname && f.body.is_some())
-        else {
+        let Some(&(f, weight)) = self.m.bodies.get(fname.as_str()) else {
             return derr(
                 line,
                 format!("call to {fname}, which has no body in this module"),
             );
         };
-        if self.depth >= 16 {
+        if self.depth >= MAX_CALL_DEPTH {
             return derr(
                 line,
-                format!("call depth over 16 (recursion through {fname} is not supported)"),
+                format!(
+                    "call depth over {MAX_CALL_DEPTH} (recursion through {fname} is not supported)"
+                ),
             );
+        }
+        if self.next_instance >= MAX_INLINED_CALLS {
+            return derr(
+                line,
+                format!("kernel too large after inlining calls (over {MAX_INLINED_CALLS} calls)"),
+            );
+        }
+        self.weight = self.weight.saturating_add(weight);
+        if self.weight > MAX_WEIGHT {
+            return derr(line, too_heavy());
         }
         if f.params.len() != args.len() || f.returns.len() != rets.len() {
             return derr(
@@ -2173,8 +2215,82 @@ fn ipdoms(insts: &[Inst]) -> Vec<u32> {
         .collect()
 }
 
+/// The functions of `module` with a body, by name (the first of each name), with the
+/// [`weight`] of each body.
+pub(crate) fn bodies(module: &ptx::Module) -> HashMap<&str, (&Function, u64)> {
+    let mut map = HashMap::new();
+    for f in &module.functions {
+        if let Some(body) = &f.body {
+            map.entry(f.name.as_str())
+                .or_insert_with(|| (f, weight(body)));
+        }
+    }
+    map
+}
+
+/// What decoding a body costs, in bytes of names and strings it copies or hashes plus
+/// [`STATEMENT_WEIGHT`] a statement (nested blocks included; a register range counts
+/// each register it declares). Inlining a call costs its callee's weight again, so the
+/// sum over a kernel bounds its decoding time and memory ([`MAX_WEIGHT`]) however the
+/// calls multiply.
+fn weight(stmts: &[Statement]) -> u64 {
+    fn operand(o: &Operand) -> u64 {
+        match o {
+            Operand::Name(n) | Operand::NameOffset(n, _) => n.len() as u64,
+            Operand::Address { base, .. } => base.as_ref().map_or(0, |b| b.len() as u64),
+            Operand::Pair(a, b) => (a.len() + b.len()) as u64,
+            // At most `ptx::MAX_NESTING` deep.
+            Operand::Vector(v) | Operand::List(v) => v.iter().map(operand).sum::<u64>() + 1,
+            Operand::Not(o) => operand(o) + 1,
+            Operand::Int(_) | Operand::F32(_) | Operand::F64(_) | Operand::Sink => 1,
+        }
+    }
+    let mut w = 0u64;
+    let mut open = vec![stmts.iter()];
+    while let Some(top) = open.last_mut() {
+        let Some(s) = top.next() else {
+            open.pop();
+            continue;
+        };
+        let cost = match s {
+            Statement::Decl(d) => {
+                let n = d.range.map_or(1, u64::from);
+                n.saturating_mul(d.name.len() as u64 + 10 + STATEMENT_WEIGHT)
+            }
+            Statement::Label(l, _) => l.len() as u64,
+            Statement::Inst(i) => {
+                i.opcode.len() as u64
+                    + i.modifiers.iter().map(|m| m.len() as u64).sum::<u64>()
+                    + i.guard.as_ref().map_or(0, |g| g.reg.len() as u64)
+                    + i.operands.iter().map(operand).sum::<u64>()
+            }
+            Statement::Block(b) => {
+                open.push(b.iter());
+                0
+            }
+        };
+        w = w.saturating_add(cost).saturating_add(STATEMENT_WEIGHT);
+    }
+    w
+}
+
+fn too_heavy() -> String {
+    format!(
+        "kernel too large after inlining calls (decoding it would cost over {MAX_WEIGHT} \
+         units: {STATEMENT_WEIGHT} a statement, 1 a byte of names)"
+    )
+}
+
 /// Decodes one kernel.
 pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
+    let body = f.body.as_ref().ok_or(DecodeError {
+        line: f.line,
+        message: "kernel has no body".into(),
+    })?;
+    let weight = weight(body);
+    if weight > MAX_WEIGHT {
+        return derr(f.line, too_heavy());
+    }
     let mut d = Dec {
         m,
         insts: vec![],
@@ -2191,14 +2307,11 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         depth: 0,
         ret_label: None,
         dyn_reg: NSPECIAL,
+        weight,
     };
     for p in &f.params {
         d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
     }
-    let body = f.body.as_ref().ok_or(DecodeError {
-        line: f.line,
-        message: "kernel has no body".into(),
-    })?;
     d.body(body)?;
     // Falling off the end exits.
     d.emit(Op::Exit, None, f.line);

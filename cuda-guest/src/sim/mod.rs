@@ -15,7 +15,8 @@
 //!   with only part of its live lanes is a [`SimError::BarrierDivergence`]; exited
 //!   threads do not count), static and dynamic (`extern .shared`) shared memory,
 //!   `.local` memory, `.func` calls (inlined at decode time, `.param` arguments and
-//!   return values in per-thread local memory; recursion is refused).
+//!   return values in per-thread local memory; at most 16 deep, so recursion is
+//!   refused, and at most 65,536 calls inlined into one kernel).
 //! - Global memory: tagged 64-bit addresses never reused, so null, freed and foreign
 //!   pointers fault; every access is checked against the live allocations and its
 //!   alignment; a fault names kernel, block, thread, PTX line, address, size and the
@@ -69,6 +70,15 @@
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
 //! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
 //! `bar.arrive`, clusters, `match.sync`.
+//!
+//! Refused at load as too deep or too large (an error naming the line): nesting beyond
+//! [`ptx::MAX_NESTING`] (see [the front end's limits](crate::ptx#limits)), calls
+//! beyond the limits above, kernels over 2^20 decoded instructions, 2^20 labels or
+//! 2^16 registers after inlining, or whose decoding, every inlined body counted each
+//! time, would handle over about 4 million statements or 64 MiB of names (so that no
+//! module within the 16 MiB quota takes minutes or gigabytes to decode). Decoding walks nested blocks without recursion and recurses only
+//! into inlined calls, so a module within these limits loads on a 2 MiB thread stack
+//! in a debug build (with room to spare: under 0.75 MiB at every limit at once).
 //!
 //! ```
 //! use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
@@ -753,7 +763,7 @@ impl Simulator {
             }
         }
         let ctx = ModuleCtx {
-            module: m,
+            bodies: decode::bodies(m),
             globals: globals.clone(),
             shared,
             shared_size,
