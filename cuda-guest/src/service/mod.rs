@@ -165,7 +165,7 @@ pub struct ServiceConfig {
     /// Where guests' sessions run: in this process or each in a worker process.
     pub isolation: Isolation,
     /// Module loads (PTX parsed and decoded) running at once in this process, over all
-    /// guests: parsing takes up to about 25 times the image's size in host memory for
+    /// guests: parsing takes up to about 35 times the image's size in host memory for
     /// its duration, so this bounds that peak; further loads wait their turn.
     pub concurrent_module_loads: usize,
 }
