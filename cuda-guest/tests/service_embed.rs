@@ -364,122 +364,252 @@ fn sockets_do_not_reach_guest_memory() {
     assert_eq!(r.status, Status::ERROR_NOT_SUPPORTED);
 }
 
-/// Seeds for the `service_dispatch` fuzz target (`cuda-guest/fuzz-proto`): frames as
-/// `len: u16` + bytes, naming the simulator's first allocation. Written to
-/// `DISPATCH_SEED_DIR` when it is set.
+#[path = "../fuzz-proto/harness/dispatch.rs"]
+mod dispatch;
+
+/// The seeds' header: full setup (hello, `Init`, a current context), 1 MiB frames,
+/// scatter-gather granted; `fill` seeds the guest RAM's bytes.
+fn seed(cfg: u8, records: &[[u8; dispatch::RECORD]]) -> Vec<u8> {
+    let mut v = vec![cfg, 0x11, 0, 0];
+    for r in records {
+        v.extend_from_slice(r);
+    }
+    v
+}
+
+/// The hand-made seeds of the `service_dispatch` fuzz target (`cuda-guest/fuzz-proto`,
+/// records of `harness/dispatch.rs`), each with what it must reach.
+fn dispatch_seeds() -> Vec<(&'static str, Vec<u8>, fn(&dispatch::Summary) -> bool)> {
+    use dispatch::*;
+    let alloc_4k = rec(OP_ALLOC, &[2]);
+    // A synchronous copy of a whole live allocation (`sel` picks it).
+    let htod_all = |sel: u8, seed: u8| rec(OP_HTOD, &[0, 0, sel, 0, 0, 0, 0, 0, 0, seed]);
+    let dtoh_all = |sel: u8| rec(OP_DTOH, &[0, 0, sel, 0, 0, 0, 0, 0, 0]);
+    let zero_all = |sel: u8| rec(OP_MEMSET, &[0, 0, sel, 0, 0, 0, 2, 0, 0, 0]);
+    let load = |fixture: u8| rec(OP_LOAD, &[fixture]);
+    let function = |module: u8| rec(OP_GET_FUNCTION, &[module, 0, 0]);
+    // A launch of the first live function, grid 1, block 32, on the default stream,
+    // pointers to the live allocations in turn (`pa` 0xe0: their ends), 32-bit values
+    // INTS[(pb + i) & 15].
+    let launch = |pa: u8, pb: u8| rec(OP_LAUNCH, &[0, 0, 0, 0, 0, 0, 0, 0, 0, pa, pb]);
+    let sync = rec(OP_CTX_SYNC, &[]);
+    vec![
+        (
+            "a launch that computes: vector_add over written inputs, read back",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    alloc_4k,
+                    alloc_4k,
+                    htod_all(0, 5),
+                    htod_all(1, 9),
+                    dtoh_all(0),
+                    load(0),
+                    function(0),
+                    launch(0, 15),
+                    sync,
+                    dtoh_all(2),
+                    rec(OP_MEMINFO, &[]),
+                    rec(OP_GOODBYE, &[]),
+                ],
+            ),
+            |s| s.launches == 1 && s.functions == 1 && s.compared > 0 && s.sticky == 0 && s.closed,
+        ),
+        (
+            "a spinning kernel ends with a sticky timeout; release, retain, go on",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    alloc_4k,
+                    zero_all(0),
+                    load(2),
+                    function(0),
+                    launch(0, 0),
+                    sync,
+                    rec(OP_ALLOC, &[2]),
+                    rec(OP_RELEASE, &[]),
+                    rec(OP_RETAIN, &[]),
+                    rec(OP_SET_CURRENT, &[]),
+                    alloc_4k,
+                    rec(OP_MEMINFO, &[]),
+                ],
+            ),
+            |s| s.sticky == 1 && s.launches == 1 && !s.closed,
+        ),
+        (
+            "an out-of-bounds kernel faults (illegal address), reported at the sync",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    load(3),
+                    function(0),
+                    // oob_write(out = the buffer's end, n = 1).
+                    launch(0xe0, 0),
+                    rec(OP_STREAM_SYNC, &[0, 0]),
+                    rec(OP_MEMINFO, &[]),
+                ],
+            ),
+            |s| s.sticky == 1,
+        ),
+        (
+            "quotas: memory by allocations and module variables, then objects",
+            seed(0, &{
+                let mut v = vec![
+                    rec(OP_ALLOC, &[4]),
+                    rec(OP_ALLOC, &[3]),
+                    rec(OP_MEMINFO, &[]),
+                    // A module with a 4096-byte .global: over the quota while it is full.
+                    rec(OP_LOAD_GLOBALS, &[1, 3, 1, 0]),
+                    rec(OP_FREE, &[0, 0]),
+                    rec(OP_LOAD_GLOBALS, &[1, 3, 1, 0]),
+                    rec(OP_MEMINFO, &[]),
+                    rec(OP_GET_FUNCTION, &[0, 0, 0]),
+                    rec(OP_GET_FUNCTION, &[0, 0, 0]),
+                ];
+                v.extend(std::iter::repeat_n(rec(OP_STREAM_CREATE, &[1]), 31));
+                v.push(rec(OP_EVENT_CREATE, &[0]));
+                v.push(rec(OP_MEMINFO, &[]));
+                v
+            }),
+            |s| s.out_of_memory >= 3 && s.modules == 1 && s.functions == 1,
+        ),
+        (
+            "unload: a pipelined launch of an unloaded module's function is reported at the sync",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    alloc_4k,
+                    alloc_4k,
+                    load(0),
+                    function(0),
+                    launch(0, 1),
+                    rec(OP_UNLOAD, &[0, 0]),
+                    rec(OP_GET_FUNCTION, &[0x80, 0, 0]),
+                    // The dead function (pick mode 2 of an empty live list: the pool).
+                    launch(0, 1),
+                    sync,
+                    load(1),
+                    rec(OP_GET_FUNCTION, &[0, 0, 0]),
+                ],
+            ),
+            |s| s.unloads == 1 && s.deferred == 1 && s.modules == 2 && s.launches == 2,
+        ),
+        (
+            "streams and events: a pipelined memset outside the allocations, recorded, synchronised",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    rec(OP_STREAM_CREATE, &[1]),
+                    rec(OP_EVENT_CREATE, &[0]),
+                    rec(OP_EVENT_CREATE, &[0]),
+                    rec(OP_EVENT_RECORD, &[0, 0, 0x60, 0]),
+                    // MemsetAsync on the created stream, 4 bytes past the allocation.
+                    rec(OP_MEMSET, &[0xc1, 0, 0, 4, 0, 0, 0, 6, 0, 0]),
+                    rec(OP_EVENT_RECORD, &[1, 0, 0x60, 0]),
+                    rec(OP_STREAM_QUERY, &[0x60, 0]),
+                    rec(OP_STREAM_SYNC, &[0x60, 0]),
+                    rec(OP_EVENT_SYNC, &[1, 0]),
+                    rec(OP_EVENT_ELAPSED, &[0, 0, 1, 0]),
+                    rec(OP_STREAM_WAIT, &[0x60, 0, 0, 0, 0]),
+                    rec(OP_STREAM_DESTROY, &[0x60, 0]),
+                    rec(OP_EVENT_DESTROY, &[0, 0]),
+                    rec(OP_EVENT_QUERY, &[0, 0]),
+                    rec(OP_GOODBYE, &[]),
+                ],
+            ),
+            |s| s.deferred == 1 && s.closed && !s.notice,
+        ),
+        (
+            "guest memory: scatter-gather copies across the hole's edges",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    alloc_4k,
+                    // 0x100 bytes from guest 0x3000 into the first allocation.
+                    rec(OP_HTOD_SG, &[0, 0, 0, 0, 0, 0, 0, 7, 3]),
+                    rec(OP_DTOH_SG, &[0, 0, 0, 0, 0, 0, 0, 4, 3]),
+                    // An entry from 0x3ff0 that runs into the hole: refused.
+                    rec(OP_HTOD_SG, &[0, 0, 0, 0, 0, 0, 0, 2, 3]),
+                    rec(OP_DTOD, &[0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+                    rec(OP_DTOH, &[0, 0, 1, 0, 0, 0, 0, 0, 0]),
+                ],
+            ),
+            |s| s.compared > 0 && s.successes >= 6,
+        ),
+        (
+            "before Init: NOT_INITIALIZED, then Init and a context by hand",
+            seed(
+                0x18,
+                &[
+                    rec(OP_ALLOC, &[2]),
+                    rec(OP_DEVICE, &[2, 0]),
+                    rec(OP_MISC, &[2, 0]),
+                    rec(OP_DEVICE, &[2, 0]),
+                    rec(OP_RETAIN, &[]),
+                    rec(OP_ALLOC, &[2]),
+                    rec(OP_SET_CURRENT, &[]),
+                    rec(OP_ALLOC, &[2]),
+                ],
+            ),
+            |s| s.successes >= 5,
+        ),
+        (
+            "a repeated request id: the closing notice, everything released",
+            seed(0, &[alloc_4k, rec(OP_BAD_ID, &[0])]),
+            |s| s.notice && s.closed,
+        ),
+        (
+            "4 KiB frames: a copy over max_inline is refused, a frame over max_frame ends the session",
+            seed(2, &[load(0), function(0), alloc_4k, dtoh_all(0), load(11)]),
+            |s| s.modules == 1 && s.replies == 7 && s.notice,
+        ),
+    ]
+}
+
+/// Runs the `service_dispatch` fuzz target's seeds (`cuda-guest/fuzz-proto/seeds-dispatch`)
+/// through its harness: the hand-made ones (checked to reach what they are for) and
+/// every other input kept there (crash reproducers). With `DISPATCH_SEED_DIR` set the
+/// hand-made seeds are written there first:
+/// `DISPATCH_SEED_DIR=$PWD/cuda-guest/fuzz-proto/seeds-dispatch cargo test -p cuda-guest --test service_embed dispatch_fuzz_seeds`.
 #[test]
 fn dispatch_fuzz_seeds() {
-    let svc = Service::new(
-        BackendChoice::Simulator(SimConfig::default()),
-        ServiceConfig::default(),
-    )
-    .unwrap();
-    let mut g = Guest::new(&svc, "seeds", memory());
-    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
-        panic!()
-    };
-    g.ok(Request::CtxSetCurrent { ctx });
-    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 4096 }) else {
-        panic!()
-    };
-    let seqs: Vec<Vec<RequestFrame>> = vec![
-        vec![
-            RequestFrame::new(10, Request::MemGetInfo),
-            RequestFrame::new(11, Request::CtxSynchronize),
-        ],
-        vec![
-            RequestFrame::new(
-                10,
-                Request::MemcpyHtoD {
-                    dst: d,
-                    src: HostSource::Inline(vec![1; 64]),
-                    stream: None,
-                },
-            ),
-            RequestFrame::new(
-                11,
-                Request::MemcpyDtoH {
-                    src: d,
-                    bytes: 64,
-                    dst: HostDest::Inline,
-                    stream: None,
-                },
-            ),
-        ],
-        vec![
-            RequestFrame::pipelined(
-                10,
-                Request::Memset {
-                    dst: d,
-                    value: 7,
-                    count: 1024,
-                    width: cuda_guest::proto::MemsetWidth::W32,
-                    stream: Some(StreamId::DEFAULT),
-                },
-            ),
-            RequestFrame::new(
-                11,
-                Request::StreamSynchronize {
-                    stream: StreamId::DEFAULT,
-                },
-            ),
-        ],
-        vec![
-            RequestFrame::new(
-                10,
-                Request::MemcpyHtoD {
-                    dst: d,
-                    src: HostSource::Guest(vec![SgEntry {
-                        gpa: 0x100,
-                        len: 0x200,
-                    }]),
-                    stream: None,
-                },
-            ),
-            RequestFrame::new(
-                11,
-                Request::MemcpyDtoH {
-                    src: d,
-                    bytes: 0x100,
-                    dst: HostDest::Guest(vec![SgEntry {
-                        gpa: 0x10000,
-                        len: 0x100,
-                    }]),
-                    stream: Some(StreamId::DEFAULT),
-                },
-            ),
-        ],
-        vec![
-            RequestFrame::new(
-                10,
-                Request::StreamCreate {
-                    flags: 1,
-                    priority: 0,
-                },
-            ),
-            RequestFrame::new(11, Request::EventCreate { flags: 0 }),
-            RequestFrame::new(12, Request::MemFree { ptr: d }),
-            RequestFrame::new(13, Request::PrimaryCtxRelease { device: 0 }),
-            RequestFrame::new(14, Request::Goodbye),
-        ],
-    ];
-    let dir = std::env::var_os("DISPATCH_SEED_DIR");
-    for (i, seq) in seqs.iter().enumerate() {
-        let mut seed = Vec::new();
-        for f in seq {
-            let b = f.to_bytes().unwrap();
-            seed.extend((b.len() as u16).to_le_bytes());
-            seed.extend(b);
-        }
-        if let Some(dir) = &dir {
-            std::fs::create_dir_all(dir).unwrap();
+    let svc = dispatch::service();
+    let mem = dispatch::guest_memory();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-proto/seeds-dispatch");
+    let seeds = dispatch_seeds();
+    if let Some(out) = std::env::var_os("DISPATCH_SEED_DIR") {
+        std::fs::create_dir_all(&out).unwrap();
+        for (i, (_, bytes, _)) in seeds.iter().enumerate() {
             std::fs::write(
-                std::path::Path::new(dir).join(format!("seed-{i:03}")),
-                &seed,
+                std::path::Path::new(&out).join(format!("seed-{i:03}")),
+                bytes,
             )
             .unwrap();
         }
     }
-    // The seeds' address is the simulator's first allocation in a fresh session.
-    assert_eq!(d.0 % 256, 0);
+    for (i, (what, bytes, reached)) in seeds.iter().enumerate() {
+        let s = dispatch::run(&svc, &mem, bytes);
+        assert!(reached(&s), "seed {i} ({what}) reached {s:?}");
+        let file = dir.join(format!("seed-{i:03}"));
+        assert_eq!(
+            std::fs::read(&file).ok().as_ref(),
+            Some(bytes),
+            "{} is seed {i} (regenerate with DISPATCH_SEED_DIR)",
+            file.display()
+        );
+    }
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for f in files {
+        dispatch::run(&svc, &mem, &std::fs::read(&f).unwrap());
+    }
 }
