@@ -613,3 +613,47 @@ fn dispatch_fuzz_seeds() {
         dispatch::run(&svc, &mem, &std::fs::read(&f).unwrap());
     }
 }
+
+/// Found by the `service_dispatch` fuzz target: a launch whose block is `u32::MAX` in
+/// x, y and z overflowed the simulator's thread count (`bx * by * bz` in u64), a panic
+/// in builds with overflow checks. Such blocks are refused with `INVALID_VALUE`.
+#[test]
+fn launch_with_overflowing_block_is_refused() {
+    let svc = Service::new(
+        BackendChoice::Simulator(SimConfig::default()),
+        ServiceConfig::default(),
+    )
+    .unwrap();
+    let mut g = Guest::new(&svc, "vm-block", memory());
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
+    g.ok(Request::CtxSetCurrent { ctx });
+    let ReplyBody::Module(module) = g.ok(Request::ModuleLoadData {
+        image: EMPTY_KERNEL.as_bytes().to_vec(),
+    }) else {
+        panic!()
+    };
+    let ReplyBody::Function(f) = g.ok(Request::ModuleGetFunction {
+        module,
+        name: "empty".into(),
+    }) else {
+        panic!()
+    };
+    for block in [
+        [u32::MAX; 3],
+        [u32::MAX, u32::MAX, 1],
+        [1 << 16, 1 << 16, 1 << 16],
+    ] {
+        let r = g.call(Request::LaunchKernel {
+            function: f.function,
+            grid: [1, 1, 1],
+            block,
+            shared_bytes: 0,
+            stream: StreamId::DEFAULT,
+            params: cuda_guest::proto::KernelParams::default(),
+        });
+        assert_eq!(r.status, Status::ERROR_INVALID_VALUE, "block {block:?}");
+    }
+    g.ok(Request::CtxSynchronize);
+}

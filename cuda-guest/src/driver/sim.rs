@@ -1647,7 +1647,10 @@ impl Backend for SimBackend {
         }
         let [bx, by, bz] = config.block;
         let [gx, gy, gz] = config.grid;
-        let threads = bx as u64 * by as u64 * bz as u64;
+        // Saturating: three u32 factors overflow a u64 (a guest's block of u32::MAX^3).
+        let threads = (bx as u64)
+            .saturating_mul(by as u64)
+            .saturating_mul(bz as u64);
         if threads == 0
             || threads > 1024
             || bx > 1024
