@@ -574,7 +574,8 @@ fn dispatch_seeds() -> Vec<(&'static str, Vec<u8>, fn(&dispatch::Summary) -> boo
 
 /// Runs the `service_dispatch` fuzz target's seeds (`cuda-guest/fuzz-proto/seeds-dispatch`)
 /// through its harness: the hand-made ones (checked to reach what they are for) and
-/// every other input kept there (crash reproducers). With `DISPATCH_SEED_DIR` set the
+/// every other input kept there (crash reproducers); with `DISPATCH_REPLAY=<file>` only
+/// that input (`DISPATCH_TRACE=1` prints its requests and replies). With `DISPATCH_SEED_DIR` set the
 /// hand-made seeds are written there first:
 /// `DISPATCH_SEED_DIR=$PWD/cuda-guest/fuzz-proto/seeds-dispatch cargo test -p cuda-guest --test service_embed dispatch_fuzz_seeds`.
 #[test]
@@ -582,6 +583,11 @@ fn dispatch_fuzz_seeds() {
     let svc = dispatch::service();
     let mem = dispatch::guest_memory();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-proto/seeds-dispatch");
+    if let Some(input) = std::env::var_os("DISPATCH_REPLAY") {
+        // One input only (a fuzzer's finding; `DISPATCH_TRACE=1` prints its trace).
+        dispatch::run(&svc, &mem, &std::fs::read(input).unwrap());
+        return;
+    }
     let seeds = dispatch_seeds();
     if let Some(out) = std::env::var_os("DISPATCH_SEED_DIR") {
         std::fs::create_dir_all(&out).unwrap();
@@ -656,4 +662,53 @@ fn launch_with_overflowing_block_is_refused() {
         assert_eq!(r.status, Status::ERROR_INVALID_VALUE, "block {block:?}");
     }
     g.ok(Request::CtxSynchronize);
+}
+
+/// Found by the `service_dispatch` fuzz target: a module defining one `.global` name
+/// three times loaded on the simulator (the session counted 12 bytes), but unloading it
+/// freed only one of the three variables, so the simulator held memory the session no
+/// longer counted, and a `MemAlloc` within the guest's quota failed with
+/// `OUT_OF_MEMORY`. A duplicate definition is now refused (`INVALID_PTX`, as ptxas).
+#[test]
+fn module_with_duplicate_variables_is_refused() {
+    let quota = 1 << 20;
+    let config = ServiceConfig {
+        quota: cuda_guest::service::Quota {
+            device_memory: quota,
+            ..Default::default()
+        },
+        ..ServiceConfig::default()
+    };
+    let svc = Service::new(BackendChoice::Simulator(SimConfig::default()), config).unwrap();
+    let mut g = Guest::new(&svc, "vm-dup", memory());
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
+    g.ok(Request::CtxSetCurrent { ctx });
+    let ptx = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+               .global .align 4 .u32 g2 = 1;\n.global .align 4 .u32 g2 = 1;\n\
+               .global .align 4 .u32 g2 = 1;\n\
+               .visible .entry touch(\n\t.param .u64 touch_param_0\n)\n{\n\tret;\n}\n";
+    for _ in 0..3 {
+        let r = g.call(Request::ModuleLoadData {
+            image: ptx.as_bytes().to_vec(),
+        });
+        if let ReplyBody::Module(module) = r.body {
+            g.ok(Request::ModuleUnload { module });
+        } else {
+            assert_eq!(r.status, Status::ERROR_INVALID_PTX, "{:?}", r.detail());
+            assert!(
+                r.detail().unwrap().contains("duplicate"),
+                "{:?}",
+                r.detail()
+            );
+        }
+    }
+    let ReplyBody::MemInfo { free, total } = g.ok(Request::MemGetInfo) else {
+        panic!()
+    };
+    assert_eq!((free, total), (quota, quota));
+    // The whole quota can be allocated.
+    g.ok(Request::MemAlloc { bytes: quota });
+    assert_eq!(svc.stats().device_bytes, quota);
 }

@@ -383,8 +383,15 @@ fn describe(r: &Request) -> String {
         Request::Ping { data } => format!("Ping {{ {} bytes }}", data.len()),
         Request::ModuleLoadData { image } => {
             let text = String::from_utf8_lossy(image);
+            // The variables of a small (generated) module.
+            let vars: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    image.len() < 400 && (l.starts_with(".global") || l.starts_with(".const"))
+                })
+                .collect();
             format!(
-                "ModuleLoadData {{ {} bytes, kernels {:?} }}",
+                "ModuleLoadData {{ {} bytes, kernels {:?} {vars:?} }}",
                 image.len(),
                 entry_names(&text)
             )
@@ -554,7 +561,11 @@ impl Model {
 
     #[track_caller]
     fn fail(&self, what: &str) -> ! {
-        let from = self.trace.len().saturating_sub(40);
+        let from = if std::env::var_os("DISPATCH_TRACE").is_some() {
+            0
+        } else {
+            self.trace.len().saturating_sub(40)
+        };
         panic!(
             "invariant failed: {what}\n--- the last requests and replies:\n{}",
             self.trace[from..].join("\n")

@@ -691,6 +691,15 @@ impl Simulator {
         for v in &m.variables {
             match v.space {
                 Space::Global | Space::Const => {
+                    if globals.contains_key(&v.name) {
+                        // As ptxas: a second definition is an error (it would hold memory
+                        // that unloading the module, which frees each name, never frees).
+                        return Err(SimError::Unsupported {
+                            module: name.into(),
+                            line: v.line,
+                            message: format!("duplicate definition of variable {}", v.name),
+                        });
+                    }
                     if v.is_extern {
                         return Err(SimError::Unsupported {
                             module: name.into(),
