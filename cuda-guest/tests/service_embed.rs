@@ -712,3 +712,118 @@ fn module_with_duplicate_variables_is_refused() {
     g.ok(Request::MemAlloc { bytes: quota });
     assert_eq!(svc.stats().device_bytes, quota);
 }
+
+/// A kernel that counts to its parameter: busy for a while, then done.
+const SPIN: &str = ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+    .visible .entry spin(\n\t.param .u32 spin_param_0\n)\n{\n\
+    \t.reg .pred %p<2>;\n\t.reg .b32 %r<4>;\n\n\
+    \tld.param.u32 %r1, [spin_param_0];\n\tmov.u32 %r2, 0;\n\
+    $L_loop:\n\tadd.s32 %r2, %r2, 1;\n\tsetp.lt.u32 %p1, %r2, %r1;\n\
+    \t@%p1 bra $L_loop;\n\tret;\n}\n";
+
+/// Found by the `service_dispatch` fuzz target (AddressSanitizer: heap use after free in
+/// the simulator's device thread): the inline bytes of a pipelined `MemcpyHtoDAsync`
+/// are staged until the copy is done, but a `StreamQuery` (which waits for nothing), an
+/// `EventSynchronize` (done up to the record only) or a `StreamSynchronize` of another
+/// stream freed the staged bytes of the streams it covered while the copy was still
+/// queued behind a running kernel; the copy then read freed memory. Here a
+/// `StreamQuery`, an `EventQuery` and a `StreamSynchronize` of another stream come while
+/// a kernel runs, with such a copy queued behind it: the bytes must arrive intact.
+#[test]
+fn staged_async_copies_outlive_queries_and_events() {
+    let svc = Service::new(
+        BackendChoice::Simulator(SimConfig::default()),
+        ServiceConfig::default(),
+    )
+    .unwrap();
+    let mut g = Guest::new(&svc, "vm-staged", memory());
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
+    g.ok(Request::CtxSetCurrent { ctx });
+    let ReplyBody::Module(module) = g.ok(Request::ModuleLoadData {
+        image: SPIN.as_bytes().to_vec(),
+    }) else {
+        panic!()
+    };
+    let ReplyBody::Function(spin) = g.ok(Request::ModuleGetFunction {
+        module,
+        name: "spin".into(),
+    }) else {
+        panic!()
+    };
+    let ReplyBody::Stream(other) = g.ok(Request::StreamCreate {
+        flags: 1,
+        priority: 0,
+    }) else {
+        panic!()
+    };
+    let ReplyBody::Event(event) = g.ok(Request::EventCreate { flags: 0 }) else {
+        panic!()
+    };
+    const N: usize = 64 << 10;
+    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: N as u64 }) else {
+        panic!()
+    };
+    let mut busy = 0;
+    for (round, seed) in [3u8, 5, 7].into_iter().enumerate() {
+        let data: Vec<u8> = (0..N)
+            .map(|i| (i as u8).wrapping_mul(seed) ^ 0x5a)
+            .collect();
+        let started = std::time::Instant::now();
+        g.send(
+            Request::LaunchKernel {
+                function: spin.function,
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                shared_bytes: 0,
+                stream: StreamId::DEFAULT,
+                params: cuda_guest::proto::KernelParams::pack(&[&300_000u32.to_le_bytes()]),
+            },
+            true,
+        );
+        g.send(
+            Request::EventRecord {
+                event,
+                stream: StreamId::DEFAULT,
+            },
+            true,
+        );
+        g.send(
+            Request::MemcpyHtoD {
+                dst: d,
+                src: HostSource::Inline(data.clone()),
+                stream: Some(StreamId::DEFAULT),
+            },
+            true,
+        );
+        let r = match round {
+            0 => g.call(Request::StreamQuery {
+                stream: StreamId::DEFAULT,
+            }),
+            1 => g.call(Request::EventQuery { event }),
+            _ => g.call(Request::StreamSynchronize { stream: other }),
+        };
+        if r.status == Status::ERROR_NOT_READY || round == 2 {
+            busy += 1;
+        }
+        // Other heap traffic, reusing what a wrongly freed buffer held.
+        let junk: Vec<Vec<u8>> = (0..16).map(|_| vec![0xee; N]).collect();
+        g.ok(Request::CtxSynchronize);
+        drop(junk);
+        let ReplyBody::Data(back) = g.ok(Request::MemcpyDtoH {
+            src: d,
+            bytes: N as u64,
+            dst: HostDest::Inline,
+            stream: None,
+        }) else {
+            panic!()
+        };
+        assert!(back == data, "round {round}: the copied bytes changed");
+        eprintln!("round {round}: {:?} ({:?})", r.status, started.elapsed());
+    }
+    assert!(
+        busy >= 2,
+        "the kernel ran long enough for the requests to come during it"
+    );
+}

@@ -1029,6 +1029,8 @@ impl Session {
             return Ok(());
         };
         let mut covered: Vec<StreamId> = Vec::new();
+        // The stream waited for to its end (its staged copies are done).
+        let mut waited: Option<StreamId> = None;
         let all = matches!(scope, SyncScope::Context);
         let wait = match scope {
             SyncScope::None => return Ok(()),
@@ -1041,6 +1043,7 @@ impl Session {
                 if opcode == Opcode::StreamQuery {
                     Ok(())
                 } else {
+                    waited = Some(s);
                     be.stream_synchronize(self.stream(s)?)
                 }
             }
@@ -1066,10 +1069,15 @@ impl Session {
                     self.staged_bytes = 0;
                 } else {
                     self.unsynced.retain(|(s, _)| !covered.contains(s));
-                    let before = self.staged.len();
-                    self.staged.retain(|(s, _)| !covered.contains(s));
-                    if self.staged.len() != before {
-                        self.staged_bytes = self.staged.iter().map(|(_, b)| b.len()).sum();
+                    // Staged bytes go only when their copies are done: those of the
+                    // stream waited for; not the default stream's with it, nothing on a
+                    // query (no wait) or an event (done up to its record only).
+                    if let Some(done) = waited {
+                        let before = self.staged.len();
+                        self.staged.retain(|(s, _)| *s != done);
+                        if self.staged.len() != before {
+                            self.staged_bytes = self.staged.iter().map(|(_, b)| b.len()).sum();
+                        }
                     }
                 }
             }
