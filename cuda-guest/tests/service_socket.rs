@@ -995,3 +995,80 @@ fn background_server_reports_a_failed_bind_and_stops_cleanly() {
     drop(c);
     server.stop().expect("a clean shutdown");
 }
+
+#[path = "../fuzz-proto/harness/stream.rs"]
+mod stream;
+
+/// Runs the `service_stream` fuzz target's seeds (`cuda-guest/fuzz-proto/seeds-stream`)
+/// through its harness: the hand-made ones (checked to reach what they are for) and
+/// every other input kept there. With `STREAM_SEED_DIR` set the hand-made seeds are
+/// written there first:
+/// `STREAM_SEED_DIR=$PWD/cuda-guest/fuzz-proto/seeds-stream cargo test -p cuda-guest --test service_socket stream_fuzz_seeds`.
+#[test]
+fn stream_fuzz_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = stream::Env::start(dir.path().join("fuzz.sock"));
+    let seeds_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-proto/seeds-stream");
+    if let Some(input) = std::env::var_os("STREAM_REPLAY") {
+        stream::run(&env, &std::fs::read(input).unwrap());
+        return;
+    }
+    let seeds = stream::seeds();
+    if let Some(out) = std::env::var_os("STREAM_SEED_DIR") {
+        std::fs::create_dir_all(&out).unwrap();
+        for (i, (_, bytes, _)) in seeds.iter().enumerate() {
+            std::fs::write(
+                std::path::Path::new(&out).join(format!("seed-{i:03}")),
+                bytes,
+            )
+            .unwrap();
+        }
+    }
+    for (i, (what, bytes, reached)) in seeds.iter().enumerate() {
+        let s = stream::run(&env, bytes);
+        assert!(reached(&s), "seed {i} ({what}) reached {s:?}");
+        let file = seeds_dir.join(format!("seed-{i:03}"));
+        assert_eq!(
+            std::fs::read(&file).ok().as_ref(),
+            Some(bytes),
+            "{} is seed {i} (regenerate with STREAM_SEED_DIR)",
+            file.display()
+        );
+    }
+    let mut files: Vec<_> = std::fs::read_dir(&seeds_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for f in files {
+        stream::run(&env, &std::fs::read(&f).unwrap());
+    }
+}
+
+/// Found with the `service_stream` fuzz harness (its seed 6): a frame refused for its
+/// payload whose id was not above the last one got the closing notice, but the
+/// connection's worker went on and answered the next frame (`DEINITIALIZED`, "the
+/// session has ended") after it. The closing notice is the last frame.
+#[test]
+fn closing_notice_is_last_after_a_refused_frame_with_a_repeated_id() {
+    let server = Server::start(ServiceConfig::default());
+    let mut c = server.client();
+    c.context();
+    // MemAlloc with 4 payload bytes instead of 8, and the id 1 again.
+    let mut bytes = vec![20, 0, 0, 0];
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.extend_from_slice(&0x0401u16.to_le_bytes());
+    bytes.extend_from_slice(&[0, 0, 1, 2, 3, 4]);
+    let id = c.take_id();
+    bytes.extend(
+        cuda_guest::proto::RequestFrame::new(id, Request::DeviceGetCount)
+            .to_bytes()
+            .unwrap(),
+    );
+    c.s.write_all(&bytes).unwrap();
+    let replies = c.recv_until_closed();
+    assert_eq!(replies.len(), 1, "only the closing notice: {replies:?}");
+    assert!(replies[0].is_closing_notice());
+    server.wait_idle();
+}

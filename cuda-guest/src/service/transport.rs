@@ -390,6 +390,12 @@ pub(super) fn worker(
                         if let Some(reply) = session.refused(r, &e.to_string()) {
                             push(&mut replies, reply);
                         }
+                        if session.is_closed() {
+                            // Its id was not above the last one: the closing notice was
+                            // the last frame.
+                            flush(&mut replies, &mut sock);
+                            break 'outer;
+                        }
                     }
                     None => {
                         log::warn!(
