@@ -195,6 +195,7 @@ pub fn service() -> Service {
             max_module_bytes: 64 << 10,
             launches_per_sec: Some(1_000_000),
             launch_burst: Some(16),
+            ..Quota::default()
         },
         ..ServiceConfig::default()
     };

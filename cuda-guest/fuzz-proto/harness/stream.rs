@@ -103,6 +103,7 @@ impl Env {
                 max_module_bytes: 64 << 10,
                 launches_per_sec: None,
                 launch_burst: None,
+                ..Quota::default()
             },
             max_sessions: 4,
             handshake_timeout: Duration::from_secs(2),
