@@ -377,9 +377,12 @@ fn seed(cfg: u8, records: &[[u8; dispatch::RECORD]]) -> Vec<u8> {
     v
 }
 
+/// A hand-made seed: what it is for, its bytes, and what it must reach.
+type DispatchSeed = (&'static str, Vec<u8>, fn(&dispatch::Summary) -> bool);
+
 /// The hand-made seeds of the `service_dispatch` fuzz target (`cuda-guest/fuzz-proto`,
 /// records of `harness/dispatch.rs`), each with what it must reach.
-fn dispatch_seeds() -> Vec<(&'static str, Vec<u8>, fn(&dispatch::Summary) -> bool)> {
+fn dispatch_seeds() -> Vec<DispatchSeed> {
     use dispatch::*;
     let alloc_4k = rec(OP_ALLOC, &[2]);
     // A synchronous copy of a whole live allocation (`sel` picks it).

@@ -525,8 +525,11 @@ fn input(mode: u8, splits: &[u16], frames: &[Vec<u8>]) -> Vec<u8> {
     v
 }
 
-/// The hand-made seeds, each with what it must reach.
-pub fn seeds() -> Vec<(&'static str, Vec<u8>, fn(&Summary) -> bool)> {
+/// A hand-made seed: what it is for, its bytes, and what it must reach.
+pub type Seed = (&'static str, Vec<u8>, fn(&Summary) -> bool);
+
+/// The hand-made seeds.
+pub fn seeds() -> Vec<Seed> {
     let d = DevAddr(ph(PH_DPTR));
     let launch = |f: u8, stream: StreamId, args: &[&[u8]]| {
         frame(
