@@ -830,3 +830,52 @@ fn staged_async_copies_outlive_queries_and_events() {
         "the kernel ran long enough for the requests to come during it"
     );
 }
+
+/// Found by the `service_dispatch` fuzz target: an asynchronous inline copy of 0 bytes
+/// (and a memset of 0 elements) succeeded on a made-up stream handle; the stream was
+/// only checked when there was something to copy. Made-up streams are
+/// `INVALID_HANDLE` whatever the size; on a real stream the empty copy succeeds.
+#[test]
+fn empty_async_copies_check_their_stream() {
+    let svc = Service::new(
+        BackendChoice::Simulator(SimConfig::default()),
+        ServiceConfig::default(),
+    )
+    .unwrap();
+    let mut g = Guest::new(&svc, "vm-empty", memory());
+    let ReplyBody::Context(ctx) = g.ok(Request::PrimaryCtxRetain { device: 0 }) else {
+        panic!()
+    };
+    g.ok(Request::CtxSetCurrent { ctx });
+    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 256 }) else {
+        panic!()
+    };
+    for stream in [StreamId(7), StreamId(0x100), StreamId(u64::MAX)] {
+        let r = g.call(Request::MemcpyHtoD {
+            dst: d,
+            src: HostSource::Inline(Vec::new()),
+            stream: Some(stream),
+        });
+        assert_eq!(r.status, Status::ERROR_INVALID_HANDLE, "{stream:?}");
+        let r = g.call(Request::Memset {
+            dst: d,
+            value: 0,
+            count: 0,
+            width: cuda_guest::proto::MemsetWidth::W8,
+            stream: Some(stream),
+        });
+        assert_eq!(r.status, Status::ERROR_INVALID_HANDLE, "{stream:?}");
+    }
+    g.ok(Request::MemcpyHtoD {
+        dst: d,
+        src: HostSource::Inline(Vec::new()),
+        stream: Some(StreamId::DEFAULT),
+    });
+    g.ok(Request::Memset {
+        dst: d,
+        value: 0,
+        count: 0,
+        width: cuda_guest::proto::MemsetWidth::W8,
+        stream: Some(StreamId(2)),
+    });
+}

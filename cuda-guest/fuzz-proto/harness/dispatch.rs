@@ -1917,7 +1917,10 @@ impl Model {
                             .checked_mul(w)
                             .is_some_and(|n| self.inside(dst.0, n).is_some()));
                 let stream_ok = stream.is_none_or(|s| self.stream_ok(s));
-                self.ensure(!ok || valid, "a memset outside the allocations fails");
+                self.ensure(
+                    !ok || (valid && stream_ok),
+                    "a memset outside the allocations or on a dead stream fails",
+                );
                 if stream.is_none() || *count == 0 {
                     self.ensure(
                         ok || !valid || !stream_ok,

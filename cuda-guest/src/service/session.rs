@@ -1267,6 +1267,10 @@ impl Session {
             .checked_mul(width.bytes())
             .ok_or_else(|| invalid("memset size overflows"))?;
         if count == 0 {
+            // Nothing to set; a made-up stream is still refused.
+            if let Some(s) = stream {
+                self.stream(s)?;
+            }
             return Ok(ReplyBody::Empty);
         }
         if !dst.0.is_multiple_of(width.bytes()) {
@@ -1387,6 +1391,10 @@ impl Session {
                 let data: &[u8] = if data.is_empty() { lent } else { &data };
                 self.check_range(dst, data.len() as u64, "destination")?;
                 if data.is_empty() {
+                    // Nothing to copy; a made-up stream is still refused.
+                    if let Some(s) = stream {
+                        self.stream(s)?;
+                    }
                     return Ok(ReplyBody::Empty);
                 }
                 match stream {
