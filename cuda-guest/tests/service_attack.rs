@@ -338,3 +338,40 @@ fn module_host_memory_is_under_a_quota() {
     let f = c.function(loaded[1], "vector_add_19");
     assert!(f.params.is_some());
 }
+
+/// A query between a faulting launch and the synchronisation that finds the fault does
+/// not lose the launch as the fault's cause (a query waits for nothing).
+#[test]
+fn a_query_keeps_the_cause_of_a_later_fault() {
+    let server = Server::start(ServiceConfig::default());
+    let mut c = server.client();
+    c.context();
+    let cuda_guest::proto::ReplyBody::Stream(st) = c.ok(Request::StreamCreate {
+        flags: 0,
+        priority: 0,
+    }) else {
+        panic!()
+    };
+    let m = c.load(include_str!("../../fixtures/ptx/oob_write.nvrtc.ptx"));
+    let f = c.function(m, "oob_write");
+    let n = 1u32 << 20;
+    let out = c.alloc(u64::from(n) * 4);
+    let launch = c.send(
+        launch_req(
+            &f,
+            n / 128 + 1,
+            128,
+            st,
+            &[&out.0.to_le_bytes(), &n.to_le_bytes()],
+        ),
+        true,
+    );
+    let first = c.call(Request::StreamQuery { stream: st });
+    let r = if first.status == Status::ERROR_NOT_READY {
+        c.call(Request::StreamSynchronize { stream: st })
+    } else {
+        first
+    };
+    assert_eq!(r.status, Status::ERROR_ILLEGAL_ADDRESS);
+    assert_eq!(r.cause.map(|c| c.id), Some(launch), "{r:?}");
+}

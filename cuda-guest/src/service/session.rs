@@ -1067,17 +1067,16 @@ impl Session {
                     self.unsynced.clear();
                     self.staged.clear();
                     self.staged_bytes = 0;
-                } else {
-                    self.unsynced.retain(|(s, _)| !covered.contains(s));
-                    // Staged bytes go only when their copies are done: those of the
-                    // stream waited for; not the default stream's with it, nothing on a
-                    // query (no wait) or an event (done up to its record only).
-                    if let Some(done) = waited {
-                        let before = self.staged.len();
-                        self.staged.retain(|(s, _)| *s != done);
-                        if self.staged.len() != before {
-                            self.staged_bytes = self.staged.iter().map(|(_, b)| b.len()).sum();
-                        }
+                } else if let Some(done) = waited {
+                    // What is synchronised (the cause a later fault is given) and the
+                    // staged bytes go only when their work is done: those of the stream
+                    // waited for; not the default stream's with it, nothing on a query
+                    // (no wait) or an event (done up to its record only).
+                    self.unsynced.retain(|(s, _)| *s != done);
+                    let before = self.staged.len();
+                    self.staged.retain(|(s, _)| *s != done);
+                    if self.staged.len() != before {
+                        self.staged_bytes = self.staged.iter().map(|(_, b)| b.len()).sum();
                     }
                 }
             }
