@@ -42,7 +42,7 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 # (a developer may lack them); here they run, and count as run rather than skipped. Tests
 # that need an NVIDIA GPU stay ignored: they are the skipped ones.
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
-  cargo test -p vm-passthrough --locked --test cli_cuda -- --ignored; } 2>&1 |
+  cargo test -p vmgpu --locked --test cli_cuda -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu

@@ -36,7 +36,7 @@ prepare_and_boot() {
   target=x86_64-unknown-linux-gnu
   # --target keeps RUSTFLAGS off build scripts; the separate target dir keeps the host build intact.
   (cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked -q \
-    -p vmgpu-tests -p vm-passthrough --bin vfio-edu-guest --bin vmgpu \
+    -p vmgpu-tests -p vmgpu --bin vfio-edu-guest --bin vmgpu \
     --target "$target" --target-dir target/guest) >&2 || setup_failed "building the guest programs failed"
   bindir=$root/target/guest/$target/release
   build_s=$(elapsed "$build_start" "$EPOCHREALTIME")s
