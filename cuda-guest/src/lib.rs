@@ -69,9 +69,13 @@ pub mod accel;
 pub mod bench;
 pub mod driver;
 /// The wire protocol between a guest's `libcuda.so.1` and the VMM's CUDA service:
-/// handshake, frames, one request per driver call, replies; pure and synchronous.
-pub mod proto;
-pub mod ptx;
+/// handshake, frames, one request per driver call, replies; pure and synchronous
+/// (`vmgpu-cuda-proto`).
+pub use vmgpu_cuda_proto as proto;
+/// The CUDA service for guests (`vmgpu-cuda-service`).
 #[cfg(feature = "service")]
-pub mod service;
-pub mod sim;
+pub use vmgpu_cuda_service as service;
+/// The PTX simulator (`vmgpu-cuda-sim`).
+pub use vmgpu_cuda_sim as sim;
+/// The PTX front end (`vmgpu-ptx`).
+pub use vmgpu_ptx as ptx;

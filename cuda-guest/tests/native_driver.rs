@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cuda_guest::driver::{
-    Backend, Device, DeviceAttribute, DevicePtr, EventFlags, HostAllocFlags, HostRegisterFlags,
-    LaunchConfig, NativeBackend, Resolution, Stream, StreamFlags,
+    Backend, Device, DeviceAttribute, DevicePciAddress, DevicePtr, EventFlags, HostAllocFlags,
+    HostRegisterFlags, LaunchConfig, NativeBackend, Resolution, Stream, StreamFlags,
 };
 use native_common::*;
 

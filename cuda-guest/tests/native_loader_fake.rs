@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cuda_guest::driver::loader::{Driver, ENTRY_POINTS};
-use cuda_guest::driver::{Backend, Device, DriverError, LoadOptions, NativeBackend, Resolution};
+use cuda_guest::driver::{
+    Backend, Device, DevicePciAddress, DriverError, LoadOptions, NativeBackend, Resolution,
+};
 
 /// Entry points the fake implements itself when exported by name.
 const CORE: &[&str] = &[

@@ -202,7 +202,7 @@ fn error_text(code: CUresult, name: bool) -> R<&'static CStr> {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static TEXTS: OnceLock<Mutex<HashMap<(CUresult, bool), &'static CStr>>> = OnceLock::new();
-    let status = cuda_guest::proto::Status(code as u32);
+    let status = vmgpu_cuda_proto::Status(code as u32);
     let s = if name {
         status.name()
     } else {

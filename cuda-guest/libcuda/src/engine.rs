@@ -2,8 +2,8 @@
 //! simulator ([`crate::local`]) or forwarded to a vmgpu CUDA service
 //! ([`crate::remote`]). Handles are the `u64` values the C program sees.
 
-use cuda_guest::driver::DriverError;
 use std::sync::{Mutex, MutexGuard};
+use vmgpu_cuda_api::DriverError;
 
 /// Locks `m`, taking it as it is when a panic on another thread poisoned it (both
 /// engines' locks).

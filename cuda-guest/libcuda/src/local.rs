@@ -1,5 +1,5 @@
 //! In-process mode: the CUDA driver API on the PTX simulator ([`SimBackend`]), through
-//! the `cuda_guest::driver::Backend` trait.
+//! the `vmgpu_cuda_api::Backend` trait.
 //!
 //! The device's primary context is one simulator instance; every `cuCtxCreate` context
 //! is a simulator instance of its own (its own address space, modules, streams and
@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cuda_guest::driver::{
+use vmgpu_cuda_api::{
     Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function, HostAlloc,
-    HostAllocFlags, HostRegisterFlags, LaunchConfig, Module, SimBackend, Stream, StreamFlags,
+    HostAllocFlags, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
 };
-use cuda_guest::sim::SimConfig;
+use vmgpu_cuda_sim::{SimBackend, SimConfig};
 
 use crate::engine::{lock, Engine, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
 use crate::ffi::*;
@@ -121,7 +121,7 @@ fn config_from_env() -> SimConfig {
     config
 }
 
-fn layout_of(f: &cuda_guest::ptx::Function) -> Vec<(u32, u32)> {
+fn layout_of(f: &vmgpu_ptx::Function) -> Vec<(u32, u32)> {
     f.params.iter().map(|p| (p.offset, p.size)).collect()
 }
 
@@ -388,7 +388,7 @@ impl Engine for Local {
             jit_log: Some(format!("ptx: the image is not UTF-8 text: {e}\n")),
         })?;
         let module = c.backend.module_load_ptx(text)?;
-        let parsed = cuda_guest::ptx::parse("module.ptx", text).ok();
+        let parsed = vmgpu_ptx::parse("module.ptx", text).ok();
         let (kernels, globals) = match &parsed {
             Some(m) => (
                 m.entries()

@@ -1,4 +1,4 @@
-//! Forward mode: the client side of `docs/protocol.md` (`cuda_guest::proto`) over a Unix
+//! Forward mode: the client side of `docs/protocol.md` (`vmgpu_cuda_proto`) over a Unix
 //! socket, AF_VSOCK or a virtio-serial port.
 //!
 //! One connection per process, shared by its threads under a lock. The connection's
@@ -27,7 +27,7 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use cuda_guest::proto::{
+use vmgpu_cuda_proto::{
     ClientHello, ContextId, Decoded, Decoder, DevAddr, EventId, Features, FunctionId, HostDest,
     HostSource, KernelParams, Limits, MemsetWidth, ModuleId, ParamSlot, Reply, ReplyBody, Request,
     RequestFrame, ServerHello, Status, StreamId, SERVER_HELLO_LEN,

@@ -96,8 +96,9 @@ pub use memory::{
 pub use module::{check_args, ArgKind, Function, KernelArg, Module};
 
 use super::{
-    sys, Backend, BackendKind, Context, CudaError, Device, DeviceAttribute, DriverError, Event,
-    EventFlags, HostAllocFlags, HostRegisterFlags, MemInfo, Result, Stream, StreamFlags,
+    sys, Backend, BackendKind, Context, CudaError, Device, DeviceAttribute, DevicePciAddress,
+    DriverError, Event, EventFlags, HostAllocFlags, HostRegisterFlags, MemInfo, Result, Stream,
+    StreamFlags,
 };
 
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! 6.0–8.8 subset that clang and NVRTC emit, producing a syntax tree ([`Module`]) with
 //! every kernel's parameter list (name, type, size, alignment, offset).
 //!
-//! It knows nothing about execution; [`crate::sim`] decodes its output.
+//! It knows nothing about execution; the simulator (`vmgpu-cuda-sim`) decodes its output.
 //!
 //! # Limits
 //!
@@ -31,7 +31,7 @@
 //! .address_size 64
 //! .visible .entry k(.param .u64 out, .param .u32 n) { ret; }
 //! "#;
-//! let m = cuda_guest::ptx::parse("k.ptx", ptx).unwrap();
+//! let m = vmgpu_ptx::parse("k.ptx", ptx).unwrap();
 //! let k = m.entry("k").unwrap();
 //! assert_eq!(k.params[1].name, "n");
 //! assert_eq!((k.params[1].size, k.params[1].align, k.params[1].offset), (4, 4, 8));

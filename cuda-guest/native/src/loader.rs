@@ -11,8 +11,8 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 
-use super::error::{builtin_text, CudaError, DriverError, LIBRARY_CUDA};
-use super::sys;
+use vmgpu_cuda_api::error::{builtin_text, CudaError, DriverError, LIBRARY_CUDA};
+use vmgpu_cuda_api::sys;
 
 /// The environment variable naming the driver library to load.
 pub const LIBCUDA_ENV: &str = "VMGPU_LIBCUDA";
@@ -414,17 +414,12 @@ impl Driver {
         stream: Option<u64>,
     ) -> CudaError {
         let (name, description) = self.error_text(code);
-        CudaError {
-            code,
-            name,
-            description,
-            operation,
-            device,
-            stream,
-            jit_log: None,
-            detail: None,
-            fault: None,
-        }
+        let mut e = CudaError::builtin(code, operation);
+        e.name = name;
+        e.description = description;
+        e.device = device;
+        e.stream = stream;
+        e
     }
 }
 

@@ -21,7 +21,7 @@
 //! which failures of pipelined requests are reported.
 //!
 //! ```
-//! use cuda_guest::proto::{Decoder, Limits, Reply, ReplyBody, Request, RequestFrame, Opcode, Status};
+//! use vmgpu_cuda_proto::{Decoder, Limits, Reply, ReplyBody, Request, RequestFrame, Opcode, Status};
 //!
 //! let limits = Limits::default();
 //! // Client: cuMemAlloc(1 MiB) as request 7.
@@ -38,7 +38,7 @@
 //!
 //! // Server answers; client decodes.
 //! let mut out = Vec::new();
-//! Reply::ok(req.id, Opcode::MemAlloc, ReplyBody::DevAddr(cuda_guest::proto::DevAddr(0x2_0000_0000)))
+//! Reply::ok(req.id, Opcode::MemAlloc, ReplyBody::DevAddr(vmgpu_cuda_proto::DevAddr(0x2_0000_0000)))
 //!     .encode(&mut out)?;
 //! let mut client = Decoder::<Reply>::new(limits);
 //! client.feed(&out);
@@ -47,20 +47,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`ClientHello`]: crate::proto::ClientHello
-//! [`ServerHello`]: crate::proto::ServerHello
-//! [`Limits`]: crate::proto::Limits
-//! [`RequestFrame`]: crate::proto::RequestFrame
-//! [`Request`]: crate::proto::Request
-//! [`Reply`]: crate::proto::Reply
-//! [`ContextId`]: crate::proto::ContextId
-//! [`ModuleId`]: crate::proto::ModuleId
-//! [`FunctionId`]: crate::proto::FunctionId
-//! [`StreamId`]: crate::proto::StreamId
-//! [`EventId`]: crate::proto::EventId
-//! [`DevAddr`]: crate::proto::DevAddr
-//! [`Decoder`]: crate::proto::Decoder
-//! [`DeferredErrors`]: crate::proto::DeferredErrors
+//! [`ClientHello`]: crate::ClientHello
+//! [`ServerHello`]: crate::ServerHello
+//! [`Limits`]: crate::Limits
+//! [`RequestFrame`]: crate::RequestFrame
+//! [`Request`]: crate::Request
+//! [`Reply`]: crate::Reply
+//! [`ContextId`]: crate::ContextId
+//! [`ModuleId`]: crate::ModuleId
+//! [`FunctionId`]: crate::FunctionId
+//! [`StreamId`]: crate::StreamId
+//! [`EventId`]: crate::EventId
+//! [`DevAddr`]: crate::DevAddr
+//! [`Decoder`]: crate::Decoder
+//! [`DeferredErrors`]: crate::DeferredErrors
 
 mod cmd;
 mod decoder;
@@ -70,7 +70,6 @@ mod frame;
 mod handshake;
 mod reply;
 mod request;
-mod status;
 mod wire;
 
 pub use decoder::{Decoded, Decoder, Frame, Message};
@@ -83,7 +82,7 @@ pub use request::{
     HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, ParamSlot, Request, RequestFrame,
     SgEntry, SyncScope,
 };
-pub use status::Status;
+pub use vmgpu_cuda_api::Status;
 
 /// Protocol major version: peers of different majors do not talk.
 pub const VERSION_MAJOR: u16 = 1;

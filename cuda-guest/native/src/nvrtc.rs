@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::PathBuf;
 
-use super::error::{DriverError, LIBRARY_NVRTC};
+use vmgpu_cuda_api::error::{DriverError, LIBRARY_NVRTC};
 
 /// The environment variable naming the NVRTC library to load.
 pub const LIBNVRTC_ENV: &str = "VMGPU_LIBNVRTC";

@@ -164,7 +164,7 @@ pub struct CudaError {
     /// PTX line, address, nearest allocation); for a refused argument, which one.
     pub detail: Option<String>,
     /// The simulator's memory-fault report, when a simulated kernel faulted.
-    pub fault: Option<Box<crate::sim::MemoryFault>>,
+    pub fault: Option<Box<crate::MemoryFault>>,
 }
 
 impl CudaError {

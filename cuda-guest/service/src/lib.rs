@@ -2,7 +2,7 @@
 //! context, handle tables, allocations, quota and deferred errors, served over a Unix
 //! socket (also Firecracker's and Cloud Hypervisor's hybrid-vsock `CONNECT <port>`),
 //! AF_VSOCK, or a VMM's own virtio device through the embedding API. The wire format is
-//! [`crate::proto`] (`docs/protocol.md`).
+//! [`vmgpu_cuda_proto`] (`docs/protocol.md`).
 //!
 //! # Isolation
 //! Every session has a device address space of its own:
@@ -94,9 +94,10 @@ pub use embed::EmbeddedSession;
 pub use session::Session;
 pub use transport::{serve_unix, serve_vsock, ShutdownSignal};
 
-use crate::driver::{Backend, Device, DriverError, SimBackend};
-use crate::proto::{Features, Limits};
-use crate::sim::SimConfig;
+use vmgpu_cuda_api::{Backend, Device, DriverError};
+use vmgpu_cuda_proto::{Features, Limits};
+use vmgpu_cuda_sim::SimBackend;
+use vmgpu_cuda_sim::SimConfig;
 
 /// What a guest may use. The defaults suit a test or a small guest.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,11 +234,12 @@ impl BackendChoice {
     /// else the simulator).
     pub fn from_name(name: &str) -> Result<BackendChoice, ServiceError> {
         let native = || -> Result<BackendChoice, ServiceError> {
-            let be =
-                crate::driver::NativeBackend::new().map_err(|source| ServiceError::Backend {
+            let be = vmgpu_cuda_native::NativeBackend::new().map_err(|source| {
+                ServiceError::Backend {
                     guest: "-".into(),
                     source,
-                })?;
+                }
+            })?;
             Ok(BackendChoice::Shared(Arc::new(be)))
         };
         match name {

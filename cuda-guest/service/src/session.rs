@@ -12,18 +12,18 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use super::handles::{Kind, Table};
 use super::{Gpu, Inner, Quota};
-use crate::driver::{
+use vmgpu_cuda_api::{
     Backend, Context, CudaError, Device, DeviceAttribute, DevicePtr, DriverError, Event,
     EventFlags, Function, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
 };
-use crate::proto::{
+use vmgpu_cuda_proto::{
     Cause, ContextId, Covered, DeferredError, DeferredErrors, DevAddr, EventId, Features,
     FunctionId, FunctionInfo, HostDest, HostSource, Limits, MemsetWidth, ModuleId, Opcode,
     ParamSlot, Refused, Reply, ReplyBody, Request, RequestFrame, SgEntry, Status, StreamId,
     SyncScope,
 };
-use crate::ptx::Space;
-use crate::sim::CancelToken;
+use vmgpu_cuda_sim::CancelToken;
+use vmgpu_ptx::Space;
 
 /// Inline bytes of asynchronous host-to-device copies kept for the device before the
 /// session waits for their stream (the copies read them when the stream reaches them).
@@ -915,7 +915,7 @@ impl Session {
             Gpu::SimPerContext(config) => {
                 let mut config = config.clone();
                 config.memory_limit = config.memory_limit.min(self.quota.device_memory);
-                let sim = crate::driver::SimBackend::with_cancel(config, self.gone.clone())?;
+                let sim = vmgpu_cuda_sim::SimBackend::with_cancel(config, self.gone.clone())?;
                 let ctx = sim.primary_context_retain(Device::new(0))?;
                 sim.context_set_current(&ctx)?;
                 LiveContext {
@@ -1554,7 +1554,7 @@ impl Session {
         let _turn = inner.load_turn();
         let mut layouts = HashMap::new();
         let mut device_bytes = 0u64;
-        if let Ok(m) = crate::ptx::parse("guest.ptx", text) {
+        if let Ok(m) = vmgpu_ptx::parse("guest.ptx", text) {
             for f in m.functions.iter().filter(|f| f.is_entry) {
                 layouts.insert(
                     f.name.clone(),

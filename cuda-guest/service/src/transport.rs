@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
 use super::{Isolation, Service, ServiceError, Session};
-use crate::proto::{
+use vmgpu_cuda_proto::{
     ClientHello, Decoded, Decoder, Features, Reply, RequestFrame, ServerHello, Status, SyncScope,
     CLIENT_HELLO_LEN,
 };

@@ -6,7 +6,7 @@
 use vm_memory::GuestMemoryMmap;
 
 use super::{Service, Session};
-use crate::proto::{ClientHello, Decoded, Features, Reply, RequestFrame, ServerHello, Status};
+use vmgpu_cuda_proto::{ClientHello, Decoded, Features, Reply, RequestFrame, ServerHello, Status};
 
 /// A guest's session on a VMM's own device. Drive it from one thread at a time (the
 /// device's queue handler): [`EmbeddedSession::handshake`] once, then
@@ -14,8 +14,8 @@ use crate::proto::{ClientHello, Decoded, Features, Reply, RequestFrame, ServerHe
 /// the guest held.
 ///
 /// ```
-/// use cuda_guest::proto::{ClientHello, Features, Request, RequestFrame};
-/// use cuda_guest::service::{BackendChoice, Service, ServiceConfig};
+/// use vmgpu_cuda_proto::{ClientHello, Features, Request, RequestFrame};
+/// use vmgpu_cuda_service::{BackendChoice, Service, ServiceConfig};
 /// use vm_memory::{GuestAddress, GuestMemoryMmap};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let svc = Service::new(BackendChoice::Simulator(Default::default()), ServiceConfig::default())?;

@@ -4,7 +4,7 @@
 //!
 //! Only what the native backend uses is here. Nothing in this module is linked: the
 //! entry points are function-pointer types filled in at run time by
-//! [`super::loader`].
+//! the native backend's loader (`vmgpu-cuda-native`).
 
 #![allow(non_camel_case_types)]
 

@@ -1,4 +1,4 @@
-//! [`Backend`] over the PTX simulator ([`crate::sim`]): the same driver-level API as
+//! [`Backend`] over the PTX simulator ([`crate::Simulator`]): the same driver-level API as
 //! the native backend, with CUDA's semantics, on a documented virtual device.
 //!
 //! # The virtual device
@@ -65,15 +65,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::error::{CudaError, DriverError};
-use super::{
+use crate::ptx;
+use crate::{self as engine, CancelToken, FaultKind, KernelArg, SimConfig, SimError, Simulator};
+use vmgpu_cuda_api::error::{CudaError, DriverError};
+use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
     Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
     MemInfo, Module, Result, Stream, StreamFlags,
-};
-use crate::ptx;
-use crate::sim::{
-    self as engine, CancelToken, FaultKind, KernelArg, SimConfig, SimError, Simulator,
 };
 
 /// The virtual device's name.
@@ -325,7 +323,7 @@ impl SimBackend {
     }
 
     fn owned(&self, owner: u32, op: &'static str) -> Result<()> {
-        super::check_owner(owner, self.id, op)
+        vmgpu_cuda_api::check_owner(owner, self.id, op)
     }
 
     /// The context must be current on this thread.
@@ -701,6 +699,7 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
             }
             return None;
         }
+        _ => return None,
     })
 }
 
@@ -1568,7 +1567,10 @@ impl Backend for SimBackend {
         st.modules.get(&module.raw()).map(|m| m.host_bytes())
     }
 
-    fn function_params(&self, function: &Function) -> Result<Option<Vec<super::ParamLayout>>> {
+    fn function_params(
+        &self,
+        function: &Function,
+    ) -> Result<Option<Vec<vmgpu_cuda_api::ParamLayout>>> {
         const OP: &str = "cuFuncGetParamInfo";
         self.owned(function.owner(), OP)?;
         let st = self.live(OP)?;
@@ -1576,7 +1578,7 @@ impl Backend for SimBackend {
             Some(f) => Ok(Some(
                 f.params
                     .iter()
-                    .map(|p| super::ParamLayout {
+                    .map(|p| vmgpu_cuda_api::ParamLayout {
                         offset: p.offset,
                         size: p.size,
                     })

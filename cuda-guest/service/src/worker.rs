@@ -6,7 +6,7 @@
 //! B's `cuMemAlloc_v2` in its own context failed with 700, and so did
 //! `cuDevicePrimaryCtxRetain`). So the service (the supervisor) gives each guest a
 //! worker process that runs the guest's [`Session`](super::Session) over the same
-//! frames ([`crate::proto`]), and relays the guest's frames to it over a socketpair
+//! frames ([`vmgpu_cuda_proto`]), and relays the guest's frames to it over a socketpair
 //! (the worker's stdin), reading only frame headers (length, id, opcode, flags and a
 //! reply's status).
 //!
@@ -30,8 +30,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BackendChoice, Isolation, Quota, Service, ServiceConfig, ServiceError};
-use crate::driver::Device;
-use crate::proto::{
+use vmgpu_cuda_api::Device;
+use vmgpu_cuda_proto::{
     Cause, Features, Limits, Opcode, Reply, Status, FLAG_NO_REPLY, HEADER_LEN, REPLY_HEADER_LEN,
 };
 
@@ -222,12 +222,12 @@ pub fn run_stdio(backend: BackendChoice) -> Result<(), ServiceError> {
 /// process (the primary context, retained and released): for a short-lived probe
 /// process, so a supervisor or a test never holds a context of its own.
 pub fn device_memory(ordinal: u32) -> Result<(u64, u64), ServiceError> {
-    use crate::driver::Backend;
+    use vmgpu_cuda_api::Backend;
     let err = |source| ServiceError::Backend {
         guest: "-".into(),
         source,
     };
-    let be = crate::driver::NativeBackend::new().map_err(err)?;
+    let be = vmgpu_cuda_native::NativeBackend::new().map_err(err)?;
     let ctx = be
         .primary_context_retain(Device::new(ordinal))
         .map_err(err)?;
@@ -782,7 +782,7 @@ impl Service {
                             answer = Some(Reply::ok(
                                 rid,
                                 Opcode::PrimaryCtxRelease,
-                                crate::proto::ReplyBody::Empty,
+                                vmgpu_cuda_proto::ReplyBody::Empty,
                             ));
                             if st.retains == 0 {
                                 *st = State {
@@ -795,7 +795,7 @@ impl Service {
                         answer = Some(Reply::ok(
                             rid,
                             Opcode::Goodbye,
-                            crate::proto::ReplyBody::Empty,
+                            vmgpu_cuda_proto::ReplyBody::Empty,
                         ));
                     } else if needs_context(op) || op == Opcode::PrimaryCtxRetain.code() {
                         if let Some(opcode) = opcode {

@@ -4,9 +4,9 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::sync::Mutex;
 
-use super::error::{is_sticky, CudaError, DriverError};
-use super::loader::{Driver, DriverApi, LoadOptions};
-use super::{
+use crate::loader::{Driver, DriverApi, LoadOptions};
+use vmgpu_cuda_api::error::{is_sticky, CudaError, DriverError};
+use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
     Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
     MemInfo, Module, Result, Stream, StreamFlags,
@@ -124,7 +124,7 @@ impl NativeBackend {
     }
 
     fn owned(&self, owner: u32, op: &'static str) -> Result<()> {
-        super::check_owner(owner, self.id, op)
+        vmgpu_cuda_api::check_owner(owner, self.id, op)
     }
 
     fn current_device(&self) -> Option<u32> {
