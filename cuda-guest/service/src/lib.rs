@@ -79,10 +79,12 @@
 //! thread relays guest frames to the worker process, and a second thread relays its
 //! replies back.
 
+mod conn;
 mod embed;
 mod handles;
 mod hangup;
 mod session;
+#[cfg(feature = "transport")]
 mod transport;
 pub mod worker;
 
@@ -92,7 +94,10 @@ use std::time::Duration;
 
 pub use embed::EmbeddedSession;
 pub use session::Session;
-pub use transport::{serve_unix, serve_vsock, ShutdownSignal};
+#[cfg(feature = "transport")]
+pub use transport::{
+    serve_unix, serve_unix_until_signal, serve_vsock, BackgroundServer, ShutdownSignal,
+};
 
 use vmgpu_cuda_api::{Backend, Device, DriverError};
 use vmgpu_cuda_proto::{Features, Limits};
@@ -252,127 +257,6 @@ impl BackendChoice {
             other => Err(ServiceError::Config {
                 reason: format!("unknown backend {other:?} (sim, native or auto)"),
             }),
-        }
-    }
-}
-
-/// Serves `service` on a Unix socket at `path` (a stale socket file there is replaced)
-/// until SIGINT or SIGTERM, then shuts down gracefully and removes the socket file.
-/// Builds its own tokio runtime: for a command line (`vmgpu cuda serve`).
-pub fn serve_unix_until_signal(
-    service: Service,
-    path: &std::path::Path,
-    guest_prefix: &str,
-) -> Result<(), ServiceError> {
-    let io = |what: String| move |source| ServiceError::Io { what, source };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(io("starting the runtime".into()))?;
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        use std::os::unix::fs::FileTypeExt;
-        if meta.file_type().is_socket() {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    let r = rt.block_on(async {
-        let listener = tokio::net::UnixListener::bind(path)
-            .map_err(io(format!("binding {}", path.display())))?;
-        log::info!("serving CUDA guests on {}", path.display());
-        let shutdown = ShutdownSignal::new();
-        let trigger = shutdown.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            log::info!("shutting down: draining guest sessions");
-            trigger.trigger();
-        });
-        serve_unix(service, listener, guest_prefix, shutdown).await
-    });
-    let _ = std::fs::remove_file(path);
-    r
-}
-
-/// `service` served on a Unix socket on a runtime thread of its own (two worker threads),
-/// until [`stop`](Self::stop) or drop: for tests, benchmarks and programs that embed the
-/// service next to other work. The socket is bound before [`start`](Self::start) returns.
-#[derive(Debug)]
-pub struct BackgroundServer {
-    shutdown: ShutdownSignal,
-    thread: Option<std::thread::JoinHandle<Result<(), ServiceError>>>,
-}
-
-impl BackgroundServer {
-    /// Binds `path` and serves `service` there (guests named `guest_prefix#N`).
-    pub fn start(
-        service: Service,
-        path: &std::path::Path,
-        guest_prefix: &str,
-    ) -> Result<BackgroundServer, ServiceError> {
-        let io = |what: String| move |source| ServiceError::Io { what, source };
-        let shutdown = ShutdownSignal::new();
-        let (sd, p, prefix) = (
-            shutdown.clone(),
-            path.to_path_buf(),
-            guest_prefix.to_owned(),
-        );
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(io("starting the runtime".into()))?;
-            rt.block_on(async move {
-                let listener = tokio::net::UnixListener::bind(&p);
-                let _ = ready_tx.send(listener.is_ok());
-                let listener = listener.map_err(io(format!("binding {}", p.display())))?;
-                serve_unix(service, listener, &prefix, sd).await
-            })
-        });
-        if ready_rx.recv() == Ok(true) {
-            return Ok(BackgroundServer {
-                shutdown,
-                thread: Some(thread),
-            });
-        }
-        // The thread ended with the error (the runtime's or the bind's).
-        match thread.join() {
-            Ok(r) => Err(r.expect_err("the server thread reported no bound socket")),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
-
-    /// Its shutdown signal: triggering it starts the graceful shutdown without waiting.
-    pub fn shutdown_signal(&self) -> &ShutdownSignal {
-        &self.shutdown
-    }
-
-    /// Shuts down gracefully and waits for the server thread; what serving returned.
-    pub fn stop(mut self) -> Result<(), ServiceError> {
-        self.shutdown.trigger();
-        match self.thread.take().map(|t| t.join()) {
-            None => Ok(()),
-            Some(Ok(r)) => r,
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-        }
-    }
-}
-
-impl Drop for BackgroundServer {
-    fn drop(&mut self) {
-        self.shutdown.trigger();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }

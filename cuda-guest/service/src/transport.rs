@@ -9,7 +9,6 @@
 //! requests without reading replies is held by its own socket buffers (as the
 //! protocol allows), never another guest; the decoder holds at most one `max_frame`.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,16 +16,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, watch};
 
-use super::{Isolation, Service, ServiceError, Session};
-use vmgpu_cuda_proto::{
-    ClientHello, Decoded, Decoder, Features, Reply, RequestFrame, ServerHello, Status, SyncScope,
-    CLIENT_HELLO_LEN,
-};
+use super::{Isolation, Service, ServiceError};
+use vmgpu_cuda_proto::{ClientHello, Decoded, Features, ServerHello, Status, CLIENT_HELLO_LEN};
 
-/// Receive buffer of a connection's worker.
-const READ_CHUNK: usize = 256 << 10;
-/// Reply bytes gathered before they are handed to the writer.
-const FLUSH_BYTES: usize = 256 << 10;
 /// How long a shutdown waits for connections to finish.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -276,7 +268,7 @@ async fn connection(
         std::thread::Builder::new()
             .name(format!("vmgpu-guest-{id}"))
             .spawn(move || {
-                worker(session, sock, &worker_stop);
+                super::conn::worker(session, sock, &worker_stop);
                 let _ = done_tx.send(());
             })
     };
@@ -299,149 +291,125 @@ async fn connection(
     }
 }
 
-/// The worker thread: reads frames straight into the decoder (large inline copies go
-/// from there to the device), runs them, writes replies in batches (before it reads
-/// again and before a request that may wait for the device).
-pub(super) fn worker(
-    mut session: Session,
-    mut sock: std::os::unix::net::UnixStream,
-    stop: &AtomicBool,
-) {
-    // A guest gone while this thread waits on the device: its work is cancelled, so the
-    // wait ends and the session is released (see `hangup`).
-    let gone = session.cancel_token();
-    let cancel = gone.clone();
-    let who = format!("guest {} (session {})", session.guest(), session.id());
-    let _watch = super::hangup::watch(
-        &sock,
-        Box::new(move || {
-            log::info!("{who}: connection closed; its work is cancelled");
-            cancel.cancel();
-        }),
-    )
-    .map_err(|e| {
-        log::warn!(
-            "guest {}: not watching its connection: {e}",
-            session.guest()
-        )
-    })
-    .ok();
-    // Bulk inline copies come back to back: keep the buffer of the largest frame.
-    let mut dec = Decoder::<RequestFrame>::new(*session.limits()).retain_capacity(usize::MAX);
-    let mut replies: Vec<u8> = Vec::with_capacity(FLUSH_BYTES);
-    // Received bytes not yet taken by the decoder: buf[taken..got].
-    let mut buf = vec![0u8; READ_CHUNK];
-    let (mut taken, mut got) = (0usize, 0usize);
-    let max_pipelined = session.limits().max_pipelined.max(1) as usize;
-    let mut queued = 0usize;
-    let push = |replies: &mut Vec<u8>, r: Reply| {
-        if r.encode(replies).is_err() {
-            let _ = Reply::error(r.id, r.opcode, Status::ERROR_UNKNOWN, "reply too large")
-                .encode(replies);
+/// Serves `service` on a Unix socket at `path` (a stale socket file there is replaced)
+/// until SIGINT or SIGTERM, then shuts down gracefully and removes the socket file.
+/// Builds its own tokio runtime: for a command line (`vmgpu cuda serve`).
+pub fn serve_unix_until_signal(
+    service: Service,
+    path: &std::path::Path,
+    guest_prefix: &str,
+) -> Result<(), ServiceError> {
+    let io = |what: String| move |source| ServiceError::Io { what, source };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime".into()))?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
         }
-    };
-    let flush = |replies: &mut Vec<u8>, sock: &mut std::os::unix::net::UnixStream| -> bool {
-        if replies.is_empty() {
-            return true;
-        }
-        let ok = sock.write_all(replies).is_ok();
-        replies.clear();
-        if replies.capacity() > 4 * FLUSH_BYTES {
-            replies.shrink_to(FLUSH_BYTES);
-        }
-        ok
-    };
-    'outer: loop {
-        taken += dec.feed(&buf[taken..got]);
-        loop {
-            match dec.next_lent() {
-                Ok(Some(lent)) => {
-                    if lent.frame.request.sync_scope() != SyncScope::None
-                        && !flush(&mut replies, &mut sock)
-                    {
-                        break 'outer;
-                    }
-                    if let Some(r) = session.handle(lent.frame, lent.data, None) {
-                        if replies.is_empty() {
-                            queued = 0;
-                        }
-                        push(&mut replies, r);
-                        queued += 1;
-                    }
-                    if session.is_closed() {
-                        flush(&mut replies, &mut sock);
-                        break 'outer;
-                    }
-                    if gone.is_cancelled() {
-                        // Nobody reads the replies of what it sent before it went.
-                        break 'outer;
-                    }
-                    // At most `max_pipelined` replies wait in the server: beyond it the
-                    // (blocking) write holds this guest until it reads.
-                    if (replies.len() >= FLUSH_BYTES || queued >= max_pipelined)
-                        && !flush(&mut replies, &mut sock)
-                    {
-                        break 'outer;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => match e.answerable() {
-                    Some(r) => {
-                        if let Some(reply) = session.refused(r, &e.to_string()) {
-                            push(&mut replies, reply);
-                        }
-                        if session.is_closed() {
-                            // Its id was not above the last one: the closing notice was
-                            // the last frame.
-                            flush(&mut replies, &mut sock);
-                            break 'outer;
-                        }
-                    }
-                    None => {
-                        log::warn!(
-                            "guest {} (session {}): protocol violation, closing: {e}",
-                            session.guest(),
-                            session.id()
-                        );
-                        push(
-                            &mut replies,
-                            Reply::closing_notice(
-                                Status::ERROR_INVALID_VALUE,
-                                format!("protocol violation: {e}"),
-                            ),
-                        );
-                        flush(&mut replies, &mut sock);
-                        break 'outer;
-                    }
-                },
+    }
+    let r = rt.block_on(async {
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(io(format!("binding {}", path.display())))?;
+        log::info!("serving CUDA guests on {}", path.display());
+        let shutdown = ShutdownSignal::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
             }
-        }
-        if taken < got {
-            // The decoder had no room for all of it: frames were taken out, feed on.
-            continue;
-        }
-        if !flush(&mut replies, &mut sock) {
-            break;
-        }
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        match std::io::Read::read(&mut sock, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => (taken, got) = (0, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    if stop.load(Ordering::SeqCst) {
-        push(
-            &mut replies,
-            Reply::closing_notice(Status::ERROR_DEINITIALIZED, "the server is shutting down"),
+            log::info!("shutting down: draining guest sessions");
+            trigger.trigger();
+        });
+        serve_unix(service, listener, guest_prefix, shutdown).await
+    });
+    let _ = std::fs::remove_file(path);
+    r
+}
+
+/// `service` served on a Unix socket on a runtime thread of its own (two worker threads),
+/// until [`stop`](Self::stop) or drop: for tests, benchmarks and programs that embed the
+/// service next to other work. The socket is bound before [`start`](Self::start) returns.
+#[derive(Debug)]
+pub struct BackgroundServer {
+    shutdown: ShutdownSignal,
+    thread: Option<std::thread::JoinHandle<Result<(), ServiceError>>>,
+}
+
+impl BackgroundServer {
+    /// Binds `path` and serves `service` there (guests named `guest_prefix#N`).
+    pub fn start(
+        service: Service,
+        path: &std::path::Path,
+        guest_prefix: &str,
+    ) -> Result<BackgroundServer, ServiceError> {
+        let io = |what: String| move |source| ServiceError::Io { what, source };
+        let shutdown = ShutdownSignal::new();
+        let (sd, p, prefix) = (
+            shutdown.clone(),
+            path.to_path_buf(),
+            guest_prefix.to_owned(),
         );
-        flush(&mut replies, &mut sock);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(io("starting the runtime".into()))?;
+            rt.block_on(async move {
+                let listener = tokio::net::UnixListener::bind(&p);
+                let _ = ready_tx.send(listener.is_ok());
+                let listener = listener.map_err(io(format!("binding {}", p.display())))?;
+                serve_unix(service, listener, &prefix, sd).await
+            })
+        });
+        if ready_rx.recv() == Ok(true) {
+            return Ok(BackgroundServer {
+                shutdown,
+                thread: Some(thread),
+            });
+        }
+        // The thread ended with the error (the runtime's or the bind's).
+        match thread.join() {
+            Ok(r) => Err(r.expect_err("the server thread reported no bound socket")),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
-    drop(session);
-    let _ = sock.shutdown(std::net::Shutdown::Both);
+
+    /// Its shutdown signal: triggering it starts the graceful shutdown without waiting.
+    pub fn shutdown_signal(&self) -> &ShutdownSignal {
+        &self.shutdown
+    }
+
+    /// Shuts down gracefully and waits for the server thread; what serving returned.
+    pub fn stop(mut self) -> Result<(), ServiceError> {
+        self.shutdown.trigger();
+        match self.thread.take().map(|t| t.join()) {
+            None => Ok(()),
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for BackgroundServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 mod vsock {

@@ -21,6 +21,9 @@
 //!   (as their deferred cause) until the guest releases its context; requests without
 //!   a context go to a fresh worker. The process is reaped; its exit is logged.
 
+// The supervisor (process isolation) serves the socket transports only.
+#![cfg_attr(not(feature = "transport"), allow(dead_code))]
+
 use std::io::{BufRead, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -204,7 +207,7 @@ pub fn run(sock: UnixStream, backend: BackendChoice) -> Result<(), ServiceError>
     answer
         .write_all(b"ok\n")
         .map_err(io_err("answering the supervisor"))?;
-    super::transport::worker(session, sock, &AtomicBool::new(false));
+    super::conn::worker(session, sock, &AtomicBool::new(false));
     Ok(())
 }
 
