@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::sys;
+use crate::Status;
 
 /// [`DriverError::LibraryNotFound`]`::library` of the CUDA driver (`libcuda.so.1`).
 pub const LIBRARY_CUDA: &str = "CUDA driver";
@@ -116,11 +117,32 @@ impl DriverError {
         }
     }
 
+    /// The `CUresult` a driver-API caller gets for this error: the one mapping, used by
+    /// the guest's `libcuda.so.1` and by the service alike. A failed CUDA call keeps its
+    /// own; a refused argument is `CUDA_ERROR_INVALID_VALUE`; a driver (or NVRTC)
+    /// library that cannot be loaded, or that lacks an entry point, is
+    /// `CUDA_ERROR_NOT_INITIALIZED` (what `cuInit` says when the driver is unusable);
+    /// no device is `CUDA_ERROR_NO_DEVICE`; anything else `CUDA_ERROR_UNKNOWN`.
+    pub fn status(&self) -> Status {
+        let code = match self {
+            DriverError::Cuda(e) => e.code,
+            DriverError::NoDevice { .. } => sys::CUDA_ERROR_NO_DEVICE,
+            DriverError::InvalidArgument { .. } | DriverError::BadKernelArgument { .. } => {
+                sys::CUDA_ERROR_INVALID_VALUE
+            }
+            DriverError::LibraryNotFound { .. }
+            | DriverError::SymbolMissing { .. }
+            | DriverError::NoBackend { .. } => sys::CUDA_ERROR_NOT_INITIALIZED,
+            DriverError::Nvrtc { .. } | DriverError::Unexpected { .. } => sys::CUDA_ERROR_UNKNOWN,
+        };
+        Status(code as u32)
+    }
+
     /// The CUDA name of the failure, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
     pub fn cuda_name(&self) -> Option<&str> {
         match self {
             DriverError::Cuda(e) => Some(&e.name),
-            DriverError::NoDevice { .. } => Some("CUDA_ERROR_NO_DEVICE"),
+            DriverError::NoDevice { .. } => Status::ERROR_NO_DEVICE.name(),
             _ => None,
         }
     }
@@ -291,120 +313,17 @@ pub fn hint(code: i32) -> Option<&'static str> {
     })
 }
 
-/// Whether `code` is a sticky error: one that leaves the context (on the native driver,
-/// the whole process's use of the device) unusable, so that every later call returns it
-/// too. NVIDIA: "the process is left in an inconsistent state and any further CUDA work
-/// will return the same error. To continue using CUDA, the process must be terminated
-/// and relaunched." The simulator clears it at `cuDevicePrimaryCtxReset`.
+/// Whether `code` is a sticky error ([`Status::is_sticky`], from the one table).
 pub fn is_sticky(code: i32) -> bool {
-    matches!(
-        code,
-        sys::CUDA_ERROR_ILLEGAL_ADDRESS
-            | sys::CUDA_ERROR_LAUNCH_TIMEOUT
-            | sys::CUDA_ERROR_ASSERT
-            | sys::CUDA_ERROR_HARDWARE_STACK_ERROR
-            | sys::CUDA_ERROR_ILLEGAL_INSTRUCTION
-            | sys::CUDA_ERROR_MISALIGNED_ADDRESS
-            | sys::CUDA_ERROR_INVALID_ADDRESS_SPACE
-            | sys::CUDA_ERROR_INVALID_PC
-            | sys::CUDA_ERROR_LAUNCH_FAILED
-            | sys::CUDA_ERROR_ECC_UNCORRECTABLE
-    )
+    Status(code as u32).is_sticky()
 }
 
-/// The name and description of a `CUresult` from the built-in table, for when the
-/// library is absent or its `cuGetErrorName` fails.
+/// The name and description of a `CUresult` from the one table ([`crate::status`]), for
+/// when the driver library is absent or its `cuGetErrorName` fails.
 pub fn builtin_text(code: i32) -> (&'static str, &'static str) {
-    match code {
-        0 => ("CUDA_SUCCESS", "no error"),
-        1 => ("CUDA_ERROR_INVALID_VALUE", "invalid argument"),
-        2 => ("CUDA_ERROR_OUT_OF_MEMORY", "out of memory"),
-        3 => ("CUDA_ERROR_NOT_INITIALIZED", "initialization error"),
-        4 => ("CUDA_ERROR_DEINITIALIZED", "driver shutting down"),
-        34 => ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"),
-        35 => (
-            "CUDA_ERROR_INSUFFICIENT_DRIVER",
-            "CUDA driver version is insufficient for CUDA runtime version",
-        ),
-        46 => (
-            "CUDA_ERROR_DEVICE_UNAVAILABLE",
-            "CUDA-capable device(s) is/are busy or unavailable",
-        ),
-        100 => ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"),
-        101 => ("CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"),
-        200 => ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"),
-        201 => ("CUDA_ERROR_INVALID_CONTEXT", "invalid device context"),
-        209 => (
-            "CUDA_ERROR_NO_BINARY_FOR_GPU",
-            "no kernel image is available for execution on the device",
-        ),
-        214 => (
-            "CUDA_ERROR_ECC_UNCORRECTABLE",
-            "uncorrectable ECC error encountered",
-        ),
-        218 => ("CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"),
-        221 => (
-            "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
-            "PTX JIT compiler library not found",
-        ),
-        222 => (
-            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
-            "the provided PTX was compiled with an unsupported toolchain.",
-        ),
-        300 => (
-            "CUDA_ERROR_INVALID_SOURCE",
-            "device kernel image is invalid",
-        ),
-        301 => ("CUDA_ERROR_FILE_NOT_FOUND", "file not found"),
-        400 => ("CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"),
-        401 => (
-            "CUDA_ERROR_ILLEGAL_STATE",
-            "the operation cannot be performed in the present state",
-        ),
-        500 => ("CUDA_ERROR_NOT_FOUND", "named symbol not found"),
-        600 => ("CUDA_ERROR_NOT_READY", "device not ready"),
-        700 => (
-            "CUDA_ERROR_ILLEGAL_ADDRESS",
-            "an illegal memory access was encountered",
-        ),
-        701 => (
-            "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
-            "too many resources requested for launch",
-        ),
-        702 => (
-            "CUDA_ERROR_LAUNCH_TIMEOUT",
-            "the launch timed out and was terminated",
-        ),
-        709 => ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"),
-        710 => ("CUDA_ERROR_ASSERT", "device-side assert triggered"),
-        712 => (
-            "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-            "part or all of the requested memory range is already mapped",
-        ),
-        713 => (
-            "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
-            "pointer does not correspond to a registered memory region",
-        ),
-        714 => ("CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"),
-        715 => (
-            "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-            "an illegal instruction was encountered",
-        ),
-        716 => ("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"),
-        717 => (
-            "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-            "operation not supported on global/shared address space",
-        ),
-        718 => ("CUDA_ERROR_INVALID_PC", "invalid program counter"),
-        719 => ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
-        800 => ("CUDA_ERROR_NOT_PERMITTED", "operation not permitted"),
-        801 => ("CUDA_ERROR_NOT_SUPPORTED", "operation not supported"),
-        802 => ("CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"),
-        803 => (
-            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-            "system has unsupported display driver / cuda driver combination",
-        ),
-        999 => ("CUDA_ERROR_UNKNOWN", "unknown error"),
+    let s = Status(code as u32);
+    match (s.name(), s.description()) {
+        (Some(n), Some(d)) => (n, d),
         _ => (
             "CUDA_ERROR_UNRECOGNIZED",
             "a CUresult this crate does not know",

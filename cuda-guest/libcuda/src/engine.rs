@@ -36,17 +36,7 @@ impl Fail {
 
 impl From<DriverError> for Fail {
     fn from(e: DriverError) -> Fail {
-        let code = match &e {
-            DriverError::Cuda(c) => c.code,
-            DriverError::NoDevice { .. } => crate::ffi::CUDA_ERROR_NO_DEVICE,
-            DriverError::InvalidArgument { .. } | DriverError::BadKernelArgument { .. } => {
-                crate::ffi::CUDA_ERROR_INVALID_VALUE
-            }
-            DriverError::LibraryNotFound { .. } | DriverError::SymbolMissing { .. } => {
-                crate::ffi::CUDA_ERROR_NOT_INITIALIZED
-            }
-            _ => crate::ffi::CUDA_ERROR_UNKNOWN,
-        };
+        let code = e.status().0 as i32;
         let jit_log = e.as_cuda().and_then(|c| c.jit_log.clone());
         Fail {
             code,

@@ -59,15 +59,7 @@ fn cuda_detail(c: &CudaError) -> String {
 
 impl From<DriverError> for Fail {
     fn from(e: DriverError) -> Self {
-        let status = match &e {
-            DriverError::InvalidArgument { .. } | DriverError::BadKernelArgument { .. } => {
-                Status::ERROR_INVALID_VALUE
-            }
-            other => other
-                .code()
-                .map(|c| Status(c as u32))
-                .unwrap_or(Status::ERROR_UNKNOWN),
-        };
+        let status = e.status();
         match e {
             DriverError::Cuda(c) => Fail {
                 status,

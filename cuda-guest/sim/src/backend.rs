@@ -616,43 +616,44 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+/// Whether a simulator error leaves the context unusable: its `CUresult` is sticky, or
+/// the simulator is in its failed state already.
 fn is_sticky(e: &SimError) -> bool {
-    matches!(
-        e,
-        SimError::MemoryFault(_)
-            | SimError::BarrierDivergence { .. }
-            | SimError::Timeout { .. }
-            | SimError::Sticky(_)
-    )
+    matches!(e, SimError::Sticky(_)) || vmgpu_cuda_api::error::is_sticky(code_of(e))
+}
+
+/// The `CUresult` a simulator error stands for.
+fn code_of(e: &SimError) -> i32 {
+    match e {
+        SimError::MemoryFault(m) if m.kind == FaultKind::Misaligned => {
+            sys::CUDA_ERROR_MISALIGNED_ADDRESS
+        }
+        SimError::MemoryFault(_) => sys::CUDA_ERROR_ILLEGAL_ADDRESS,
+        SimError::Timeout { .. } => sys::CUDA_ERROR_LAUNCH_TIMEOUT,
+        SimError::BarrierDivergence { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
+        SimError::Sticky(inner) => code_of(inner),
+        SimError::OutOfMemory { .. } => sys::CUDA_ERROR_OUT_OF_MEMORY,
+        // The simulator's JIT cannot compile it (an instruction unknown to PTX is
+        // indistinguishable from one it does not implement): the log says which.
+        SimError::Parse(_) | SimError::Unsupported { .. } => sys::CUDA_ERROR_INVALID_PTX,
+        SimError::UnknownKernel { .. } => sys::CUDA_ERROR_NOT_FOUND,
+        _ => sys::CUDA_ERROR_INVALID_VALUE,
+    }
 }
 
 /// The CUDA error a simulator error stands for, with the simulator's report.
 fn fault_of(e: &SimError, stream: u64) -> Fault {
-    let (code, fault) = match e {
-        SimError::MemoryFault(m) => (
-            if m.kind == FaultKind::Misaligned {
-                sys::CUDA_ERROR_MISALIGNED_ADDRESS
-            } else {
-                sys::CUDA_ERROR_ILLEGAL_ADDRESS
-            },
-            Some(m.clone()),
-        ),
-        SimError::Timeout { .. } => (sys::CUDA_ERROR_LAUNCH_TIMEOUT, None),
-        SimError::BarrierDivergence { .. } => (sys::CUDA_ERROR_LAUNCH_FAILED, None),
-        SimError::Sticky(inner) => return fault_of(inner, stream),
-        SimError::OutOfMemory { .. } => (sys::CUDA_ERROR_OUT_OF_MEMORY, None),
-        SimError::Parse(_) => (sys::CUDA_ERROR_INVALID_PTX, None),
-        // The simulator's JIT cannot compile it (an instruction unknown to PTX is
-        // indistinguishable from one it does not implement): the log says which.
-        SimError::Unsupported { .. } => (sys::CUDA_ERROR_INVALID_PTX, None),
-        SimError::UnknownKernel { .. } => (sys::CUDA_ERROR_NOT_FOUND, None),
-        SimError::InvalidLaunch { .. } => (sys::CUDA_ERROR_INVALID_VALUE, None),
-        _ => (sys::CUDA_ERROR_INVALID_VALUE, None),
-    };
+    let mut inner = e;
+    while let SimError::Sticky(i) = inner {
+        inner = i;
+    }
     Fault {
-        code,
-        detail: format!("simulator: {e}"),
-        fault,
+        code: code_of(e),
+        detail: format!("simulator: {inner}"),
+        fault: match inner {
+            SimError::MemoryFault(m) => Some(m.clone()),
+            _ => None,
+        },
         stream,
     }
 }
