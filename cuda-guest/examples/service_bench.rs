@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use cuda_guest::proto::{
-    ClientHello, Decoded, Decoder, DevAddr, Features, HostSource, KernelParams, Reply, ReplyBody,
+    ClientHello, Decoded, Decoder, DevicePtr, Features, HostSource, KernelParams, Reply, ReplyBody,
     Request, RequestFrame, ServerHello, SgEntry, Status, StreamId,
 };
 use cuda_guest::service::{BackendChoice, BackgroundServer, Quota, Service, ServiceConfig};
@@ -225,7 +225,7 @@ fn main() {
     // 3. Host to device bandwidth.
     let size = 8usize << 20;
     let reps = 64;
-    let ReplyBody::DevAddr(d) = c.call(Request::MemAlloc { bytes: size as u64 }).body else {
+    let ReplyBody::DevicePtr(d) = c.call(Request::MemAlloc { bytes: size as u64 }).body else {
         panic!()
     };
     let data = vec![0x5au8; size];
@@ -264,7 +264,7 @@ fn main() {
         panic!()
     };
     call(&mut g, Request::CtxSetCurrent { ctx: ectx });
-    let ReplyBody::DevAddr(ed) = call(&mut g, Request::MemAlloc { bytes: size as u64 }) else {
+    let ReplyBody::DevicePtr(ed) = call(&mut g, Request::MemAlloc { bytes: size as u64 }) else {
         panic!()
     };
     let sg = Request::MemcpyHtoD {
@@ -289,7 +289,7 @@ fn main() {
     }
     let plain = (size * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
     println!("H2D {} MiB x {reps}: inline over the socket {inline:.2} GB/s, guest memory via embedding {guest:.2} GB/s, plain memcpy {plain:.2} GB/s", size >> 20);
-    let _ = DevAddr(0);
+    let _ = DevicePtr(0);
     drop(g);
     drop(c);
     server.stop().unwrap();

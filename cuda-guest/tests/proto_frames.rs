@@ -74,7 +74,7 @@ fn mem_alloc_reply_bytes() {
     let b = Reply::ok(
         7,
         Opcode::MemAlloc,
-        ReplyBody::DevAddr(DevAddr(0x2_0000_0000)),
+        ReplyBody::DevicePtr(DevicePtr(0x2_0000_0000)),
     )
     .to_bytes()
     .unwrap();
@@ -94,8 +94,8 @@ fn pipelined_launch_bytes() {
     assert_eq!(
         params.slots,
         vec![
-            ParamSlot { offset: 0, size: 8 },
-            ParamSlot { offset: 8, size: 4 }
+            ParamLayout { offset: 0, size: 8 },
+            ParamLayout { offset: 8, size: 4 }
         ]
     );
     let f = RequestFrame::pipelined(
@@ -164,7 +164,7 @@ fn inline_and_guest_copies_bytes() {
     let b = RequestFrame::new(
         5,
         Request::MemcpyHtoD {
-            dst: DevAddr(0x10),
+            dst: DevicePtr(0x10),
             src: HostSource::Inline(vec![0xaa, 0xbb, 0xcc]),
             stream: None,
         },
@@ -180,7 +180,7 @@ fn inline_and_guest_copies_bytes() {
     let b = RequestFrame::new(
         6,
         Request::MemcpyDtoH {
-            src: DevAddr(0x10),
+            src: DevicePtr(0x10),
             bytes: 0x3000,
             dst: HostDest::Guest(vec![
                 SgEntry {
@@ -360,54 +360,54 @@ fn sample_requests() -> Vec<RequestFrame> {
         },
         R::MemAlloc { bytes: 4096 },
         R::MemFree {
-            ptr: DevAddr(0x2_0000_0000),
+            ptr: DevicePtr(0x2_0000_0000),
         },
         R::MemGetInfo,
         R::Memset {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             value: 0xab,
             count: 4096,
             width: MemsetWidth::W8,
             stream: None,
         },
         R::Memset {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             value: 0xdead_beef,
             count: 1024,
             width: MemsetWidth::W32,
             stream: s,
         },
         R::MemcpyHtoD {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             src: HostSource::Inline(vec![1, 2, 3, 4]),
             stream: None,
         },
         R::MemcpyHtoD {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             src: HostSource::Guest(sg.clone()),
             stream: s,
         },
         R::MemcpyDtoH {
-            src: DevAddr(0x2_0000_0000),
+            src: DevicePtr(0x2_0000_0000),
             bytes: 16,
             dst: HostDest::Inline,
             stream: None,
         },
         R::MemcpyDtoH {
-            src: DevAddr(0x2_0000_0000),
+            src: DevicePtr(0x2_0000_0000),
             bytes: 4196,
             dst: HostDest::Guest(sg),
             stream: s,
         },
         R::MemcpyDtoD {
-            dst: DevAddr(0x2_0001_0000),
-            src: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0001_0000),
+            src: DevicePtr(0x2_0000_0000),
             bytes: 4096,
             stream: None,
         },
         R::MemcpyDtoD {
-            dst: DevAddr(0x2_0001_0000),
-            src: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0001_0000),
+            src: DevicePtr(0x2_0000_0000),
             bytes: 4096,
             stream: s,
         },
@@ -507,11 +507,11 @@ fn sample_body(op: Opcode) -> ReplyBody {
         O::ModuleGetFunction => ReplyBody::Function(FunctionInfo {
             function: FunctionId(0x104),
             params: Some(vec![
-                ParamSlot { offset: 0, size: 8 },
-                ParamSlot { offset: 8, size: 4 },
+                ParamLayout { offset: 0, size: 8 },
+                ParamLayout { offset: 8, size: 4 },
             ]),
         }),
-        O::MemAlloc => ReplyBody::DevAddr(DevAddr(0x2_0000_0000)),
+        O::MemAlloc => ReplyBody::DevicePtr(DevicePtr(0x2_0000_0000)),
         O::MemGetInfo => ReplyBody::MemInfo {
             free: 1 << 30,
             total: 4 << 30,
@@ -615,7 +615,7 @@ fn encoding_refuses_inconsistent_messages() {
         shared_bytes: 0,
         stream: StreamId::DEFAULT,
         params: KernelParams {
-            slots: vec![ParamSlot { offset: 4, size: 8 }],
+            slots: vec![ParamLayout { offset: 4, size: 8 }],
             bytes: vec![0; 8],
         },
     };
@@ -1089,7 +1089,7 @@ fn reply_errors() {
         Opcode::ModuleGetFunction,
         ReplyBody::Function(FunctionInfo {
             function: FunctionId(1),
-            params: Some(vec![ParamSlot { offset: 0, size: 4 }; 5]),
+            params: Some(vec![ParamLayout { offset: 0, size: 4 }; 5]),
         }),
     )
     .to_bytes()
@@ -1104,7 +1104,7 @@ fn reply_errors() {
         }
     );
     // A layout out of order, or beyond max_param_bytes.
-    let layout = |slots: Vec<ParamSlot>| {
+    let layout = |slots: Vec<ParamLayout>| {
         Reply::ok(
             1,
             Opcode::ModuleGetFunction,
@@ -1120,8 +1120,8 @@ fn reply_errors() {
         reason(
             decode_reply(
                 &layout(vec![
-                    ParamSlot { offset: 0, size: 8 },
-                    ParamSlot { offset: 4, size: 4 }
+                    ParamLayout { offset: 0, size: 8 },
+                    ParamLayout { offset: 4, size: 4 }
                 ]),
                 &l
             )
@@ -1137,7 +1137,7 @@ fn reply_errors() {
     assert_eq!(
         reason(
             decode_reply(
-                &layout(vec![ParamSlot {
+                &layout(vec![ParamLayout {
                     offset: 60,
                     size: 8
                 }]),
@@ -1270,7 +1270,7 @@ fn pipelining_rules() {
         SyncScope::Event(EventId(5))
     );
     let dtoh = |stream| Request::MemcpyDtoH {
-        src: DevAddr(0),
+        src: DevicePtr(0),
         bytes: 4,
         dst: HostDest::Inline,
         stream,
@@ -1278,7 +1278,7 @@ fn pipelining_rules() {
     assert_eq!(dtoh(None).sync_scope(), SyncScope::Context);
     assert_eq!(dtoh(Some(s)).sync_scope(), SyncScope::Stream(s));
     assert_eq!(
-        Request::MemFree { ptr: DevAddr(1) }.sync_scope(),
+        Request::MemFree { ptr: DevicePtr(1) }.sync_scope(),
         SyncScope::Context
     );
     assert_eq!(Request::MemAlloc { bytes: 1 }.sync_scope(), SyncScope::None);
@@ -1324,8 +1324,8 @@ fn kernel_params_layouts() {
     assert_eq!(p.bytes.len(), 60);
     assert_eq!(p.args()[3], &[4; 16]);
     let layout = [
-        ParamSlot { offset: 0, size: 4 },
-        ParamSlot {
+        ParamLayout { offset: 0, size: 4 },
+        ParamLayout {
             offset: 16,
             size: 8,
         },
@@ -1463,7 +1463,7 @@ fn the_documented_session_is_what_the_code_sends() {
         Reply::ok(
             7,
             Opcode::MemAlloc,
-            ReplyBody::DevAddr(DevAddr(0x2_0000_0000))
+            ReplyBody::DevicePtr(DevicePtr(0x2_0000_0000))
         )
         .to_bytes()
         .unwrap()
@@ -1471,7 +1471,7 @@ fn the_documented_session_is_what_the_code_sends() {
     let mut htod = RequestFrame::new(
         8,
         Request::MemcpyHtoD {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             src: HostSource::Inline(vec![1, 0, 0, 0, 2, 0, 0, 0]),
             stream: None,
         },
@@ -1557,7 +1557,7 @@ fn frames_of_both_directions() {
     let rep = Reply::ok(
         7,
         Opcode::MemAlloc,
-        ReplyBody::DevAddr(DevAddr(0x2_0000_0000)),
+        ReplyBody::DevicePtr(DevicePtr(0x2_0000_0000)),
     );
     req.encode(&mut wire).unwrap();
     rep.encode(&mut wire).unwrap();
@@ -1581,7 +1581,7 @@ fn lent_decoding_leaves_inline_data_in_the_buffer() {
     let htod = RequestFrame::pipelined(
         1,
         Request::MemcpyHtoD {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             src: HostSource::Inline(data.clone()),
             stream: Some(StreamId(0x100)),
         },
@@ -1606,7 +1606,7 @@ fn lent_decoding_leaves_inline_data_in_the_buffer() {
     assert_eq!(
         frame.frame.request,
         Request::MemcpyHtoD {
-            dst: DevAddr(0x2_0000_0000),
+            dst: DevicePtr(0x2_0000_0000),
             src: HostSource::Inline(Vec::new()),
             stream: Some(StreamId(0x100)),
         }

@@ -68,11 +68,11 @@ fn request() -> BoxedStrategy<Request> {
             name
         }),
         h.prop_map(|bytes| R::MemAlloc { bytes }),
-        h.prop_map(|v| R::MemFree { ptr: DevAddr(v) }),
+        h.prop_map(|v| R::MemFree { ptr: DevicePtr(v) }),
         Just(R::MemGetInfo),
         (h, any::<u32>(), h, width(), stream()).prop_map(|(d, value, count, width, stream)| {
             R::Memset {
-                dst: DevAddr(d),
+                dst: DevicePtr(d),
                 value,
                 count,
                 width,
@@ -80,30 +80,30 @@ fn request() -> BoxedStrategy<Request> {
             }
         }),
         (h, vec(any::<u8>(), 0..512), stream()).prop_map(|(d, data, stream)| R::MemcpyHtoD {
-            dst: DevAddr(d),
+            dst: DevicePtr(d),
             src: HostSource::Inline(data),
             stream
         }),
         (h, sg(), stream()).prop_map(|(d, list, stream)| R::MemcpyHtoD {
-            dst: DevAddr(d),
+            dst: DevicePtr(d),
             src: HostSource::Guest(list),
             stream
         }),
         (h, 0u64..1 << 20, stream()).prop_map(|(s, bytes, stream)| R::MemcpyDtoH {
-            src: DevAddr(s),
+            src: DevicePtr(s),
             bytes,
             dst: HostDest::Inline,
             stream
         }),
         (h, sg(), stream()).prop_map(|(s, list, stream)| R::MemcpyDtoH {
-            src: DevAddr(s),
+            src: DevicePtr(s),
             bytes: list.iter().map(|e| e.len).sum(),
             dst: HostDest::Guest(list),
             stream
         }),
         (h, h, h, stream()).prop_map(|(d, s, bytes, stream)| R::MemcpyDtoD {
-            dst: DevAddr(d),
-            src: DevAddr(s),
+            dst: DevicePtr(d),
+            src: DevicePtr(s),
             bytes,
             stream
         }),
@@ -200,7 +200,7 @@ fn body_for(op: Opcode) -> BoxedStrategy<ReplyBody> {
             })
             .boxed(),
         O::MemAlloc => any::<u64>()
-            .prop_map(|v| ReplyBody::DevAddr(DevAddr(v)))
+            .prop_map(|v| ReplyBody::DevicePtr(DevicePtr(v)))
             .boxed(),
         O::MemGetInfo => (any::<u64>(), any::<u64>())
             .prop_map(|(free, total)| ReplyBody::MemInfo { free, total })

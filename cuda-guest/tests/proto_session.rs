@@ -34,7 +34,7 @@ impl ToyServer {
                 self.event_stream.push((*event, *stream));
                 Ok(ReplyBody::Empty)
             }
-            Request::MemAlloc { .. } => Ok(ReplyBody::DevAddr(DevAddr(0x2_0000_0000))),
+            Request::MemAlloc { .. } => Ok(ReplyBody::DevicePtr(DevicePtr(0x2_0000_0000))),
             Request::MemcpyDtoH { bytes, .. } => Ok(ReplyBody::Data(vec![9; *bytes as usize])),
             _ => Ok(ReplyBody::Empty),
         }
@@ -172,7 +172,7 @@ fn a_sticky_fault_answers_everything_after_it() {
         RequestFrame::new(
             4,
             Request::MemcpyDtoH {
-                src: DevAddr(0x2_0000_0000),
+                src: DevicePtr(0x2_0000_0000),
                 bytes: 4,
                 dst: HostDest::Inline,
                 stream: None,

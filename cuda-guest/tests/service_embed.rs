@@ -4,7 +4,7 @@
 mod service_support;
 
 use cuda_guest::proto::{
-    ClientHello, Decoded, DevAddr, Features, HostDest, HostSource, Message, Reply, ReplyBody,
+    ClientHello, Decoded, DevicePtr, Features, HostDest, HostSource, Message, Reply, ReplyBody,
     Request, RequestFrame, ServerHello, SgEntry, Status, StreamId,
 };
 use cuda_guest::service::{BackendChoice, EmbeddedSession, Service, ServiceConfig};
@@ -92,7 +92,7 @@ fn scatter_gather_copies_through_guest_memory() {
         panic!()
     };
     g.ok(Request::CtxSetCurrent { ctx });
-    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 0x3000 }) else {
+    let ReplyBody::DevicePtr(d) = g.ok(Request::MemAlloc { bytes: 0x3000 }) else {
         panic!()
     };
 
@@ -220,7 +220,7 @@ fn scatter_gather_copies_through_guest_memory() {
     }
     // A device range beyond the allocation, with good guest memory.
     let r = g.call(Request::MemcpyHtoD {
-        dst: DevAddr(d.0 + 0x2FF0),
+        dst: DevicePtr(d.0 + 0x2FF0),
         src: HostSource::Guest(vec![SgEntry { gpa: 0, len: 0x20 }]),
         stream: None,
     });
@@ -247,10 +247,10 @@ fn scatter_gather_copies_through_guest_memory() {
     g.mem
         .write_slice(&f32_bytes(&y), GuestAddress(0x100800))
         .unwrap();
-    let ReplyBody::DevAddr(dx) = g.ok(Request::MemAlloc { bytes: 2048 }) else {
+    let ReplyBody::DevicePtr(dx) = g.ok(Request::MemAlloc { bytes: 2048 }) else {
         panic!()
     };
-    let ReplyBody::DevAddr(dy) = g.ok(Request::MemAlloc { bytes: 2048 }) else {
+    let ReplyBody::DevicePtr(dy) = g.ok(Request::MemAlloc { bytes: 2048 }) else {
         panic!()
     };
     g.ok(Request::MemcpyHtoD {
@@ -765,7 +765,7 @@ fn staged_async_copies_outlive_queries_and_events() {
         panic!()
     };
     const N: usize = 64 << 10;
-    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: N as u64 }) else {
+    let ReplyBody::DevicePtr(d) = g.ok(Request::MemAlloc { bytes: N as u64 }) else {
         panic!()
     };
     let mut busy = 0;
@@ -847,7 +847,7 @@ fn empty_async_copies_check_their_stream() {
         panic!()
     };
     g.ok(Request::CtxSetCurrent { ctx });
-    let ReplyBody::DevAddr(d) = g.ok(Request::MemAlloc { bytes: 256 }) else {
+    let ReplyBody::DevicePtr(d) = g.ok(Request::MemAlloc { bytes: 256 }) else {
         panic!()
     };
     for stream in [StreamId(7), StreamId(0x100), StreamId(u64::MAX)] {

@@ -11,7 +11,7 @@
 
 mod service_support;
 
-use cuda_guest::proto::{DevAddr, HostDest, Opcode, Request, Status, StreamId};
+use cuda_guest::proto::{DevicePtr, HostDest, Opcode, Request, Status, StreamId};
 use cuda_guest::service::{BackendChoice, ServiceConfig};
 use cuda_guest::sim::SimConfig;
 use service_support::*;
@@ -91,7 +91,7 @@ fn two_guests_on_the_gpu_in_their_own_processes() {
     // B's allocation is not A's.
     let pb = b.alloc(1 << 20);
     let r = a.call(Request::MemcpyDtoH {
-        src: DevAddr(pb.0),
+        src: DevicePtr(pb.0),
         bytes: 16,
         dst: HostDest::Inline,
         stream: None,

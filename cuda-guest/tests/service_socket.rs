@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use cuda_guest::proto::{
-    ContextId, DevAddr, EventId, FunctionId, HostDest, HostSource, ModuleId, Opcode, Reply,
+    ContextId, DevicePtr, EventId, FunctionId, HostDest, HostSource, ModuleId, Opcode, Reply,
     Request, Status, StreamId,
 };
 use cuda_guest::service::{Quota, ServiceConfig};
@@ -138,7 +138,7 @@ fn two_guests_compute_and_cannot_reach_each_other() {
     let pb = b.alloc(1 << 20);
     let pa = a.alloc(4096);
     b.htod(pb, &vec![0x5a; 1 << 20]);
-    let far = DevAddr(pb.0 + (1 << 19));
+    let far = DevicePtr(pb.0 + (1 << 19));
     assert_eq!(
         a.status(Request::MemcpyDtoH {
             src: far,
@@ -154,7 +154,7 @@ fn two_guests_compute_and_cannot_reach_each_other() {
     );
     // Beyond A's own allocation, overlapping its end, overflowing.
     let over = Request::MemcpyHtoD {
-        dst: DevAddr(pa.0 + 4090),
+        dst: DevicePtr(pa.0 + 4090),
         src: HostSource::Inline(vec![1; 8]),
         stream: None,
     };
@@ -172,7 +172,7 @@ fn two_guests_compute_and_cannot_reach_each_other() {
     assert_eq!(
         a.status(Request::MemcpyDtoD {
             dst: pa,
-            src: DevAddr(u64::MAX - 4),
+            src: DevicePtr(u64::MAX - 4),
             bytes: 8,
             stream: None
         }),
@@ -194,7 +194,7 @@ fn two_guests_compute_and_cannot_reach_each_other() {
         Status::ERROR_INVALID_VALUE
     );
     // B's data is intact, and B still computes right.
-    assert_eq!(b.dtoh(DevAddr(pb.0 + 4096), 8), vec![0x5a; 8]);
+    assert_eq!(b.dtoh(DevicePtr(pb.0 + 4096), 8), vec![0x5a; 8]);
     check_sum(&xb, &yb, &vector_add(&mut b, &fb, &xb, &yb));
     // Memset widths.
     let w = b.alloc(64);
@@ -364,7 +364,7 @@ fn malformed_truncated_and_oversized_frames() {
     let full = cuda_guest::proto::RequestFrame::new(
         99,
         Request::MemcpyHtoD {
-            dst: DevAddr(0x1000),
+            dst: DevicePtr(0x1000),
             src: HostSource::Inline(vec![7; 4096]),
             stream: None,
         },
@@ -889,7 +889,7 @@ fn streams_events_and_device_copies() {
     assert_eq!(
         c.status(Request::MemcpyDtoD {
             dst: a,
-            src: DevAddr(d.0 + 1),
+            src: DevicePtr(d.0 + 1),
             bytes: n,
             stream: None
         }),

@@ -45,8 +45,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use cuda_guest::proto::{
-    Cause, ClientHello, ContextId, Decoded, DevAddr, EventId, Features, FunctionId, HostDest,
-    HostSource, KernelParams, Limits, MemsetWidth, Message, ModuleId, Opcode, ParamSlot, Refused,
+    Cause, ClientHello, ContextId, Decoded, DevicePtr, EventId, Features, FunctionId, HostDest,
+    HostSource, KernelParams, Limits, MemsetWidth, Message, ModuleId, Opcode, ParamLayout, Refused,
     Reply, ReplyBody, Request, RequestFrame, ServerHello, SgEntry, Status, StreamId,
 };
 use cuda_guest::service::{BackendChoice, EmbeddedSession, Quota, Service, ServiceConfig};
@@ -466,7 +466,7 @@ struct Func {
     live: bool,
     module: u64,
     name: String,
-    layout: Option<Vec<ParamSlot>>,
+    layout: Option<Vec<ParamLayout>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -944,7 +944,9 @@ impl Model {
             }
             OP_FREE => {
                 let (ptr, _) = self.pick_addr(&mut a);
-                Request::MemFree { ptr: DevAddr(ptr) }
+                Request::MemFree {
+                    ptr: DevicePtr(ptr),
+                }
             }
             OP_MEMINFO => Request::MemGetInfo,
             OP_MEMSET => {
@@ -954,7 +956,7 @@ impl Model {
                     [MemsetWidth::W8, MemsetWidth::W16, MemsetWidth::W32][(a.u8() % 3) as usize];
                 let len = Self::pick_len(&mut a, room, dst);
                 Request::Memset {
-                    dst: DevAddr(dst),
+                    dst: DevicePtr(dst),
                     value: a.u32(),
                     count: len / width.bytes(),
                     width,
@@ -969,7 +971,7 @@ impl Model {
                     len %= INLINE_CAP + 1;
                 }
                 Request::MemcpyHtoD {
-                    dst: DevAddr(dst),
+                    dst: DevicePtr(dst),
                     src: HostSource::Inline(pattern(len, a.u8())),
                     stream,
                 }
@@ -978,7 +980,7 @@ impl Model {
                 let stream = asynch(&mut a, self);
                 let (dst, room) = self.pick_addr(&mut a);
                 Request::MemcpyHtoD {
-                    dst: DevAddr(dst),
+                    dst: DevicePtr(dst),
                     src: HostSource::Guest(Self::pick_sg(&mut a, room)),
                     stream,
                 }
@@ -991,7 +993,7 @@ impl Model {
                     bytes %= INLINE_CAP + 1;
                 }
                 Request::MemcpyDtoH {
-                    src: DevAddr(src),
+                    src: DevicePtr(src),
                     bytes,
                     dst: HostDest::Inline,
                     stream,
@@ -1002,7 +1004,7 @@ impl Model {
                 let (src, room) = self.pick_addr(&mut a);
                 let entries = Self::pick_sg(&mut a, room);
                 Request::MemcpyDtoH {
-                    src: DevAddr(src),
+                    src: DevicePtr(src),
                     bytes: entries.iter().map(|e| e.len).sum(),
                     dst: HostDest::Guest(entries),
                     stream,
@@ -1013,8 +1015,8 @@ impl Model {
                 let (dst, room_d) = self.pick_addr(&mut a);
                 let (src, room_s) = self.pick_addr(&mut a);
                 Request::MemcpyDtoD {
-                    dst: DevAddr(dst),
-                    src: DevAddr(src),
+                    dst: DevicePtr(dst),
+                    src: DevicePtr(src),
                     bytes: Self::pick_len(&mut a, room_d.min(room_s), src),
                     stream,
                 }
@@ -1860,7 +1862,7 @@ impl Model {
                     ok == (fits && room_for_object),
                     "MemAlloc succeeds iff it fits the memory and object quotas",
                 );
-                if let ReplyBody::DevAddr(p) = rep.body {
+                if let ReplyBody::DevicePtr(p) = rep.body {
                     let overlaps = self.allocs.iter().any(|a| {
                         a.live
                             && p.0 < a.ptr.saturating_add(a.size)

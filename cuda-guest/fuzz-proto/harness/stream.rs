@@ -32,8 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuda_guest::proto::{
-    ClientHello, Decoded, Decoder, DevAddr, EventId, Features, FunctionId, HostDest, KernelParams,
-    Limits, Message, ModuleId, Reply, ReplyBody, Request, RequestFrame, ServerHello, StreamId,
+    ClientHello, Decoded, Decoder, DevicePtr, EventId, Features, FunctionId, HostDest,
+    KernelParams, Limits, Message, ModuleId, Reply, ReplyBody, Request, RequestFrame, ServerHello,
+    StreamId,
 };
 use cuda_guest::service::{BackendChoice, BackgroundServer, Quota, Service, ServiceConfig};
 use cuda_guest::sim::SimConfig;
@@ -258,7 +259,7 @@ pub fn run(env: &Env, data: &[u8]) -> Summary {
             panic!("retain")
         };
         call(s, &limits, &mut id, Request::CtxSetCurrent { ctx });
-        let ReplyBody::DevAddr(d) = call(s, &limits, &mut id, Request::MemAlloc { bytes: ALLOC })
+        let ReplyBody::DevicePtr(d) = call(s, &limits, &mut id, Request::MemAlloc { bytes: ALLOC })
         else {
             panic!("alloc")
         };
@@ -530,7 +531,7 @@ pub type Seed = (&'static str, Vec<u8>, fn(&Summary) -> bool);
 
 /// The hand-made seeds.
 pub fn seeds() -> Vec<Seed> {
-    let d = DevAddr(ph(PH_DPTR));
+    let d = DevicePtr(ph(PH_DPTR));
     let launch = |f: u8, stream: StreamId, args: &[&[u8]]| {
         frame(
             Request::LaunchKernel {
@@ -630,7 +631,7 @@ pub fn seeds() -> Vec<Seed> {
                     // One past the allocation: a deferred error, reported at the sync.
                     frame(
                         Request::Memset {
-                            dst: DevAddr(ph(PH_DPTR_END)),
+                            dst: DevicePtr(ph(PH_DPTR_END)),
                             value: 7,
                             count: 1,
                             width: cuda_guest::proto::MemsetWidth::W32,

@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use vmgpu_cuda_proto::{
-    ClientHello, ContextId, Decoded, Decoder, DevAddr, EventId, Features, FunctionId, HostDest,
-    HostSource, KernelParams, Limits, MemsetWidth, ModuleId, ParamSlot, Reply, ReplyBody, Request,
-    RequestFrame, ServerHello, Status, StreamId, SERVER_HELLO_LEN,
+    ClientHello, ContextId, Decoded, Decoder, DevicePtr, EventId, Features, FunctionId, HostDest,
+    HostSource, KernelParams, Limits, MemsetWidth, ModuleId, ParamLayout, Reply, ReplyBody,
+    Request, RequestFrame, ServerHello, Status, StreamId, SERVER_HELLO_LEN,
 };
 
 use crate::engine::{lock, Engine, Fail, Geometry, Layout, R};
@@ -948,9 +948,9 @@ impl Engine for Remote {
                 "the server does not know this kernel's parameter layout",
             )
         })?;
-        let slots: Vec<ParamSlot> = layout
+        let slots: Vec<ParamLayout> = layout
             .iter()
-            .map(|(offset, size)| ParamSlot {
+            .map(|(offset, size)| ParamLayout {
                 offset: *offset,
                 size: *size,
             })
@@ -973,14 +973,16 @@ impl Engine for Remote {
 
     fn mem_alloc(&self, ctx: u64, bytes: u64) -> R<u64> {
         match self.bound(ctx)?.call(Request::MemAlloc { bytes })? {
-            ReplyBody::DevAddr(p) => Ok(p.0),
+            ReplyBody::DevicePtr(p) => Ok(p.0),
             b => Err(unexpected(&b)),
         }
     }
 
     fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
         self.bound(ctx)?
-            .call(Request::MemFree { ptr: DevAddr(ptr) })
+            .call(Request::MemFree {
+                ptr: DevicePtr(ptr),
+            })
             .map(drop)
     }
 
@@ -999,7 +1001,7 @@ impl Engine for Remote {
             _ => MemsetWidth::W32,
         };
         let request = Request::Memset {
-            dst: DevAddr(dst),
+            dst: DevicePtr(dst),
             value,
             count,
             width,
@@ -1030,7 +1032,7 @@ impl Engine for Remote {
         let mut ids = Vec::new();
         for (i, part) in data.chunks(chunk).enumerate() {
             let request = Request::MemcpyHtoD {
-                dst: DevAddr(dst + (i * chunk) as u64),
+                dst: DevicePtr(dst + (i * chunk) as u64),
                 src: HostSource::Inline(part.to_vec()),
                 stream: stream.map(sid),
             };
@@ -1072,7 +1074,7 @@ impl Engine for Remote {
         while off < bytes {
             let n = chunk.min(bytes - off);
             let request = Request::MemcpyDtoH {
-                src: DevAddr(src + off as u64),
+                src: DevicePtr(src + off as u64),
                 bytes: n as u64,
                 dst: HostDest::Inline,
                 stream: stream.map(sid),
@@ -1118,8 +1120,8 @@ impl Engine for Remote {
 
     fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()> {
         let request = Request::MemcpyDtoD {
-            dst: DevAddr(dst),
-            src: DevAddr(src),
+            dst: DevicePtr(dst),
+            src: DevicePtr(src),
             bytes,
             stream: stream.map(sid),
         };

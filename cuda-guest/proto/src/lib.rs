@@ -11,7 +11,7 @@
 //! little-endian.
 //!
 //! Handles ([`ContextId`], [`ModuleId`], [`FunctionId`], [`StreamId`], [`EventId`]) are
-//! opaque numbers the server chose for this session; device addresses ([`DevAddr`]) are
+//! opaque numbers the server chose for this session; device addresses ([`DevicePtr`]) are
 //! addresses in the session's own device address space. Neither is ever a host pointer,
 //! and neither means anything in another session.
 //!
@@ -38,7 +38,7 @@
 //!
 //! // Server answers; client decodes.
 //! let mut out = Vec::new();
-//! Reply::ok(req.id, Opcode::MemAlloc, ReplyBody::DevAddr(vmgpu_cuda_proto::DevAddr(0x2_0000_0000)))
+//! Reply::ok(req.id, Opcode::MemAlloc, ReplyBody::DevicePtr(vmgpu_cuda_proto::DevicePtr(0x2_0000_0000)))
 //!     .encode(&mut out)?;
 //! let mut client = Decoder::<Reply>::new(limits);
 //! client.feed(&out);
@@ -58,7 +58,7 @@
 //! [`FunctionId`]: crate::FunctionId
 //! [`StreamId`]: crate::StreamId
 //! [`EventId`]: crate::EventId
-//! [`DevAddr`]: crate::DevAddr
+//! [`DevicePtr`]: crate::DevicePtr
 //! [`Decoder`]: crate::Decoder
 //! [`DeferredErrors`]: crate::DeferredErrors
 
@@ -79,10 +79,11 @@ pub use frame::{Opcode, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN}
 pub use handshake::{ClientHello, ServerHello, CLIENT_HELLO_LEN, SERVER_HELLO_LEN};
 pub use reply::{Cause, FunctionInfo, Reply, ReplyBody};
 pub use request::{
-    HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, ParamSlot, Request, RequestFrame,
-    SgEntry, SyncScope,
+    HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, Request, RequestFrame, SgEntry,
+    SyncScope,
 };
-pub use vmgpu_cuda_api::Status;
+/// The device address and parameter layout types are the driver boundary's own.
+pub use vmgpu_cuda_api::{DevicePtr, ParamLayout, Status};
 
 /// Protocol major version: peers of different majors do not talk.
 pub const VERSION_MAJOR: u16 = 1;
@@ -248,8 +249,6 @@ handles! {
     StreamId;
     /// An event handle.
     EventId;
-    /// A device address in the session's own device address space (`CUdeviceptr`).
-    DevAddr;
 }
 
 impl StreamId {

@@ -18,7 +18,8 @@ use super::error::{DecodeError, EncodeError, FieldError};
 use super::frame::{self, HeaderStep, FLAG_REPLY, HEADER_LEN};
 use super::wire::{Reader, Writer};
 use super::{
-    ContextId, DevAddr, EventId, FunctionId, Limits, ModuleId, Opcode, ParamSlot, Status, StreamId,
+    ContextId, DevicePtr, EventId, FunctionId, Limits, ModuleId, Opcode, ParamLayout, Status,
+    StreamId,
 };
 
 /// The earlier pipelined request whose failure a reply reports.
@@ -38,7 +39,7 @@ pub struct FunctionInfo {
     pub function: FunctionId,
     /// Offset and size of each parameter, in order, without overlap, ending within
     /// `max_param_bytes`; `None` when the server does not know them (the shim then needs `extra` with `CU_LAUNCH_PARAM_BUFFER_POINTER`).
-    pub params: Option<Vec<ParamSlot>>,
+    pub params: Option<Vec<ParamLayout>>,
 }
 
 /// `param_count` meaning "layout unknown" in a [`FunctionInfo`].
@@ -82,7 +83,7 @@ pub enum ReplyBody {
     /// then `param_count` x (`offset: u32`, `size: u32`).
     Function(FunctionInfo),
     /// `MemAlloc`: `u64`.
-    DevAddr(DevAddr),
+    DevicePtr(DevicePtr),
     /// `MemGetInfo`: `free: u64`, `total: u64`.
     MemInfo {
         /// Free bytes (of the session's quota).
@@ -112,7 +113,7 @@ enum Kind {
     Context,
     Module,
     Function,
-    DevAddr,
+    DevicePtr,
     MemInfo,
     Stream,
     Event,
@@ -134,7 +135,7 @@ fn kind_of(opcode: Opcode) -> Kind {
         O::PrimaryCtxRetain => Kind::Context,
         O::ModuleLoadData => Kind::Module,
         O::ModuleGetFunction => Kind::Function,
-        O::MemAlloc => Kind::DevAddr,
+        O::MemAlloc => Kind::DevicePtr,
         O::MemGetInfo => Kind::MemInfo,
         O::StreamCreate => Kind::Stream,
         O::EventCreate => Kind::Event,
@@ -159,7 +160,7 @@ impl ReplyBody {
             ReplyBody::Context(_) => Kind::Context,
             ReplyBody::Module(_) => Kind::Module,
             ReplyBody::Function(_) => Kind::Function,
-            ReplyBody::DevAddr(_) => Kind::DevAddr,
+            ReplyBody::DevicePtr(_) => Kind::DevicePtr,
             ReplyBody::MemInfo { .. } => Kind::MemInfo,
             ReplyBody::Stream(_) => Kind::Stream,
             ReplyBody::Event(_) => Kind::Event,
@@ -183,7 +184,7 @@ impl ReplyBody {
                 Kind::Context => "Context",
                 Kind::Module => "Module",
                 Kind::Function => "Function",
-                Kind::DevAddr => "DevAddr",
+                Kind::DevicePtr => "DevicePtr",
                 Kind::MemInfo => "MemInfo",
                 Kind::Stream => "Stream",
                 Kind::Event => "Event",
@@ -340,7 +341,7 @@ fn encode_body(body: &ReplyBody, w: &mut Writer<'_>) -> Result<(), EncodeError> 
                 }
             }
         }
-        ReplyBody::DevAddr(a) => w.u64(a.0),
+        ReplyBody::DevicePtr(a) => w.u64(a.0),
         ReplyBody::MemInfo { free, total } => {
             w.u64(*free);
             w.u64(*total);
@@ -409,13 +410,13 @@ fn decode_body(kind: Kind, r: &mut Reader<'_>, limits: &Limits) -> Result<ReplyB
                             max: limits.max_param_bytes.into(),
                         });
                     }
-                    v.push(ParamSlot { offset, size });
+                    v.push(ParamLayout { offset, size });
                 }
                 Some(v)
             };
             ReplyBody::Function(FunctionInfo { function, params })
         }
-        Kind::DevAddr => ReplyBody::DevAddr(DevAddr(r.u64("dptr")?)),
+        Kind::DevicePtr => ReplyBody::DevicePtr(DevicePtr(r.u64("dptr")?)),
         Kind::MemInfo => ReplyBody::MemInfo {
             free: r.u64("free")?,
             total: r.u64("total")?,

@@ -5,7 +5,9 @@ use super::decoder::{Decoded, Message};
 use super::error::{DecodeError, EncodeError, FieldError};
 use super::frame::{self, HeaderStep, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN};
 use super::wire::{Reader, Writer};
-use super::{cmd, ContextId, DevAddr, EventId, FunctionId, Limits, ModuleId, Opcode, StreamId};
+use super::{
+    cmd, ContextId, DevicePtr, EventId, FunctionId, Limits, ModuleId, Opcode, ParamLayout, StreamId,
+};
 
 /// Element width of a memset (`cuMemsetD8`, `D16`, `D32`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,15 +67,6 @@ pub enum HostDest {
     Guest(Vec<SgEntry>),
 }
 
-/// Where one kernel parameter lies in [`KernelParams::bytes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ParamSlot {
-    /// Offset in the parameter bytes.
-    pub offset: u32,
-    /// Size in bytes.
-    pub size: u32,
-}
-
 /// A launch's kernel parameters: their bytes packed in one buffer, and where each one
 /// lies. Slots are in parameter order, each inside the bytes and after the previous one.
 /// Device pointers among them are plain 8-byte values: they are addresses of the
@@ -81,7 +74,7 @@ pub struct ParamSlot {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct KernelParams {
     /// One slot per parameter, in order.
-    pub slots: Vec<ParamSlot>,
+    pub slots: Vec<ParamLayout>,
     /// The packed bytes.
     pub bytes: Vec<u8>,
 }
@@ -103,7 +96,7 @@ impl KernelParams {
             let offset = bytes.len().div_ceil(align) * align;
             bytes.resize(offset, 0);
             bytes.extend_from_slice(a);
-            slots.push(ParamSlot {
+            slots.push(ParamLayout {
                 offset: offset as u32,
                 size: a.len() as u32,
             });
@@ -113,7 +106,7 @@ impl KernelParams {
 
     /// Places `args[i]` at `layout[i]`; `None` when the counts or a size differ, or a
     /// slot is not after the previous one.
-    pub fn with_layout(layout: &[ParamSlot], args: &[&[u8]]) -> Option<Self> {
+    pub fn with_layout(layout: &[ParamLayout], args: &[&[u8]]) -> Option<Self> {
         if layout.len() != args.len() {
             return None;
         }
@@ -285,14 +278,14 @@ pub enum Request {
     /// `cuMemFree`.
     MemFree {
         /// Start of the allocation.
-        ptr: DevAddr,
+        ptr: DevicePtr,
     },
     /// `cuMemGetInfo` (of the session: its quota and what it uses).
     MemGetInfo,
     /// `cuMemsetD8/D16/D32[Async]`.
     Memset {
         /// Destination.
-        dst: DevAddr,
+        dst: DevicePtr,
         /// Element value (low bits used for 8 and 16-bit widths).
         value: u32,
         /// Number of elements.
@@ -305,7 +298,7 @@ pub enum Request {
     /// `cuMemcpyHtoD[Async]`.
     MemcpyHtoD {
         /// Destination.
-        dst: DevAddr,
+        dst: DevicePtr,
         /// The bytes.
         src: HostSource,
         /// `Some`: asynchronous on this stream.
@@ -314,7 +307,7 @@ pub enum Request {
     /// `cuMemcpyDtoH[Async]`.
     MemcpyDtoH {
         /// Source.
-        src: DevAddr,
+        src: DevicePtr,
         /// Bytes to copy (inline: at most `max_inline`; guest: the list's total).
         bytes: u64,
         /// Where they go.
@@ -325,9 +318,9 @@ pub enum Request {
     /// `cuMemcpyDtoD[Async]`.
     MemcpyDtoD {
         /// Destination.
-        dst: DevAddr,
+        dst: DevicePtr,
         /// Source.
-        src: DevAddr,
+        src: DevicePtr,
         /// Bytes.
         bytes: u64,
         /// `Some`: asynchronous on this stream.
@@ -601,7 +594,7 @@ impl RequestFrame {
     pub fn encode_inline_htod_head(
         id: u64,
         no_reply: bool,
-        dst: DevAddr,
+        dst: DevicePtr,
         stream: Option<StreamId>,
         len: usize,
         out: &mut Vec<u8>,

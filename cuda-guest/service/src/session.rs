@@ -17,10 +17,9 @@ use vmgpu_cuda_api::{
     EventFlags, Function, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
 };
 use vmgpu_cuda_proto::{
-    Cause, ContextId, Covered, DeferredError, DeferredErrors, DevAddr, EventId, Features,
-    FunctionId, FunctionInfo, HostDest, HostSource, Limits, MemsetWidth, ModuleId, Opcode,
-    ParamSlot, Refused, Reply, ReplyBody, Request, RequestFrame, SgEntry, Status, StreamId,
-    SyncScope,
+    Cause, ContextId, Covered, DeferredError, DeferredErrors, EventId, Features, FunctionId,
+    FunctionInfo, HostDest, HostSource, Limits, MemsetWidth, ModuleId, Opcode, ParamLayout,
+    Refused, Reply, ReplyBody, Request, RequestFrame, SgEntry, Status, StreamId, SyncScope,
 };
 use vmgpu_cuda_sim::CancelToken;
 use vmgpu_ptx::Space;
@@ -97,7 +96,7 @@ type Done = Result<ReplyBody, Outcome>;
 struct ModuleEntry {
     module: Module,
     /// Parameter layouts of the module's kernels, read from its PTX.
-    layouts: HashMap<String, Vec<ParamSlot>>,
+    layouts: HashMap<String, Vec<ParamLayout>>,
     /// The function handle given out for each kernel name (one per name, as the driver
     /// gives one `CUfunction`).
     functions: HashMap<String, u64>,
@@ -111,7 +110,7 @@ struct ModuleEntry {
 struct FunctionEntry {
     function: Function,
     module: u64,
-    layout: Option<Vec<ParamSlot>>,
+    layout: Option<Vec<ParamLayout>>,
 }
 
 #[derive(Debug)]
@@ -1214,11 +1213,11 @@ impl Session {
             .stats
             .device_bytes
             .fetch_add(bytes, Ordering::Relaxed);
-        Ok(ReplyBody::DevAddr(DevAddr(p.0)))
+        Ok(ReplyBody::DevicePtr(DevicePtr(p.0)))
     }
 
     /// `ptr..ptr+len` inside one live allocation of this session.
-    fn check_range(&self, ptr: DevAddr, len: u64, what: &str) -> Result<(), Outcome> {
+    fn check_range(&self, ptr: DevicePtr, len: u64, what: &str) -> Result<(), Outcome> {
         let ok = match self.allocs.range(..=ptr.0).next_back() {
             Some((&base, &size)) => ptr
                 .0
@@ -1248,7 +1247,7 @@ impl Session {
 
     fn memset(
         &mut self,
-        dst: DevAddr,
+        dst: DevicePtr,
         value: u32,
         count: u64,
         width: MemsetWidth,
@@ -1370,7 +1369,7 @@ impl Session {
 
     fn htod(
         &mut self,
-        dst: DevAddr,
+        dst: DevicePtr,
         src: HostSource,
         stream: Option<StreamId>,
         lent: &[u8],
@@ -1445,7 +1444,7 @@ impl Session {
 
     fn dtoh(
         &mut self,
-        src: DevAddr,
+        src: DevicePtr,
         bytes: u64,
         dst: HostDest,
         stream: Option<StreamId>,
@@ -1552,7 +1551,7 @@ impl Session {
                     f.name.clone(),
                     f.params
                         .iter()
-                        .map(|p| ParamSlot {
+                        .map(|p| ParamLayout {
                             offset: p.offset,
                             size: p.size,
                         })
@@ -1640,7 +1639,7 @@ impl Session {
         let layout = match be.function_params(&function) {
             Ok(Some(l)) => Some(
                 l.into_iter()
-                    .map(|p| ParamSlot {
+                    .map(|p| ParamLayout {
                         offset: p.offset,
                         size: p.size,
                     })

@@ -131,7 +131,7 @@ mod memory;
 mod ops;
 
 pub use backend::SimBackend;
-pub use vmgpu_cuda_api::{DevicePtr, FaultKind, Location, MemoryFault, NearestAlloc};
+pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
 /// The PTX front end the simulator decodes from.
 pub use vmgpu_ptx as ptx;
 
@@ -234,17 +234,6 @@ impl KernelArg {
             KernelArg::Bytes(b) => (b.clone(), "bytes"),
         }
     }
-}
-
-/// Launch geometry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaunchConfig {
-    /// Blocks per grid (x, y, z).
-    pub grid: [u32; 3],
-    /// Threads per block (x, y, z); at most 1024 in all.
-    pub block: [u32; 3],
-    /// Dynamic shared memory (`extern .shared`) in bytes.
-    pub shared_bytes: u32,
 }
 
 /// What a launch did.

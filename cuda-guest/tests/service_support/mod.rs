@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cuda_guest::proto::{
-    ClientHello, ContextId, Decoded, Decoder, DevAddr, Features, FunctionId, FunctionInfo,
+    ClientHello, ContextId, Decoded, Decoder, DevicePtr, Features, FunctionId, FunctionInfo,
     HostDest, HostSource, KernelParams, ModuleId, Reply, ReplyBody, Request, RequestFrame,
     ServerHello, Status, StreamId,
 };
@@ -182,14 +182,14 @@ impl Client {
         c
     }
 
-    pub fn alloc(&mut self, bytes: u64) -> DevAddr {
+    pub fn alloc(&mut self, bytes: u64) -> DevicePtr {
         match self.ok(Request::MemAlloc { bytes }) {
-            ReplyBody::DevAddr(d) => d,
+            ReplyBody::DevicePtr(d) => d,
             b => panic!("{b:?}"),
         }
     }
 
-    pub fn htod(&mut self, dst: DevAddr, data: &[u8]) {
+    pub fn htod(&mut self, dst: DevicePtr, data: &[u8]) {
         self.ok(Request::MemcpyHtoD {
             dst,
             src: HostSource::Inline(data.to_vec()),
@@ -197,7 +197,7 @@ impl Client {
         });
     }
 
-    pub fn dtoh(&mut self, src: DevAddr, bytes: u64) -> Vec<u8> {
+    pub fn dtoh(&mut self, src: DevicePtr, bytes: u64) -> Vec<u8> {
         match self.ok(Request::MemcpyDtoH {
             src,
             bytes,

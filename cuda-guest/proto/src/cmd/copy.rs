@@ -12,7 +12,7 @@
 
 use super::super::error::{EncodeError, FieldError};
 use super::super::wire::{Reader, Writer};
-use super::super::{DevAddr, HostDest, HostSource, Limits, Opcode, Request, SgEntry, StreamId};
+use super::super::{DevicePtr, HostDest, HostSource, Limits, Opcode, Request, SgEntry, StreamId};
 
 const KIND_INLINE: u32 = 0;
 const KIND_GUEST: u32 = 1;
@@ -31,7 +31,7 @@ pub(super) fn decode(
     };
     Ok(match opcode {
         O::MemcpyHtoD | O::MemcpyHtoDAsync => {
-            let dst = DevAddr(r.u64("dst")?);
+            let dst = DevicePtr(r.u64("dst")?);
             let bytes_at = r.offset();
             let bytes = r.u64("bytes")?;
             let kind = kind(r)?;
@@ -53,7 +53,7 @@ pub(super) fn decode(
             Request::MemcpyHtoD { dst, src, stream }
         }
         O::MemcpyDtoH | O::MemcpyDtoHAsync => {
-            let src = DevAddr(r.u64("src")?);
+            let src = DevicePtr(r.u64("src")?);
             let bytes_at = r.offset();
             let bytes = r.u64("bytes")?;
             let kind = kind(r)?;
@@ -87,8 +87,8 @@ pub(super) fn decode(
             }
         }
         O::MemcpyDtoD | O::MemcpyDtoDAsync => Request::MemcpyDtoD {
-            dst: DevAddr(r.u64("dst")?),
-            src: DevAddr(r.u64("src")?),
+            dst: DevicePtr(r.u64("dst")?),
+            src: DevicePtr(r.u64("src")?),
             bytes: r.u64("bytes")?,
             stream,
         },

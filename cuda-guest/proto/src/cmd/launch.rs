@@ -5,7 +5,7 @@
 
 use super::super::error::{EncodeError, FieldError};
 use super::super::wire::{Reader, Writer};
-use super::super::{FunctionId, KernelParams, Limits, ParamSlot, Request, StreamId};
+use super::super::{FunctionId, KernelParams, Limits, ParamLayout, Request, StreamId};
 
 pub(super) fn decode(r: &mut Reader<'_>, limits: &Limits) -> Result<Request, FieldError> {
     let function = FunctionId(r.u64("function")?);
@@ -40,7 +40,7 @@ pub(super) fn decode(r: &mut Reader<'_>, limits: &Limits) -> Result<Request, Fie
             });
         }
         end = stop;
-        slots.push(ParamSlot { offset, size });
+        slots.push(ParamLayout { offset, size });
     }
     let bytes = r.take("param_data", blob_len.into())?.to_vec();
     Ok(Request::LaunchKernel {

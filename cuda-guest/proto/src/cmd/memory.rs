@@ -3,7 +3,7 @@
 
 use super::super::error::FieldError;
 use super::super::wire::{Reader, Writer};
-use super::super::{DevAddr, MemsetWidth, Opcode, Request, StreamId};
+use super::super::{DevicePtr, MemsetWidth, Opcode, Request, StreamId};
 
 pub(super) fn decode(opcode: Opcode, r: &mut Reader<'_>) -> Result<Request, FieldError> {
     Ok(match opcode {
@@ -11,7 +11,7 @@ pub(super) fn decode(opcode: Opcode, r: &mut Reader<'_>) -> Result<Request, Fiel
             bytes: r.u64("bytes")?,
         },
         Opcode::MemFree => Request::MemFree {
-            ptr: DevAddr(r.u64("ptr")?),
+            ptr: DevicePtr(r.u64("ptr")?),
         },
         Opcode::MemGetInfo => Request::MemGetInfo,
         Opcode::Memset | Opcode::MemsetAsync => {
@@ -20,7 +20,7 @@ pub(super) fn decode(opcode: Opcode, r: &mut Reader<'_>) -> Result<Request, Fiel
             } else {
                 None
             };
-            let dst = DevAddr(r.u64("dst")?);
+            let dst = DevicePtr(r.u64("dst")?);
             let count = r.u64("count")?;
             let value = r.u32("value")?;
             let offset = r.offset();
