@@ -804,7 +804,14 @@ impl Service {
                         if let Some(opcode) = opcode {
                             answer = Some(match cause {
                                 Some(c) => Reply::deferred(rid, opcode, status, c, detail),
-                                None => Reply::error(rid, opcode, status, detail),
+                                None => {
+                                    // It died with nothing outstanding: this request is the
+                                    // first to fail, the cause of the ones after it.
+                                    if let Some(d) = st.dead.as_mut() {
+                                        d.1 = Some(Cause { id: rid, opcode });
+                                    }
+                                    Reply::error(rid, opcode, status, detail)
+                                }
                             });
                         }
                     }
