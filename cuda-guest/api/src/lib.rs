@@ -13,6 +13,71 @@
 //! addresses are plain [`DevicePtr`] numbers; the operations that read or write through
 //! one are `unsafe` (see [`Backend`]).
 
+/// An enum of `cuda.h` numbered constants written once, as `Name = number` rows: the
+/// enum, its number (`code`), the value of a number (`from_code`) and every named
+/// value (`ALL`). With `raw`, a `Raw(i32)` variant carries any other number.
+macro_rules! code_enum {
+    ($(#[$doc:meta])* $name:ident, raw { $($(#[$vdoc:meta])* $variant:ident = $code:expr,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
+            /// Any other value, by its number.
+            Raw(i32),
+        }
+
+        impl $name {
+            /// Every named value.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// Its `cuda.h` number.
+            pub const fn code(self) -> i32 {
+                match self {
+                    $($name::$variant => $code,)*
+                    $name::Raw(n) => n,
+                }
+            }
+
+            /// The named value of `code`, else [`Raw`](Self::Raw).
+            pub const fn from_code(code: i32) -> Self {
+                match code {
+                    $($code => $name::$variant,)*
+                    n => $name::Raw(n),
+                }
+            }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $code:expr,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
+        }
+
+        impl $name {
+            /// Every value.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// Its `cuda.h` number.
+            pub const fn code(self) -> i32 {
+                match self {
+                    $($name::$variant => $code,)*
+                }
+            }
+
+            /// The value of `code`, if it is one.
+            pub const fn from_code(code: i32) -> Option<Self> {
+                match code {
+                    $($code => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
 pub mod error;
 mod fault;
 pub mod status;
@@ -188,96 +253,118 @@ pub enum BackendKind {
     Simulator,
 }
 
-/// Device attributes (`CU_DEVICE_ATTRIBUTE_*`). [`DeviceAttribute::Raw`] reaches any
-/// other one by its number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-#[allow(missing_docs)]
-pub enum DeviceAttribute {
-    MaxThreadsPerBlock,
-    MaxBlockDimX,
-    MaxBlockDimY,
-    MaxBlockDimZ,
-    MaxGridDimX,
-    MaxGridDimY,
-    MaxGridDimZ,
-    MaxSharedMemoryPerBlock,
-    MaxSharedMemoryPerBlockOptin,
-    MaxSharedMemoryPerMultiprocessor,
-    TotalConstantMemory,
-    WarpSize,
-    MaxRegistersPerBlock,
-    /// kHz.
-    ClockRate,
-    /// kHz.
-    MemoryClockRate,
-    /// Bits.
-    GlobalMemoryBusWidth,
-    MultiprocessorCount,
-    MaxThreadsPerMultiprocessor,
-    /// Bytes.
-    L2CacheSize,
-    EccEnabled,
-    UnifiedAddressing,
-    Integrated,
-    CanMapHostMemory,
-    ConcurrentKernels,
-    AsyncEngineCount,
-    ManagedMemory,
-    HostRegisterSupported,
-    PciDomainId,
-    PciBusId,
-    PciDeviceId,
-    ComputeCapabilityMajor,
-    ComputeCapabilityMinor,
-    /// Any `CU_DEVICE_ATTRIBUTE_*` by number.
-    Raw(i32),
+code_enum! {
+    /// Device attributes (`CU_DEVICE_ATTRIBUTE_*`): the ones this crate names, each with
+    /// its `cuda.h` number, written once. [`DeviceAttribute::Raw`] reaches any other by
+    /// number.
+    DeviceAttribute, raw {
+        /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
+        MaxThreadsPerBlock = 1,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
+        MaxBlockDimX = 2,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y`.
+        MaxBlockDimY = 3,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z`.
+        MaxBlockDimZ = 4,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X`.
+        MaxGridDimX = 5,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y`.
+        MaxGridDimY = 6,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z`.
+        MaxGridDimZ = 7,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK`.
+        MaxSharedMemoryPerBlock = 8,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`.
+        MaxSharedMemoryPerBlockOptin = 97,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR`.
+        MaxSharedMemoryPerMultiprocessor = 81,
+        /// `CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY`.
+        TotalConstantMemory = 9,
+        /// `CU_DEVICE_ATTRIBUTE_WARP_SIZE`.
+        WarpSize = 10,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK`.
+        MaxRegistersPerBlock = 12,
+        /// `CU_DEVICE_ATTRIBUTE_CLOCK_RATE` (kHz).
+        ClockRate = 13,
+        /// `CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE` (kHz).
+        MemoryClockRate = 36,
+        /// `CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH` (Bits).
+        GlobalMemoryBusWidth = 37,
+        /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+        MultiprocessorCount = 16,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
+        MaxThreadsPerMultiprocessor = 39,
+        /// `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE` (Bytes).
+        L2CacheSize = 38,
+        /// `CU_DEVICE_ATTRIBUTE_ECC_ENABLED`.
+        EccEnabled = 32,
+        /// `CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING`.
+        UnifiedAddressing = 41,
+        /// `CU_DEVICE_ATTRIBUTE_INTEGRATED`.
+        Integrated = 18,
+        /// `CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`.
+        CanMapHostMemory = 19,
+        /// `CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS`.
+        ConcurrentKernels = 31,
+        /// `CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT`.
+        AsyncEngineCount = 40,
+        /// `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY`.
+        ManagedMemory = 83,
+        /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`.
+        HostRegisterSupported = 99,
+        /// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
+        PciDomainId = 50,
+        /// `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
+        PciBusId = 33,
+        /// `CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID`.
+        PciDeviceId = 34,
+        /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
+        ComputeCapabilityMajor = 75,
+        /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
+        ComputeCapabilityMinor = 76,
+    }
 }
 
-impl DeviceAttribute {
-    /// The `CU_DEVICE_ATTRIBUTE_*` number.
-    pub fn code(self) -> i32 {
-        use sys::*;
-        use DeviceAttribute as A;
-        match self {
-            A::MaxThreadsPerBlock => CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            A::MaxBlockDimX => CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
-            A::MaxBlockDimY => CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
-            A::MaxBlockDimZ => CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
-            A::MaxGridDimX => CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
-            A::MaxGridDimY => CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
-            A::MaxGridDimZ => CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
-            A::MaxSharedMemoryPerBlock => CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
-            A::MaxSharedMemoryPerBlockOptin => {
-                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-            }
-            A::MaxSharedMemoryPerMultiprocessor => {
-                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-            }
-            A::TotalConstantMemory => CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY,
-            A::WarpSize => CU_DEVICE_ATTRIBUTE_WARP_SIZE,
-            A::MaxRegistersPerBlock => CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK,
-            A::ClockRate => CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
-            A::MemoryClockRate => CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
-            A::GlobalMemoryBusWidth => CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
-            A::MultiprocessorCount => CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            A::MaxThreadsPerMultiprocessor => CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-            A::L2CacheSize => CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
-            A::EccEnabled => CU_DEVICE_ATTRIBUTE_ECC_ENABLED,
-            A::UnifiedAddressing => CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
-            A::Integrated => CU_DEVICE_ATTRIBUTE_INTEGRATED,
-            A::CanMapHostMemory => CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
-            A::ConcurrentKernels => CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
-            A::AsyncEngineCount => CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT,
-            A::ManagedMemory => CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
-            A::HostRegisterSupported => CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED,
-            A::PciDomainId => CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
-            A::PciBusId => CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
-            A::PciDeviceId => CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID,
-            A::ComputeCapabilityMajor => CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-            A::ComputeCapabilityMinor => CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-            A::Raw(n) => n,
-        }
+code_enum! {
+    /// Function attributes (`CUfunction_attribute`, `cuFuncGetAttribute`), each with its
+    /// `cuda.h` number, written once.
+    FunctionAttribute {
+        /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: the most threads a block of this
+        /// kernel may have.
+        MaxThreadsPerBlock = 0,
+        /// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`: static shared memory per block.
+        SharedSizeBytes = 1,
+        /// `CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES`: user constant memory.
+        ConstSizeBytes = 2,
+        /// `CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`: local memory per thread.
+        LocalSizeBytes = 3,
+        /// `CU_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread.
+        NumRegs = 4,
+        /// `CU_FUNC_ATTRIBUTE_PTX_VERSION`: the PTX ISA version, major * 10 + minor.
+        PtxVersion = 5,
+        /// `CU_FUNC_ATTRIBUTE_BINARY_VERSION`: the architecture of the code, major * 10 +
+        /// minor.
+        BinaryVersion = 6,
+        /// `CU_FUNC_ATTRIBUTE_CACHE_MODE_CA`: compiled with `-Xptxas --dlcm=ca`.
+        CacheModeCa = 7,
+        /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: dynamic shared memory a
+        /// launch may use (settable).
+        MaxDynamicSharedSizeBytes = 8,
+        /// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`: percent of the unified
+        /// L1/shared memory preferred as shared memory, -1 for the default (settable).
+        PreferredSharedMemoryCarveout = 9,
+        /// `CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET`.
+        ClusterSizeMustBeSet = 10,
+        /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH`.
+        RequiredClusterWidth = 11,
+        /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT`.
+        RequiredClusterHeight = 12,
+        /// `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH`.
+        RequiredClusterDepth = 13,
+        /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`.
+        NonPortableClusterSizeAllowed = 14,
+        /// `CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE`.
+        ClusterSchedulingPolicyPreference = 15,
     }
 }
 
@@ -510,8 +597,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Safety
     /// No [`Function`] of it is launched afterwards and no launch of one is pending.
     unsafe fn module_unload(&self, module: Module) -> Result<()>;
-    /// A kernel (`.entry`) of a module by name.
+    /// A kernel (`.entry`) of a module by name (`CUDA_ERROR_NOT_FOUND` when it has none
+    /// by that name).
     fn module_get_function(&self, module: &Module, name: &str) -> Result<Function>;
+    /// A module-scope `.global` or `.const` variable by name: its device address and its
+    /// size in bytes (`cuModuleGetGlobal_v2`; `CUDA_ERROR_NOT_FOUND` when it has none by
+    /// that name).
+    fn module_get_global(&self, module: &Module, name: &str) -> Result<(DevicePtr, usize)>;
 
     // Device memory.
     /// Allocates `bytes` of device memory (not initialised).
@@ -688,11 +780,34 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         let _ = module;
         None
     }
+    /// One attribute of a kernel (`cuFuncGetAttribute`): every [`FunctionAttribute`] has
+    /// an answer.
+    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32>;
+    /// Sets a kernel attribute (`cuFuncSetAttribute`): the settable ones are
+    /// [`FunctionAttribute::MaxDynamicSharedSizeBytes`] and
+    /// [`FunctionAttribute::PreferredSharedMemoryCarveout`] (and, on devices with
+    /// clusters, the cluster ones); others are `CUDA_ERROR_INVALID_VALUE`.
+    fn function_set_attribute(
+        &self,
+        function: &Function,
+        attribute: FunctionAttribute,
+        value: i32,
+    ) -> Result<()>;
     /// Lets launches of `function` use up to `bytes` of dynamic shared memory
     /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). Without it a launch may use
     /// 48 KiB of shared memory in all (static and dynamic); with it, up to the device's
     /// [`DeviceAttribute::MaxSharedMemoryPerBlockOptin`] less the static part.
-    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()>;
+    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+        let value = i32::try_from(bytes).map_err(|_| DriverError::InvalidArgument {
+            operation: "cuFuncSetAttribute",
+            reason: format!("{bytes} bytes does not fit a C int"),
+        })?;
+        self.function_set_attribute(
+            function,
+            FunctionAttribute::MaxDynamicSharedSizeBytes,
+            value,
+        )
+    }
     /// Launches `function` on `stream`. `args` holds each kernel parameter's bytes, in
     /// order (a `u64` device pointer as its 8 little-endian bytes, a `u32` as 4, ...).
     ///

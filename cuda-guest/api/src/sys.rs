@@ -131,70 +131,6 @@ pub const CU_MEMHOSTREGISTER_DEVICEMAP: c_uint = 2;
 pub const CU_MEMHOSTREGISTER_READ_ONLY: c_uint = 8;
 
 // Device attributes (CUdevice_attribute).
-/// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: CUdevice_attribute = 1;
-/// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: CUdevice_attribute = 2;
-/// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: CUdevice_attribute = 3;
-/// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: CUdevice_attribute = 4;
-/// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: CUdevice_attribute = 5;
-/// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: CUdevice_attribute = 6;
-/// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: CUdevice_attribute = 7;
-/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute = 8;
-/// `CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY`.
-pub const CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: CUdevice_attribute = 9;
-/// `CU_DEVICE_ATTRIBUTE_WARP_SIZE`.
-pub const CU_DEVICE_ATTRIBUTE_WARP_SIZE: CUdevice_attribute = 10;
-/// `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: CUdevice_attribute = 12;
-/// `CU_DEVICE_ATTRIBUTE_CLOCK_RATE` (kHz).
-pub const CU_DEVICE_ATTRIBUTE_CLOCK_RATE: CUdevice_attribute = 13;
-/// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
-pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
-/// `CU_DEVICE_ATTRIBUTE_INTEGRATED`.
-pub const CU_DEVICE_ATTRIBUTE_INTEGRATED: CUdevice_attribute = 18;
-/// `CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`.
-pub const CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: CUdevice_attribute = 19;
-/// `CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS`.
-pub const CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: CUdevice_attribute = 31;
-/// `CU_DEVICE_ATTRIBUTE_ECC_ENABLED`.
-pub const CU_DEVICE_ATTRIBUTE_ECC_ENABLED: CUdevice_attribute = 32;
-/// `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
-pub const CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: CUdevice_attribute = 33;
-/// `CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID`.
-pub const CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: CUdevice_attribute = 34;
-/// `CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE` (kHz).
-pub const CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: CUdevice_attribute = 36;
-/// `CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH` (bits).
-pub const CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: CUdevice_attribute = 37;
-/// `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE` (bytes).
-pub const CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: CUdevice_attribute = 38;
-/// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: CUdevice_attribute = 39;
-/// `CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT`.
-pub const CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: CUdevice_attribute = 40;
-/// `CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING`.
-pub const CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: CUdevice_attribute = 41;
-/// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
-pub const CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: CUdevice_attribute = 50;
-/// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
-pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: CUdevice_attribute = 75;
-/// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
-pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: CUdevice_attribute = 76;
-/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: CUdevice_attribute = 81;
-/// `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY`.
-pub const CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: CUdevice_attribute = 83;
-/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`.
-pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: CUdevice_attribute = 97;
-/// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`.
-pub const CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: CUdevice_attribute = 99;
 
 // Entry-point types, in the ABI of CUDA 12.0.
 /// `cuGetProcAddress_v2`.
@@ -357,8 +293,16 @@ pub type cuEventElapsedTime =
 /// `cuFuncSetAttribute`.
 pub type cuFuncSetAttribute =
     unsafe extern "C" fn(func: CUfunction, attrib: c_int, value: c_int) -> CUresult;
-/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
-pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
+/// `cuFuncGetAttribute`.
+pub type cuFuncGetAttribute =
+    unsafe extern "C" fn(value: *mut c_int, attrib: c_int, func: CUfunction) -> CUresult;
+/// `cuModuleGetGlobal_v2`.
+pub type cuModuleGetGlobal = unsafe extern "C" fn(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: CUmodule,
+    name: *const c_char,
+) -> CUresult;
 /// `cuLaunchKernel`.
 pub type cuLaunchKernel = unsafe extern "C" fn(
     f: CUfunction,

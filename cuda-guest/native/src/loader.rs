@@ -126,6 +126,8 @@ entry_points! {
     event_elapsed_time: cuEventElapsedTime = "cuEventElapsedTime", "cuEventElapsedTime";
     event_destroy: cuEventOp = "cuEventDestroy", "cuEventDestroy_v2";
     func_set_attribute: cuFuncSetAttribute = "cuFuncSetAttribute", "cuFuncSetAttribute";
+    func_get_attribute: cuFuncGetAttribute = "cuFuncGetAttribute", "cuFuncGetAttribute";
+    module_get_global: cuModuleGetGlobal = "cuModuleGetGlobal", "cuModuleGetGlobal_v2";
     launch_kernel: cuLaunchKernel = "cuLaunchKernel", "cuLaunchKernel";
 }
 

@@ -8,8 +8,8 @@ use crate::loader::{Driver, DriverApi, LoadOptions};
 use vmgpu_cuda_api::error::{is_sticky, CudaError, DriverError};
 use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
-    Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
-    MemInfo, Module, Result, Stream, StreamFlags,
+    Event, EventFlags, Function, FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags,
+    LaunchConfig, MemInfo, Module, Result, Stream, StreamFlags,
 };
 
 thread_local! {
@@ -929,27 +929,65 @@ impl Backend for NativeBackend {
         self.check(r, || "cuEventDestroy_v2".into(), None)
     }
 
-    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
-        self.owned(function.owner(), "cuFuncSetAttribute")?;
-        let value = c_int::try_from(bytes).map_err(|_| DriverError::InvalidArgument {
-            operation: "cuFuncSetAttribute",
-            reason: format!("{bytes} bytes does not fit a C int"),
-        })?;
+    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32> {
+        self.owned(function.owner(), "cuFuncGetAttribute")?;
+        let mut value: c_int = 0;
         // SAFETY: the function is a live handle of this backend (a `Function` exists only
-        // while its module is loaded, per `module_unload`'s contract); the attribute and
-        // value are passed by value.
+        // while its module is loaded, per `module_unload`'s contract); `value` is a
+        // writable int for the call.
+        let r = unsafe {
+            (self.api().func_get_attribute)(
+                &mut value,
+                attribute.code(),
+                function.raw() as usize as sys::CUfunction,
+            )
+        };
+        self.check(r, || format!("cuFuncGetAttribute({attribute:?})"), None)?;
+        Ok(value)
+    }
+
+    fn function_set_attribute(
+        &self,
+        function: &Function,
+        attribute: FunctionAttribute,
+        value: i32,
+    ) -> Result<()> {
+        self.owned(function.owner(), "cuFuncSetAttribute")?;
+        // SAFETY: as in `function_attribute`; the attribute and value are passed by value.
         let r = unsafe {
             (self.api().func_set_attribute)(
                 function.raw() as usize as sys::CUfunction,
-                sys::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                attribute.code(),
                 value,
             )
         };
         self.check(
             r,
-            || format!("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {bytes})"),
+            || format!("cuFuncSetAttribute({attribute:?}, {value})"),
             None,
         )
+    }
+
+    fn module_get_global(&self, module: &Module, name: &str) -> Result<(DevicePtr, usize)> {
+        self.owned(module.owner(), "cuModuleGetGlobal_v2")?;
+        let c_name = CString::new(name).map_err(|_| DriverError::InvalidArgument {
+            operation: "cuModuleGetGlobal_v2",
+            reason: format!("the name {name:?} contains a NUL byte"),
+        })?;
+        let (mut ptr, mut bytes): (sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: the module is a live handle of this backend (until `module_unload`,
+        // which takes it by value); the name is a NUL-terminated string alive for the
+        // call; both outputs are writable.
+        let r = unsafe {
+            (self.api().module_get_global)(
+                &mut ptr,
+                &mut bytes,
+                module.raw() as usize as sys::CUmodule,
+                c_name.as_ptr(),
+            )
+        };
+        self.check(r, || format!("cuModuleGetGlobal_v2({name:?})"), None)?;
+        Ok((DevicePtr(ptr), bytes))
     }
 
     unsafe fn launch(

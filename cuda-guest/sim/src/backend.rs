@@ -70,8 +70,8 @@ use crate::{self as engine, CancelToken, FaultKind, KernelArg, SimConfig, SimErr
 use vmgpu_cuda_api::error::{CudaError, DriverError};
 use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
-    Event, EventFlags, Function, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig,
-    MemInfo, Module, Result, Stream, StreamFlags,
+    Event, EventFlags, Function, FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags,
+    LaunchConfig, MemInfo, Module, Result, Stream, StreamFlags,
 };
 
 /// The virtual device's name.
@@ -173,6 +173,8 @@ struct FunctionState {
     /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: 48 KiB less the static part
     /// until raised.
     max_dynamic: u32,
+    /// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT` (-1: the default).
+    carveout: i32,
 }
 
 #[derive(Debug, Default)]
@@ -197,6 +199,9 @@ struct State {
     functions: HashMap<u64, FunctionState>,
     /// Live device allocations: base to size.
     allocs: BTreeMap<u64, u64>,
+    /// Module variables (`.global`/`.const`) of loaded modules: base to size; copies and
+    /// memsets reach them, `cuMemFree` does not.
+    variables: BTreeMap<u64, u64>,
     /// Bytes of device memory allocated or reserved.
     allocated: u64,
     /// Pinned host allocations: address to layout.
@@ -212,13 +217,14 @@ impl State {
     }
 
     fn range_ok(&self, ptr: u64, len: u64) -> bool {
-        match self.allocs.range(..=ptr).next_back() {
+        let within = |map: &BTreeMap<u64, u64>| match map.range(..=ptr).next_back() {
             Some((&base, &size)) => ptr
                 .checked_sub(base)
                 .and_then(|off| off.checked_add(len))
                 .is_some_and(|end| end <= size),
             None => false,
-        }
+        };
+        within(&self.allocs) || within(&self.variables)
     }
 }
 
@@ -693,54 +699,14 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::ComputeCapabilityMinor => 0,
         A::Raw(n) => {
             // Known attributes by number reach the same table.
-            for a in KNOWN {
-                if a.code() == n {
-                    return attribute(*a);
-                }
-            }
-            return None;
+            return match DeviceAttribute::from_code(n) {
+                A::Raw(_) => None,
+                named => attribute(named),
+            };
         }
         _ => return None,
     })
 }
-
-const KNOWN: &[DeviceAttribute] = {
-    use DeviceAttribute as A;
-    &[
-        A::MaxThreadsPerBlock,
-        A::MaxBlockDimX,
-        A::MaxBlockDimY,
-        A::MaxBlockDimZ,
-        A::MaxGridDimX,
-        A::MaxGridDimY,
-        A::MaxGridDimZ,
-        A::MaxSharedMemoryPerBlock,
-        A::MaxSharedMemoryPerBlockOptin,
-        A::MaxSharedMemoryPerMultiprocessor,
-        A::TotalConstantMemory,
-        A::WarpSize,
-        A::MaxRegistersPerBlock,
-        A::ClockRate,
-        A::MemoryClockRate,
-        A::GlobalMemoryBusWidth,
-        A::MultiprocessorCount,
-        A::MaxThreadsPerMultiprocessor,
-        A::L2CacheSize,
-        A::EccEnabled,
-        A::UnifiedAddressing,
-        A::Integrated,
-        A::CanMapHostMemory,
-        A::ConcurrentKernels,
-        A::AsyncEngineCount,
-        A::ManagedMemory,
-        A::HostRegisterSupported,
-        A::PciDomainId,
-        A::PciBusId,
-        A::PciDeviceId,
-        A::ComputeCapabilityMajor,
-        A::ComputeCapabilityMinor,
-    ]
-};
 
 /// Checks `args` against a kernel's PTX parameters: count and sizes.
 fn check_arg_sizes(
@@ -848,6 +814,7 @@ impl Backend for SimBackend {
         }
         let allocs = std::mem::take(&mut st.allocs);
         let modules = std::mem::take(&mut st.modules);
+        st.variables.clear();
         {
             let mut sim = self.shared.sim();
             sim.reset();
@@ -920,8 +887,12 @@ impl Backend for SimBackend {
             Ok(m) => {
                 let mut st = self.shared.state();
                 let h = st.handle();
-                // Its variables are device memory, counted like allocations.
+                // Its variables are device memory, counted like allocations and reached
+                // by copies and memsets (their addresses come from cuModuleGetGlobal).
                 st.allocated += m.global_bytes();
+                for (_, p, size) in m.variables() {
+                    st.variables.insert(p.0, size.max(1));
+                }
                 st.modules.insert(h, m);
                 Ok(Module::from_raw(self.id, h))
             }
@@ -953,6 +924,9 @@ impl Backend for SimBackend {
         };
         st.functions.retain(|_, f| f.module_handle != module.raw());
         st.allocated = st.allocated.saturating_sub(m.global_bytes());
+        for (_, p, _) in m.variables() {
+            st.variables.remove(&p.0);
+        }
         drop(st);
         // Its variables are freed (a kernel still reaching them faults, as on a GPU).
         match self.guarded("cuModuleUnload", |sim| sim.unload_module(&m))? {
@@ -983,6 +957,7 @@ impl Backend for SimBackend {
             params: k.params().to_vec(),
             shared_static: k.shared_bytes(),
             max_dynamic: SIM_DEFAULT_SHARED_PER_BLOCK.saturating_sub(k.shared_bytes()),
+            carveout: -1,
             module: m.clone(),
             name: name.into(),
         };
@@ -1593,7 +1568,55 @@ impl Backend for SimBackend {
         }
     }
 
-    fn function_set_max_dynamic_shared(&self, function: &Function, bytes: u32) -> Result<()> {
+    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32> {
+        const OP: &str = "cuFuncGetAttribute";
+        self.owned(function.owner(), OP)?;
+        let st = self.live(OP)?;
+        let Some(f) = st.functions.get(&function.raw()) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown function (its module was unloaded, or the context reset)".into(),
+            );
+        };
+        let kernel = f.module.kernel(&f.name);
+        let int = |v: u64| i32::try_from(v).unwrap_or(i32::MAX);
+        use FunctionAttribute as F;
+        Ok(match attribute {
+            F::MaxThreadsPerBlock => 1024,
+            F::SharedSizeBytes => int(f.shared_static.into()),
+            F::ConstSizeBytes => int(f.module.const_bytes()),
+            F::LocalSizeBytes => int(kernel.map_or(0, |k| k.local_bytes()).into()),
+            F::NumRegs => int(kernel.map_or(0, |k| k.registers()).into()),
+            F::PtxVersion => int(f.module.arch().into()),
+            // The virtual device is an sm_80.
+            F::BinaryVersion => 80,
+            F::CacheModeCa => 0,
+            F::MaxDynamicSharedSizeBytes => int(f.max_dynamic.into()),
+            F::PreferredSharedMemoryCarveout => f.carveout,
+            // No clusters on an sm_80.
+            F::ClusterSizeMustBeSet
+            | F::RequiredClusterWidth
+            | F::RequiredClusterHeight
+            | F::RequiredClusterDepth
+            | F::NonPortableClusterSizeAllowed
+            | F::ClusterSchedulingPolicyPreference => 0,
+            other => {
+                return self.fail(
+                    sys::CUDA_ERROR_INVALID_VALUE,
+                    OP,
+                    format!("attribute {other:?} is not known to the simulator"),
+                )
+            }
+        })
+    }
+
+    fn function_set_attribute(
+        &self,
+        function: &Function,
+        attribute: FunctionAttribute,
+        value: i32,
+    ) -> Result<()> {
         const OP: &str = "cuFuncSetAttribute";
         self.owned(function.owner(), OP)?;
         let mut st = self.live(OP)?;
@@ -1604,17 +1627,55 @@ impl Backend for SimBackend {
                 "unknown function (its module was unloaded, or the context reset)".into(),
             );
         };
-        let limit = SIM_MAX_SHARED_PER_BLOCK.saturating_sub(f.shared_static);
-        if bytes > limit {
-            let detail = format!(
-                "{bytes} bytes of dynamic shared memory; the device allows {limit} beside \
-                 the kernel's {} static bytes",
-                f.shared_static
-            );
-            return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, detail);
+        match attribute {
+            FunctionAttribute::MaxDynamicSharedSizeBytes => {
+                let limit = SIM_MAX_SHARED_PER_BLOCK.saturating_sub(f.shared_static);
+                match u32::try_from(value) {
+                    Ok(bytes) if bytes <= limit => {
+                        f.max_dynamic = bytes;
+                        Ok(())
+                    }
+                    _ => {
+                        let detail = format!(
+                            "{value} bytes of dynamic shared memory; the device allows {limit} \
+                             beside the kernel's {} static bytes",
+                            f.shared_static
+                        );
+                        self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, detail)
+                    }
+                }
+            }
+            FunctionAttribute::PreferredSharedMemoryCarveout if (-1..=100).contains(&value) => {
+                f.carveout = value;
+                Ok(())
+            }
+            other => self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                format!("{other:?} = {value} cannot be set"),
+            ),
         }
-        f.max_dynamic = bytes;
-        Ok(())
+    }
+
+    fn module_get_global(&self, module: &Module, name: &str) -> Result<(DevicePtr, usize)> {
+        const OP: &str = "cuModuleGetGlobal_v2";
+        self.owned(module.owner(), OP)?;
+        let st = self.live(OP)?;
+        let Some(m) = st.modules.get(&module.raw()) else {
+            return self.fail(
+                sys::CUDA_ERROR_INVALID_HANDLE,
+                OP,
+                "unknown or unloaded module".into(),
+            );
+        };
+        match m.variable(name) {
+            Some((ptr, size)) => Ok((DevicePtr(ptr.0), size as usize)),
+            None => self.fail(
+                sys::CUDA_ERROR_NOT_FOUND,
+                format!("cuModuleGetGlobal_v2({name:?})"),
+                "the module has no .global or .const variable by that name".into(),
+            ),
+        }
     }
 
     unsafe fn launch(

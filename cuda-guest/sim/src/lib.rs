@@ -364,6 +364,11 @@ impl Kernel {
     pub fn local_bytes(&self) -> u32 {
         self.prog.local_size
     }
+    /// Registers per thread: the decoded kernel's register slots (with `.func` calls
+    /// inlined), at most 255 as on a GPU (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
+    pub fn registers(&self) -> u32 {
+        self.prog.nregs.min(255)
+    }
     /// Decoded instruction count (with `.func` calls inlined).
     pub fn instruction_count(&self) -> usize {
         self.prog.insts.len()
@@ -400,10 +405,12 @@ impl Program {
 pub struct Module {
     name: String,
     kernels: HashMap<String, Kernel>,
-    /// Module-scope `.global`/`.const` variables: name to pointer.
-    globals: HashMap<String, DevicePtr>,
+    /// Module-scope `.global`/`.const` variables: name to (pointer, bytes, `.const`).
+    globals: HashMap<String, (DevicePtr, u64, bool)>,
     /// Their bytes together (device memory the module holds).
     global_bytes: u64,
+    /// The virtual architecture of its `.target` (`sm_80` is 80; 0 when none is named).
+    arch: u32,
     sim_tag: u64,
 }
 
@@ -424,14 +431,34 @@ impl Module {
     }
     /// Device address of a module-scope `.global`/`.const` variable.
     pub fn global(&self, name: &str) -> Option<DevicePtr> {
-        self.globals.get(name).copied()
+        self.globals.get(name).map(|v| v.0)
+    }
+    /// Address and size in bytes of a module-scope `.global`/`.const` variable
+    /// (`cuModuleGetGlobal`).
+    pub fn variable(&self, name: &str) -> Option<(DevicePtr, u64)> {
+        self.globals.get(name).map(|v| (v.0, v.1))
+    }
+    /// Every `.global`/`.const` variable: name, address and size in bytes.
+    pub fn variables(&self) -> impl Iterator<Item = (&str, DevicePtr, u64)> + '_ {
+        self.globals
+            .iter()
+            .map(|(n, (p, size, _))| (n.as_str(), *p, *size))
+    }
+    /// Bytes of the module's `.const` variables (`CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES`).
+    pub fn const_bytes(&self) -> u64 {
+        self.globals.values().filter(|v| v.2).map(|v| v.1).sum()
+    }
+    /// The virtual architecture its `.target` names, major * 10 + minor (`sm_80` is 80,
+    /// `sm_90a` 90; 0 when it names none): `CU_FUNC_ATTRIBUTE_PTX_VERSION`.
+    pub fn arch(&self) -> u32 {
+        self.arch
     }
     /// Host memory the decoded module holds, in bytes (its kernels' instructions,
     /// tables and names; an estimate from their lengths, within a few percent).
     pub fn host_bytes(&self) -> u64 {
         use std::mem::size_of;
         let mut n = size_of::<Module>() + self.name.capacity();
-        n += self.globals.capacity() * (size_of::<(String, DevicePtr)>() + 8);
+        n += self.globals.capacity() * (size_of::<(String, (DevicePtr, u64, bool))>() + 8);
         n += self.globals.keys().map(String::capacity).sum::<usize>();
         n += self.kernels.capacity() * (size_of::<(String, Kernel)>() + 8);
         for (name, k) in &self.kernels {
@@ -636,10 +663,27 @@ impl Simulator {
             name: name.into(),
             global_bytes,
             kernels,
-            globals: globals
-                .into_iter()
-                .map(|(k, v)| (k, DevicePtr(v)))
+            globals: allocs
+                .iter()
+                .map(|(v, a)| {
+                    (
+                        v.name.clone(),
+                        (DevicePtr(a.base), v.size(), v.space == Space::Const),
+                    )
+                })
                 .collect(),
+            arch: m
+                .target
+                .iter()
+                .find_map(|t| {
+                    let digits: String = t
+                        .strip_prefix("sm_")?
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    digits.parse().ok()
+                })
+                .unwrap_or(0),
             sim_tag: self.mem.tag,
         }))
     }
@@ -654,7 +698,7 @@ impl Simulator {
                 message: format!("module {} was loaded by another simulator", module.name),
             });
         }
-        for (name, ptr) in &module.globals {
+        for (name, (ptr, _, _)) in &module.globals {
             if self.mem.free(ptr.0).is_err() {
                 return Err(SimError::InvalidPointer {
                     ptr: *ptr,
