@@ -11,7 +11,7 @@
 #[cfg(feature = "service")]
 mod service_support;
 
-use cuda_guest::driver::{Backend, DriverError, SimBackend};
+use cuda_guest::driver::{Backend, Device, DriverError, SimBackend};
 use cuda_guest::ptx::{self, MAX_NESTING};
 use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, Simulator};
 
@@ -144,6 +144,8 @@ fn sim_load_error(text: String) -> DriverError {
     on_guest_stack(move || {
         let sim = SimBackend::new(SimConfig::default()).unwrap();
         let backend: &dyn Backend = &sim;
+        let ctx = backend.primary_context_retain(Device::new(0)).unwrap();
+        backend.context_set_current(&ctx).unwrap();
         backend.module_load_ptx_named(NAME, &text).map(|_| ())
     })
     .unwrap_err()
@@ -455,6 +457,8 @@ fn a_register_range_with_a_long_name_is_refused_before_its_names_are_made() {
     on_guest_stack(move || {
         let sim = SimBackend::new(SimConfig::default()).unwrap();
         let backend: &dyn Backend = &sim;
+        let ctx = backend.primary_context_retain(Device::new(0)).unwrap();
+        backend.context_set_current(&ctx).unwrap();
         backend.module_load_ptx_named(NAME, &ok).map(|_| ())
     })
     .unwrap();

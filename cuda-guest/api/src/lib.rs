@@ -558,9 +558,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     unsafe fn primary_context_reset(&self, dev: Device) -> Result<()>;
     /// Creates a context of its own on `dev` (`cuCtxCreate_v3`), separate from the
     /// primary context: its own device address space, allocations, modules, streams and
-    /// sticky error. It is current on the calling thread afterwards. The simulator has
-    /// one context per instance and answers `CUDA_ERROR_NOT_SUPPORTED`: a separate
-    /// simulator backend is its separate context.
+    /// sticky error. It is current on the calling thread afterwards.
     fn context_create(&self, dev: Device) -> Result<Context> {
         let _ = dev;
         Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuCtxCreate_v3").into())

@@ -30,9 +30,18 @@
 //! work is queued or running; event timestamps are the host's monotonic clock when the
 //! worker reaches the record.
 //!
+//! # Contexts
+//! As in CUDA: the primary context (made at the first retain, reference counted, never
+//! destroyed) and any number made by [`Backend::context_create`], each current on a
+//! thread until another is made current there. Each context is a [`Simulator`] of its
+//! own (its address range, allocations, modules, streams, events and sticky error) with
+//! its own queue and device thread; [`Backend::context_destroy`] frees everything made
+//! in it. A handle made in one context is refused in another.
+//!
 //! [`Backend::mem_get_info`] reports [`SimConfig::memory_limit`] as the total and the
-//! total less what `cuMemAlloc` handed out as free (module `.global` variables are not
-//! counted). An allocation larger than the host's available memory is refused with
+//! total less what every context holds as free: allocations and the `.global`/`.const`
+//! variables of loaded modules (which copies and memsets reach, as on a GPU). An
+//! allocation larger than the host's available memory is refused with
 //! `CUDA_ERROR_OUT_OF_MEMORY`, since the simulator backs device memory with host memory.
 //!
 //! Synchronous copies and memsets wait for all queued work first (as the legacy default
@@ -61,6 +70,7 @@ use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -191,7 +201,6 @@ struct State {
     next_module: u32,
     sticky: Option<Fault>,
     deferred: Option<Fault>,
-    ctx_refs: u64,
     /// Stream handle to the sequence number of its last queued operation.
     streams: HashMap<u64, u64>,
     events: HashMap<u64, EventState>,
@@ -234,6 +243,8 @@ struct Shared {
     sim: Mutex<Simulator>,
     state: Mutex<State>,
     cv: Condvar,
+    /// Device memory in use by every context of the device.
+    device_used: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -243,37 +254,47 @@ impl Shared {
     fn sim(&self) -> MutexGuard<'_, Simulator> {
         self.sim.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// Counts `bytes` of device memory in use by this context (and the device).
+    fn charge(&self, st: &mut State, bytes: u64) {
+        st.allocated += bytes;
+        self.device_used.fetch_add(bytes, Ordering::Relaxed);
+    }
+    /// Gives back `bytes` this context counted.
+    fn refund(&self, st: &mut State, bytes: u64) {
+        let bytes = bytes.min(st.allocated);
+        st.allocated -= bytes;
+        self.device_used.fetch_sub(bytes, Ordering::Relaxed);
+    }
+    /// Device memory in use by every context of the device.
+    fn device_used(&self) -> u64 {
+        self.device_used.load(Ordering::Relaxed)
+    }
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         self.cv.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The PTX simulator as a [`Backend`]; see the [module documentation](self) for the
-/// virtual device and the execution model.
+/// One context of the simulated device: its own simulator (memory, modules), its
+/// queue and the device thread that executes it. Objects made in it carry its id.
 #[derive(Debug)]
-pub struct SimBackend {
+struct SimContext {
     id: u32,
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
 }
 
-impl SimBackend {
-    /// A simulator backend with `config` (threads per launch, budgets, and
-    /// [`SimConfig::memory_limit`] as the device's memory).
-    pub fn new(config: SimConfig) -> Result<SimBackend> {
-        SimBackend::with_cancel(config, CancelToken::new())
-    }
-
-    /// [`SimBackend::new`] whose work `cancel` stops: the running launch ends at its
-    /// next budget check and every later one at once, with a sticky
-    /// `CUDA_ERROR_LAUNCH_TIMEOUT` (so queued work is skipped and synchronising returns).
-    /// For a server whose client is gone.
-    pub fn with_cancel(config: SimConfig, cancel: CancelToken) -> Result<SimBackend> {
+impl SimContext {
+    fn new(
+        config: SimConfig,
+        cancel: CancelToken,
+        device_used: Arc<AtomicU64>,
+    ) -> Result<SimContext> {
         let shared = Arc::new(Shared {
             sim: Mutex::new(Simulator::with_cancel(config.clone(), cancel)),
             config,
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
+            device_used,
         });
         let worker_shared = shared.clone();
         let worker = std::thread::Builder::new()
@@ -283,16 +304,51 @@ impl SimBackend {
                 operation: "starting the simulator's device thread",
                 reason: e.to_string(),
             })?;
-        Ok(SimBackend {
+        Ok(SimContext {
             id: next_instance_id(),
             shared,
             worker: Some(worker),
         })
     }
 
-    /// The simulator's settings.
-    pub fn config(&self) -> &SimConfig {
-        &self.shared.config
+    /// `cuDevicePrimaryCtxReset` of this context: waits for queued work, frees
+    /// everything made in it and clears its sticky error (new handles from here on).
+    fn reset(&self) -> Result<()> {
+        let mut st = self.shared.state();
+        // Queued work runs to its end (or is dropped after a sticky error).
+        while st.done < st.submitted {
+            st = self.shared.wait(st);
+        }
+        let allocs = std::mem::take(&mut st.allocs);
+        let modules = std::mem::take(&mut st.modules);
+        st.variables.clear();
+        {
+            let mut sim = self.shared.sim();
+            sim.reset();
+            for base in allocs.keys() {
+                if let Err(e) = sim.free(engine::DevicePtr(*base)) {
+                    log::warn!("simulator reset: freeing {base:#x}: {e}");
+                }
+            }
+            for m in modules.values() {
+                if let Err(e) = sim.unload_module(m) {
+                    log::warn!("simulator reset: unloading module {}: {e}", m.name());
+                }
+            }
+        }
+        let all = st.allocated;
+        self.shared.refund(&mut st, all);
+        st.generation = st.generation.wrapping_add(1);
+        st.next_handle = 0;
+        st.sticky = None;
+        st.deferred = None;
+        st.streams.clear();
+        st.events.clear();
+        st.modules.clear();
+        st.functions.clear();
+        st.registered.clear();
+        log::info!("simulated device: primary context reset");
+        Ok(())
     }
 
     fn err(&self, code: i32, operation: impl Into<String>) -> CudaError {
@@ -464,7 +520,7 @@ impl SimBackend {
     }
 }
 
-impl Drop for SimBackend {
+impl Drop for SimContext {
     fn drop(&mut self) {
         {
             let mut st = self.shared.state();
@@ -477,6 +533,8 @@ impl Drop for SimBackend {
             }
         }
         let mut st = self.shared.state();
+        let all = st.allocated;
+        self.shared.refund(&mut st, all);
         for (addr, layout) in st.host.drain() {
             // SAFETY: `addr` came from `std::alloc::alloc_zeroed(layout)` in host_alloc
             // and was not freed (host_free removes it from the map); the backend is
@@ -735,126 +793,7 @@ fn check_arg_sizes(
     Ok(())
 }
 
-impl Backend for SimBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Simulator
-    }
-
-    fn instance_id(&self) -> u32 {
-        self.id
-    }
-
-    fn driver_version(&self) -> Result<i32> {
-        Ok(SIM_DRIVER_VERSION)
-    }
-
-    fn device_count(&self) -> Result<u32> {
-        Ok(1)
-    }
-
-    fn device_name(&self, dev: Device) -> Result<String> {
-        self.device(dev, "cuDeviceGetName")?;
-        Ok(SIM_DEVICE_NAME.into())
-    }
-
-    fn device_uuid(&self, dev: Device) -> Result<[u8; 16]> {
-        self.device(dev, "cuDeviceGetUuid")?;
-        Ok(SIM_DEVICE_UUID)
-    }
-
-    fn device_pci_bus_id(&self, dev: Device) -> Result<String> {
-        self.device(dev, "cuDeviceGetPCIBusId")?;
-        Ok(SIM_PCI_BUS_ID.into())
-    }
-
-    fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32> {
-        self.device(dev, "cuDeviceGetAttribute")?;
-        match attribute(attr) {
-            Some(v) => Ok(v),
-            None => self.fail(
-                sys::CUDA_ERROR_INVALID_VALUE,
-                format!("cuDeviceGetAttribute({})", attr.code()),
-                "the simulator does not model this attribute".into(),
-            ),
-        }
-    }
-
-    fn device_total_mem(&self, dev: Device) -> Result<u64> {
-        self.device(dev, "cuDeviceTotalMem_v2")?;
-        Ok(self.shared.config.memory_limit)
-    }
-
-    fn primary_context_retain(&self, dev: Device) -> Result<Context> {
-        self.device(dev, "cuDevicePrimaryCtxRetain")?;
-        self.shared.state().ctx_refs += 1;
-        Ok(Context::from_raw(self.id, 1))
-    }
-
-    fn primary_context_release(&self, ctx: Context) -> Result<()> {
-        self.owned(ctx.owner(), "cuDevicePrimaryCtxRelease")?;
-        let mut st = self.shared.state();
-        if ctx.raw() != 1 || st.ctx_refs == 0 {
-            return Err(DriverError::InvalidArgument {
-                operation: "cuDevicePrimaryCtxRelease",
-                reason: "no reference on this context is held through this backend (released \
-                         more often than retained?)"
-                    .into(),
-            });
-        }
-        st.ctx_refs -= 1;
-        Ok(())
-    }
-
-    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
-        self.device(dev, "cuDevicePrimaryCtxReset_v2")?;
-        let mut st = self.shared.state();
-        // Queued work runs to its end (or is dropped after a sticky error).
-        while st.done < st.submitted {
-            st = self.shared.wait(st);
-        }
-        let allocs = std::mem::take(&mut st.allocs);
-        let modules = std::mem::take(&mut st.modules);
-        st.variables.clear();
-        {
-            let mut sim = self.shared.sim();
-            sim.reset();
-            for base in allocs.keys() {
-                if let Err(e) = sim.free(engine::DevicePtr(*base)) {
-                    log::warn!("simulator reset: freeing {base:#x}: {e}");
-                }
-            }
-            for m in modules.values() {
-                if let Err(e) = sim.unload_module(m) {
-                    log::warn!("simulator reset: unloading module {}: {e}", m.name());
-                }
-            }
-        }
-        st.allocated = 0;
-        st.generation = st.generation.wrapping_add(1);
-        st.next_handle = 0;
-        st.sticky = None;
-        st.deferred = None;
-        st.streams.clear();
-        st.events.clear();
-        st.modules.clear();
-        st.functions.clear();
-        st.registered.clear();
-        log::info!("simulated device: primary context reset");
-        Ok(())
-    }
-
-    fn context_set_current(&self, ctx: &Context) -> Result<()> {
-        self.owned(ctx.owner(), "cuCtxSetCurrent")?;
-        if ctx.raw() != 1 {
-            return Err(DriverError::InvalidArgument {
-                operation: "cuCtxSetCurrent",
-                reason: "not a context of this backend".into(),
-            });
-        }
-        SIM_CURRENT.with(|c| c.set(self.id));
-        Ok(())
-    }
-
+impl SimContext {
     fn context_synchronize(&self) -> Result<()> {
         self.ctx("cuCtxSynchronize")?;
         let st = self.shared.state();
@@ -863,10 +802,10 @@ impl Backend for SimBackend {
     }
 
     fn mem_get_info(&self) -> Result<MemInfo> {
-        let st = self.live("cuMemGetInfo_v2")?;
+        drop(self.live("cuMemGetInfo_v2")?);
         let total = self.shared.config.memory_limit;
         Ok(MemInfo {
-            free: total.saturating_sub(st.allocated),
+            free: total.saturating_sub(self.shared.device_used()),
             total,
         })
     }
@@ -889,7 +828,7 @@ impl Backend for SimBackend {
                 let h = st.handle();
                 // Its variables are device memory, counted like allocations and reached
                 // by copies and memsets (their addresses come from cuModuleGetGlobal).
-                st.allocated += m.global_bytes();
+                self.shared.charge(&mut st, m.global_bytes());
                 for (_, p, size) in m.variables() {
                     st.variables.insert(p.0, size.max(1));
                 }
@@ -923,7 +862,7 @@ impl Backend for SimBackend {
             );
         };
         st.functions.retain(|_, f| f.module_handle != module.raw());
-        st.allocated = st.allocated.saturating_sub(m.global_bytes());
+        self.shared.refund(&mut st, m.global_bytes());
         for (_, p, _) in m.variables() {
             st.variables.remove(&p.0);
         }
@@ -974,10 +913,10 @@ impl Backend for SimBackend {
             if bytes == 0 {
                 return self.fail(sys::CUDA_ERROR_INVALID_VALUE, op(), "0 bytes".into());
             }
-            if st.allocated.saturating_add(bytes as u64) > total {
+            let used = self.shared.device_used();
+            if used.saturating_add(bytes as u64) > total {
                 let detail = format!(
-                    "{bytes} bytes requested, {} of the virtual device's {total} in use",
-                    st.allocated
+                    "{bytes} bytes requested, {used} of the virtual device's {total} in use"
                 );
                 return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
             }
@@ -992,14 +931,14 @@ impl Backend for SimBackend {
                     return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, op(), detail);
                 }
             }
-            st.allocated += bytes as u64;
+            self.shared.charge(&mut st, bytes as u64);
         }
         let r = self.guarded("cuMemAlloc_v2", |sim| sim.malloc(bytes as u64));
         let mut st = self.shared.state();
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                st.allocated = st.allocated.saturating_sub(bytes as u64);
+                self.shared.refund(&mut st, bytes as u64);
                 return Err(e);
             }
         };
@@ -1009,7 +948,7 @@ impl Backend for SimBackend {
                 Ok(DevicePtr(p.0))
             }
             Err(e) => {
-                st.allocated = st.allocated.saturating_sub(bytes as u64);
+                self.shared.refund(&mut st, bytes as u64);
                 let f = fault_of(&e, 0);
                 self.fail(f.code, op(), f.detail)
             }
@@ -1028,7 +967,7 @@ impl Backend for SimBackend {
                 "not the start of a live device allocation".into(),
             );
         };
-        st.allocated = st.allocated.saturating_sub(size);
+        self.shared.refund(&mut st, size);
         drop(st);
         self.guarded(OP, |sim| sim.free(engine::DevicePtr(ptr.0)))?
             .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
@@ -1763,12 +1702,516 @@ impl Backend for SimBackend {
     }
 }
 
+/// The PTX simulator as a [`Backend`]: one simulated device with CUDA's contexts (the
+/// primary context, and as many more as `cuCtxCreate` makes), each a [`Simulator`] of
+/// its own with its own queue and device thread; see the [module documentation](self)
+/// for the virtual device and the execution model.
+#[derive(Debug)]
+pub struct SimBackend {
+    id: u32,
+    config: SimConfig,
+    cancel: CancelToken,
+    /// Live contexts by id (a context's id is its handle's value and the owner of what
+    /// is made in it).
+    contexts: Mutex<HashMap<u32, Arc<SimContext>>>,
+    /// The primary context (made at the first retain) and its reference count.
+    primary: Mutex<(Option<u32>, u64)>,
+    /// Device memory in use by all contexts (allocations and module variables).
+    device_used: Arc<AtomicU64>,
+}
+
 impl SimBackend {
+    /// A simulator backend with `config` (threads per launch, budgets, and
+    /// [`SimConfig::memory_limit`] as the device's memory).
+    pub fn new(config: SimConfig) -> Result<SimBackend> {
+        SimBackend::with_cancel(config, CancelToken::new())
+    }
+
+    /// [`SimBackend::new`] whose work `cancel` stops: the running launch ends at its
+    /// next budget check and every later one at once, with a sticky
+    /// `CUDA_ERROR_LAUNCH_TIMEOUT` (so queued work is skipped and synchronising returns),
+    /// in every context. For a server whose client is gone.
+    pub fn with_cancel(config: SimConfig, cancel: CancelToken) -> Result<SimBackend> {
+        Ok(SimBackend {
+            id: next_instance_id(),
+            config,
+            cancel,
+            contexts: Mutex::new(HashMap::new()),
+            primary: Mutex::new((None, 0)),
+            device_used: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The simulator's settings.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    fn contexts(&self) -> MutexGuard<'_, HashMap<u32, Arc<SimContext>>> {
+        self.contexts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new context (its device thread started).
+    fn make_context(&self) -> Result<Arc<SimContext>> {
+        let c = Arc::new(SimContext::new(
+            self.config.clone(),
+            self.cancel.clone(),
+            self.device_used.clone(),
+        )?);
+        self.contexts().insert(c.id, c.clone());
+        Ok(c)
+    }
+
+    /// The context current on this thread, if it is one of this device's. Otherwise the
+    /// primary context, whose own check then refuses the call with the entry point's
+    /// name (`CUDA_ERROR_INVALID_CONTEXT`).
+    fn current(&self, method: &'static str) -> Result<Arc<SimContext>> {
+        let id = SIM_CURRENT.with(|c| c.get());
+        let contexts = self.contexts();
+        if let Some(c) = contexts.get(&id) {
+            return Ok(c.clone());
+        }
+        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
+        match primary.and_then(|p| contexts.get(&p)) {
+            Some(c) => Ok(c.clone()),
+            None => Err(sim_err(
+                sys::CUDA_ERROR_INVALID_CONTEXT,
+                format!("{method}: no context of this simulator is current"),
+            )
+            .into()),
+        }
+    }
+
+    /// The context of handle `ctx`, if it is a live context of this device.
+    fn context(&self, ctx: &Context, op: &'static str) -> Result<Arc<SimContext>> {
+        vmgpu_cuda_api::check_owner(ctx.owner(), self.id, op)?;
+        match u32::try_from(ctx.raw())
+            .ok()
+            .and_then(|id| self.contexts().get(&id).cloned())
+        {
+            Some(c) => Ok(c),
+            None => Err(sim_err(sys::CUDA_ERROR_INVALID_CONTEXT, op).into()),
+        }
+    }
+
     fn device(&self, dev: Device, op: &'static str) -> Result<()> {
         if dev.ordinal() == 0 {
             Ok(())
         } else {
-            Err(self.err(sys::CUDA_ERROR_INVALID_DEVICE, op).into())
+            Err(sim_err(sys::CUDA_ERROR_INVALID_DEVICE, op).into())
         }
+    }
+}
+
+/// An error of the simulated device (ordinal 0).
+fn sim_err(code: i32, operation: impl Into<String>) -> CudaError {
+    let mut e = CudaError::builtin(code, operation);
+    e.device = Some(0);
+    e
+}
+
+impl Backend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Simulator
+    }
+
+    fn instance_id(&self) -> u32 {
+        self.id
+    }
+
+    fn driver_version(&self) -> Result<i32> {
+        Ok(SIM_DRIVER_VERSION)
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(1)
+    }
+
+    fn device_name(&self, dev: Device) -> Result<String> {
+        self.device(dev, "cuDeviceGetName")?;
+        Ok(SIM_DEVICE_NAME.into())
+    }
+
+    fn device_uuid(&self, dev: Device) -> Result<[u8; 16]> {
+        self.device(dev, "cuDeviceGetUuid")?;
+        Ok(SIM_DEVICE_UUID)
+    }
+
+    fn device_pci_bus_id(&self, dev: Device) -> Result<String> {
+        self.device(dev, "cuDeviceGetPCIBusId")?;
+        Ok(SIM_PCI_BUS_ID.into())
+    }
+
+    fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32> {
+        self.device(dev, "cuDeviceGetAttribute")?;
+        match attribute(attr) {
+            Some(v) => Ok(v),
+            None => {
+                let mut e = sim_err(
+                    sys::CUDA_ERROR_INVALID_VALUE,
+                    format!("cuDeviceGetAttribute({})", attr.code()),
+                );
+                e.detail = Some("the simulator does not model this attribute".into());
+                Err(e.into())
+            }
+        }
+    }
+
+    fn device_total_mem(&self, dev: Device) -> Result<u64> {
+        self.device(dev, "cuDeviceTotalMem_v2")?;
+        Ok(self.config.memory_limit)
+    }
+
+    fn primary_context_retain(&self, dev: Device) -> Result<Context> {
+        self.device(dev, "cuDevicePrimaryCtxRetain")?;
+        let mut p = self.primary.lock().unwrap_or_else(|e| e.into_inner());
+        let id = match p.0 {
+            Some(id) => id,
+            None => {
+                let id = self.make_context()?.id;
+                p.0 = Some(id);
+                id
+            }
+        };
+        p.1 += 1;
+        Ok(Context::from_raw(self.id, id.into()))
+    }
+
+    fn primary_context_release(&self, ctx: Context) -> Result<()> {
+        vmgpu_cuda_api::check_owner(ctx.owner(), self.id, "cuDevicePrimaryCtxRelease")?;
+        let mut p = self.primary.lock().unwrap_or_else(|e| e.into_inner());
+        if p.0.map(u64::from) != Some(ctx.raw()) || p.1 == 0 {
+            return Err(DriverError::InvalidArgument {
+                operation: "cuDevicePrimaryCtxRelease",
+                reason: "no reference on this context is held through this backend (released \
+                         more often than retained?)"
+                    .into(),
+            });
+        }
+        p.1 -= 1;
+        Ok(())
+    }
+
+    unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
+        self.device(dev, "cuDevicePrimaryCtxReset_v2")?;
+        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
+        match primary.and_then(|id| self.contexts().get(&id).cloned()) {
+            Some(c) => c.reset(),
+            None => Ok(()),
+        }
+    }
+
+    fn context_create(&self, dev: Device) -> Result<Context> {
+        self.device(dev, "cuCtxCreate_v3")?;
+        let c = self.make_context()?;
+        SIM_CURRENT.with(|cur| cur.set(c.id));
+        Ok(Context::from_raw(self.id, c.id.into()))
+    }
+
+    unsafe fn context_destroy(&self, ctx: Context) -> Result<()> {
+        let c = self.context(&ctx, "cuCtxDestroy_v2")?;
+        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if primary == Some(c.id) {
+            return Err(DriverError::InvalidArgument {
+                operation: "cuCtxDestroy_v2",
+                reason: "the primary context is released, not destroyed".into(),
+            });
+        }
+        self.contexts().remove(&c.id);
+        SIM_CURRENT.with(|cur| {
+            if cur.get() == c.id {
+                cur.set(0);
+            }
+        });
+        // Everything made in it goes with it (its device thread ends once queued work
+        // is done, at the last reference).
+        drop(c);
+        Ok(())
+    }
+
+    fn context_set_current(&self, ctx: &Context) -> Result<()> {
+        let c = self.context(ctx, "cuCtxSetCurrent")?;
+        SIM_CURRENT.with(|cur| cur.set(c.id));
+        Ok(())
+    }
+
+    fn context_synchronize(&self) -> Result<()> {
+        self.current("context_synchronize")?.context_synchronize()
+    }
+
+    fn mem_get_info(&self) -> Result<MemInfo> {
+        self.current("mem_get_info")?.mem_get_info()
+    }
+
+    fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
+        self.current("module_load_ptx")?.module_load_ptx(ptx)
+    }
+
+    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
+        self.current("module_load_ptx_named")?
+            .module_load_ptx_named(name, ptx)
+    }
+
+    unsafe fn module_unload(&self, module: Module) -> Result<()> {
+        let c = self.current("module_unload")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.module_unload(module) }
+    }
+
+    fn module_get_function(&self, module: &Module, name: &str) -> Result<Function> {
+        self.current("module_get_function")?
+            .module_get_function(module, name)
+    }
+
+    fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        self.current("mem_alloc")?.mem_alloc(bytes)
+    }
+
+    fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
+        self.current("mem_free")?.mem_free(ptr)
+    }
+
+    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
+        let c = self.current("memset_d8")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d8(dst, value, bytes) }
+    }
+
+    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()> {
+        let c = self.current("memset_d32")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d32(dst, value, count) }
+    }
+
+    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
+        let c = self.current("memset_d16")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d16(dst, value, count) }
+    }
+
+    unsafe fn memset_d16_async(
+        &self,
+        dst: DevicePtr,
+        value: u16,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memset_d16_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d16_async(dst, value, count, stream) }
+    }
+
+    unsafe fn memset_d32_async(
+        &self,
+        dst: DevicePtr,
+        value: u32,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memset_d32_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d32_async(dst, value, count, stream) }
+    }
+
+    unsafe fn memset_d8_async(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memset_d8_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memset_d8_async(dst, value, bytes, stream) }
+    }
+
+    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        let c = self.current("memcpy_htod")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_htod(dst, src) }
+    }
+
+    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        let c = self.current("memcpy_dtoh")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_dtoh(dst, src) }
+    }
+
+    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        let c = self.current("memcpy_dtod")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_dtod(dst, src, bytes) }
+    }
+
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memcpy_htod_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_htod_async(dst, src, bytes, stream) }
+    }
+
+    unsafe fn memcpy_dtoh_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memcpy_dtoh_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_dtoh_async(dst, src, bytes, stream) }
+    }
+
+    unsafe fn memcpy_dtod_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        let c = self.current("memcpy_dtod_async")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.memcpy_dtod_async(dst, src, bytes, stream) }
+    }
+
+    fn host_alloc(&self, bytes: usize, _flags: HostAllocFlags) -> Result<HostAlloc> {
+        self.current("host_alloc")?.host_alloc(bytes, _flags)
+    }
+
+    unsafe fn host_free(&self, mem: HostAlloc) -> Result<()> {
+        let c = self.current("host_free")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.host_free(mem) }
+    }
+
+    unsafe fn host_register(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        _flags: HostRegisterFlags,
+    ) -> Result<()> {
+        let c = self.current("host_register")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.host_register(ptr, bytes, _flags) }
+    }
+
+    unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
+        let c = self.current("host_unregister")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.host_unregister(ptr) }
+    }
+
+    fn stream_create(&self, _flags: StreamFlags) -> Result<Stream> {
+        self.current("stream_create")?.stream_create(_flags)
+    }
+
+    fn stream_synchronize(&self, stream: &Stream) -> Result<()> {
+        self.current("stream_synchronize")?
+            .stream_synchronize(stream)
+    }
+
+    fn stream_query(&self, stream: &Stream) -> Result<bool> {
+        self.current("stream_query")?.stream_query(stream)
+    }
+
+    fn stream_wait_event(&self, stream: &Stream, event: &Event) -> Result<()> {
+        self.current("stream_wait_event")?
+            .stream_wait_event(stream, event)
+    }
+
+    fn stream_destroy(&self, stream: Stream) -> Result<()> {
+        self.current("stream_destroy")?.stream_destroy(stream)
+    }
+
+    fn event_create(&self, flags: EventFlags) -> Result<Event> {
+        self.current("event_create")?.event_create(flags)
+    }
+
+    fn event_record(&self, event: &Event, stream: &Stream) -> Result<()> {
+        self.current("event_record")?.event_record(event, stream)
+    }
+
+    fn event_synchronize(&self, event: &Event) -> Result<()> {
+        self.current("event_synchronize")?.event_synchronize(event)
+    }
+
+    fn event_query(&self, event: &Event) -> Result<bool> {
+        self.current("event_query")?.event_query(event)
+    }
+
+    fn event_elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
+        self.current("event_elapsed_ms")?
+            .event_elapsed_ms(start, end)
+    }
+
+    fn event_destroy(&self, event: Event) -> Result<()> {
+        self.current("event_destroy")?.event_destroy(event)
+    }
+
+    fn module_host_bytes(&self, module: &Module) -> Option<u64> {
+        self.current("module_host_bytes")
+            .ok()?
+            .module_host_bytes(module)
+    }
+
+    fn function_params(
+        &self,
+        function: &Function,
+    ) -> Result<Option<Vec<vmgpu_cuda_api::ParamLayout>>> {
+        self.current("function_params")?.function_params(function)
+    }
+
+    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32> {
+        self.current("function_attribute")?
+            .function_attribute(function, attribute)
+    }
+
+    fn function_set_attribute(
+        &self,
+        function: &Function,
+        attribute: FunctionAttribute,
+        value: i32,
+    ) -> Result<()> {
+        self.current("function_set_attribute")?
+            .function_set_attribute(function, attribute, value)
+    }
+
+    fn module_get_global(&self, module: &Module, name: &str) -> Result<(DevicePtr, usize)> {
+        self.current("module_get_global")?
+            .module_get_global(module, name)
+    }
+
+    unsafe fn launch(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        let c = self.current("launch")?;
+        // SAFETY: this method's contract, passed on unchanged to the same method of
+        // the context it runs in.
+        unsafe { c.launch(function, config, stream, args) }
     }
 }
