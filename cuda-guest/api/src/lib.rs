@@ -609,21 +609,34 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Frees device memory from [`Backend::mem_alloc`]. An address that is not the start
     /// of a live allocation is an error.
     fn mem_free(&self, ptr: DevicePtr) -> Result<()>;
-    /// Sets `bytes` bytes at `dst` to `value`.
+    /// Sets `bytes` bytes at `dst` to `value`, ordered on the legacy default stream
+    /// (`cuMemsetD8_v2`: for device memory it may return before the memset is done).
+    /// Provided: [`Backend::memset_d8_async`] on [`Stream::DEFAULT`].
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()>;
-    /// Sets `count` 32-bit words at `dst` (4-byte aligned) to `value`.
+    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
+        // SAFETY: the caller's guarantees; the default stream is always valid.
+        unsafe { self.memset_d8_async(dst, value, bytes, &Stream::DEFAULT) }
+    }
+    /// Sets `count` 32-bit words at `dst` (4-byte aligned) to `value`, as
+    /// [`Backend::memset_d8`] does.
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()>;
-    /// Sets `count` 16-bit elements at `dst` (2-byte aligned) to `value`.
+    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()> {
+        // SAFETY: the caller's guarantees; the default stream is always valid.
+        unsafe { self.memset_d32_async(dst, value, count, &Stream::DEFAULT) }
+    }
+    /// Sets `count` 16-bit elements at `dst` (2-byte aligned) to `value`, as
+    /// [`Backend::memset_d8`] does.
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()>;
+    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
+        // SAFETY: the caller's guarantees; the default stream is always valid.
+        unsafe { self.memset_d16_async(dst, value, count, &Stream::DEFAULT) }
+    }
     /// [`Backend::memset_d16`], ordered on `stream`.
     ///
     /// # Safety
@@ -657,22 +670,46 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         bytes: usize,
         stream: &Stream,
     ) -> Result<()>;
-    /// Copies `src` to device memory at `dst`; returns when done.
+    /// Copies `src` to device memory at `dst`, ordered on the legacy default stream;
+    /// returns when done. Provided: [`Backend::memcpy_htod_async`] on
+    /// [`Stream::DEFAULT`], then [`Backend::stream_synchronize`].
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
-    /// Copies `dst.len()` bytes of device memory at `src` into `dst`; returns when done.
+    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `src` stays borrowed, readable and unwritten until the stream has
+        // passed the copy, which it has when the synchronisation returns.
+        unsafe { self.memcpy_htod_async(dst, src.as_ptr(), src.len(), &Stream::DEFAULT)? };
+        self.stream_synchronize(&Stream::DEFAULT)
+    }
+    /// Copies `dst.len()` bytes of device memory at `src` into `dst`, ordered on the
+    /// legacy default stream; returns when done. Provided as
+    /// [`Backend::memcpy_htod`] is.
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()>;
-    /// Copies `bytes` bytes from `src` to `dst` on the device (ordered on the legacy
-    /// default stream; it may return before the copy is done).
+    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `dst` stays borrowed mutably (nothing else reads or writes it) until
+        // the stream has passed the copy, which it has when the synchronisation returns.
+        unsafe { self.memcpy_dtoh_async(dst.as_mut_ptr(), src, dst.len(), &Stream::DEFAULT)? };
+        self.stream_synchronize(&Stream::DEFAULT)
+    }
+    /// Copies `bytes` bytes from `src` to `dst` on the device, ordered on the legacy
+    /// default stream (it may return before the copy is done, as `cuMemcpyDtoD_v2`).
+    /// Provided: [`Backend::memcpy_dtod_async`] on [`Stream::DEFAULT`].
     ///
     /// # Safety
     /// See the trait's contract.
-    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()>;
+    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: the caller's guarantees; the default stream is always valid.
+        unsafe { self.memcpy_dtod_async(dst, src, bytes, &Stream::DEFAULT) }
+    }
     /// Copies `bytes` bytes from host `src` to device `dst`, ordered on `stream`.
     /// Asynchronous with respect to the host only for pinned or registered `src`.
     ///

@@ -466,21 +466,6 @@ impl SimContext {
         }
     }
 
-    fn sync_op(
-        &self,
-        op: &'static str,
-        run: impl FnOnce(&mut Simulator) -> std::result::Result<(), SimError>,
-    ) -> Result<()> {
-        let st = self.live(op)?;
-        let seq = st.submitted;
-        let st = self.wait_for(st, seq, op)?;
-        drop(st);
-        self.guarded(op, run)?.map_err(|e| {
-            let f = fault_of(&e, 0);
-            self.fault_error(&f, op)
-        })
-    }
-
     /// Runs `f` on the simulator, turning a panic inside it (a simulator bug) into
     /// `CUDA_ERROR_UNKNOWN` instead of unwinding into the caller.
     fn guarded<T>(
@@ -973,45 +958,6 @@ impl SimContext {
             .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))
     }
 
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
-        if bytes == 0 {
-            return self.ctx("cuMemsetD8_v2");
-        }
-        self.check_range(
-            &*self.live("cuMemsetD8_v2")?,
-            dst,
-            bytes as u64,
-            "cuMemsetD8_v2",
-        )?;
-        self.sync_op("cuMemsetD8_v2", |sim| {
-            sim.memset_d8(engine::DevicePtr(dst.0), value, bytes as u64)
-        })
-    }
-
-    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()> {
-        const OP: &str = "cuMemsetD32_v2";
-        if count == 0 {
-            return self.ctx(OP);
-        }
-        self.aligned(dst, 4, OP)?;
-        let bytes = (count as u64).saturating_mul(4);
-        self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
-        self.sync_op(OP, |sim| {
-            sim.memset_d32(engine::DevicePtr(dst.0), value, count as u64)
-        })
-    }
-
-    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
-        const OP: &str = "cuMemsetD16_v2";
-        if count == 0 {
-            return self.ctx(OP);
-        }
-        self.aligned(dst, 2, OP)?;
-        let bytes = (count as u64).saturating_mul(2);
-        self.check_range(&*self.live(OP)?, dst, bytes, OP)?;
-        self.sync_op(OP, |sim| fill16(sim, dst.0, value, count as u64))
-    }
-
     unsafe fn memset_d16_async(
         &self,
         dst: DevicePtr,
@@ -1095,30 +1041,6 @@ impl SimContext {
             },
         );
         Ok(())
-    }
-
-    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
-        const OP: &str = "cuMemcpyHtoD_v2";
-        if src.is_empty() {
-            return self.ctx(OP);
-        }
-        self.check_range(&*self.live(OP)?, dst, src.len() as u64, OP)?;
-        self.sync_op(OP, |sim| sim.memcpy_htod(engine::DevicePtr(dst.0), src))
-    }
-
-    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
-        const OP: &str = "cuMemcpyDtoH_v2";
-        if dst.is_empty() {
-            return self.ctx(OP);
-        }
-        self.check_range(&*self.live(OP)?, src, dst.len() as u64, OP)?;
-        self.sync_op(OP, |sim| sim.memcpy_dtoh(dst, engine::DevicePtr(src.0)))
-    }
-
-    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
-        // SAFETY: the caller's guarantees are those of the asynchronous copy; the
-        // simulator reaches device memory only.
-        unsafe { self.memcpy_dtod_async(dst, src, bytes, &Stream::DEFAULT) }
     }
 
     unsafe fn memcpy_htod_async(
@@ -1972,27 +1894,6 @@ impl Backend for SimBackend {
         self.current("mem_free")?.mem_free(ptr)
     }
 
-    unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
-        let c = self.current("memset_d8")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d8(dst, value, bytes) }
-    }
-
-    unsafe fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize) -> Result<()> {
-        let c = self.current("memset_d32")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d32(dst, value, count) }
-    }
-
-    unsafe fn memset_d16(&self, dst: DevicePtr, value: u16, count: usize) -> Result<()> {
-        let c = self.current("memset_d16")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d16(dst, value, count) }
-    }
-
     unsafe fn memset_d16_async(
         &self,
         dst: DevicePtr,
@@ -2030,27 +1931,6 @@ impl Backend for SimBackend {
         // SAFETY: this method's contract, passed on unchanged to the same method of
         // the context it runs in.
         unsafe { c.memset_d8_async(dst, value, bytes, stream) }
-    }
-
-    unsafe fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
-        let c = self.current("memcpy_htod")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_htod(dst, src) }
-    }
-
-    unsafe fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
-        let c = self.current("memcpy_dtoh")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_dtoh(dst, src) }
-    }
-
-    unsafe fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
-        let c = self.current("memcpy_dtod")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_dtod(dst, src, bytes) }
     }
 
     unsafe fn memcpy_htod_async(
