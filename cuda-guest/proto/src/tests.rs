@@ -174,3 +174,38 @@ fn the_documented_call_order_is_the_declared_one() {
     declared.sort_unstable();
     assert_eq!(documented, declared);
 }
+
+/// `encode_inline_htod_head` writes the copy's head by hand (for vectored writes of the
+/// caller's buffer); with the data after it, it is the row's encoding.
+#[test]
+fn the_inline_htod_head_is_the_rows_encoding() {
+    use super::{DevicePtr, StreamId};
+    for (stream, no_reply) in [
+        (None, false),
+        (Some(StreamId(0x100)), false),
+        (Some(StreamId(7)), true),
+    ] {
+        for len in [0usize, 1, 4096] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let dst = DevicePtr(0x2_0000_0000);
+            let mut head = Vec::new();
+            let total =
+                RequestFrame::encode_inline_htod_head(9, no_reply, dst, stream, len, &mut head)
+                    .unwrap();
+            head.extend_from_slice(&data);
+            let whole = RequestFrame {
+                id: 9,
+                no_reply,
+                request: Request::MemcpyHtoD {
+                    dst,
+                    src: HostSource::Inline(data),
+                    stream,
+                },
+            }
+            .to_bytes()
+            .unwrap();
+            assert_eq!(total, whole.len());
+            assert_eq!(head, whole);
+        }
+    }
+}
