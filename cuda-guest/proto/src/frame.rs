@@ -1,4 +1,4 @@
-//! The frame header and the opcodes.
+//! The frame header. (The opcodes come from the command table, `commands.rs`.)
 //!
 //! ```text
 //! offset size field
@@ -9,7 +9,7 @@
 //! ```
 
 use super::error::{DecodeError, FieldError};
-use super::Limits;
+use super::{Limits, Opcode};
 
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 16;
@@ -22,182 +22,6 @@ pub const REPLY_HEADER_LEN: usize = 32;
 pub const FLAG_NO_REPLY: u16 = 1 << 0;
 /// Set on every reply (server to client) and on nothing else.
 pub const FLAG_REPLY: u16 = 1 << 15;
-
-macro_rules! opcodes {
-    ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
-        /// What a frame asks for: one CUDA driver call, or a session command. Replies repeat
-        /// their request's opcode.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[repr(u16)]
-        pub enum Opcode {
-            $($(#[$doc])* $name = $value,)*
-        }
-
-        impl Opcode {
-            /// Every opcode.
-            pub const ALL: &'static [Opcode] = &[$(Opcode::$name),*];
-
-            /// The opcode with this number.
-            pub fn from_u16(v: u16) -> Option<Opcode> {
-                match v {
-                    $($value => Some(Opcode::$name),)*
-                    _ => None,
-                }
-            }
-
-            /// Its name, as in `docs/protocol.md`.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Opcode::$name => stringify!($name),)*
-                }
-            }
-        }
-    };
-}
-
-opcodes! {
-    /// Echo (benchmarks, liveness).
-    Ping = 0x0001;
-    /// `cuInit`.
-    Init = 0x0002;
-    /// `cuDriverGetVersion`.
-    DriverGetVersion = 0x0003;
-    /// Ends the session: the server releases everything, answers, and closes. Also the
-    /// opcode of the server's last notice (request id 0) before it closes a connection.
-    Goodbye = 0x0004;
-    /// `cuDeviceGetCount`.
-    DeviceGetCount = 0x0101;
-    /// `cuDeviceGet`.
-    DeviceGet = 0x0102;
-    /// `cuDeviceGetName`.
-    DeviceGetName = 0x0103;
-    /// `cuDeviceGetUuid`.
-    DeviceGetUuid = 0x0104;
-    /// `cuDeviceGetPCIBusId`.
-    DeviceGetPciBusId = 0x0105;
-    /// `cuDeviceGetAttribute`.
-    DeviceGetAttribute = 0x0106;
-    /// `cuDeviceTotalMem`.
-    DeviceTotalMem = 0x0107;
-    /// `cuDeviceComputeCapability`.
-    DeviceComputeCapability = 0x0108;
-    /// `cuDevicePrimaryCtxRetain`.
-    PrimaryCtxRetain = 0x0201;
-    /// `cuDevicePrimaryCtxRelease`.
-    PrimaryCtxRelease = 0x0202;
-    /// `cuCtxSetCurrent` (for the connection).
-    CtxSetCurrent = 0x0203;
-    /// `cuCtxSynchronize`.
-    CtxSynchronize = 0x0204;
-    /// `cuModuleLoadData` (PTX).
-    ModuleLoadData = 0x0301;
-    /// `cuModuleUnload`.
-    ModuleUnload = 0x0302;
-    /// `cuModuleGetFunction`.
-    ModuleGetFunction = 0x0303;
-    /// `cuMemAlloc`.
-    MemAlloc = 0x0401;
-    /// `cuMemFree`.
-    MemFree = 0x0402;
-    /// `cuMemGetInfo`.
-    MemGetInfo = 0x0403;
-    /// `cuMemsetD8/D16/D32`.
-    Memset = 0x0410;
-    /// `cuMemsetD8/D16/D32Async`.
-    MemsetAsync = 0x0411;
-    /// `cuMemcpyHtoD`.
-    MemcpyHtoD = 0x0420;
-    /// `cuMemcpyHtoDAsync`.
-    MemcpyHtoDAsync = 0x0421;
-    /// `cuMemcpyDtoH`.
-    MemcpyDtoH = 0x0422;
-    /// `cuMemcpyDtoHAsync`.
-    MemcpyDtoHAsync = 0x0423;
-    /// `cuMemcpyDtoD`.
-    MemcpyDtoD = 0x0424;
-    /// `cuMemcpyDtoDAsync`.
-    MemcpyDtoDAsync = 0x0425;
-    /// `cuStreamCreateWithPriority` (and `cuStreamCreate`).
-    StreamCreate = 0x0501;
-    /// `cuStreamDestroy`.
-    StreamDestroy = 0x0502;
-    /// `cuStreamSynchronize`.
-    StreamSynchronize = 0x0503;
-    /// `cuStreamQuery`.
-    StreamQuery = 0x0504;
-    /// `cuStreamWaitEvent`.
-    StreamWaitEvent = 0x0505;
-    /// `cuEventCreate`.
-    EventCreate = 0x0601;
-    /// `cuEventDestroy`.
-    EventDestroy = 0x0602;
-    /// `cuEventRecord`.
-    EventRecord = 0x0603;
-    /// `cuEventSynchronize`.
-    EventSynchronize = 0x0604;
-    /// `cuEventQuery`.
-    EventQuery = 0x0605;
-    /// `cuEventElapsedTime`.
-    EventElapsedTime = 0x0606;
-    /// `cuLaunchKernel`.
-    LaunchKernel = 0x0701;
-}
-
-impl Opcode {
-    /// Its number on the wire.
-    pub const fn code(self) -> u16 {
-        self as u16
-    }
-
-    /// Whether it may be sent with `NO_REPLY`: the stream-ordered commands whose reply
-    /// would carry nothing but a status (launches, async memsets, async host-to-device and
-    /// device-to-device copies, event records, stream waits).
-    pub const fn pipelined(self) -> bool {
-        matches!(
-            self,
-            Opcode::LaunchKernel
-                | Opcode::MemsetAsync
-                | Opcode::MemcpyHtoDAsync
-                | Opcode::MemcpyDtoDAsync
-                | Opcode::EventRecord
-                | Opcode::StreamWaitEvent
-        )
-    }
-
-    /// Whether the command needs `Init` first (as every driver call but
-    /// `cuDriverGetVersion` needs `cuInit`): everything but the session commands
-    /// (`Ping`, `Init`, `DriverGetVersion`, `Goodbye`). Before `Init` the server answers
-    /// `CUDA_ERROR_NOT_INITIALIZED`.
-    pub const fn needs_init(self) -> bool {
-        !matches!(
-            self,
-            Opcode::Ping | Opcode::Init | Opcode::DriverGetVersion | Opcode::Goodbye
-        )
-    }
-
-    /// Whether the command needs the session's current context: everything but the
-    /// session, device-query and primary-context commands (and `cuCtxSetCurrent`).
-    pub const fn needs_context(self) -> bool {
-        !matches!(
-            self,
-            Opcode::Ping
-                | Opcode::Init
-                | Opcode::DriverGetVersion
-                | Opcode::Goodbye
-                | Opcode::DeviceGetCount
-                | Opcode::DeviceGet
-                | Opcode::DeviceGetName
-                | Opcode::DeviceGetUuid
-                | Opcode::DeviceGetPciBusId
-                | Opcode::DeviceGetAttribute
-                | Opcode::DeviceTotalMem
-                | Opcode::DeviceComputeCapability
-                | Opcode::PrimaryCtxRetain
-                | Opcode::PrimaryCtxRelease
-                | Opcode::CtxSetCurrent
-        )
-    }
-}
 
 /// A parsed frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,7 +62,10 @@
 //! [`Decoder`]: crate::Decoder
 //! [`DeferredErrors`]: crate::DeferredErrors
 
-mod cmd;
+#[macro_use]
+mod declare;
+mod codec;
+mod commands;
 mod decoder;
 mod deferred;
 mod error;
@@ -72,15 +75,15 @@ mod reply;
 mod request;
 mod wire;
 
+pub use commands::{Opcode, ReplyBody, Request};
 pub use decoder::{Decoded, Decoder, Frame, Message};
 pub use deferred::{Covered, DeferredError, DeferredErrors};
 pub use error::{DecodeError, EncodeError, FieldError, HandshakeError, Refused};
-pub use frame::{Opcode, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN};
+pub use frame::{FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN, REPLY_HEADER_LEN};
 pub use handshake::{ClientHello, ServerHello, CLIENT_HELLO_LEN, SERVER_HELLO_LEN};
-pub use reply::{Cause, FunctionInfo, Reply, ReplyBody};
+pub use reply::{Cause, FunctionInfo, Reply};
 pub use request::{
-    HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, Request, RequestFrame, SgEntry,
-    SyncScope,
+    HostDest, HostSource, KernelParams, LentRequest, MemsetWidth, RequestFrame, SgEntry, SyncScope,
 };
 /// The device address and parameter layout types are the driver boundary's own.
 pub use vmgpu_cuda_api::{DevicePtr, ParamLayout, Status};
@@ -262,3 +265,6 @@ impl StreamId {
     /// hands out handles from here on.
     pub const FIRST_HANDLE: u64 = 0x100;
 }
+
+#[cfg(test)]
+mod tests;

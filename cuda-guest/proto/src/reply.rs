@@ -17,10 +17,7 @@ use super::decoder::{Decoded, Message};
 use super::error::{DecodeError, EncodeError, FieldError};
 use super::frame::{self, HeaderStep, FLAG_REPLY, HEADER_LEN};
 use super::wire::{Reader, Writer};
-use super::{
-    ContextId, DevicePtr, EventId, FunctionId, Limits, ModuleId, Opcode, ParamLayout, Status,
-    StreamId,
-};
+use super::{FunctionId, Limits, Opcode, ParamLayout, ReplyBody, Status};
 
 /// The earlier pipelined request whose failure a reply reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,158 +37,6 @@ pub struct FunctionInfo {
     /// Offset and size of each parameter, in order, without overlap, ending within
     /// `max_param_bytes`; `None` when the server does not know them (the shim then needs `extra` with `CU_LAUNCH_PARAM_BUFFER_POINTER`).
     pub params: Option<Vec<ParamLayout>>,
-}
-
-/// `param_count` meaning "layout unknown" in a [`FunctionInfo`].
-const PARAMS_UNKNOWN: u32 = u32::MAX;
-
-/// The body of a reply.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReplyBody {
-    /// Nothing (most commands).
-    Empty,
-    /// Failure detail (every reply whose status is not `SUCCESS`): `detail_len: u32`,
-    /// UTF-8.
-    Detail(String),
-    /// `Ping`'s echo and `MemcpyDtoH[Async]`'s data: `len: u32`, bytes (at most
-    /// `max_inline`; empty when the data went to guest memory).
-    Data(Vec<u8>),
-    /// `DriverGetVersion`, `DeviceGetAttribute`: `i32`.
-    Int(i32),
-    /// `DeviceGetCount`: `u32`.
-    Count(u32),
-    /// `DeviceGet`: the device, `u32`.
-    Device(u32),
-    /// `DeviceGetName`, `DeviceGetPciBusId`: `len: u32`, UTF-8 (at most `max_name`).
-    Text(String),
-    /// `DeviceGetUuid`: 16 bytes.
-    Uuid([u8; 16]),
-    /// `DeviceTotalMem`: `u64` bytes.
-    Size(u64),
-    /// `DeviceComputeCapability`: `major: u32`, `minor: u32`.
-    ComputeCapability {
-        /// Major.
-        major: u32,
-        /// Minor.
-        minor: u32,
-    },
-    /// `PrimaryCtxRetain`: `u64`.
-    Context(ContextId),
-    /// `ModuleLoadData`: `u64`.
-    Module(ModuleId),
-    /// `ModuleGetFunction`: `function: u64`, `param_count: u32` (`0xffffffff`: unknown),
-    /// then `param_count` x (`offset: u32`, `size: u32`).
-    Function(FunctionInfo),
-    /// `MemAlloc`: `u64`.
-    DevicePtr(DevicePtr),
-    /// `MemGetInfo`: `free: u64`, `total: u64`.
-    MemInfo {
-        /// Free bytes (of the session's quota).
-        free: u64,
-        /// Total bytes (the session's quota, at most the device's).
-        total: u64,
-    },
-    /// `StreamCreate`: `u64`.
-    Stream(StreamId),
-    /// `EventCreate`: `u64`.
-    Event(EventId),
-    /// `EventElapsedTime`: milliseconds, `f32` bits.
-    ElapsedMs(f32),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Empty,
-    Data,
-    Int,
-    Count,
-    Device,
-    Text,
-    Uuid,
-    Size,
-    Cc,
-    Context,
-    Module,
-    Function,
-    DevicePtr,
-    MemInfo,
-    Stream,
-    Event,
-    Elapsed,
-}
-
-/// The body a successful reply to `opcode` has.
-fn kind_of(opcode: Opcode) -> Kind {
-    use Opcode as O;
-    match opcode {
-        O::Ping | O::MemcpyDtoH | O::MemcpyDtoHAsync => Kind::Data,
-        O::DriverGetVersion | O::DeviceGetAttribute => Kind::Int,
-        O::DeviceGetCount => Kind::Count,
-        O::DeviceGet => Kind::Device,
-        O::DeviceGetName | O::DeviceGetPciBusId => Kind::Text,
-        O::DeviceGetUuid => Kind::Uuid,
-        O::DeviceTotalMem => Kind::Size,
-        O::DeviceComputeCapability => Kind::Cc,
-        O::PrimaryCtxRetain => Kind::Context,
-        O::ModuleLoadData => Kind::Module,
-        O::ModuleGetFunction => Kind::Function,
-        O::MemAlloc => Kind::DevicePtr,
-        O::MemGetInfo => Kind::MemInfo,
-        O::StreamCreate => Kind::Stream,
-        O::EventCreate => Kind::Event,
-        O::EventElapsedTime => Kind::Elapsed,
-        _ => Kind::Empty,
-    }
-}
-
-impl ReplyBody {
-    fn kind(&self) -> Option<Kind> {
-        Some(match self {
-            ReplyBody::Empty => Kind::Empty,
-            ReplyBody::Detail(_) => return None,
-            ReplyBody::Data(_) => Kind::Data,
-            ReplyBody::Int(_) => Kind::Int,
-            ReplyBody::Count(_) => Kind::Count,
-            ReplyBody::Device(_) => Kind::Device,
-            ReplyBody::Text(_) => Kind::Text,
-            ReplyBody::Uuid(_) => Kind::Uuid,
-            ReplyBody::Size(_) => Kind::Size,
-            ReplyBody::ComputeCapability { .. } => Kind::Cc,
-            ReplyBody::Context(_) => Kind::Context,
-            ReplyBody::Module(_) => Kind::Module,
-            ReplyBody::Function(_) => Kind::Function,
-            ReplyBody::DevicePtr(_) => Kind::DevicePtr,
-            ReplyBody::MemInfo { .. } => Kind::MemInfo,
-            ReplyBody::Stream(_) => Kind::Stream,
-            ReplyBody::Event(_) => Kind::Event,
-            ReplyBody::ElapsedMs(_) => Kind::Elapsed,
-        })
-    }
-
-    fn name(&self) -> &'static str {
-        match self.kind() {
-            None => "Detail",
-            Some(k) => match k {
-                Kind::Empty => "Empty",
-                Kind::Data => "Data",
-                Kind::Int => "Int",
-                Kind::Count => "Count",
-                Kind::Device => "Device",
-                Kind::Text => "Text",
-                Kind::Uuid => "Uuid",
-                Kind::Size => "Size",
-                Kind::Cc => "ComputeCapability",
-                Kind::Context => "Context",
-                Kind::Module => "Module",
-                Kind::Function => "Function",
-                Kind::DevicePtr => "DevicePtr",
-                Kind::MemInfo => "MemInfo",
-                Kind::Stream => "Stream",
-                Kind::Event => "Event",
-                Kind::Elapsed => "ElapsedMs",
-            },
-        }
-    }
 }
 
 /// The server's answer to one request.
@@ -275,7 +120,7 @@ impl Reply {
             body: self.body.name(),
         };
         if self.status.is_success() {
-            if self.cause.is_some() || self.body.kind() != Some(kind_of(self.opcode)) {
+            if self.cause.is_some() || self.body.kind() != Some(self.opcode.reply_body()) {
                 return Err(mismatch());
             }
         } else if self.body.kind().is_some() {
@@ -291,7 +136,7 @@ impl Reply {
         w.u16(cop);
         w.u16(0);
         w.u64(cid);
-        if let Err(e) = encode_body(&self.body, &mut w) {
+        if let Err(e) = self.body.encode(&mut w) {
             out.truncate(start);
             return Err(e);
         }
@@ -304,127 +149,6 @@ impl Reply {
         self.encode(&mut v)?;
         Ok(v)
     }
-}
-
-fn encode_body(body: &ReplyBody, w: &mut Writer<'_>) -> Result<(), EncodeError> {
-    match body {
-        ReplyBody::Empty => {}
-        ReplyBody::Detail(s) => w.blob("detail", s.as_bytes())?,
-        ReplyBody::Data(d) => w.blob("data", d)?,
-        ReplyBody::Int(v) => w.i32(*v),
-        ReplyBody::Count(v) | ReplyBody::Device(v) => w.u32(*v),
-        ReplyBody::Text(s) => w.blob("text", s.as_bytes())?,
-        ReplyBody::Uuid(u) => w.bytes(u),
-        ReplyBody::Size(v) => w.u64(*v),
-        ReplyBody::ComputeCapability { major, minor } => {
-            w.u32(*major);
-            w.u32(*minor);
-        }
-        ReplyBody::Context(h) => w.u64(h.0),
-        ReplyBody::Module(h) => w.u64(h.0),
-        ReplyBody::Function(f) => {
-            w.u64(f.function.0);
-            match &f.params {
-                None => w.u32(PARAMS_UNKNOWN),
-                Some(p) => {
-                    if p.len() >= PARAMS_UNKNOWN as usize {
-                        return Err(EncodeError::TooLong {
-                            field: "param_count",
-                            len: p.len() as u64,
-                        });
-                    }
-                    w.u32(p.len() as u32);
-                    for s in p {
-                        w.u32(s.offset);
-                        w.u32(s.size);
-                    }
-                }
-            }
-        }
-        ReplyBody::DevicePtr(a) => w.u64(a.0),
-        ReplyBody::MemInfo { free, total } => {
-            w.u64(*free);
-            w.u64(*total);
-        }
-        ReplyBody::Stream(h) => w.u64(h.0),
-        ReplyBody::Event(h) => w.u64(h.0),
-        ReplyBody::ElapsedMs(ms) => w.u32(ms.to_bits()),
-    }
-    Ok(())
-}
-
-fn decode_body(kind: Kind, r: &mut Reader<'_>, limits: &Limits) -> Result<ReplyBody, FieldError> {
-    Ok(match kind {
-        Kind::Empty => ReplyBody::Empty,
-        Kind::Data => ReplyBody::Data(r.blob("data_len", limits.max_inline)?),
-        Kind::Int => ReplyBody::Int(r.i32("value")?),
-        Kind::Count => ReplyBody::Count(r.u32("count")?),
-        Kind::Device => ReplyBody::Device(r.u32("device")?),
-        Kind::Text => ReplyBody::Text(r.string("text_len", limits.max_name)?),
-        Kind::Uuid => ReplyBody::Uuid(r.uuid("uuid")?),
-        Kind::Size => ReplyBody::Size(r.u64("bytes")?),
-        Kind::Cc => ReplyBody::ComputeCapability {
-            major: r.u32("major")?,
-            minor: r.u32("minor")?,
-        },
-        Kind::Context => ReplyBody::Context(ContextId(r.u64("ctx")?)),
-        Kind::Module => ReplyBody::Module(ModuleId(r.u64("module")?)),
-        Kind::Function => {
-            let function = FunctionId(r.u64("function")?);
-            let at = r.offset();
-            let count = r.u32("param_count")?;
-            let params = if count == PARAMS_UNKNOWN {
-                None
-            } else {
-                if count > limits.max_params {
-                    return Err(FieldError::LimitExceeded {
-                        field: "param_count",
-                        offset: at,
-                        value: count.into(),
-                        max: limits.max_params.into(),
-                    });
-                }
-                r.check_items("param_slots", count, 8)?;
-                let mut v = Vec::with_capacity(count as usize);
-                let mut end = 0u64;
-                for _ in 0..count {
-                    let at = r.offset();
-                    let offset = r.u32("param_offset")?;
-                    let size = r.u32("param_size")?;
-                    // In order, and inside the most parameter bytes a launch may carry,
-                    // so a client can lay out a buffer from them without a surprise.
-                    if u64::from(offset) < end {
-                        return Err(FieldError::Mismatch {
-                            field: "param_offset",
-                            offset: at,
-                            found: offset.into(),
-                            expected: end,
-                        });
-                    }
-                    end = u64::from(offset) + u64::from(size);
-                    if end > u64::from(limits.max_param_bytes) {
-                        return Err(FieldError::LimitExceeded {
-                            field: "param_size",
-                            offset: at + 4,
-                            value: end,
-                            max: limits.max_param_bytes.into(),
-                        });
-                    }
-                    v.push(ParamLayout { offset, size });
-                }
-                Some(v)
-            };
-            ReplyBody::Function(FunctionInfo { function, params })
-        }
-        Kind::DevicePtr => ReplyBody::DevicePtr(DevicePtr(r.u64("dptr")?)),
-        Kind::MemInfo => ReplyBody::MemInfo {
-            free: r.u64("free")?,
-            total: r.u64("total")?,
-        },
-        Kind::Stream => ReplyBody::Stream(StreamId(r.u64("stream")?)),
-        Kind::Event => ReplyBody::Event(EventId(r.u64("event")?)),
-        Kind::Elapsed => ReplyBody::ElapsedMs(f32::from_bits(r.u32("ms")?)),
-    })
 }
 
 impl Message for Reply {
@@ -495,7 +219,7 @@ impl Message for Reply {
                 }
             };
             let body = if status.is_success() {
-                decode_body(kind_of(opcode), &mut r, limits)?
+                ReplyBody::decode(opcode.reply_body(), &mut r, limits)?
             } else {
                 ReplyBody::Detail(r.string("detail_len", u32::MAX)?)
             };

@@ -1,13 +1,13 @@
-//! Requests: one variant per command, the frame that carries one, and the
-//! pipelining rules (which requests may go without a reply, which ones synchronise).
+//! Requests: the frame that carries one, and the compound types of request fields
+//! (memset widths, copy sources and destinations, kernel parameters). The [`Request`]
+//! enum itself, its payload codec and its pipelining rules come from the command table,
+//! `commands.rs`.
 
 use super::decoder::{Decoded, Message};
 use super::error::{DecodeError, EncodeError, FieldError};
 use super::frame::{self, HeaderStep, FLAG_NO_REPLY, FLAG_REPLY, HEADER_LEN};
 use super::wire::{Reader, Writer};
-use super::{
-    cmd, ContextId, DevicePtr, EventId, FunctionId, Limits, ModuleId, Opcode, ParamLayout, StreamId,
-};
+use super::{DevicePtr, EventId, Limits, Opcode, ParamLayout, Request, StreamId};
 
 /// Element width of a memset (`cuMemsetD8`, `D16`, `D32`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,239 +175,6 @@ impl KernelParams {
     }
 }
 
-/// One command of the guest. Field order and sizes on the wire are in
-/// `docs/protocol.md`; every `*Async` request's payload is `stream: u64` followed by the
-/// payload of its synchronous twin. A `None` stream selects the synchronous opcode.
-///
-/// Not `#[non_exhaustive]`: a dispatcher should match every command, and a new one comes
-/// with a new protocol version.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Request {
-    /// Echo `data` (at most `max_inline` bytes).
-    Ping {
-        /// Echoed back in the reply.
-        data: Vec<u8>,
-    },
-    /// `cuInit(flags)`.
-    Init {
-        /// Must be 0 in CUDA.
-        flags: u32,
-    },
-    /// `cuDriverGetVersion`.
-    DriverGetVersion,
-    /// End the session.
-    Goodbye,
-    /// `cuDeviceGetCount`.
-    DeviceGetCount,
-    /// `cuDeviceGet(ordinal)`.
-    DeviceGet {
-        /// Device ordinal.
-        ordinal: u32,
-    },
-    /// `cuDeviceGetName`.
-    DeviceGetName {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDeviceGetUuid`.
-    DeviceGetUuid {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDeviceGetPCIBusId`.
-    DeviceGetPciBusId {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDeviceGetAttribute`.
-    DeviceGetAttribute {
-        /// Device.
-        device: u32,
-        /// `CU_DEVICE_ATTRIBUTE_*` number.
-        attribute: i32,
-    },
-    /// `cuDeviceTotalMem`.
-    DeviceTotalMem {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDeviceComputeCapability`.
-    DeviceComputeCapability {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDevicePrimaryCtxRetain`.
-    PrimaryCtxRetain {
-        /// Device.
-        device: u32,
-    },
-    /// `cuDevicePrimaryCtxRelease`.
-    PrimaryCtxRelease {
-        /// Device.
-        device: u32,
-    },
-    /// `cuCtxSetCurrent`: the context later requests of this connection use.
-    CtxSetCurrent {
-        /// Context (0: none).
-        ctx: ContextId,
-    },
-    /// `cuCtxSynchronize`.
-    CtxSynchronize,
-    /// `cuModuleLoadData` with a PTX image (text; a trailing NUL is allowed).
-    ModuleLoadData {
-        /// The image, at most `max_module` bytes.
-        image: Vec<u8>,
-    },
-    /// `cuModuleUnload`.
-    ModuleUnload {
-        /// Module.
-        module: ModuleId,
-    },
-    /// `cuModuleGetFunction`.
-    ModuleGetFunction {
-        /// Module.
-        module: ModuleId,
-        /// Kernel name (`.entry` name, mangled if C++), at most `max_name` bytes.
-        name: String,
-    },
-    /// `cuMemAlloc`.
-    MemAlloc {
-        /// Bytes.
-        bytes: u64,
-    },
-    /// `cuMemFree`.
-    MemFree {
-        /// Start of the allocation.
-        ptr: DevicePtr,
-    },
-    /// `cuMemGetInfo` (of the session: its quota and what it uses).
-    MemGetInfo,
-    /// `cuMemsetD8/D16/D32[Async]`.
-    Memset {
-        /// Destination.
-        dst: DevicePtr,
-        /// Element value (low bits used for 8 and 16-bit widths).
-        value: u32,
-        /// Number of elements.
-        count: u64,
-        /// Element width.
-        width: MemsetWidth,
-        /// `Some`: asynchronous on this stream.
-        stream: Option<StreamId>,
-    },
-    /// `cuMemcpyHtoD[Async]`.
-    MemcpyHtoD {
-        /// Destination.
-        dst: DevicePtr,
-        /// The bytes.
-        src: HostSource,
-        /// `Some`: asynchronous on this stream.
-        stream: Option<StreamId>,
-    },
-    /// `cuMemcpyDtoH[Async]`.
-    MemcpyDtoH {
-        /// Source.
-        src: DevicePtr,
-        /// Bytes to copy (inline: at most `max_inline`; guest: the list's total).
-        bytes: u64,
-        /// Where they go.
-        dst: HostDest,
-        /// `Some`: asynchronous on this stream.
-        stream: Option<StreamId>,
-    },
-    /// `cuMemcpyDtoD[Async]`.
-    MemcpyDtoD {
-        /// Destination.
-        dst: DevicePtr,
-        /// Source.
-        src: DevicePtr,
-        /// Bytes.
-        bytes: u64,
-        /// `Some`: asynchronous on this stream.
-        stream: Option<StreamId>,
-    },
-    /// `cuStreamCreateWithPriority`.
-    StreamCreate {
-        /// `CU_STREAM_*` flags.
-        flags: u32,
-        /// Priority (0: default).
-        priority: i32,
-    },
-    /// `cuStreamDestroy`.
-    StreamDestroy {
-        /// Stream.
-        stream: StreamId,
-    },
-    /// `cuStreamSynchronize`.
-    StreamSynchronize {
-        /// Stream.
-        stream: StreamId,
-    },
-    /// `cuStreamQuery`: `SUCCESS` when done, `ERROR_NOT_READY` when not.
-    StreamQuery {
-        /// Stream.
-        stream: StreamId,
-    },
-    /// `cuStreamWaitEvent`.
-    StreamWaitEvent {
-        /// Stream that waits.
-        stream: StreamId,
-        /// Event waited for.
-        event: EventId,
-        /// Flags (0).
-        flags: u32,
-    },
-    /// `cuEventCreate`.
-    EventCreate {
-        /// `CU_EVENT_*` flags.
-        flags: u32,
-    },
-    /// `cuEventDestroy`.
-    EventDestroy {
-        /// Event.
-        event: EventId,
-    },
-    /// `cuEventRecord`.
-    EventRecord {
-        /// Event.
-        event: EventId,
-        /// Stream.
-        stream: StreamId,
-    },
-    /// `cuEventSynchronize`.
-    EventSynchronize {
-        /// Event.
-        event: EventId,
-    },
-    /// `cuEventQuery`: `SUCCESS` when reached, `ERROR_NOT_READY` when not.
-    EventQuery {
-        /// Event.
-        event: EventId,
-    },
-    /// `cuEventElapsedTime`.
-    EventElapsedTime {
-        /// Start event.
-        start: EventId,
-        /// End event.
-        end: EventId,
-    },
-    /// `cuLaunchKernel`.
-    LaunchKernel {
-        /// Kernel.
-        function: FunctionId,
-        /// Blocks in x, y, z.
-        grid: [u32; 3],
-        /// Threads per block in x, y, z.
-        block: [u32; 3],
-        /// Dynamic shared memory per block, bytes.
-        shared_bytes: u32,
-        /// Stream.
-        stream: StreamId,
-        /// Parameters.
-        params: KernelParams,
-    },
-}
-
 /// What a request waits for before it is answered, and so which deferred errors its
 /// reply reports (see `docs/protocol.md`, "Pipelining and deferred errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -420,112 +187,6 @@ pub enum SyncScope {
     Event(EventId),
     /// Every stream of the current context.
     Context,
-}
-
-impl Request {
-    /// Its opcode.
-    pub fn opcode(&self) -> Opcode {
-        use Request as R;
-        match self {
-            R::Ping { .. } => Opcode::Ping,
-            R::Init { .. } => Opcode::Init,
-            R::DriverGetVersion => Opcode::DriverGetVersion,
-            R::Goodbye => Opcode::Goodbye,
-            R::DeviceGetCount => Opcode::DeviceGetCount,
-            R::DeviceGet { .. } => Opcode::DeviceGet,
-            R::DeviceGetName { .. } => Opcode::DeviceGetName,
-            R::DeviceGetUuid { .. } => Opcode::DeviceGetUuid,
-            R::DeviceGetPciBusId { .. } => Opcode::DeviceGetPciBusId,
-            R::DeviceGetAttribute { .. } => Opcode::DeviceGetAttribute,
-            R::DeviceTotalMem { .. } => Opcode::DeviceTotalMem,
-            R::DeviceComputeCapability { .. } => Opcode::DeviceComputeCapability,
-            R::PrimaryCtxRetain { .. } => Opcode::PrimaryCtxRetain,
-            R::PrimaryCtxRelease { .. } => Opcode::PrimaryCtxRelease,
-            R::CtxSetCurrent { .. } => Opcode::CtxSetCurrent,
-            R::CtxSynchronize => Opcode::CtxSynchronize,
-            R::ModuleLoadData { .. } => Opcode::ModuleLoadData,
-            R::ModuleUnload { .. } => Opcode::ModuleUnload,
-            R::ModuleGetFunction { .. } => Opcode::ModuleGetFunction,
-            R::MemAlloc { .. } => Opcode::MemAlloc,
-            R::MemFree { .. } => Opcode::MemFree,
-            R::MemGetInfo => Opcode::MemGetInfo,
-            R::Memset { stream: None, .. } => Opcode::Memset,
-            R::Memset {
-                stream: Some(_), ..
-            } => Opcode::MemsetAsync,
-            R::MemcpyHtoD { stream: None, .. } => Opcode::MemcpyHtoD,
-            R::MemcpyHtoD {
-                stream: Some(_), ..
-            } => Opcode::MemcpyHtoDAsync,
-            R::MemcpyDtoH { stream: None, .. } => Opcode::MemcpyDtoH,
-            R::MemcpyDtoH {
-                stream: Some(_), ..
-            } => Opcode::MemcpyDtoHAsync,
-            R::MemcpyDtoD { stream: None, .. } => Opcode::MemcpyDtoD,
-            R::MemcpyDtoD {
-                stream: Some(_), ..
-            } => Opcode::MemcpyDtoDAsync,
-            R::StreamCreate { .. } => Opcode::StreamCreate,
-            R::StreamDestroy { .. } => Opcode::StreamDestroy,
-            R::StreamSynchronize { .. } => Opcode::StreamSynchronize,
-            R::StreamQuery { .. } => Opcode::StreamQuery,
-            R::StreamWaitEvent { .. } => Opcode::StreamWaitEvent,
-            R::EventCreate { .. } => Opcode::EventCreate,
-            R::EventDestroy { .. } => Opcode::EventDestroy,
-            R::EventRecord { .. } => Opcode::EventRecord,
-            R::EventSynchronize { .. } => Opcode::EventSynchronize,
-            R::EventQuery { .. } => Opcode::EventQuery,
-            R::EventElapsedTime { .. } => Opcode::EventElapsedTime,
-            R::LaunchKernel { .. } => Opcode::LaunchKernel,
-        }
-    }
-
-    /// The stream a stream-ordered request is ordered on (`None` for the others; the
-    /// synchronous copies and memsets are ordered on the legacy default stream but wait
-    /// for the whole context, see [`Request::sync_scope`]).
-    pub fn stream(&self) -> Option<StreamId> {
-        use Request as R;
-        match self {
-            R::Memset { stream, .. }
-            | R::MemcpyHtoD { stream, .. }
-            | R::MemcpyDtoH { stream, .. }
-            | R::MemcpyDtoD { stream, .. } => *stream,
-            R::StreamSynchronize { stream }
-            | R::StreamQuery { stream }
-            | R::StreamWaitEvent { stream, .. }
-            | R::EventRecord { stream, .. }
-            | R::LaunchKernel { stream, .. } => Some(*stream),
-            _ => None,
-        }
-    }
-
-    /// Which deferred errors this request's reply reports. Synchronous copies and
-    /// memsets, `MemFree`, `ModuleUnload`, `PrimaryCtxRelease` and `Goodbye` wait for the
-    /// whole context, as the driver's implicit synchronisation does; an asynchronous
-    /// device-to-host copy has a reply, sent when its stream has reached it, so it reports
-    /// its stream's.
-    pub fn sync_scope(&self) -> SyncScope {
-        use Request as R;
-        match self {
-            R::CtxSynchronize
-            | R::MemFree { .. }
-            | R::ModuleUnload { .. }
-            | R::PrimaryCtxRelease { .. }
-            | R::Goodbye
-            | R::Memset { stream: None, .. }
-            | R::MemcpyHtoD { stream: None, .. }
-            | R::MemcpyDtoH { stream: None, .. }
-            | R::MemcpyDtoD { stream: None, .. } => SyncScope::Context,
-            R::StreamSynchronize { stream }
-            | R::StreamQuery { stream }
-            | R::MemcpyDtoH {
-                stream: Some(stream),
-                ..
-            } => SyncScope::Stream(*stream),
-            R::EventSynchronize { event } | R::EventQuery { event } => SyncScope::Event(*event),
-            _ => SyncScope::None,
-        }
-    }
 }
 
 /// A request with its id and whether the client waits for the reply.
@@ -573,7 +234,7 @@ impl RequestFrame {
         }
         let flags = if self.no_reply { FLAG_NO_REPLY } else { 0 };
         let start = frame::begin(out, self.id, opcode, flags);
-        if let Err(e) = cmd::encode(&self.request, &mut Writer { out }) {
+        if let Err(e) = self.request.encode_payload(&mut Writer { out }) {
             out.truncate(start);
             return Err(e);
         }
@@ -708,7 +369,7 @@ pub(crate) fn decode_request(
         } else {
             Reader::new(body, HEADER_LEN)
         };
-        let request = cmd::decode(opcode, &mut r, limits)?;
+        let request = Request::decode_payload(opcode, &mut r, limits)?;
         let lent = r.lent;
         r.finish()?;
         Ok((
