@@ -213,7 +213,7 @@ fn handshake_bytes_and_negotiation() {
     let cb = c.encode();
     assert_eq!(
         hex(&cb),
-        "56 47 50 43 01 00 00 00 03 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00"
+        "56 47 50 43 01 00 01 00 03 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00"
     );
     assert_eq!(
         ClientHello::decode(&cb).unwrap(),
@@ -348,6 +348,13 @@ fn sample_requests() -> Vec<RequestFrame> {
             ctx: ContextId(0x100),
         },
         R::CtxSynchronize,
+        R::CtxCreate {
+            device: 0,
+            flags: 0,
+        },
+        R::CtxDestroy {
+            ctx: ContextId(0x107),
+        },
         R::ModuleLoadData {
             image: b".version 8.0\n.target sm_80\n\0".to_vec(),
         },
@@ -357,6 +364,19 @@ fn sample_requests() -> Vec<RequestFrame> {
         R::ModuleGetFunction {
             module: ModuleId(0x101),
             name: "_Z6vecaddPfS_S_i".into(),
+        },
+        R::ModuleGetGlobal {
+            module: ModuleId(0x101),
+            name: "counter".into(),
+        },
+        R::FuncGetAttribute {
+            function: FunctionId(0x104),
+            attribute: 4,
+        },
+        R::FuncSetAttribute {
+            function: FunctionId(0x104),
+            attribute: 8,
+            value: 65536,
         },
         R::MemAlloc { bytes: 4096 },
         R::MemFree {
@@ -503,6 +523,12 @@ fn sample_body(op: Opcode) -> ReplyBody {
         O::DeviceTotalMem => ReplyBody::Size(80 << 30),
         O::DeviceComputeCapability => ReplyBody::ComputeCapability { major: 9, minor: 0 },
         O::PrimaryCtxRetain => ReplyBody::Context(ContextId(0x100)),
+        O::CtxCreate => ReplyBody::Context(ContextId(0x107)),
+        O::ModuleGetGlobal => ReplyBody::Global {
+            dptr: DevicePtr(0x2_0000_0100),
+            bytes: 12,
+        },
+        O::FuncGetAttribute => ReplyBody::Int(32),
         O::ModuleLoadData => ReplyBody::Module(ModuleId(0x101)),
         O::ModuleGetFunction => ReplyBody::Function(FunctionInfo {
             function: FunctionId(0x104),

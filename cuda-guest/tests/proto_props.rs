@@ -171,7 +171,7 @@ fn body_for(op: Opcode) -> BoxedStrategy<ReplyBody> {
         O::Ping | O::MemcpyDtoH | O::MemcpyDtoHAsync => {
             vec(any::<u8>(), 0..256).prop_map(ReplyBody::Data).boxed()
         }
-        O::DriverGetVersion | O::DeviceGetAttribute => {
+        O::DriverGetVersion | O::DeviceGetAttribute | O::FuncGetAttribute => {
             any::<i32>().prop_map(ReplyBody::Int).boxed()
         }
         O::DeviceGetCount => any::<u32>().prop_map(ReplyBody::Count).boxed(),
@@ -182,8 +182,14 @@ fn body_for(op: Opcode) -> BoxedStrategy<ReplyBody> {
         O::DeviceComputeCapability => (any::<u32>(), any::<u32>())
             .prop_map(|(major, minor)| ReplyBody::ComputeCapability { major, minor })
             .boxed(),
-        O::PrimaryCtxRetain => any::<u64>()
+        O::PrimaryCtxRetain | O::CtxCreate => any::<u64>()
             .prop_map(|v| ReplyBody::Context(ContextId(v)))
+            .boxed(),
+        O::ModuleGetGlobal => (any::<u64>(), any::<u64>())
+            .prop_map(|(p, bytes)| ReplyBody::Global {
+                dptr: cuda_guest::proto::DevicePtr(p),
+                bytes,
+            })
             .boxed(),
         O::ModuleLoadData => any::<u64>()
             .prop_map(|v| ReplyBody::Module(ModuleId(v)))

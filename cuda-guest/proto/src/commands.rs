@@ -61,6 +61,13 @@ bodies! {
     Event(EventId) event;
     /// Milliseconds, `f32` bits.
     ElapsedMs(f32) ms;
+    /// A module variable: `dptr: u64`, `bytes: u64`.
+    Global {
+        /// Its device address.
+        dptr: DevicePtr,
+        /// Its size in bytes.
+        bytes: u64,
+    };
 }
 
 commands! {
@@ -157,6 +164,24 @@ commands! {
     /// `cuCtxSynchronize`.
     CtxSynchronize = 0x0204 [context] sync context -> Empty => context_synchronize;
 
+    /// `cuCtxCreate_v3` (since 1.1): a context of its own on `device`, separate from the
+    /// primary one (its own memory, modules, streams, events and sticky error); it is
+    /// the connection's current context afterwards.
+    CtxCreate {
+        /// Device.
+        device: u32,
+        /// `CU_CTX_*` flags.
+        flags: u32,
+    } = 0x0205 [device] -> Context => context_create;
+
+    /// `cuCtxDestroy_v2` (since 1.1): waits for the context's work, then frees everything
+    /// made in it; its handles are dead afterwards. The primary context is released, not
+    /// destroyed.
+    CtxDestroy {
+        /// Context (from `CtxCreate`).
+        ctx: ContextId,
+    } = 0x0206 [device] -> Empty => context_destroy;
+
     // ------------------------------------------------------------ modules
 
     /// `cuModuleLoadData` with a PTX image (text; a trailing NUL is allowed).
@@ -178,6 +203,32 @@ commands! {
         /// Kernel name (`.entry` name, mangled if C++), at most `max_name` bytes.
         name: String as Str<MaxName>,
     } = 0x0303 [context] -> Function => module_get_function;
+
+    /// `cuModuleGetGlobal_v2` (since 1.1): a module's `.global`/`.const` variable by name.
+    ModuleGetGlobal {
+        /// Module.
+        module: ModuleId,
+        /// Variable name, at most `max_name` bytes.
+        name: String as Str<MaxName>,
+    } = 0x0304 [context] -> Global => module_get_global;
+
+    /// `cuFuncGetAttribute` (since 1.1).
+    FuncGetAttribute {
+        /// Kernel.
+        function: FunctionId,
+        /// `CU_FUNC_ATTRIBUTE_*` number.
+        attribute: i32,
+    } = 0x0305 [context] -> Int => function_attribute;
+
+    /// `cuFuncSetAttribute` (since 1.1).
+    FuncSetAttribute {
+        /// Kernel.
+        function: FunctionId,
+        /// `CU_FUNC_ATTRIBUTE_*` number.
+        attribute: i32,
+        /// The value.
+        value: i32,
+    } = 0x0306 [context] -> Empty => function_set_attribute;
 
     // ------------------------------------------------------------ memory
 

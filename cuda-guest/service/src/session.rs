@@ -14,7 +14,8 @@ use super::handles::{Kind, Table};
 use super::{Gpu, Inner, Quota};
 use vmgpu_cuda_api::{
     Backend, Context, CudaError, Device, DeviceAttribute, DevicePtr, DriverError, Event,
-    EventFlags, Function, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
+    EventFlags, Function, FunctionAttribute, HostRegisterFlags, LaunchConfig, Module, Stream,
+    StreamFlags,
 };
 use vmgpu_cuda_proto::{
     Cause, ContextId, Covered, DeferredError, DeferredErrors, EventId, Features, FunctionId,
@@ -104,6 +105,8 @@ struct ModuleEntry {
     device_bytes: u64,
     /// Host memory the service holds for it (counted in `host_used`).
     host_bytes: u64,
+    /// Its variables whose address the guest asked for (`ModuleGetGlobal`): base to size.
+    variables: BTreeMap<u64, u64>,
 }
 
 #[derive(Debug)]
@@ -617,6 +620,51 @@ impl Session {
                 Ok(ReplyBody::Empty)
             }
             R::ModuleGetFunction { module, name } => self.get_function(module, &name),
+            R::ModuleGetGlobal { module, name } => {
+                let Some(m) = self.modules.get(module.0) else {
+                    return Err(bad_handle("module", module.0));
+                };
+                let (dptr, bytes) = self.backend()?.module_get_global(&m.module, &name)?;
+                // Copies and memsets may reach it from now on (until the module goes).
+                if let Some(m) = self.modules.get_mut(module.0) {
+                    m.variables.insert(dptr.0, bytes as u64);
+                }
+                Ok(ReplyBody::Global {
+                    dptr,
+                    bytes: bytes as u64,
+                })
+            }
+            R::FuncGetAttribute {
+                function,
+                attribute,
+            } => {
+                let Some(f) = self.functions.get(function.0) else {
+                    return Err(bad_handle("function", function.0));
+                };
+                let a = FunctionAttribute::from_code(attribute)
+                    .ok_or_else(|| invalid(format!("function attribute {attribute}")))?;
+                Ok(ReplyBody::Int(
+                    self.backend()?.function_attribute(&f.function, a)?,
+                ))
+            }
+            R::FuncSetAttribute {
+                function,
+                attribute,
+                value,
+            } => {
+                let Some(f) = self.functions.get(function.0) else {
+                    return Err(bad_handle("function", function.0));
+                };
+                let a = FunctionAttribute::from_code(attribute)
+                    .ok_or_else(|| invalid(format!("function attribute {attribute}")))?;
+                self.backend()?
+                    .function_set_attribute(&f.function, a, value)?;
+                Ok(ReplyBody::Empty)
+            }
+            R::CtxCreate { .. } | R::CtxDestroy { .. } => Err(Outcome::Fail(Fail::new(
+                Status::ERROR_NOT_SUPPORTED,
+                "a second context in one session is not served yet",
+            ))),
             R::MemAlloc { bytes } => self.mem_alloc(bytes),
             R::MemFree { ptr } => {
                 let Some(size) = self.allocs.get(&ptr.0).copied() else {
@@ -1218,7 +1266,7 @@ impl Session {
 
     /// `ptr..ptr+len` inside one live allocation of this session.
     fn check_range(&self, ptr: DevicePtr, len: u64, what: &str) -> Result<(), Outcome> {
-        let ok = match self.allocs.range(..=ptr.0).next_back() {
+        let within = |map: &BTreeMap<u64, u64>| match map.range(..=ptr.0).next_back() {
             Some((&base, &size)) => ptr
                 .0
                 .checked_sub(base)
@@ -1226,6 +1274,8 @@ impl Session {
                 .is_some_and(|end| end <= size),
             None => false,
         };
+        // An allocation, or a module variable the guest asked the address of.
+        let ok = within(&self.allocs) || self.modules.iter().any(|(_, m)| within(&m.variables));
         if ok {
             Ok(())
         } else {
@@ -1616,6 +1666,7 @@ impl Session {
             functions: HashMap::new(),
             device_bytes,
             host_bytes,
+            variables: BTreeMap::new(),
         });
         Ok(ReplyBody::Module(ModuleId(h)))
     }
