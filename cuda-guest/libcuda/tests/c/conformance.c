@@ -1,0 +1,837 @@
+/* The driver API's conformance checks for the entry points of libcuda.so.1 that the
+ * Rust `Backend` trait does not reach (the rest is cuda-guest/tests/conformance/mod.rs):
+ * error names, the context stack and primary context state, cuCtxCreate, JIT options,
+ * module globals and files, function attributes, launches through `extra`, the
+ * per-thread default stream variants, cuGetProcAddress, mapped host memory, pointer
+ * attributes, stream-ordered allocation. The expected values are NVIDIA's driver's (its
+ * cuda.h documentation, and an H100 where noted).
+ *
+ * Usage: conformance GROUP FIXTURES_DIR (fixtures/ptx), GROUP one of the groups below
+ * (each in a process of its own: some check the state of a fresh process). Every check prints one line, "ok   GROUP: what = value" or
+ * "FAIL GROUP:LINE: what = value, expected value"; the last line is
+ * "conformance GROUP: N checks, M failed". Exit status 0 only when none failed (1 when
+ * some did, 2 for bad usage). Written against the stock cuda.h only. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int checks, failures;
+static const char *group = "?";
+static const char *fixtures = ".";
+
+static const char *err_name(CUresult r) {
+  const char *n = NULL;
+  if (cuGetErrorName(r, &n) != CUDA_SUCCESS || !n) return "?";
+  return n;
+}
+
+static void result(int line, const char *what, CUresult got, CUresult want) {
+  checks++;
+  if (got == want) {
+    printf("ok   %s: %s = %d %s\n", group, what, (int)got, err_name(got));
+  } else {
+    failures++;
+    printf("FAIL %s:%d: %s = %d %s, expected %d %s\n", group, line, what, (int)got,
+           err_name(got), (int)want, err_name(want));
+  }
+}
+
+static void value(int line, const char *what, long long got, long long want) {
+  checks++;
+  if (got == want) {
+    printf("ok   %s: %s = %lld\n", group, what, got);
+  } else {
+    failures++;
+    printf("FAIL %s:%d: %s = %lld, expected %lld\n", group, line, what, got, want);
+  }
+}
+
+static void truth(int line, const char *what, int ok, const char *detail) {
+  checks++;
+  if (ok) {
+    printf("ok   %s: %s (%s)\n", group, what, detail);
+  } else {
+    failures++;
+    printf("FAIL %s:%d: %s (%s)\n", group, line, what, detail);
+  }
+}
+
+static void text(int line, const char *what, const char *got, const char *want) {
+  checks++;
+  if (got && want && strcmp(got, want) == 0) {
+    printf("ok   %s: %s = \"%s\"\n", group, what, got);
+  } else if (!got && !want) {
+    printf("ok   %s: %s = NULL\n", group, what);
+  } else {
+    failures++;
+    printf("FAIL %s:%d: %s = %s%s%s, expected %s%s%s\n", group, line, what, got ? "\"" : "",
+           got ? got : "NULL", got ? "\"" : "", want ? "\"" : "", want ? want : "NULL",
+           want ? "\"" : "");
+  }
+}
+
+/* A call with an expected CUresult. */
+#define RES(call, want) result(__LINE__, #call, (call), (want))
+/* A value with an expected value. */
+#define VAL(what, got, want) value(__LINE__, what, (long long)(got), (long long)(want))
+/* A condition; `detail` says what was compared. */
+#define TRUE(cond, ...)                                                                    \
+  do {                                                                                     \
+    char d_[256];                                                                          \
+    snprintf(d_, sizeof d_, __VA_ARGS__);                                                  \
+    truth(__LINE__, #cond, (cond), d_);                                                    \
+  } while (0)
+#define TEXT(what, got, want) text(__LINE__, what, (got), (want))
+/* A call the rest of the group needs: on failure the group stops (counted as failed). */
+#define MUST(call)                                                                         \
+  do {                                                                                     \
+    CUresult r_ = (call);                                                                  \
+    if (r_ != CUDA_SUCCESS) {                                                              \
+      result(__LINE__, #call, r_, CUDA_SUCCESS);                                           \
+      printf("     %s: the group cannot go on\n", group);                                   \
+      return;                                                                              \
+    }                                                                                      \
+  } while (0)
+
+static char *read_fixture(const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", fixtures, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    perror(path);
+    exit(2);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = (char *)malloc((size_t)n + 1);
+  if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    perror(path);
+    exit(2);
+  }
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static CUdevice dev;
+static CUcontext primary;
+
+/* cuInit, device 0, its primary context retained and pushed. */
+#define SETUP()                                                                            \
+  do {                                                                                     \
+    MUST(cuInit(0));                                                                       \
+    MUST(cuDeviceGet(&dev, 0));                                                            \
+    MUST(cuDevicePrimaryCtxRetain(&primary, dev));                                         \
+    MUST(cuCtxPushCurrent(primary));                                                       \
+  } while (0)
+
+static const char *BAD_PTX = ".version 7.0\n.target sm_80\n.address_size 64\n"
+                             ".visible .entry k(.param .u64 p)\n{\n"
+                             "    frobnicate.u32 %r1, 3;\n    ret;\n}\n";
+
+/* Module variables and a kernel with static shared memory. */
+static const char *GLOBALS_PTX =
+    ".version 7.0\n.target sm_80\n.address_size 64\n"
+    ".visible .global .align 4 .u32 counter = 7;\n"
+    ".visible .global .align 8 .b8 table[64];\n"
+    ".visible .entry read_counter(.param .u64 out)\n{\n"
+    "    .reg .b32 %r<2>;\n    .reg .b64 %rd<3>;\n"
+    "    ld.param.u64 %rd1, [out];\n    cvta.to.global.u64 %rd2, %rd1;\n"
+    "    ld.global.u32 %r1, [counter];\n    st.global.u32 [%rd2], %r1;\n    ret;\n}\n"
+    ".visible .entry with_shared(.param .u64 out)\n{\n"
+    "    .shared .align 4 .b8 buf[1024];\n"
+    "    .reg .b32 %r<3>;\n    .reg .b64 %rd<3>;\n"
+    "    ld.param.u64 %rd1, [out];\n    cvta.to.global.u64 %rd2, %rd1;\n"
+    "    mov.u32 %r1, 5;\n    st.shared.u32 [buf+1020], %r1;\n"
+    "    ld.shared.u32 %r2, [buf+1020];\n    st.global.u32 [%rd2], %r2;\n    ret;\n}\n";
+
+/* c[i] = a[i] + b[i] for 1000 elements through `f` launched by `launch`; 1 if right. */
+static int vector_add_ok(CUdeviceptr a, CUdeviceptr c, int n) {
+  float *host = (float *)malloc(sizeof(float) * (size_t)n);
+  if (cuMemcpyDtoH(host, c, sizeof(float) * (size_t)n) != CUDA_SUCCESS) return 0;
+  int ok = 1;
+  for (int i = 0; i < n; i++) ok &= host[i] == (float)i + (float)i;
+  free(host);
+  (void)a;
+  return ok;
+}
+
+/* Buffers a = c = {0, 1, ..., n-1} (floats) and a zeroed output. */
+static void vector_buffers(int n, CUdeviceptr *a, CUdeviceptr *out) {
+  float *host = (float *)malloc(sizeof(float) * (size_t)n);
+  for (int i = 0; i < n; i++) host[i] = (float)i;
+  if (cuMemAlloc(a, sizeof(float) * (size_t)n) != CUDA_SUCCESS ||
+      cuMemcpyHtoD(*a, host, sizeof(float) * (size_t)n) != CUDA_SUCCESS ||
+      cuMemAlloc(out, sizeof(float) * (size_t)n) != CUDA_SUCCESS ||
+      cuMemsetD32(*out, 0, (size_t)n) != CUDA_SUCCESS) {
+    printf("FAIL %s: cannot make the vector_add buffers\n", group);
+    exit(1);
+  }
+  free(host);
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+/* cuGetErrorName / cuGetErrorString (no cuInit needed). */
+static void g_errors(void) {
+  const char *s = (const char *)1;
+  RES(cuGetErrorName(CUDA_SUCCESS, &s), CUDA_SUCCESS);
+  TEXT("name of 0", s, "CUDA_SUCCESS");
+  RES(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
+  TEXT("name of 1", s, "CUDA_ERROR_INVALID_VALUE");
+  RES(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
+  TEXT("name of 700", s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  RES(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
+  TEXT("string of 700", s, "an illegal memory access was encountered");
+  RES(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
+  TEXT("string of 2", s, "out of memory");
+  RES(cuGetErrorString(CUDA_ERROR_NOT_INITIALIZED, &s), CUDA_SUCCESS);
+  TEXT("string of 3", s, "initialization error");
+  /* An unknown code: CUDA_ERROR_INVALID_VALUE and *pStr = NULL (documented). */
+  s = (const char *)1;
+  RES(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+  TEXT("name of 12345", s, NULL);
+  s = (const char *)1;
+  RES(cuGetErrorString((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+  TEXT("string of 12345", s, NULL);
+  RES(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Before and at cuInit. */
+static void g_init(void) {
+  int n = -1;
+  RES(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+  int v = 0;
+  RES(cuDriverGetVersion(&v), CUDA_SUCCESS);
+  TRUE(v >= 12000 && v % 10 == 0, "cuDriverGetVersion before cuInit: %d", v);
+  RES(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+  RES(cuInit(0), CUDA_SUCCESS);
+  RES(cuInit(0), CUDA_SUCCESS);
+  RES(cuDeviceGetCount(&n), CUDA_SUCCESS);
+  TRUE(n >= 1, "%d devices", n);
+}
+
+/* Device queries the trait does not make. */
+static void g_device(void) {
+  MUST(cuInit(0));
+  int n = 0;
+  MUST(cuDeviceGetCount(&n));
+  CUdevice d = -1;
+  RES(cuDeviceGet(&d, n), CUDA_ERROR_INVALID_DEVICE);
+  MUST(cuDeviceGet(&dev, 0));
+  CUuuid u1, u2;
+  RES(cuDeviceGetUuid(&u1, dev), CUDA_SUCCESS);
+  RES(cuDeviceGetUuid_v2(&u2, dev), CUDA_SUCCESS);
+  TRUE(memcmp(u1.bytes, u2.bytes, 16) == 0, "cuDeviceGetUuid and _v2 agree");
+  int major = -1, minor = -1, amajor = -2, aminor = -2;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  RES(cuDeviceComputeCapability(&major, &minor, dev), CUDA_SUCCESS);
+#pragma GCC diagnostic pop
+  MUST(cuDeviceGetAttribute(&amajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  MUST(cuDeviceGetAttribute(&aminor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  TRUE(major == amajor && minor == aminor, "cuDeviceComputeCapability %d.%d, attributes %d.%d",
+       major, minor, amajor, aminor);
+  char bus[32], upper[32];
+  MUST(cuDeviceGetPCIBusId(bus, sizeof bus, dev));
+  CUdevice again = -1;
+  RES(cuDeviceGetByPCIBusId(&again, bus), CUDA_SUCCESS);
+  VAL("cuDeviceGetByPCIBusId(own bus id)", again, dev);
+  for (size_t i = 0; i <= strlen(bus); i++)
+    upper[i] = (char)(bus[i] >= 'a' && bus[i] <= 'f' ? bus[i] - 32 : bus[i]);
+  again = -1;
+  RES(cuDeviceGetByPCIBusId(&again, upper), CUDA_SUCCESS);
+  VAL("cuDeviceGetByPCIBusId(upper case)", again, dev);
+  char name[256], small[8];
+  MUST(cuDeviceGetName(name, sizeof name, dev));
+  RES(cuDeviceGetName(small, sizeof small, dev), CUDA_SUCCESS);
+  TRUE(strncmp(small, name, sizeof small - 1) == 0 && small[sizeof small - 1] == 0,
+       "a short buffer holds the name's start, NUL-terminated: \"%s\"", small);
+  int v = 0;
+  RES(cuDeviceGetAttribute(&v, (CUdevice_attribute)0x7fff, dev), CUDA_ERROR_INVALID_VALUE);
+  size_t total = 0;
+  RES(cuDeviceTotalMem(&total, dev), CUDA_SUCCESS);
+  TRUE(total > 0, "%zu bytes", total);
+}
+
+/* cuDevicePrimaryCtxGetState / SetFlags / Retain / Release / Reset. */
+static void g_primary(void) {
+  MUST(cuInit(0));
+  MUST(cuDeviceGet(&dev, 0));
+  unsigned flags = 99;
+  int active = 99;
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  VAL("active before any retain", active, 0);
+  VAL("flags before any retain & SCHED_MASK", flags & CU_CTX_SCHED_MASK, 0);
+  RES(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC), CUDA_SUCCESS);
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  VAL("flags after SetFlags(BLOCKING_SYNC)", flags & CU_CTX_SCHED_MASK,
+      CU_CTX_SCHED_BLOCKING_SYNC);
+  VAL("active after SetFlags", active, 0);
+  MUST(cuDevicePrimaryCtxRetain(&primary, dev));
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  VAL("active after a retain", active, 1);
+  MUST(cuCtxPushCurrent(primary));
+  unsigned cflags = 99;
+  RES(cuCtxGetFlags(&cflags), CUDA_SUCCESS);
+  VAL("cuCtxGetFlags of the primary context & SCHED_MASK", cflags & CU_CTX_SCHED_MASK,
+      CU_CTX_SCHED_BLOCKING_SYNC);
+  /* Since CUDA 11.0 the flags may change while the context is active. */
+  RES(cuDevicePrimaryCtxSetFlags(dev, 0), CUDA_SUCCESS);
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  VAL("flags after SetFlags(0)", flags & CU_CTX_SCHED_MASK, 0);
+  /* A reset destroys the context's allocations (the retain stays). */
+  const size_t big = 256 << 20;
+  size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+  MUST(cuMemGetInfo(&free0, &total));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, big));
+  MUST(cuMemGetInfo(&free1, &total));
+  TRUE(free1 + big <= free0, "free %zu before a 256 MiB allocation, %zu after", free0, free1);
+  RES(cuDevicePrimaryCtxReset(dev), CUDA_SUCCESS);
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  CUcontext popped = NULL;
+  MUST(cuCtxPopCurrent(&popped));
+  MUST(cuDevicePrimaryCtxRelease(dev));
+  RES(cuDevicePrimaryCtxGetState(dev, &flags, &active), CUDA_SUCCESS);
+  VAL("active after the last release", active, 0);
+  MUST(cuDevicePrimaryCtxRetain(&primary, dev));
+  MUST(cuCtxPushCurrent(primary));
+  MUST(cuMemGetInfo(&free2, &total));
+  TRUE(free2 + big / 2 >= free0,
+       "free %zu before the allocation, %zu after the reset (a new retain)", free0, free2);
+  MUST(cuCtxPopCurrent(&popped));
+  MUST(cuDevicePrimaryCtxRelease(dev));
+}
+
+/* The per-thread context stack. */
+static void g_stack(void) {
+  MUST(cuInit(0));
+  MUST(cuDeviceGet(&dev, 0));
+  CUcontext cur = (CUcontext)1, popped = NULL;
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == NULL, "no current context at start: %p", (void *)cur);
+  RES(cuCtxPopCurrent(&popped), CUDA_ERROR_INVALID_CONTEXT);
+  CUdevice d = -1;
+  RES(cuCtxGetDevice(&d), CUDA_ERROR_INVALID_CONTEXT);
+  RES(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+  RES(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+  MUST(cuDevicePrimaryCtxRetain(&primary, dev));
+  RES(cuCtxPushCurrent(primary), CUDA_SUCCESS);
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == primary, "current %p, primary %p", (void *)cur, (void *)primary);
+  RES(cuCtxGetDevice(&d), CUDA_SUCCESS);
+  VAL("cuCtxGetDevice", d, dev);
+  unsigned api = 0;
+  RES(cuCtxGetApiVersion(primary, &api), CUDA_SUCCESS);
+  VAL("cuCtxGetApiVersion(primary)", api, 3020);
+  api = 0;
+  RES(cuCtxGetApiVersion(NULL, &api), CUDA_SUCCESS);
+  VAL("cuCtxGetApiVersion(NULL: the current one)", api, 3020);
+  int least = 99, greatest = 99;
+  RES(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+  TRUE(least == 0 && greatest <= 0, "stream priorities: least %d, greatest %d", least, greatest);
+  RES(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
+  CUfunc_cache cache = (CUfunc_cache)99;
+  RES(cuCtxGetCacheConfig(&cache), CUDA_SUCCESS);
+  TRUE(cache >= CU_FUNC_CACHE_PREFER_NONE && cache <= CU_FUNC_CACHE_PREFER_EQUAL,
+       "cache config %d", (int)cache);
+  /* A created context is pushed above the primary one, popped back off. */
+  CUcontext c = NULL;
+  MUST(cuCtxCreate(&c, 0, dev));
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == c && c != primary, "current %p after cuCtxCreate = %p (primary %p)", (void *)cur,
+       (void *)c, (void *)primary);
+  RES(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  TRUE(popped == c, "popped %p, created %p", (void *)popped, (void *)c);
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == primary, "current %p after the pop, primary %p", (void *)cur, (void *)primary);
+  /* cuCtxSetCurrent replaces the top. */
+  RES(cuCtxSetCurrent(c), CUDA_SUCCESS);
+  RES(cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+  TRUE(popped == c, "popped %p after SetCurrent(%p)", (void *)popped, (void *)c);
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == NULL, "current %p: SetCurrent replaced the primary context", (void *)cur);
+  RES(cuCtxDestroy(c), CUDA_SUCCESS);
+  MUST(cuDevicePrimaryCtxRelease(dev));
+}
+
+/* cuCtxCreate: a context of its own, its flags, its memory freed by cuCtxDestroy. */
+static void g_ctx_create(void) {
+  SETUP();
+  const size_t big = 256 << 20;
+  size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+  MUST(cuMemGetInfo(&free0, &total));
+  CUcontext c = NULL, cur = NULL;
+  RES(cuCtxCreate(&c, CU_CTX_SCHED_BLOCKING_SYNC, dev), CUDA_SUCCESS);
+  TRUE(c != NULL && c != primary, "created %p, primary %p", (void *)c, (void *)primary);
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == c, "current %p after cuCtxCreate of %p", (void *)cur, (void *)c);
+  unsigned flags = 99;
+  RES(cuCtxGetFlags(&flags), CUDA_SUCCESS);
+  VAL("cuCtxGetFlags of a context created with SCHED_BLOCKING_SYNC", flags & CU_CTX_SCHED_MASK,
+      CU_CTX_SCHED_BLOCKING_SYNC);
+  CUdeviceptr p = 0, q = 0;
+  MUST(cuMemAlloc(&p, big));
+  MUST(cuCtxPushCurrent(primary));
+  MUST(cuMemGetInfo(&free1, &total));
+  TRUE(free1 + big <= free0,
+       "free in the primary context: %zu before, %zu while the created one holds 256 MiB",
+       free0, free1);
+  MUST(cuMemAlloc(&q, 1 << 20));
+  TRUE(q + (1 << 20) <= p || p + big <= q,
+       "allocations of two contexts do not overlap: %#llx and %#llx", (unsigned long long)p,
+       (unsigned long long)q);
+  MUST(cuMemFree(q));
+  MUST(cuCtxPopCurrent(&cur));
+  /* Destroying the current context pops it: the primary one is current again. */
+  RES(cuCtxDestroy(c), CUDA_SUCCESS);
+  cur = NULL;
+  RES(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  TRUE(cur == primary, "current %p after cuCtxDestroy, primary %p", (void *)cur,
+       (void *)primary);
+  MUST(cuCtxSetCurrent(primary));
+  MUST(cuMemGetInfo(&free2, &total));
+  TRUE(free2 + big / 2 >= free0, "free %zu before cuCtxCreate, %zu after cuCtxDestroy", free0,
+       free2);
+  /* cuCtxCreate_v4 without parameters is a context too. */
+  CUcontext c4 = NULL;
+  RES(cuCtxCreate_v4(&c4, NULL, 0, dev), CUDA_SUCCESS);
+  TRUE(c4 != NULL && c4 != primary, "cuCtxCreate_v4 made %p", (void *)c4);
+  if (c4) RES(cuCtxDestroy(c4), CUDA_SUCCESS);
+}
+
+/* cuModuleLoadDataEx with JIT options. */
+static void g_module_ex(void) {
+  SETUP();
+  char elog[4096], ilog[4096];
+  memset(elog, 0, sizeof elog);
+  memset(ilog, 0, sizeof ilog);
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                         CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                         CU_JIT_LOG_VERBOSE};
+  void *vals[] = {elog, (void *)(size_t)sizeof elog, ilog, (void *)(size_t)sizeof ilog,
+                  (void *)(size_t)1};
+  CUmodule m = NULL;
+  RES(cuModuleLoadDataEx(&m, BAD_PTX, 5, opts, vals), CUDA_ERROR_INVALID_PTX);
+  size_t filled = (size_t)vals[1];
+  TRUE(strstr(elog, "error") != NULL, "the error log: \"%.200s\"", elog);
+  TRUE(filled > 0 && filled <= sizeof elog,
+       "ERROR_LOG_BUFFER_SIZE_BYTES out = %zu (of %zu; the log holds %zu bytes)", filled,
+       sizeof elog, strlen(elog));
+  char *ptx = read_fixture("vector_add.nvrtc.ptx");
+  memset(elog, 0, sizeof elog);
+  void *vals2[] = {elog, (void *)(size_t)sizeof elog, ilog, (void *)(size_t)sizeof ilog,
+                   (void *)(size_t)1};
+  RES(cuModuleLoadDataEx(&m, ptx, 5, opts, vals2), CUDA_SUCCESS);
+  TRUE(elog[0] == 0, "no error log for a good module: \"%.200s\"", elog);
+  CUfunction f;
+  RES(cuModuleGetFunction(&f, m, "vector_add"), CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  RES(cuModuleLoadDataEx(&m, ptx, 0, NULL, NULL), CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  free(ptx);
+}
+
+/* cuModuleLoad of files; argument errors. */
+static void g_module_file(void) {
+  SETUP();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/vector_add.nvrtc.ptx", fixtures);
+  CUmodule m = NULL;
+  RES(cuModuleLoad(&m, path), CUDA_SUCCESS);
+  CUfunction f;
+  RES(cuModuleGetFunction(&f, m, "vector_add"), CUDA_SUCCESS);
+  RES(cuModuleGetFunction(&f, m, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  RES(cuModuleGetFunction(&f, m, NULL), CUDA_ERROR_INVALID_VALUE);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  RES(cuModuleLoad(&m, "/nonexistent/vmgpu/kernel.ptx"), CUDA_ERROR_FILE_NOT_FOUND);
+  RES(cuModuleLoadData(&m, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* cuModuleGetGlobal. */
+static void g_globals(void) {
+  SETUP();
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUdeviceptr p = 0, t = 0;
+  size_t n = 0;
+  RES(cuModuleGetGlobal(&p, &n, m, "counter"), CUDA_SUCCESS);
+  VAL("size of counter", n, 4);
+  unsigned v = 0;
+  if (p) {
+    RES(cuMemcpyDtoH(&v, p, 4), CUDA_SUCCESS);
+    VAL("counter's initial value", v, 7);
+  }
+  n = 0;
+  RES(cuModuleGetGlobal(&t, &n, m, "table"), CUDA_SUCCESS);
+  VAL("size of table", n, 64);
+  n = 0;
+  RES(cuModuleGetGlobal(NULL, &n, m, "table"), CUDA_SUCCESS);
+  VAL("size of table, no address asked", n, 64);
+  RES(cuModuleGetGlobal(&t, NULL, m, "no_such_variable"), CUDA_ERROR_NOT_FOUND);
+  if (p) {
+    /* A kernel reads what the host wrote. */
+    unsigned nine = 9, got = 0;
+    CUdeviceptr out;
+    MUST(cuMemAlloc(&out, 4));
+    MUST(cuMemcpyHtoD(p, &nine, 4));
+    CUfunction k;
+    MUST(cuModuleGetFunction(&k, m, "read_counter"));
+    void *args[] = {&out};
+    RES(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    RES(cuMemcpyDtoH(&got, out, 4), CUDA_SUCCESS);
+    VAL("the kernel's read of counter", got, 9);
+  }
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+/* cuFuncGetAttribute. */
+static void g_func_attr(void) {
+  SETUP();
+  char *ptx = read_fixture("vector_add.nvrtc.ptx");
+  CUmodule m, g;
+  MUST(cuModuleLoadData(&m, ptx));
+  MUST(cuModuleLoadData(&g, GLOBALS_PTX));
+  CUfunction f, sh;
+  MUST(cuModuleGetFunction(&f, m, "vector_add"));
+  MUST(cuModuleGetFunction(&sh, g, "with_shared"));
+  int major = 0, minor = 0;
+  MUST(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  MUST(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  int v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), CUDA_SUCCESS);
+  VAL("MAX_THREADS_PER_BLOCK of vector_add", v, 1024);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_SUCCESS);
+  TRUE(v > 0 && v <= 255, "NUM_REGS of vector_add = %d", v);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), CUDA_SUCCESS);
+  VAL("SHARED_SIZE_BYTES of vector_add", v, 0);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, sh), CUDA_SUCCESS);
+  VAL("SHARED_SIZE_BYTES of with_shared (.shared .b8 buf[1024])", v, 1024);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f), CUDA_SUCCESS);
+  VAL("LOCAL_SIZE_BYTES of vector_add", v, 0);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PTX_VERSION, f), CUDA_SUCCESS);
+  VAL("PTX_VERSION of vector_add (.target sm_80)", v, 80);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f), CUDA_SUCCESS);
+  VAL("BINARY_VERSION of vector_add (the device's)", v, major * 10 + minor);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f), CUDA_SUCCESS);
+  VAL("MAX_DYNAMIC_SHARED_SIZE_BYTES of vector_add (48 KiB less its static)", v, 48 << 10);
+  v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, sh),
+      CUDA_SUCCESS);
+  VAL("MAX_DYNAMIC_SHARED_SIZE_BYTES of with_shared", v, (48 << 10) - 1024);
+  RES(cuFuncGetAttribute(&v, (CUfunction_attribute)9999, f), CUDA_ERROR_INVALID_VALUE);
+  RES(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_L1), CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  RES(cuModuleUnload(g), CUDA_SUCCESS);
+  free(ptx);
+}
+
+/* cuFuncSetAttribute: the dynamic shared memory opt-in, read back and used. */
+static void g_func_set_attr(void) {
+  SETUP();
+  char *ptx = read_fixture("dyn_shared.nvrtc.ptx");
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, ptx));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "dyn_shared"));
+  int optin = 0;
+  MUST(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+  /* dyn_shared(in, out, out2, n) with 8 * blockDim bytes; launched with 64 KiB. */
+  int n = 256;
+  CUdeviceptr in, out, out2;
+  float host_in[256];
+  for (int i = 0; i < n; i++) host_in[i] = (float)i;
+  MUST(cuMemAlloc(&in, sizeof host_in));
+  MUST(cuMemAlloc(&out, sizeof host_in));
+  MUST(cuMemAlloc(&out2, sizeof host_in));
+  MUST(cuMemcpyHtoD(in, host_in, sizeof host_in));
+  void *args[] = {&in, &out, &out2, &n};
+  RES(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 64 << 10, NULL, args, NULL),
+      CUDA_ERROR_INVALID_VALUE);
+  RES(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 << 10),
+      CUDA_SUCCESS);
+  int v = -1;
+  RES(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f), CUDA_SUCCESS);
+  VAL("MAX_DYNAMIC_SHARED_SIZE_BYTES after setting 64 KiB", v, 64 << 10);
+  RES(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 64 << 10, NULL, args, NULL), CUDA_SUCCESS);
+  float host_out[256] = {0};
+  RES(cuMemcpyDtoH(host_out, out, sizeof host_out), CUDA_SUCCESS);
+  TRUE(host_out[0] == 255.0f && host_out[255] == 0.0f, "reversed block: out[0] = %g, out[255] = %g",
+       (double)host_out[0], (double)host_out[255]);
+  RES(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 1),
+      CUDA_ERROR_INVALID_VALUE);
+  RES(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50),
+      CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  free(ptx);
+}
+
+/* cuLaunchKernel with `extra`. */
+static void g_launch_extra(void) {
+  SETUP();
+  char *ptx = read_fixture("vector_add.nvrtc.ptx");
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, ptx));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "vector_add"));
+  int n = 1000;
+  CUdeviceptr a, c;
+  vector_buffers(n, &a, &c);
+  struct {
+    CUdeviceptr a, b, c;
+    int n;
+  } params = {a, a, c, n};
+  size_t size = sizeof params;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  RES(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, NULL, extra), CUDA_SUCCESS);
+  TRUE(vector_add_ok(a, c, n), "vector_add through extra");
+  void *args[] = {&a, &a, &c, &n};
+  RES(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, NULL, args, extra), CUDA_ERROR_INVALID_VALUE);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  free(ptx);
+}
+
+typedef CUresult (*memcpy_htod_t)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*memcpy_dtoh_async_t)(void *, CUdeviceptr, size_t, CUstream);
+typedef CUresult (*memset_d32_t)(CUdeviceptr, unsigned int, size_t);
+typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*stream_t)(CUstream);
+typedef CUresult (*record_t)(CUevent, CUstream);
+
+static void *proc(const char *name, cuuint64_t flags) {
+  void *p = NULL;
+  CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)-1;
+  CUresult r = cuGetProcAddress(name, &p, 12000, flags, &st);
+  if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS || !p) {
+    printf("FAIL %s: cuGetProcAddress(%s, 12000, %llu) = %d, status %d\n", group, name,
+           (unsigned long long)flags, (int)r, (int)st);
+    exit(1);
+  }
+  return p;
+}
+
+/* The per-thread default stream: the _ptsz/_ptds variants, and CU_STREAM_PER_THREAD and
+ * CU_STREAM_LEGACY with the legacy ones. */
+static void g_per_thread(void) {
+  SETUP();
+  const cuuint64_t pt = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  memcpy_htod_t htod = (memcpy_htod_t)proc("cuMemcpyHtoD", pt);
+  memcpy_dtoh_async_t dtoh_async = (memcpy_dtoh_async_t)proc("cuMemcpyDtoHAsync", pt);
+  memset_d32_t memset32 = (memset_d32_t)proc("cuMemsetD32", pt);
+  launch_t launch = (launch_t)proc("cuLaunchKernel", pt);
+  stream_t sync = (stream_t)proc("cuStreamSynchronize", pt);
+  stream_t query = (stream_t)proc("cuStreamQuery", pt);
+  record_t record = (record_t)proc("cuEventRecord", pt);
+  TRUE((void *)launch == dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"),
+       "the per-thread cuLaunchKernel is cuLaunchKernel_ptsz");
+  char *ptx = read_fixture("vector_add.nvrtc.ptx");
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, ptx));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "vector_add"));
+  int n = 1000;
+  float host[1000];
+  for (int i = 0; i < n; i++) host[i] = (float)i;
+  CUdeviceptr a, c;
+  MUST(cuMemAlloc(&a, sizeof host));
+  MUST(cuMemAlloc(&c, sizeof host));
+  RES(htod(a, host, sizeof host), CUDA_SUCCESS);
+  RES(memset32(c, 0, (size_t)n), CUDA_SUCCESS);
+  void *args[] = {&a, &a, &c, &n};
+  RES(launch(f, 4, 1, 1, 256, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+  CUevent ev;
+  MUST(cuEventCreate(&ev, 0));
+  RES(record(ev, NULL), CUDA_SUCCESS);
+  RES(sync(NULL), CUDA_SUCCESS);
+  RES(query(NULL), CUDA_SUCCESS);
+  RES(cuEventQuery(ev), CUDA_SUCCESS);
+  float *pinned = NULL;
+  MUST(cuMemAllocHost((void **)&pinned, sizeof host));
+  RES(dtoh_async(pinned, c, sizeof host, NULL), CUDA_SUCCESS);
+  RES(sync(NULL), CUDA_SUCCESS);
+  TRUE(pinned[999] == 1998.0f && pinned[1] == 2.0f, "per-thread stream: c[999] = %g",
+       (double)pinned[999]);
+  /* The stream handles CU_STREAM_PER_THREAD and CU_STREAM_LEGACY with the legacy entry
+   * points. */
+  MUST(cuMemsetD32(c, 0, (size_t)n));
+  RES(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, CU_STREAM_PER_THREAD, args, NULL), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+  TRUE(vector_add_ok(a, c, n), "vector_add on CU_STREAM_PER_THREAD");
+  MUST(cuMemsetD32(c, 0, (size_t)n));
+  RES(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, CU_STREAM_LEGACY, args, NULL), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+  TRUE(vector_add_ok(a, c, n), "vector_add on CU_STREAM_LEGACY");
+  RES(cuMemFreeHost(pinned), CUDA_SUCCESS);
+  RES(cuEventDestroy(ev), CUDA_SUCCESS);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+  free(ptx);
+}
+
+/* cuGetProcAddress (the _v2 of cuda.h 12). */
+static void g_procaddr(void) {
+  MUST(cuInit(0));
+  void *p = NULL;
+  CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)-1;
+  RES(cuGetProcAddress("cuMemAlloc", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st), CUDA_SUCCESS);
+  VAL("status of cuMemAlloc", st, CU_GET_PROC_ADDRESS_SUCCESS);
+  TRUE(p != NULL && p == dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), "cuMemAlloc at 12000 is cuMemAlloc_v2");
+  p = (void *)1;
+  RES(cuGetProcAddress("cuNoSuchEntryPoint", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+      CUDA_ERROR_NOT_FOUND);
+  VAL("status of cuNoSuchEntryPoint", st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  TRUE(p == NULL, "no address for an unknown name: %p", p);
+  RES(cuGetProcAddress("cuMemAllocAsync", &p, 11000, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+      CUDA_ERROR_NOT_FOUND);
+  VAL("status of cuMemAllocAsync at 11000 (introduced in 11.2)", st,
+      CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  RES(cuGetProcAddress("cuGetProcAddress", &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+      CUDA_SUCCESS);
+  TRUE(p != NULL && p == dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"),
+       "cuGetProcAddress at 12000 is cuGetProcAddress_v2");
+  RES(cuGetProcAddress(NULL, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+      CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Mapped page-locked memory: cuMemHostGetDevicePointer. */
+static void g_host_ptr(void) {
+  SETUP();
+  int can_map = 0, same_ptr = 0;
+  MUST(cuDeviceGetAttribute(&can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, dev));
+  MUST(cuDeviceGetAttribute(&same_ptr,
+                            CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, dev));
+  void *h = NULL;
+  MUST(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+  CUdeviceptr d = 0;
+  /* Documented: INVALID_VALUE on a device that cannot map host memory. */
+  RES(cuMemHostGetDevicePointer(&d, h, 0), can_map ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+  if (can_map)
+    TRUE(d != 0 && (!same_ptr || d == (CUdeviceptr)(size_t)h),
+         "device pointer %#llx of host %p (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM %d)",
+         (unsigned long long)d, h, same_ptr);
+  /* Flags must be 0. */
+  RES(cuMemHostGetDevicePointer(&d, h, 1), CUDA_ERROR_INVALID_VALUE);
+  RES(cuMemFreeHost(h), CUDA_SUCCESS);
+}
+
+/* cuPointerGetAttribute. */
+static void g_pointer_attr(void) {
+  SETUP();
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 4096));
+  unsigned type = 0;
+  RES(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p), CUDA_SUCCESS);
+  VAL("MEMORY_TYPE of cuMemAlloc memory", type, CU_MEMORYTYPE_DEVICE);
+  type = 0;
+  RES(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 100), CUDA_SUCCESS);
+  VAL("MEMORY_TYPE inside it", type, CU_MEMORYTYPE_DEVICE);
+  CUcontext ctx = NULL;
+  RES(cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p), CUDA_SUCCESS);
+  TRUE(ctx == primary, "CONTEXT %p, primary %p", (void *)ctx, (void *)primary);
+  int ordinal = -1;
+  RES(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p), CUDA_SUCCESS);
+  VAL("DEVICE_ORDINAL", ordinal, 0);
+  void *h = NULL;
+  MUST(cuMemAllocHost(&h, 4096));
+  type = 0;
+  RES(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(size_t)h),
+      CUDA_SUCCESS);
+  VAL("MEMORY_TYPE of cuMemAllocHost memory", type, CU_MEMORYTYPE_HOST);
+  RES(cuMemFreeHost(h), CUDA_SUCCESS);
+  RES(cuMemFree(p), CUDA_SUCCESS);
+}
+
+/* cuMemAllocAsync / cuMemFreeAsync as MEMORY_POOLS_SUPPORTED says. */
+static void g_mem_async(void) {
+  SETUP();
+  int pools = -1;
+  MUST(cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p = 0;
+  if (pools) {
+    RES(cuMemAllocAsync(&p, 4096, s), CUDA_SUCCESS);
+    RES(cuMemsetD32Async(p, 0x01020304, 1024, s), CUDA_SUCCESS);
+    unsigned v[4] = {0};
+    RES(cuMemcpyDtoHAsync(v, p, sizeof v, s), CUDA_SUCCESS);
+    RES(cuMemFreeAsync(p, s), CUDA_SUCCESS);
+    RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+    VAL("a word of the stream-ordered allocation", v[3], 0x01020304);
+  } else {
+    RES(cuMemAllocAsync(&p, 4096, s), CUDA_ERROR_NOT_SUPPORTED);
+  }
+  RES(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* Streams and events beyond the trait. */
+static void g_streams(void) {
+  SETUP();
+  int least = 0, greatest = 0;
+  MUST(cuCtxGetStreamPriorityRange(&least, &greatest));
+  CUstream s;
+  RES(cuStreamCreate(&s, 0x40), CUDA_ERROR_INVALID_VALUE);
+  RES(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest), CUDA_SUCCESS);
+  CUevent e;
+  MUST(cuEventCreate(&e, CU_EVENT_DEFAULT));
+  RES(cuEventRecordWithFlags(e, s, CU_EVENT_RECORD_DEFAULT), CUDA_SUCCESS);
+  RES(cuStreamWaitEvent(NULL, e, 0), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  RES(cuEventQuery(e), CUDA_SUCCESS);
+  float ms = -1;
+  RES(cuEventElapsedTime(&ms, e, e), CUDA_SUCCESS);
+  TRUE(ms == 0.0f, "elapsed time between an event and itself: %g ms", (double)ms);
+  RES(cuEventDestroy(e), CUDA_SUCCESS);
+  RES(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+static const struct {
+  const char *name;
+  void (*run)(void);
+} groups[] = {
+    {"errors", g_errors},           {"init", g_init},
+    {"device", g_device},           {"primary", g_primary},
+    {"stack", g_stack},             {"ctx_create", g_ctx_create},
+    {"module_ex", g_module_ex},     {"module_file", g_module_file},
+    {"globals", g_globals},         {"func_attr", g_func_attr},
+    {"func_set_attr", g_func_set_attr}, {"launch_extra", g_launch_extra},
+    {"per_thread", g_per_thread},   {"procaddr", g_procaddr},
+    {"host_ptr", g_host_ptr},       {"pointer_attr", g_pointer_attr},
+    {"mem_async", g_mem_async},     {"streams", g_streams},
+};
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s GROUP FIXTURES_DIR\n", argv[0]);
+    return 2;
+  }
+  fixtures = argv[2];
+  int found = 0;
+  for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+    if (strcmp(argv[1], groups[i].name) == 0) {
+      group = groups[i].name;
+      groups[i].run();
+      found = 1;
+    }
+  }
+  if (!found) {
+    fprintf(stderr, "no group %s\n", argv[1]);
+    return 2;
+  }
+  printf("conformance %s: %d checks, %d failed\n", argv[1], checks, failures);
+  return failures ? 1 : 0;
+}
