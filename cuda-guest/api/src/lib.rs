@@ -93,12 +93,12 @@ pub fn check_owner(owner: u32, id: u32, op: &'static str) -> Result<()> {
     if owner == 0 || owner == id {
         Ok(())
     } else {
-        Err(DriverError::InvalidArgument {
-            operation: op,
-            reason: format!(
-                "the handle belongs to backend instance {owner}, not to this one ({id})"
-            ),
-        })
+        // As CUDA answers a handle that is not one of the context's.
+        let mut e = CudaError::builtin(sys::CUDA_ERROR_INVALID_HANDLE, op);
+        e.detail = Some(format!(
+            "the handle belongs to backend instance (or context) {owner}, not to this one ({id})"
+        ));
+        Err(e.into())
     }
 }
 

@@ -85,7 +85,7 @@ c_conformance!(forwarded, #[ignore = "needs an NVIDIA GPU"]);
 
 /// The C program on NVIDIA's driver itself.
 mod driver {
-    use crate::c_conformance;
+    use crate::{c_conformance, conformance};
 
     fn driver() -> c_conformance::Target {
         c_conformance::Target::Driver

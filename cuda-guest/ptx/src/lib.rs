@@ -64,4 +64,18 @@ pub struct ParseError {
     pub construct: String,
     /// What went wrong.
     pub message: String,
+    /// Its kind.
+    pub kind: ParseErrorKind,
+}
+
+/// What kind of error a [`ParseError`] is (a JIT reports them differently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ParseErrorKind {
+    /// The text is not PTX as this front end reads it.
+    #[default]
+    Syntax,
+    /// The `.version` is newer than the ISA this front end knows
+    /// (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION` from a driver's JIT).
+    UnsupportedVersion,
 }

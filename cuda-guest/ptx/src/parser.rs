@@ -6,7 +6,7 @@
 //! without recursion but with the same bound.
 
 use super::ast::*;
-use super::{ParseError, MAX_NESTING};
+use super::{ParseError, ParseErrorKind, MAX_NESTING};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Tok<'a> {
@@ -50,6 +50,7 @@ impl<'a> Lexer<'a> {
             column: (self.pos - self.line_start) as u32 + 1,
             construct: "token".into(),
             message: msg,
+            kind: ParseErrorKind::Syntax,
         }
     }
 
@@ -268,6 +269,7 @@ impl<'a> Parser<'a> {
             column,
             construct: self.construct.clone(),
             message: msg.into(),
+            kind: ParseErrorKind::Syntax,
         }
     }
     fn unexpected(&self, wanted: &str) -> ParseError {
@@ -358,10 +360,12 @@ impl<'a> Parser<'a> {
                         _ => return Err(self.err("expected a version number")),
                     }
                     if m.version.0 > 9 {
-                        return Err(self.err(format!(
+                        let mut e = self.err(format!(
                             "unsupported PTX version {}.{}",
                             m.version.0, m.version.1
-                        )));
+                        ));
+                        e.kind = ParseErrorKind::UnsupportedVersion;
+                        return Err(e);
                     }
                 }
                 ".target" => {

@@ -684,6 +684,9 @@ fn code_of(e: &SimError) -> i32 {
         SimError::OutOfMemory { .. } => sys::CUDA_ERROR_OUT_OF_MEMORY,
         // The simulator's JIT cannot compile it (an instruction unknown to PTX is
         // indistinguishable from one it does not implement): the log says which.
+        SimError::Parse(p) if p.kind == ptx::ParseErrorKind::UnsupportedVersion => {
+            sys::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        }
         SimError::Parse(_) | SimError::Unsupported { .. } => sys::CUDA_ERROR_INVALID_PTX,
         SimError::UnknownKernel { .. } => sys::CUDA_ERROR_NOT_FOUND,
         _ => sys::CUDA_ERROR_INVALID_VALUE,

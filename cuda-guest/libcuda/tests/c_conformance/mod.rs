@@ -101,8 +101,10 @@ macro_rules! c_conformance {
         #[test]
         $($attr)*
         fn $name() {
-            let group = stringify!($name).trim_start_matches("c_");
-            c_conformance::run_group(group, &$target());
+            conformance::check(module_path!(), stringify!($name), || {
+                let group = stringify!($name).trim_start_matches("c_");
+                c_conformance::run_group(group, &$target());
+            });
         }
         c_conformance!(@each $target, [$($attr)*] $(, $rest)*);
     };
