@@ -9,11 +9,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::engine::{Engine, Fail, Geometry, R, STREAM_PER_THREAD};
+use crate::driver::Driver;
+use crate::engine::{Fail, Geometry, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
 
-static ENGINE: OnceLock<Result<Box<dyn Engine>, Fail>> = OnceLock::new();
+static ENGINE: OnceLock<Result<Driver, Fail>> = OnceLock::new();
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
@@ -22,9 +23,9 @@ thread_local! {
 }
 
 /// The engine, started on first use (the mode is read from the environment once).
-fn engine_any() -> R<&'static dyn Engine> {
+fn engine_any() -> R<&'static Driver> {
     let e = ENGINE.get_or_init(|| {
-        let r = crate::start_engine();
+        let r = crate::start_driver();
         match &r {
             Ok(e) => log::info(&format!("mode: {}", e.describe())),
             Err(f) => log::warn(&format!("cannot start: {} ({})", f.detail, f.code)),
@@ -32,13 +33,13 @@ fn engine_any() -> R<&'static dyn Engine> {
         r
     });
     match e {
-        Ok(e) => Ok(e.as_ref()),
+        Ok(e) => Ok(e),
         Err(f) => Err(f.clone()),
     }
 }
 
 /// The engine after a successful `cuInit`.
-fn engine() -> R<&'static dyn Engine> {
+fn engine() -> R<&'static Driver> {
     if !INITIALIZED.load(Ordering::Acquire) {
         return Err(Fail::new(
             CUDA_ERROR_NOT_INITIALIZED,
@@ -659,9 +660,9 @@ entry! {
 entry! {
     /// `cuCtxGetFlags`: the scheduling flags (0, automatic).
     fn cuCtxGetFlags(flags: *mut c_uint) {
-        engine()?.ctx_device(current()?)?;
+        let f = engine()?.ctx_flags(current()?)?;
         // SAFETY: `out` refuses null.
-        unsafe { out(flags, 0) }
+        unsafe { out(flags, f) }
     }
 }
 
@@ -848,7 +849,7 @@ entry! {
         // SAFETY: a NUL-terminated path (null refused).
         let path = unsafe { c_str(fname) }?;
         let data = std::fs::read(path)
-            .map_err(|e| Fail::new(CUDA_ERROR_NOT_FOUND, format!("{path}: {e}")))?;
+            .map_err(|e| Fail::new(CUDA_ERROR_FILE_NOT_FOUND, format!("{path}: {e}")))?;
         let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
         let m = module_load(module, &data[..end])?;
         // SAFETY: checked non-null in `module_load`.
@@ -900,34 +901,22 @@ entry! {
 }
 
 entry! {
-    /// `cuFuncSetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`; the shared
-    /// memory carve-out is a hint (accepted); others are not supported.
+    /// `cuFuncSetAttribute`: the settable attributes (the maximum dynamic shared memory,
+    /// the carve-out); an unknown attribute is `CUDA_ERROR_INVALID_VALUE`.
     fn cuFuncSetAttribute(func: Handle, attrib: c_int, value: c_int) {
         let f = nonnull(func, "function")?;
-        let e = engine()?;
-        match attrib {
-            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => {
-                let bytes = u32::try_from(value)
-                    .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "negative size"))?;
-                e.function_set_max_dynamic_shared(current().unwrap_or(0), f, bytes)
-            }
-            CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT => e.function_layout(f).map(drop),
-            _ => Err(unsupported_detail("cuFuncSetAttribute", &format!("attribute {attrib}"))),
-        }
+        engine()?.function_set_attribute(f, attrib, value)
     }
 }
 
 entry! {
-    /// `cuFuncGetAttribute`: `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (1024); others are
-    /// not supported.
+    /// `cuFuncGetAttribute`: every attribute; an unknown one is
+    /// `CUDA_ERROR_INVALID_VALUE`.
     fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_int, func: Handle) {
         let f = nonnull(func, "function")?;
-        engine()?.function_layout(f)?;
-        match attrib {
-            // SAFETY: `out` refuses null.
-            CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK => unsafe { out(pi, 1024) },
-            _ => Err(unsupported_detail("cuFuncGetAttribute", &format!("attribute {attrib}"))),
-        }
+        let v = engine()?.function_attribute(f, attrib)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(pi, v) }
     }
 }
 
@@ -942,7 +931,7 @@ entry! {
 /// Refuses a launch geometry the device cannot run at the call, as the driver does
 /// (and as forward mode, whose launches are pipelined, could otherwise only report at
 /// the next synchronisation).
-fn check_geometry(e: &dyn Engine, ctx: u64, grid: [c_uint; 3], block: [c_uint; 3]) -> R<()> {
+fn check_geometry(e: &Driver, ctx: u64, grid: [c_uint; 3], block: [c_uint; 3]) -> R<()> {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static LIMITS: Mutex<Option<HashMap<u32, [i32; 7]>>> = Mutex::new(None);

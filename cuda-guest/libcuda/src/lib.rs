@@ -7,7 +7,7 @@
 //!
 //! | `VMGPU_CUDA_MODE` | what the calls do |
 //! | --- | --- |
-//! | `sim` (the default when `VMGPU_CUDA_SERVER` is unset) | run in-process on the PTX simulator ([`vmgpu_cuda_sim::SimBackend`]): no GPU needed |
+//! | `sim` (the default when `VMGPU_CUDA_SERVER` is unset) | run in-process on the PTX simulator ([`vmgpu_cuda_sim::SimBackend`], through [`driver`]): no GPU needed |
 //! | `forward` (the default when `VMGPU_CUDA_SERVER` is set) | go to a vmgpu CUDA service over the protocol of `docs/protocol.md` |
 //!
 //! `VMGPU_CUDA_SERVER` names the service: `unix:/path/to/socket`, `vsock:CID:PORT`, or
@@ -21,27 +21,65 @@
 //! See the crate's README for the exported entry points and how to build the library.
 
 mod api;
+mod driver;
 mod engine;
 mod ffi;
-mod local;
 mod log;
 mod procaddr;
-mod remote;
 
-use engine::{Engine, Fail};
+use std::sync::Arc;
 
-/// Starts the engine the environment asks for.
-pub(crate) fn start_engine() -> Result<Box<dyn Engine>, Fail> {
+use driver::Driver;
+use engine::Fail;
+use vmgpu_cuda_proto::client::RemoteBackend;
+use vmgpu_cuda_sim::{SimBackend, SimConfig};
+
+/// The simulator's settings from the environment: `VMGPU_SIM_THREADS` (threads per
+/// launch) and `VMGPU_SIM_MEMORY` (device memory in bytes).
+fn sim_config_from_env() -> SimConfig {
+    let mut config = SimConfig::default();
+    if let Some(t) = std::env::var("VMGPU_SIM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        config.threads = t.max(1);
+    }
+    if let Some(m) = std::env::var("VMGPU_SIM_MEMORY")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        config.memory_limit = m;
+    }
+    config
+}
+
+/// The driver over the backend the environment asks for: the simulator in this process,
+/// or the vmgpu CUDA service (connected at the first call that needs it).
+pub(crate) fn start_driver() -> Result<Driver, Fail> {
     let server = std::env::var("VMGPU_CUDA_SERVER")
         .ok()
         .filter(|s| !s.is_empty());
     let mode = std::env::var("VMGPU_CUDA_MODE").ok();
     match (mode.as_deref(), server) {
         (Some("sim") | Some("simulator"), _) | (None | Some(""), None) => {
-            Ok(Box::new(local::Local::new()?))
+            let config = sim_config_from_env();
+            let describe = format!(
+                "in-process PTX simulator ({} thread(s) per launch, {} bytes of device memory)",
+                config.threads, config.memory_limit
+            );
+            let backend = SimBackend::new(config)?;
+            Ok(Driver::new(Arc::new(backend), describe, None))
         }
         (Some("forward") | Some("remote") | None | Some(""), Some(server)) => {
-            remote::engine(&server)
+            let remote = Arc::new(RemoteBackend::new(&server)?);
+            let describe = format!(
+                "forwarding to the vmgpu CUDA service at {server} (connecting at the first call that needs it)"
+            );
+            let on_init = {
+                let remote = remote.clone();
+                Box::new(move |flags| remote.set_init_flags(flags)) as driver::OnInit
+            };
+            Ok(Driver::new(remote, describe, Some(on_init)))
         }
         (Some("forward") | Some("remote"), None) => Err(Fail::new(
             ffi::CUDA_ERROR_NOT_INITIALIZED,

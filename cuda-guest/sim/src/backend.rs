@@ -1814,6 +1814,15 @@ impl Backend for SimBackend {
             });
         }
         p.1 -= 1;
+        if p.1 == 0 {
+            // As in CUDA, the last release resets the primary context: everything made
+            // in it is freed, and the next retain starts afresh.
+            let primary = p.0;
+            drop(p);
+            if let Some(c) = primary.and_then(|id| self.contexts().get(&id).cloned()) {
+                c.reset()?;
+            }
+        }
         Ok(())
     }
 

@@ -1,22 +1,28 @@
-//! In-process mode: the CUDA driver API on the PTX simulator ([`SimBackend`]), through
-//! the `vmgpu_cuda_api::Backend` trait.
+//! The driver state of `libcuda.so.1` over one [`Backend`]: the program's handles (its
+//! `CUcontext`, `CUmodule`, `CUfunction`, `CUstream` and `CUevent` values) mapped to the
+//! backend's, per context; the primary context's reference count and flags; pinned host
+//! memory; staging of asynchronous copies from pageable memory. The backend is the
+//! PTX simulator in simulator mode ([`vmgpu_cuda_sim::SimBackend`]) and the vmgpu CUDA
+//! service in forward mode ([`vmgpu_cuda_proto::client::RemoteBackend`]): the same code
+//! serves both, so both answer alike.
 //!
-//! The device's primary context is one simulator instance; every `cuCtxCreate` context
-//! is a simulator instance of its own (its own address space, modules, streams and
-//! events). Handles of modules, functions, streams and events carry their context's
-//! number in their upper bits, so a call finds the object's context from the handle.
+//! Every context (the primary one and each `cuCtxCreate` one) is a context of the
+//! backend. Handles of modules, functions, streams and events carry their context's
+//! number in their upper bits, so a call finds the object's context from the handle and
+//! makes it current on the backend before it calls, as the driver uses an object's own
+//! context.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vmgpu_cuda_api::{
-    Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function, HostAlloc,
-    HostAllocFlags, HostRegisterFlags, LaunchConfig, Module, Stream, StreamFlags,
+    Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
+    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module,
+    Stream, StreamFlags,
 };
-use vmgpu_cuda_sim::{SimBackend, SimConfig};
 
-use crate::engine::{lock, Engine, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
+use crate::engine::{lock, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
 /// The handle of device 0's primary context.
@@ -30,44 +36,51 @@ const TAG_STREAM: u64 = 0x30;
 const TAG_EVENT: u64 = 0x40;
 
 #[derive(Debug)]
-struct LocalModule {
+struct DriverModule {
     module: Module,
-    /// Each kernel's parameter layout, from the PTX.
-    kernels: HashMap<String, Vec<(u32, u32)>>,
-    /// The module's `.global` variable names.
-    globals: Vec<String>,
 }
 
 #[derive(Debug)]
-struct LocalFunction {
+struct DriverFunction {
     function: Function,
     module: u64,
-    layout: Vec<(u32, u32)>,
+    layout: Layout,
 }
 
 #[derive(Debug, Default)]
 struct Tables {
-    modules: HashMap<u64, LocalModule>,
-    functions: HashMap<u64, Arc<LocalFunction>>,
+    modules: HashMap<u64, DriverModule>,
+    functions: HashMap<u64, Arc<DriverFunction>>,
     streams: HashMap<u64, Arc<Stream>>,
     events: HashMap<u64, Arc<Event>>,
-    /// Pattern buffers of queued 16/32-bit memsets, kept until their stream is
-    /// synchronised: (stream, bytes).
+    /// Staged bytes of asynchronous copies from pageable memory, kept until their
+    /// stream is synchronised: (stream, bytes).
     keepalive: Vec<(u64, Box<[u8]>)>,
 }
 
+/// One context of the program: the backend's context and what was made in it.
 #[derive(Debug)]
-struct LocalCtx {
+struct DriverCtx {
     id: u64,
-    backend: Arc<SimBackend>,
     ctx: Context,
+    /// `CU_CTX_*` flags it was made with (`cuCtxGetFlags`).
+    flags: u32,
     tables: Mutex<Tables>,
 }
 
-impl LocalCtx {
-    /// Makes the simulator's context current on this thread.
-    fn bind(&self) -> R<()> {
-        self.backend.context_set_current(&self.ctx)?;
+impl DriverCtx {
+    fn new(id: u64, ctx: Context, flags: u32) -> DriverCtx {
+        DriverCtx {
+            id,
+            ctx,
+            flags,
+            tables: Mutex::new(Tables::default()),
+        }
+    }
+
+    /// Makes this context current on the backend for the calling thread.
+    fn bind(&self, backend: &dyn Backend) -> R<()> {
+        backend.context_set_current(&self.ctx)?;
         Ok(())
     }
 }
@@ -78,66 +91,48 @@ struct Primary {
     flags: u32,
 }
 
-/// The in-process engine.
-#[derive(Debug)]
-pub struct Local {
-    primary: Arc<LocalCtx>,
+/// What `cuInit` tells the backend (forward mode: the flags of the session's `Init`).
+pub type OnInit = Box<dyn Fn(u32) + Send + Sync>;
+
+/// The driver state over one backend.
+pub struct Driver {
+    backend: Arc<dyn Backend>,
+    describe: String,
+    on_init: Option<OnInit>,
+    /// Device 0's primary context, while the program holds a reference.
+    primary: Mutex<Option<Arc<DriverCtx>>>,
     primary_state: Mutex<Primary>,
-    created: Mutex<HashMap<u64, Arc<LocalCtx>>>,
+    created: Mutex<HashMap<u64, Arc<DriverCtx>>>,
     /// Pinned host allocations, by address, with their context.
-    host: Mutex<HashMap<usize, (Arc<LocalCtx>, HostAlloc)>>,
+    host: Mutex<HashMap<usize, (Arc<DriverCtx>, HostAlloc)>>,
     next_ctx: AtomicU64,
     next_handle: AtomicU64,
-    config: SimConfig,
 }
 
-fn new_ctx(id: u64, config: &SimConfig) -> R<LocalCtx> {
-    let backend = Arc::new(SimBackend::new(config.clone())?);
-    let ctx = backend.primary_context_retain(Device::new(0))?;
-    Ok(LocalCtx {
-        id,
-        backend,
-        ctx,
-        tables: Mutex::new(Tables::default()),
-    })
-}
-
-/// The simulator's settings from the environment: `VMGPU_SIM_THREADS` (threads per
-/// launch) and `VMGPU_SIM_MEMORY` (device memory in bytes).
-fn config_from_env() -> SimConfig {
-    let mut config = SimConfig::default();
-    if let Some(t) = std::env::var("VMGPU_SIM_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        config.threads = t.max(1);
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("backend", &self.backend)
+            .field("describe", &self.describe)
+            .finish_non_exhaustive()
     }
-    if let Some(m) = std::env::var("VMGPU_SIM_MEMORY")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        config.memory_limit = m;
-    }
-    config
 }
 
-fn layout_of(f: &vmgpu_ptx::Function) -> Vec<(u32, u32)> {
-    f.params.iter().map(|p| (p.offset, p.size)).collect()
-}
-
-impl Local {
-    /// Starts the simulator (device 0 and its primary context).
-    pub fn new() -> R<Local> {
-        let config = config_from_env();
-        Ok(Local {
-            primary: Arc::new(new_ctx(PRIMARY_CTX, &config)?),
+impl Driver {
+    /// The driver over `backend`; `describe` says which (for the log); `on_init` is
+    /// told the flags of the program's `cuInit`.
+    pub fn new(backend: Arc<dyn Backend>, describe: String, on_init: Option<OnInit>) -> Driver {
+        Driver {
+            backend,
+            describe,
+            on_init,
+            primary: Mutex::new(None),
             primary_state: Mutex::new(Primary::default()),
             created: Mutex::new(HashMap::new()),
             host: Mutex::new(HashMap::new()),
             next_ctx: AtomicU64::new(2),
             next_handle: AtomicU64::new(1),
-            config,
-        })
+        }
     }
 
     fn device(&self, dev: u32) -> R<Device> {
@@ -151,9 +146,11 @@ impl Local {
         }
     }
 
-    fn ctx(&self, id: u64) -> R<Arc<LocalCtx>> {
+    fn ctx(&self, id: u64) -> R<Arc<DriverCtx>> {
         if id == PRIMARY_CTX {
-            return Ok(self.primary.clone());
+            return lock(&self.primary).clone().ok_or_else(|| {
+                Fail::new(CUDA_ERROR_INVALID_CONTEXT, "the primary context is not retained")
+            });
         }
         lock(&self.created)
             .get(&id)
@@ -162,7 +159,7 @@ impl Local {
     }
 
     /// The context (bound on this thread) that made `handle`, a handle of kind `tag`.
-    fn owner(&self, handle: u64, tag: u64) -> R<Arc<LocalCtx>> {
+    fn owner(&self, handle: u64, tag: u64) -> R<Arc<DriverCtx>> {
         if (handle >> 32) & 0xff != tag {
             return Err(Fail::new(
                 CUDA_ERROR_INVALID_HANDLE,
@@ -172,13 +169,13 @@ impl Local {
         let c = self
             .ctx(handle >> CTX_SHIFT)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("{handle:#x}")))?;
-        c.bind()?;
+        c.bind(&*self.backend)?;
         Ok(c)
     }
 
-    fn bound(&self, ctx: u64) -> R<Arc<LocalCtx>> {
+    fn bound(&self, ctx: u64) -> R<Arc<DriverCtx>> {
         let c = self.ctx(ctx)?;
-        c.bind()?;
+        c.bind(&*self.backend)?;
         Ok(c)
     }
 
@@ -188,7 +185,7 @@ impl Local {
     }
 
     /// The stream `stream` names in `c` (the default stream for 0, 1 and 2).
-    fn stream(&self, c: &LocalCtx, stream: u64) -> R<Arc<Stream>> {
+    fn stream(&self, c: &DriverCtx, stream: u64) -> R<Arc<Stream>> {
         if stream <= STREAM_PER_THREAD {
             return Ok(Arc::new(Stream::DEFAULT));
         }
@@ -199,7 +196,7 @@ impl Local {
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("stream {stream:#x}")))
     }
 
-    fn event(&self, c: &LocalCtx, event: u64) -> R<Arc<Event>> {
+    fn event(&self, c: &DriverCtx, event: u64) -> R<Arc<Event>> {
         lock(&c.tables)
             .events
             .get(&event)
@@ -208,7 +205,7 @@ impl Local {
     }
 
     /// Forgets every object of `c` (after a reset or before a destroy).
-    fn clear(c: &LocalCtx) {
+    fn clear(c: &DriverCtx) {
         let mut t = lock(&c.tables);
         *t = Tables::default();
     }
@@ -228,69 +225,61 @@ fn unwrap_arc<T>(mut a: Arc<T>) -> Option<T> {
     None
 }
 
-fn pattern(value: u32, width: u32, count: u64) -> R<Vec<u8>> {
-    let bytes = count
-        .checked_mul(width as u64)
-        .filter(|b| *b <= isize::MAX as u64)
-        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "memset size overflows"))?;
-    let elem = value.to_le_bytes();
-    let mut v = Vec::with_capacity(bytes as usize);
-    for _ in 0..count {
-        v.extend_from_slice(&elem[..width as usize]);
-    }
-    Ok(v)
-}
-
-impl Engine for Local {
-    fn describe(&self) -> String {
-        format!(
-            "in-process PTX simulator ({} thread(s) per launch, {} bytes of device memory)",
-            self.config.threads, self.config.memory_limit
-        )
+impl Driver {
+    pub fn describe(&self) -> String {
+        self.describe.clone()
     }
 
-    fn init(&self, _flags: u32) -> R<()> {
+    pub fn init(&self, flags: u32) -> R<()> {
+        if let Some(f) = &self.on_init {
+            f(flags);
+        }
         Ok(())
     }
 
-    fn driver_version(&self) -> R<i32> {
-        Ok(self.primary.backend.driver_version()?)
+    pub fn driver_version(&self) -> R<i32> {
+        Ok(self.backend.driver_version()?)
     }
 
-    fn device_count(&self) -> R<u32> {
-        Ok(self.primary.backend.device_count()?)
+    pub fn device_count(&self) -> R<u32> {
+        Ok(self.backend.device_count()?)
     }
 
-    fn device_name(&self, dev: u32) -> R<String> {
-        Ok(self.primary.backend.device_name(self.device(dev)?)?)
+    pub fn device_name(&self, dev: u32) -> R<String> {
+        Ok(self.backend.device_name(self.device(dev)?)?)
     }
 
-    fn device_uuid(&self, dev: u32) -> R<[u8; 16]> {
-        Ok(self.primary.backend.device_uuid(self.device(dev)?)?)
+    pub fn device_uuid(&self, dev: u32) -> R<[u8; 16]> {
+        Ok(self.backend.device_uuid(self.device(dev)?)?)
     }
 
-    fn device_pci_bus_id(&self, dev: u32) -> R<String> {
-        Ok(self.primary.backend.device_pci_bus_id(self.device(dev)?)?)
+    pub fn device_pci_bus_id(&self, dev: u32) -> R<String> {
+        Ok(self.backend.device_pci_bus_id(self.device(dev)?)?)
     }
 
-    fn device_attribute(&self, dev: u32, attr: i32) -> R<i32> {
+    pub fn device_attribute(&self, dev: u32, attr: i32) -> R<i32> {
         Ok(self
-            .primary
             .backend
-            .device_attribute(self.device(dev)?, DeviceAttribute::Raw(attr))?)
+            .device_attribute(self.device(dev)?, DeviceAttribute::from_code(attr))?)
     }
 
-    fn device_total_mem(&self, dev: u32) -> R<u64> {
-        Ok(self.primary.backend.device_total_mem(self.device(dev)?)?)
+    pub fn device_total_mem(&self, dev: u32) -> R<u64> {
+        Ok(self.backend.device_total_mem(self.device(dev)?)?)
     }
 
-    fn primary_retain(&self, dev: u32) -> R<u64> {
-        self.device(dev)?;
-        lock(&self.primary_state).refs += 1;
+    pub fn primary_retain(&self, dev: u32) -> R<u64> {
+        let d = self.device(dev)?;
+        let mut st = lock(&self.primary_state);
+        let mut primary = lock(&self.primary);
+        if primary.is_none() {
+            let ctx = self.backend.primary_context_retain(d)?;
+            *primary = Some(Arc::new(DriverCtx::new(PRIMARY_CTX, ctx, st.flags)));
+        }
+        st.refs += 1;
         Ok(PRIMARY_CTX)
     }
 
-    fn primary_release(&self, dev: u32) -> R<()> {
+    pub fn primary_release(&self, dev: u32) -> R<()> {
         self.device(dev)?;
         let mut st = lock(&self.primary_state);
         if st.refs == 0 {
@@ -301,48 +290,62 @@ impl Engine for Local {
         }
         st.refs -= 1;
         if st.refs == 0 {
-            // As in CUDA, the last release destroys the primary context's objects; the
-            // next retain starts afresh (and clears a sticky error).
-            drop(st);
-            self.primary_reset(dev)?;
+            // As in CUDA, the last release resets the primary context: everything made
+            // in it goes, and the next retain starts afresh (a sticky error cleared).
+            if let Some(c) = lock(&self.primary).take() {
+                Driver::clear(&c);
+                lock(&self.host).retain(|_, (owner, _)| owner.id != PRIMARY_CTX);
+                self.backend.primary_context_release(c.ctx.clone())?;
+            }
         }
         Ok(())
     }
 
-    fn primary_reset(&self, dev: u32) -> R<()> {
+    pub fn primary_reset(&self, dev: u32) -> R<()> {
         let d = self.device(dev)?;
         // SAFETY: the program asked for the reset; as with the driver, every handle and
-        // device address of the context is invalid afterwards, and the shim forgets its
-        // own (the tables are cleared) so none reaches the simulator again.
-        unsafe { self.primary.backend.primary_context_reset(d) }?;
-        Local::clear(&self.primary);
+        // device address of the context is invalid afterwards, and the driver state
+        // forgets its own (the tables are cleared) so none reaches the backend again.
+        unsafe { self.backend.primary_context_reset(d) }?;
+        if let Some(c) = lock(&self.primary).as_ref() {
+            Driver::clear(c);
+        }
         Ok(())
     }
 
-    fn primary_state(&self, dev: u32) -> R<(u32, bool)> {
+    pub fn primary_state(&self, dev: u32) -> R<(u32, bool)> {
         self.device(dev)?;
         let st = lock(&self.primary_state);
         Ok((st.flags, st.refs > 0))
     }
 
-    fn primary_set_flags(&self, dev: u32, flags: u32) -> R<()> {
+    pub fn primary_set_flags(&self, dev: u32, flags: u32) -> R<()> {
         self.device(dev)?;
         lock(&self.primary_state).flags = flags;
         Ok(())
     }
 
-    fn ctx_create(&self, dev: u32, _flags: u32) -> R<u64> {
-        self.device(dev)?;
+    /// The `CU_CTX_*` flags of context `ctx` (`cuCtxGetFlags`).
+    pub fn ctx_flags(&self, ctx: u64) -> R<u32> {
+        if ctx == PRIMARY_CTX {
+            self.ctx(ctx)?;
+            return Ok(lock(&self.primary_state).flags);
+        }
+        Ok(self.ctx(ctx)?.flags)
+    }
+
+    pub fn ctx_create(&self, dev: u32, flags: u32) -> R<u64> {
+        let d = self.device(dev)?;
         let id = self.next_ctx.fetch_add(1, Ordering::Relaxed);
         if id >= 1 << (64 - CTX_SHIFT) {
             return Err(Fail::new(CUDA_ERROR_OUT_OF_MEMORY, "too many contexts"));
         }
-        let c = Arc::new(new_ctx(id, &self.config)?);
-        lock(&self.created).insert(id, c);
+        let ctx = self.backend.context_create(d)?;
+        lock(&self.created).insert(id, Arc::new(DriverCtx::new(id, ctx, flags)));
         Ok(id)
     }
 
-    fn ctx_destroy(&self, ctx: u64) -> R<()> {
+    pub fn ctx_destroy(&self, ctx: u64) -> R<()> {
         if ctx == PRIMARY_CTX {
             return Err(Fail::new(
                 CUDA_ERROR_INVALID_CONTEXT,
@@ -352,34 +355,37 @@ impl Engine for Local {
         let c = lock(&self.created)
             .remove(&ctx)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, format!("context {ctx:#x}")))?;
-        Local::clear(&c);
+        Driver::clear(&c);
         lock(&self.host).retain(|_, (owner, _)| owner.id != ctx);
+        // SAFETY: every handle the program had of the context is gone from the tables
+        // (cleared above), so none reaches the backend again.
+        unsafe { self.backend.context_destroy(c.ctx.clone()) }?;
         Ok(())
     }
 
-    fn ctx_device(&self, ctx: u64) -> R<u32> {
+    pub fn ctx_device(&self, ctx: u64) -> R<u32> {
         self.ctx(ctx).map(|_| 0)
     }
 
-    fn ctx_synchronize(&self, ctx: u64) -> R<()> {
+    pub fn ctx_synchronize(&self, ctx: u64) -> R<()> {
         let c = self.bound(ctx)?;
-        let r = c.backend.context_synchronize();
+        let r = self.backend.context_synchronize();
         lock(&c.tables).keepalive.clear();
         Ok(r?)
     }
 
-    fn mem_get_info(&self, ctx: u64) -> R<(u64, u64)> {
-        let c = self.bound(ctx)?;
-        let i = c.backend.mem_get_info()?;
+    pub fn mem_get_info(&self, ctx: u64) -> R<(u64, u64)> {
+        self.bound(ctx)?;
+        let i = self.backend.mem_get_info()?;
         Ok((i.free, i.total))
     }
 
-    fn module_load(&self, ctx: u64, image: &[u8]) -> R<u64> {
+    pub fn module_load(&self, ctx: u64, image: &[u8]) -> R<u64> {
         let c = self.bound(ctx)?;
         if image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
             return Err(Fail::new(
                 CUDA_ERROR_NO_BINARY_FOR_GPU,
-                "a cubin or fatbin image: the simulator runs PTX only",
+                "a cubin or fatbin image: vmgpu's guest library runs PTX only",
             ));
         }
         let text = std::str::from_utf8(image).map_err(|e| Fail {
@@ -387,30 +393,15 @@ impl Engine for Local {
             detail: format!("the image is neither PTX text nor a known binary: {e}"),
             jit_log: Some(format!("ptx: the image is not UTF-8 text: {e}\n")),
         })?;
-        let module = c.backend.module_load_ptx(text)?;
-        let parsed = vmgpu_ptx::parse("module.ptx", text).ok();
-        let (kernels, globals) = match &parsed {
-            Some(m) => (
-                m.entries()
-                    .map(|f| (f.name.clone(), layout_of(f)))
-                    .collect(),
-                m.variables.iter().map(|v| v.name.clone()).collect(),
-            ),
-            None => (HashMap::new(), Vec::new()),
-        };
+        let module = self.backend.module_load_ptx(text)?;
         let h = self.handle(ctx, TAG_MODULE);
-        lock(&c.tables).modules.insert(
-            h,
-            LocalModule {
-                module,
-                kernels,
-                globals,
-            },
-        );
+        lock(&c.tables)
+            .modules
+            .insert(h, DriverModule { module });
         Ok(h)
     }
 
-    fn module_unload(&self, _ctx: u64, module: u64) -> R<()> {
+    pub fn module_unload(&self, _ctx: u64, module: u64) -> R<()> {
         let c = self.owner(module, TAG_MODULE)?;
         let m = {
             let mut t = lock(&c.tables);
@@ -421,26 +412,29 @@ impl Engine for Local {
             m
         };
         // SAFETY: the module's functions are gone from the tables, so the program's
-        // later launches of them are refused; launches already queued hold the
-        // simulator's module alive (it is reference counted inside the simulator).
-        unsafe { c.backend.module_unload(m.module) }?;
+        // later launches of them are refused; a backend unloads after the launches it
+        // queued (the simulator counts references; the service synchronises first).
+        unsafe { self.backend.module_unload(m.module) }?;
         Ok(())
     }
 
-    fn module_get_function(&self, _ctx: u64, module: u64, name: &str) -> R<u64> {
+    pub fn module_get_function(&self, _ctx: u64, module: u64, name: &str) -> R<u64> {
         let c = self.owner(module, TAG_MODULE)?;
-        let (function, layout) = {
+        let function = {
             let t = lock(&c.tables);
             let m = t.modules.get(&module).ok_or_else(|| {
                 Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("module {module:#x}"))
             })?;
-            let f = c.backend.module_get_function(&m.module, name)?;
-            (f, m.kernels.get(name).cloned().unwrap_or_default())
+            self.backend.module_get_function(&m.module, name)?
         };
+        let layout = self
+            .backend
+            .function_params(&function)?
+            .map(|l| l.iter().map(|p| (p.offset, p.size)).collect());
         let h = self.handle(c.id, TAG_FUNCTION);
         lock(&c.tables).functions.insert(
             h,
-            Arc::new(LocalFunction {
+            Arc::new(DriverFunction {
                 function,
                 module,
                 layout,
@@ -449,36 +443,37 @@ impl Engine for Local {
         Ok(h)
     }
 
-    fn module_get_global(&self, _ctx: u64, module: u64, name: &str) -> R<(u64, u64)> {
+    pub fn module_get_global(&self, _ctx: u64, module: u64, name: &str) -> R<(u64, u64)> {
         let c = self.owner(module, TAG_MODULE)?;
         let t = lock(&c.tables);
         let m = t
             .modules
             .get(&module)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("module {module:#x}")))?;
-        if m.globals.iter().any(|g| g == name) {
-            Err(Fail::new(
-                CUDA_ERROR_NOT_SUPPORTED,
-                format!("cuModuleGetGlobal({name:?}): the simulator backend does not expose module variables"),
-            ))
-        } else {
-            Err(Fail::new(
-                CUDA_ERROR_NOT_FOUND,
-                format!("the module has no variable {name:?}"),
-            ))
-        }
+        let (p, bytes) = self.backend.module_get_global(&m.module, name)?;
+        Ok((p.0, bytes as u64))
     }
 
-    fn function_layout(&self, function: u64) -> R<Layout> {
-        let c = self.owner(function, TAG_FUNCTION)?;
-        let t = lock(&c.tables);
-        let f = t.functions.get(&function).ok_or_else(|| {
-            Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("function {function:#x}"))
+    /// `cuFuncGetAttribute`: an unknown attribute number is `CUDA_ERROR_INVALID_VALUE`.
+    pub fn function_attribute(&self, function: u64, attribute: i32) -> R<i32> {
+        let (_, f) = self.function(function)?;
+        let a = FunctionAttribute::from_code(attribute).ok_or_else(|| {
+            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("function attribute {attribute}"))
         })?;
-        Ok(Some(f.layout.clone()))
+        Ok(self.backend.function_attribute(&f.function, a)?)
     }
 
-    fn function_set_max_dynamic_shared(&self, _ctx: u64, function: u64, bytes: u32) -> R<()> {
+    /// `cuFuncSetAttribute`.
+    pub fn function_set_attribute(&self, function: u64, attribute: i32, value: i32) -> R<()> {
+        let (_, f) = self.function(function)?;
+        let a = FunctionAttribute::from_code(attribute).ok_or_else(|| {
+            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("function attribute {attribute}"))
+        })?;
+        Ok(self.backend.function_set_attribute(&f.function, a, value)?)
+    }
+
+    /// The function `function` names, in its context (bound on this thread).
+    fn function(&self, function: u64) -> R<(Arc<DriverCtx>, Arc<DriverFunction>)> {
         let c = self.owner(function, TAG_FUNCTION)?;
         let f = lock(&c.tables)
             .functions
@@ -487,12 +482,14 @@ impl Engine for Local {
             .ok_or_else(|| {
                 Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("function {function:#x}"))
             })?;
-        c.backend
-            .function_set_max_dynamic_shared(&f.function, bytes)?;
-        Ok(())
+        Ok((c, f))
     }
 
-    fn launch(
+    pub fn function_layout(&self, function: u64) -> R<Layout> {
+        Ok(self.function(function)?.1.layout.clone())
+    }
+
+    pub fn launch(
         &self,
         _ctx: u64,
         function: u64,
@@ -500,14 +497,7 @@ impl Engine for Local {
         stream: u64,
         args: &[&[u8]],
     ) -> R<()> {
-        let c = self.owner(function, TAG_FUNCTION)?;
-        let f = lock(&c.tables)
-            .functions
-            .get(&function)
-            .cloned()
-            .ok_or_else(|| {
-                Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("function {function:#x}"))
-            })?;
+        let (c, f) = self.function(function)?;
         let s = self.stream(&c, stream)?;
         let config = LaunchConfig {
             grid: geometry.grid,
@@ -518,24 +508,24 @@ impl Engine for Local {
         // parameter list (count and sizes), which the simulator checks again; the module
         // stays loaded while the function is in the tables; what the kernel reaches is
         // simulated device memory, checked by the simulator.
-        unsafe { c.backend.launch(&f.function, &config, &s, args) }?;
+        unsafe { self.backend.launch(&f.function, &config, &s, args) }?;
         Ok(())
     }
 
-    fn mem_alloc(&self, ctx: u64, bytes: u64) -> R<u64> {
-        let c = self.bound(ctx)?;
+    pub fn mem_alloc(&self, ctx: u64, bytes: u64) -> R<u64> {
+        self.bound(ctx)?;
         let bytes = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large"))?;
-        Ok(c.backend.mem_alloc(bytes)?.0)
+        Ok(self.backend.mem_alloc(bytes)?.0)
     }
 
-    fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
-        let c = self.bound(ctx)?;
-        c.backend.mem_free(DevicePtr(ptr))?;
+    pub fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
+        self.bound(ctx)?;
+        self.backend.mem_free(DevicePtr(ptr))?;
         Ok(())
     }
 
-    fn memset(
+    pub fn memset(
         &self,
         ctx: u64,
         dst: u64,
@@ -545,44 +535,29 @@ impl Engine for Local {
         stream: Option<u64>,
     ) -> R<()> {
         let c = self.bound(ctx)?;
-        let value = match width {
-            1 => value & 0xff,
-            2 => value & 0xffff,
-            _ => value,
-        };
-        let bytes = value.to_le_bytes();
-        let uniform = bytes[..width as usize].iter().all(|b| *b == bytes[0]);
-        let total = count
-            .checked_mul(width as u64)
-            .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "memset size overflows"))?;
         let d = DevicePtr(dst);
-        // SAFETY: the simulator checks the range against its live allocations; every
-        // simulated device address is simulator memory, never the program's.
+        let n = usize::try_from(count)
+            .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "memset size overflows"))?;
+        let st = match stream {
+            Some(s) => Some(self.stream(&c, s)?),
+            None => None,
+        };
+        // SAFETY: the program's device range (the backend checks it against its
+        // allocations); a memset writes device memory only.
         unsafe {
-            match stream {
-                None if width == 4 => c.backend.memset_d32(d, value, count as usize)?,
-                None if uniform => c.backend.memset_d8(d, bytes[0], total)?,
-                None => c.backend.memcpy_htod(d, &pattern(value, width, count)?)?,
-                Some(s) => {
-                    let st = self.stream(&c, s)?;
-                    if uniform {
-                        c.backend.memset_d8_async(d, bytes[0], total, &st)?;
-                    } else {
-                        let buf = pattern(value, width, count)?.into_boxed_slice();
-                        c.backend
-                            .memcpy_htod_async(d, buf.as_ptr(), buf.len(), &st)?;
-                        // The simulator reads the pattern when the stream reaches the
-                        // copy: kept (at a stable heap address) until a synchronisation.
-                        lock(&c.tables).keepalive.push((s, buf));
-                    }
-                }
+            match (width, st) {
+                (1, None) => self.backend.memset_d8(d, value as u8, n)?,
+                (2, None) => self.backend.memset_d16(d, value as u16, n)?,
+                (_, None) => self.backend.memset_d32(d, value, n)?,
+                (1, Some(s)) => self.backend.memset_d8_async(d, value as u8, n, &s)?,
+                (2, Some(s)) => self.backend.memset_d16_async(d, value as u16, n, &s)?,
+                (_, Some(s)) => self.backend.memset_d32_async(d, value, n, &s)?,
             }
         }
         Ok(())
     }
 
-    unsafe fn memcpy_htod(
+    pub unsafe fn memcpy_htod(
         &self,
         ctx: u64,
         dst: u64,
@@ -597,13 +572,13 @@ impl Engine for Local {
                 // SAFETY: the caller guarantees `src..src+bytes` is readable.
                 let data = unsafe { std::slice::from_raw_parts(src, bytes) };
                 // SAFETY: the destination is simulated device memory, range-checked.
-                unsafe { c.backend.memcpy_htod(DevicePtr(dst), data) }?;
+                unsafe { self.backend.memcpy_htod(DevicePtr(dst), data) }?;
             }
             Some(s) if pinned => {
                 let st = self.stream(&c, s)?;
                 // SAFETY: the caller guarantees the pinned source stays readable until
                 // the stream passes the copy (cuMemcpyHtoDAsync's contract).
-                unsafe { c.backend.memcpy_htod_async(DevicePtr(dst), src, bytes, &st) }?;
+                unsafe { self.backend.memcpy_htod_async(DevicePtr(dst), src, bytes, &st) }?;
             }
             Some(s) => {
                 // Pageable: the bytes are taken now (a staging copy, kept until the
@@ -614,7 +589,7 @@ impl Engine for Local {
                 // SAFETY: `staged` stays alive (in the keep-alive list, at a stable heap
                 // address) until the stream or context is synchronised.
                 unsafe {
-                    c.backend
+                    self.backend
                         .memcpy_htod_async(DevicePtr(dst), staged.as_ptr(), bytes, &st)
                 }?;
                 lock(&c.tables).keepalive.push((s, staged));
@@ -623,7 +598,7 @@ impl Engine for Local {
         Ok(())
     }
 
-    unsafe fn memcpy_dtoh(
+    pub unsafe fn memcpy_dtoh(
         &self,
         ctx: u64,
         dst: *mut u8,
@@ -638,24 +613,24 @@ impl Engine for Local {
                 // SAFETY: the caller guarantees `dst..dst+bytes` is writable and unused.
                 let out = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
                 // SAFETY: the source is simulated device memory, range-checked.
-                unsafe { c.backend.memcpy_dtoh(out, DevicePtr(src)) }?;
+                unsafe { self.backend.memcpy_dtoh(out, DevicePtr(src)) }?;
             }
             Some(s) => {
                 let st = self.stream(&c, s)?;
                 // SAFETY: the caller guarantees the destination stays writable and
                 // unused until the stream passes the copy; for pageable memory that is
                 // before this call returns (synchronised below).
-                unsafe { c.backend.memcpy_dtoh_async(dst, DevicePtr(src), bytes, &st) }?;
+                unsafe { self.backend.memcpy_dtoh_async(dst, DevicePtr(src), bytes, &st) }?;
                 if !pinned {
                     // Pageable: the driver returns once the copy is done.
-                    c.backend.stream_synchronize(&st)?;
+                    self.backend.stream_synchronize(&st)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()> {
+    pub fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()> {
         let c = self.bound(ctx)?;
         let n = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "copy too large"))?;
@@ -663,10 +638,10 @@ impl Engine for Local {
         // simulator.
         unsafe {
             match stream {
-                None => c.backend.memcpy_dtod(DevicePtr(dst), DevicePtr(src), n)?,
+                None => self.backend.memcpy_dtod(DevicePtr(dst), DevicePtr(src), n)?,
                 Some(s) => {
                     let st = self.stream(&c, s)?;
-                    c.backend
+                    self.backend
                         .memcpy_dtod_async(DevicePtr(dst), DevicePtr(src), n, &st)?
                 }
             }
@@ -674,9 +649,9 @@ impl Engine for Local {
         Ok(())
     }
 
-    fn host_alloc(&self, ctx: u64, bytes: usize, flags: u32) -> R<*mut u8> {
+    pub fn host_alloc(&self, ctx: u64, bytes: usize, flags: u32) -> R<*mut u8> {
         let c = self.bound(ctx)?;
-        let h = c.backend.host_alloc(
+        let h = self.backend.host_alloc(
             bytes,
             HostAllocFlags {
                 portable: flags & CU_MEMHOSTALLOC_PORTABLE != 0,
@@ -689,38 +664,38 @@ impl Engine for Local {
         Ok(p)
     }
 
-    unsafe fn host_free(&self, ptr: *mut u8) -> R<()> {
+    pub unsafe fn host_free(&self, ptr: *mut u8) -> R<()> {
         let (c, h) = lock(&self.host)
             .remove(&(ptr as usize))
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "not memory from cuMemHostAlloc"))?;
-        c.bind()?;
+        c.bind(&*self.backend)?;
         // SAFETY: the caller guarantees nothing uses the memory afterwards.
-        unsafe { c.backend.host_free(h) }?;
+        unsafe { self.backend.host_free(h) }?;
         Ok(())
     }
 
-    unsafe fn host_register(&self, ctx: u64, ptr: *mut u8, bytes: usize, flags: u32) -> R<()> {
-        let c = self.bound(ctx)?;
+    pub unsafe fn host_register(&self, ctx: u64, ptr: *mut u8, bytes: usize, flags: u32) -> R<()> {
+        self.bound(ctx)?;
         let f = HostRegisterFlags {
             portable: flags & CU_MEMHOSTREGISTER_PORTABLE != 0,
             device_map: flags & CU_MEMHOSTREGISTER_DEVICEMAP != 0,
             read_only: flags & CU_MEMHOSTREGISTER_READ_ONLY != 0,
         };
         // SAFETY: the caller guarantees the range stays mapped until unregistered.
-        unsafe { c.backend.host_register(ptr, bytes, f) }?;
+        unsafe { self.backend.host_register(ptr, bytes, f) }?;
         Ok(())
     }
 
-    unsafe fn host_unregister(&self, ctx: u64, ptr: *mut u8) -> R<()> {
-        let c = self.bound(ctx)?;
+    pub unsafe fn host_unregister(&self, ctx: u64, ptr: *mut u8) -> R<()> {
+        self.bound(ctx)?;
         // SAFETY: the caller guarantees no pending operation uses the range.
-        unsafe { c.backend.host_unregister(ptr) }?;
+        unsafe { self.backend.host_unregister(ptr) }?;
         Ok(())
     }
 
-    fn stream_create(&self, ctx: u64, flags: u32, _priority: i32) -> R<u64> {
+    pub fn stream_create(&self, ctx: u64, flags: u32, _priority: i32) -> R<u64> {
         let c = self.bound(ctx)?;
-        let s = c.backend.stream_create(StreamFlags {
+        let s = self.backend.stream_create(StreamFlags {
             non_blocking: flags & CU_STREAM_NON_BLOCKING != 0,
         })?;
         let h = self.handle(ctx, TAG_STREAM);
@@ -728,27 +703,27 @@ impl Engine for Local {
         Ok(h)
     }
 
-    fn stream_destroy(&self, _ctx: u64, stream: u64) -> R<()> {
+    pub fn stream_destroy(&self, _ctx: u64, stream: u64) -> R<()> {
         let c = self.owner(stream, TAG_STREAM)?;
         let s = lock(&c.tables)
             .streams
             .remove(&stream)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("stream {stream:#x}")))?;
         match unwrap_arc(s) {
-            Some(s) => c.backend.stream_destroy(s)?,
+            Some(s) => self.backend.stream_destroy(s)?,
             None => log_busy("stream", stream),
         }
         Ok(())
     }
 
-    fn stream_synchronize(&self, ctx: u64, stream: u64) -> R<()> {
+    pub fn stream_synchronize(&self, ctx: u64, stream: u64) -> R<()> {
         let c = if stream <= STREAM_PER_THREAD {
             self.bound(ctx)?
         } else {
             self.owner(stream, TAG_STREAM)?
         };
         let s = self.stream(&c, stream)?;
-        let r = c.backend.stream_synchronize(&s);
+        let r = self.backend.stream_synchronize(&s);
         let default = stream <= STREAM_PER_THREAD;
         lock(&c.tables).keepalive.retain(|(ks, _)| {
             if default {
@@ -760,33 +735,33 @@ impl Engine for Local {
         Ok(r?)
     }
 
-    fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {
+    pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {
         let c = if stream <= STREAM_PER_THREAD {
             self.bound(ctx)?
         } else {
             self.owner(stream, TAG_STREAM)?
         };
         let s = self.stream(&c, stream)?;
-        Ok(c.backend.stream_query(&s)?)
+        Ok(self.backend.stream_query(&s)?)
     }
 
-    fn stream_wait_event(&self, _ctx: u64, stream: u64, event: u64, _flags: u32) -> R<()> {
+    pub fn stream_wait_event(&self, _ctx: u64, stream: u64, event: u64, _flags: u32) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         if stream > STREAM_PER_THREAD && stream >> CTX_SHIFT != c.id {
             // A stream of another context: it waits for this one's event. On the
             // simulator every context runs its work in submission order, so waiting for
             // the event on the host gives the same order.
             let e = self.event(&c, event)?;
-            c.backend.event_synchronize(&e)?;
+            self.backend.event_synchronize(&e)?;
             return Ok(());
         }
         let s = self.stream(&c, stream)?;
         let e = self.event(&c, event)?;
-        c.backend.stream_wait_event(&s, &e)?;
+        self.backend.stream_wait_event(&s, &e)?;
         Ok(())
     }
 
-    fn event_create(&self, ctx: u64, flags: u32) -> R<u64> {
+    pub fn event_create(&self, ctx: u64, flags: u32) -> R<u64> {
         let c = self.bound(ctx)?;
         if flags & !(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING) != 0 {
             return Err(Fail::new(
@@ -794,7 +769,7 @@ impl Engine for Local {
                 format!("event flags {flags:#x} (interprocess events are not supported)"),
             ));
         }
-        let e = c.backend.event_create(EventFlags {
+        let e = self.backend.event_create(EventFlags {
             blocking_sync: flags & CU_EVENT_BLOCKING_SYNC != 0,
             disable_timing: flags & CU_EVENT_DISABLE_TIMING != 0,
         })?;
@@ -803,28 +778,28 @@ impl Engine for Local {
         Ok(h)
     }
 
-    fn event_record(&self, _ctx: u64, event: u64, stream: u64) -> R<()> {
+    pub fn event_record(&self, _ctx: u64, event: u64, stream: u64) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
         let s = self.stream(&c, stream)?;
-        c.backend.event_record(&e, &s)?;
+        self.backend.event_record(&e, &s)?;
         Ok(())
     }
 
-    fn event_synchronize(&self, _ctx: u64, event: u64) -> R<()> {
+    pub fn event_synchronize(&self, _ctx: u64, event: u64) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
-        c.backend.event_synchronize(&e)?;
+        self.backend.event_synchronize(&e)?;
         Ok(())
     }
 
-    fn event_query(&self, _ctx: u64, event: u64) -> R<bool> {
+    pub fn event_query(&self, _ctx: u64, event: u64) -> R<bool> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
-        Ok(c.backend.event_query(&e)?)
+        Ok(self.backend.event_query(&e)?)
     }
 
-    fn event_elapsed(&self, _ctx: u64, start: u64, end: u64) -> R<f32> {
+    pub fn event_elapsed(&self, _ctx: u64, start: u64, end: u64) -> R<f32> {
         let c = self.owner(start, TAG_EVENT)?;
         if end >> CTX_SHIFT != c.id {
             return Err(Fail::new(
@@ -834,17 +809,17 @@ impl Engine for Local {
         }
         let a = self.event(&c, start)?;
         let b = self.event(&c, end)?;
-        Ok(c.backend.event_elapsed_ms(&a, &b)?)
+        Ok(self.backend.event_elapsed_ms(&a, &b)?)
     }
 
-    fn event_destroy(&self, _ctx: u64, event: u64) -> R<()> {
+    pub fn event_destroy(&self, _ctx: u64, event: u64) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = lock(&c.tables)
             .events
             .remove(&event)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("event {event:#x}")))?;
         match unwrap_arc(e) {
-            Some(e) => c.backend.event_destroy(e)?,
+            Some(e) => self.backend.event_destroy(e)?,
             None => log_busy("event", event),
         }
         Ok(())
