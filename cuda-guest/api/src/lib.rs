@@ -251,6 +251,8 @@ pub enum BackendKind {
     Native,
     /// The PTX simulator.
     Simulator,
+    /// A vmgpu CUDA service reached over its protocol (`vmgpu-cuda-proto`'s client).
+    Remote,
 }
 
 code_enum! {

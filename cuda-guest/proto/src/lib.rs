@@ -20,6 +20,10 @@
 //! from a byte stream fed in pieces of any size; [`DeferredErrors`] keeps the rule by
 //! which failures of pipelined requests are reported.
 //!
+//! Everything above does no I/O. The one module that does is [`client`]: its
+//! [`RemoteBackend`](client::RemoteBackend) is the client side as a
+//! `vmgpu_cuda_api::Backend`, over a Unix socket, AF_VSOCK or a virtio-serial port.
+//!
 //! ```
 //! use vmgpu_cuda_proto::{Decoder, Limits, Reply, ReplyBody, Request, RequestFrame, Opcode, Status};
 //!
@@ -64,6 +68,7 @@
 
 #[macro_use]
 mod declare;
+pub mod client;
 mod codec;
 mod commands;
 mod decoder;

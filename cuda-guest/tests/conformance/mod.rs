@@ -3,6 +3,8 @@
 //! every path by [`conformance_suite!`]:
 //!
 //! - `cuda-guest/tests/conformance_sim.rs`: `SimBackend` directly;
+//! - `cuda-guest/tests/conformance_remote.rs`: `RemoteBackend` (`vmgpu_cuda_proto::client`)
+//!   directly, forwarding to a `cuda_guest::service` on the simulator;
 //! - `cuda-guest/libcuda/tests/conformance_shim.rs`: `NativeBackend` on vmgpu's
 //!   `libcuda.so.1` in simulator mode;
 //! - `cuda-guest/libcuda/tests/conformance_forward.rs`: the same library forwarding to a
