@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use vmgpu_cuda_api::{
     Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
-    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module,
-    Stream, StreamFlags,
+    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module, Stream,
+    StreamFlags,
 };
 
 use crate::engine::{lock, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
@@ -149,7 +149,10 @@ impl Driver {
     fn ctx(&self, id: u64) -> R<Arc<DriverCtx>> {
         if id == PRIMARY_CTX {
             return lock(&self.primary).clone().ok_or_else(|| {
-                Fail::new(CUDA_ERROR_INVALID_CONTEXT, "the primary context is not retained")
+                Fail::new(
+                    CUDA_ERROR_INVALID_CONTEXT,
+                    "the primary context is not retained",
+                )
             });
         }
         lock(&self.created)
@@ -395,9 +398,7 @@ impl Driver {
         })?;
         let module = self.backend.module_load_ptx(text)?;
         let h = self.handle(ctx, TAG_MODULE);
-        lock(&c.tables)
-            .modules
-            .insert(h, DriverModule { module });
+        lock(&c.tables).modules.insert(h, DriverModule { module });
         Ok(h)
     }
 
@@ -458,7 +459,10 @@ impl Driver {
     pub fn function_attribute(&self, function: u64, attribute: i32) -> R<i32> {
         let (_, f) = self.function(function)?;
         let a = FunctionAttribute::from_code(attribute).ok_or_else(|| {
-            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("function attribute {attribute}"))
+            Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("function attribute {attribute}"),
+            )
         })?;
         Ok(self.backend.function_attribute(&f.function, a)?)
     }
@@ -467,7 +471,10 @@ impl Driver {
     pub fn function_set_attribute(&self, function: u64, attribute: i32, value: i32) -> R<()> {
         let (_, f) = self.function(function)?;
         let a = FunctionAttribute::from_code(attribute).ok_or_else(|| {
-            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("function attribute {attribute}"))
+            Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("function attribute {attribute}"),
+            )
         })?;
         Ok(self.backend.function_set_attribute(&f.function, a, value)?)
     }
@@ -578,7 +585,10 @@ impl Driver {
                 let st = self.stream(&c, s)?;
                 // SAFETY: the caller guarantees the pinned source stays readable until
                 // the stream passes the copy (cuMemcpyHtoDAsync's contract).
-                unsafe { self.backend.memcpy_htod_async(DevicePtr(dst), src, bytes, &st) }?;
+                unsafe {
+                    self.backend
+                        .memcpy_htod_async(DevicePtr(dst), src, bytes, &st)
+                }?;
             }
             Some(s) => {
                 // Pageable: the bytes are taken now (a staging copy, kept until the
@@ -620,7 +630,10 @@ impl Driver {
                 // SAFETY: the caller guarantees the destination stays writable and
                 // unused until the stream passes the copy; for pageable memory that is
                 // before this call returns (synchronised below).
-                unsafe { self.backend.memcpy_dtoh_async(dst, DevicePtr(src), bytes, &st) }?;
+                unsafe {
+                    self.backend
+                        .memcpy_dtoh_async(dst, DevicePtr(src), bytes, &st)
+                }?;
                 if !pinned {
                     // Pageable: the driver returns once the copy is done.
                     self.backend.stream_synchronize(&st)?;
@@ -630,7 +643,14 @@ impl Driver {
         Ok(())
     }
 
-    pub fn memcpy_dtod(&self, ctx: u64, dst: u64, src: u64, bytes: u64, stream: Option<u64>) -> R<()> {
+    pub fn memcpy_dtod(
+        &self,
+        ctx: u64,
+        dst: u64,
+        src: u64,
+        bytes: u64,
+        stream: Option<u64>,
+    ) -> R<()> {
         let c = self.bound(ctx)?;
         let n = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "copy too large"))?;
@@ -638,7 +658,9 @@ impl Driver {
         // simulator.
         unsafe {
             match stream {
-                None => self.backend.memcpy_dtod(DevicePtr(dst), DevicePtr(src), n)?,
+                None => self
+                    .backend
+                    .memcpy_dtod(DevicePtr(dst), DevicePtr(src), n)?,
                 Some(s) => {
                     let st = self.stream(&c, s)?;
                     self.backend

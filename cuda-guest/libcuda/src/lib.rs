@@ -56,6 +56,7 @@ fn sim_config_from_env() -> SimConfig {
 /// The driver over the backend the environment asks for: the simulator in this process,
 /// or the vmgpu CUDA service (connected at the first call that needs it).
 pub(crate) fn start_driver() -> Result<Driver, Fail> {
+    log::install();
     let server = std::env::var("VMGPU_CUDA_SERVER")
         .ok()
         .filter(|s| !s.is_empty());

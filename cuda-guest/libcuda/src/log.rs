@@ -2,7 +2,8 @@
 //! (the default: unsupported entry points and attributes, once each, and internal
 //! failures), `info` (also the mode chosen at `cuInit` and the connection to the
 //! service), `debug` (also every failing call, and the export-table probes of NVRTC and
-//! the CUDA runtime).
+//! the CUDA runtime). The library's crates (the simulator, the protocol client) log
+//! through the `log` crate; [`install`] routes that to the same place, at the same level.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
@@ -68,4 +69,47 @@ pub fn debug(msg: &str) {
 /// Whether debug messages are shown (to skip formatting them otherwise).
 pub fn debug_enabled() -> bool {
     level() >= Level::Debug
+}
+
+/// Routes the `log` crate's records (of the simulator and the protocol client) to this
+/// log, at its level.
+struct Bridge;
+
+impl log::Log for Bridge {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        level() >= of(m.level())
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        let l = of(r.level());
+        let tag = match l {
+            Level::Warn => "warning",
+            Level::Info => "info",
+            _ => "debug",
+        };
+        emit(l, tag, &format!("{}: {}", r.target(), r.args()));
+    }
+
+    fn flush(&self) {}
+}
+
+fn of(l: log::Level) -> Level {
+    match l {
+        log::Level::Error | log::Level::Warn => Level::Warn,
+        log::Level::Info => Level::Info,
+        log::Level::Debug | log::Level::Trace => Level::Debug,
+    }
+}
+
+/// Installs the bridge (once; a process that has a logger of its own keeps it).
+pub fn install() {
+    static BRIDGE: Bridge = Bridge;
+    if log::set_logger(&BRIDGE).is_ok() {
+        log::set_max_level(match level() {
+            Level::Off => log::LevelFilter::Off,
+            Level::Warn => log::LevelFilter::Warn,
+            Level::Info => log::LevelFilter::Info,
+            Level::Debug => log::LevelFilter::Debug,
+        });
+    }
 }

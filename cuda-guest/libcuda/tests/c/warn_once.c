@@ -1,6 +1,6 @@
-/* Unsupported attributes, flags and entry points asked for again and again, as programs
- * do in loops: each answers CUDA_ERROR_NOT_SUPPORTED every time, and the library warns
- * about each once. argv[1]: the vector_add PTX. Prints "warn_once: OK". */
+/* Unsupported flags and entry points asked for again and again, as programs do in loops:
+ * each answers CUDA_ERROR_NOT_SUPPORTED every time, and the library warns about each
+ * once; supported calls among them warn about nothing. argv[1]: the vector_add PTX. Prints "warn_once: OK". */
 #include "common.h"
 
 int main(int argc, char **argv) {
@@ -22,11 +22,12 @@ int main(int argc, char **argv) {
   CHECK(cuEventCreate(&ev, 0));
   for (int i = 0; i < 3; i++) {
     int v = -1;
+    /* Supported (every attribute): no warning. */
     EXPECT(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS);
-    EXPECT(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_ERROR_NOT_SUPPORTED);
-    EXPECT(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PTX_VERSION, f) == CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_SUCCESS);
+    /* Not settable: the driver's CUDA_ERROR_INVALID_VALUE, no warning. */
     EXPECT(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, 1) ==
-           CUDA_ERROR_NOT_SUPPORTED);
+           CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuEventRecordWithFlags(ev, NULL, CU_EVENT_RECORD_EXTERNAL) ==
            CUDA_ERROR_NOT_SUPPORTED);
     CUdeviceptr p;
