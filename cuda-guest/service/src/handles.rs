@@ -133,6 +133,108 @@ impl<T> Table<T> {
             .enumerate()
             .filter_map(|(i, s)| Some((self.encode(i as u32, s.generation), s.value.as_ref()?)))
     }
+
+    /// Takes out every object for which `pick` holds, with its handle (their handles are
+    /// dead from now on).
+    pub(crate) fn remove_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<(u64, T)> {
+        let mut out = Vec::new();
+        for i in 0..self.slots.len() {
+            if self.slots[i].value.as_ref().is_some_and(&mut pick) {
+                if let Some(v) = self.slots[i].value.take() {
+                    out.push((self.encode(i as u32, self.slots[i].generation), v));
+                    self.free.push(i as u32);
+                    self.live -= 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Why a handle names no object of the context a request runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Miss {
+    /// Freed, made up, of another kind or of another session.
+    Dead,
+    /// A live object of another context of the session.
+    Foreign,
+}
+
+/// One kind's live objects of one session, each made in one of its contexts (by the
+/// guest's context handle): a lookup finds an object only in its own context, as the
+/// driver refuses a handle of another context.
+#[derive(Debug)]
+pub(crate) struct Scoped<T> {
+    table: Table<(u64, T)>,
+}
+
+impl<T> Scoped<T> {
+    /// An empty table (see [`Table::new`]).
+    pub(crate) fn new(kind: Kind, key: u64) -> Self {
+        Scoped {
+            table: Table::new(kind, key),
+        }
+    }
+
+    /// Stores `value`, made in context `ctx`; returns its handle.
+    pub(crate) fn insert(&mut self, ctx: u64, value: T) -> u64 {
+        self.table.insert((ctx, value))
+    }
+
+    /// The live object of `handle` in context `ctx`.
+    pub(crate) fn get(&self, handle: u64, ctx: u64) -> Result<&T, Miss> {
+        match self.table.get(handle) {
+            Some((c, v)) if *c == ctx => Ok(v),
+            Some(_) => Err(Miss::Foreign),
+            None => Err(Miss::Dead),
+        }
+    }
+
+    /// The live object of `handle` in context `ctx`, mutably.
+    pub(crate) fn get_mut(&mut self, handle: u64, ctx: u64) -> Result<&mut T, Miss> {
+        match self.table.get_mut(handle) {
+            Some((c, v)) if *c == ctx => Ok(v),
+            Some(_) => Err(Miss::Foreign),
+            None => Err(Miss::Dead),
+        }
+    }
+
+    /// Takes the object of `handle` in context `ctx` out; its handle is dead from now on.
+    pub(crate) fn remove(&mut self, handle: u64, ctx: u64) -> Result<T, Miss> {
+        self.get(handle, ctx)?;
+        self.table.remove(handle).map(|(_, v)| v).ok_or(Miss::Dead)
+    }
+
+    /// Takes out every object of context `ctx` (its teardown), with its handle.
+    pub(crate) fn remove_context(&mut self, ctx: u64) -> Vec<(u64, T)> {
+        self.table
+            .remove_where(|(c, _)| *c == ctx)
+            .into_iter()
+            .map(|(h, (_, v))| (h, v))
+            .collect()
+    }
+
+    /// Takes out every object for which `pick` holds (all contexts).
+    pub(crate) fn remove_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<(u64, T)> {
+        self.table
+            .remove_where(|(_, v)| pick(v))
+            .into_iter()
+            .map(|(h, (_, v))| (h, v))
+            .collect()
+    }
+
+    /// How many objects are live (all contexts).
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The handles and objects of context `ctx`.
+    pub(crate) fn of(&self, ctx: u64) -> impl Iterator<Item = (u64, &T)> {
+        self.table
+            .iter()
+            .filter(move |(_, (c, _))| *c == ctx)
+            .map(|(h, (_, v))| (h, v))
+    }
 }
 
 #[cfg(test)]
@@ -160,5 +262,27 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert_eq!(a.drain().len(), 1);
         assert_eq!(a.len(), 0);
+    }
+
+    #[test]
+    fn a_scoped_handle_is_found_in_its_own_context_only() {
+        let mut t: Scoped<u32> = Scoped::new(Kind::Event, 0x5555_aaaa_1234);
+        let (x, y) = (t.insert(10, 1), t.insert(20, 2));
+        let z = t.insert(10, 3);
+        assert_eq!(t.get(x, 10), Ok(&1));
+        assert_eq!(t.get(x, 20), Err(Miss::Foreign));
+        assert_eq!(t.get(x ^ (1 << 40), 10), Err(Miss::Dead));
+        assert_eq!(t.remove(y, 10), Err(Miss::Foreign));
+        assert_eq!(t.get(y, 20), Ok(&2), "a refused removal removes nothing");
+        *t.get_mut(z, 10).unwrap() = 4;
+        assert_eq!(t.of(10).map(|(_, v)| *v).collect::<Vec<_>>(), [1, 4]);
+        let gone = t.remove_context(10);
+        assert_eq!(gone.iter().map(|(h, _)| *h).collect::<Vec<_>>(), [x, z]);
+        assert_eq!(
+            (t.len(), t.get(x, 10), t.get(y, 20)),
+            (1, Err(Miss::Dead), Ok(&2))
+        );
+        assert_eq!(t.remove_where(|v| *v == 2).len(), 1);
+        assert_eq!(t.len(), 0);
     }
 }

@@ -93,7 +93,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use embed::EmbeddedSession;
-pub use session::Session;
+pub use session::{Session, MAX_CREATED_CONTEXTS};
 #[cfg(feature = "transport")]
 pub use transport::{
     serve_unix, serve_unix_until_signal, serve_vsock, BackgroundServer, ShutdownSignal,
@@ -301,7 +301,7 @@ pub enum ServiceError {
 
 #[derive(Debug)]
 enum Gpu {
-    SimPerContext(SimConfig),
+    SimPerSession(SimConfig),
     Shared(Arc<dyn Backend>),
 }
 
@@ -414,7 +414,7 @@ impl Service {
         let (gpu, devices): (Gpu, Arc<dyn Backend>) = match backend {
             BackendChoice::Simulator(sim) => {
                 let probe = SimBackend::new(sim.clone()).map_err(backend_err)?;
-                (Gpu::SimPerContext(sim), Arc::new(probe))
+                (Gpu::SimPerSession(sim), Arc::new(probe))
             }
             BackendChoice::Shared(be) => {
                 let count = be.device_count().map_err(backend_err)?;

@@ -260,10 +260,14 @@ struct Worker {
 /// What the relay knows of the guest's session.
 #[derive(Default)]
 struct State {
-    /// Requests sent to the worker that wait for a reply: (id, opcode).
-    outstanding: std::collections::VecDeque<(u64, u16)>,
+    /// Requests sent to the worker that wait for a reply: (id, opcode, the context a
+    /// `CtxDestroy` names).
+    outstanding: std::collections::VecDeque<(u64, u16, u64)>,
     /// Primary context retains the guest holds (from successful replies).
     retains: u32,
+    /// Contexts the guest made with `CtxCreate` and holds (from successful replies:
+    /// the handle in a `CtxCreate` reply, the one a `CtxDestroy` named).
+    created: Vec<u64>,
     /// The guest's `Init` succeeded (a fresh worker starts initialized).
     initialized: bool,
     /// The worker reported a sticky status: forward one request at a time.
@@ -284,6 +288,33 @@ struct Shared {
     /// The worker now serving the guest: its input and its process, for the hang-up
     /// watcher.
     current: Mutex<Option<(UnixStream, SharedChild)>>,
+}
+
+impl State {
+    /// Whether the guest holds a context in the worker: its primary one retained, or
+    /// one it created and did not destroy. A poisoned or dead worker is replaced only
+    /// when it holds none.
+    fn holds_context(&self) -> bool {
+        self.retains > 0 || !self.created.is_empty()
+    }
+
+    /// The state of a guest that holds no context (its `Init` is kept).
+    fn fresh(&self) -> State {
+        State {
+            initialized: self.initialized,
+            ..State::default()
+        }
+    }
+}
+
+/// The `u64` at `at` of a frame (a handle in a payload or a reply body), 0 when the
+/// frame is shorter.
+fn word_at(frame: &[u8], at: usize) -> u64 {
+    frame
+        .get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or(0)
 }
 
 impl Shared {
@@ -566,14 +597,15 @@ impl Service {
         // Replies gathered and what they tell, written and applied together (so no
         // request is taken off `outstanding` before its reply is on its way).
         let mut out: Vec<u8> = Vec::with_capacity(BATCH);
-        let mut seen: Vec<(u64, u16, Status)> = Vec::new();
+        let mut seen: Vec<(u64, u16, Status, u64)> = Vec::new();
         let end = loop {
             match frames.next(&mut from) {
                 Ok(Some(f)) if f.len() >= REPLY_HEADER_LEN => {
                     let (id, op, _) = header(f);
                     let status = Status(u32::from_le_bytes([f[16], f[17], f[18], f[19]]));
                     out.extend_from_slice(f);
-                    seen.push((id, op, status));
+                    // A successful `CtxCreate` reply's body is the new context's handle.
+                    seen.push((id, op, status, word_at(f, REPLY_HEADER_LEN)));
                     let notice = id == 0 && op == Opcode::Goodbye.code();
                     if frames.has_ready() && out.len() < BATCH && !notice {
                         continue;
@@ -582,9 +614,10 @@ impl Service {
                     out.clear();
                     {
                         let mut st = sh.lock();
-                        for (id, op, status) in seen.drain(..) {
+                        for (id, op, status, body) in seen.drain(..) {
+                            let mut named = 0;
                             if id != 0 && st.outstanding.front().map(|o| o.0) == Some(id) {
-                                st.outstanding.pop_front();
+                                named = st.outstanding.pop_front().map_or(0, |o| o.2);
                             }
                             if status.is_sticky() && !st.poisoned {
                                 st.poisoned = true;
@@ -601,6 +634,12 @@ impl Service {
                             }
                             if status.is_success() && op == Opcode::PrimaryCtxRelease.code() {
                                 st.retains = st.retains.saturating_sub(1);
+                            }
+                            if status.is_success() && op == Opcode::CtxCreate.code() {
+                                st.created.push(body);
+                            }
+                            if status.is_success() && op == Opcode::CtxDestroy.code() {
+                                st.created.retain(|c| *c != named);
                             }
                             if op == Opcode::Goodbye.code() {
                                 // The guest's goodbye, or the worker's closing notice
@@ -646,11 +685,10 @@ impl Service {
                 status.unwrap_or_else(|| "still running, killed".into())
             );
             log::warn!("{detail}");
-            let cause = st
-                .outstanding
-                .front()
-                .and_then(|(id, op)| Opcode::from_u16(*op).map(|opcode| Cause { id: *id, opcode }));
-            for (id, op) in std::mem::take(&mut st.outstanding) {
+            let cause = st.outstanding.front().and_then(|(id, op, _)| {
+                Opcode::from_u16(*op).map(|opcode| Cause { id: *id, opcode })
+            });
+            for (id, op, _) in std::mem::take(&mut st.outstanding) {
                 let opcode = Opcode::from_u16(op).unwrap_or(Opcode::Ping);
                 sh.reply(Reply::error(
                     id,
@@ -750,17 +788,15 @@ impl Service {
                     shared.drain();
                 }
                 let mut st = shared.lock();
-                if st.poisoned && st.retains == 0 && !st.reader_done {
-                    // The guest released its faulted context: a fresh worker.
+                if st.poisoned && !st.holds_context() && !st.reader_done {
+                    // The guest released (or destroyed) every context of the faulted
+                    // worker: a fresh worker.
                     drop(st);
                     if let Some(w) = worker.take() {
                         self.end_worker(w, true, EXIT_GRACE);
                     }
                     let mut st2 = shared.lock();
-                    *st2 = State {
-                        initialized: st2.initialized,
-                        ..State::default()
-                    };
+                    *st2 = st2.fresh();
                     drop(st2);
                     st = shared.lock();
                 }
@@ -769,9 +805,11 @@ impl Service {
                     st.reader_done = false;
                 }
                 if let Some((status, cause, detail)) = st.dead.clone() {
-                    // The worker died: the sticky rule, answered here.
+                    // The worker died: the sticky rule, answered here, for every context
+                    // the guest held in it.
                     let opcode = Opcode::from_u16(op);
                     let mut answer: Option<Reply> = None;
+                    let mut released = false;
                     if op == Opcode::PrimaryCtxRelease.code() {
                         if st.retains == 0 {
                             answer = Some(Reply::error(
@@ -787,12 +825,25 @@ impl Service {
                                 Opcode::PrimaryCtxRelease,
                                 vmgpu_cuda_proto::ReplyBody::Empty,
                             ));
-                            if st.retains == 0 {
-                                *st = State {
-                                    initialized: st.initialized,
-                                    ..State::default()
-                                };
-                            }
+                            released = true;
+                        }
+                    } else if op == Opcode::CtxDestroy.code() {
+                        let ctx = word_at(&frame, HEADER_LEN);
+                        if ctx != 0 && st.created.contains(&ctx) {
+                            st.created.retain(|c| *c != ctx);
+                            answer = Some(Reply::ok(
+                                rid,
+                                Opcode::CtxDestroy,
+                                vmgpu_cuda_proto::ReplyBody::Empty,
+                            ));
+                            released = true;
+                        } else {
+                            answer = Some(Reply::error(
+                                rid,
+                                Opcode::CtxDestroy,
+                                Status::ERROR_INVALID_CONTEXT,
+                                format!("context {ctx:#x} is not a live context of this session"),
+                            ));
                         }
                     } else if op == Opcode::Goodbye.code() {
                         answer = Some(Reply::ok(
@@ -800,7 +851,10 @@ impl Service {
                             Opcode::Goodbye,
                             vmgpu_cuda_proto::ReplyBody::Empty,
                         ));
-                    } else if needs_context(op) || op == Opcode::PrimaryCtxRetain.code() {
+                    } else if needs_context(op)
+                        || op == Opcode::PrimaryCtxRetain.code()
+                        || op == Opcode::CtxCreate.code()
+                    {
                         if let Some(opcode) = opcode {
                             answer = Some(match cause {
                                 Some(c) => Reply::deferred(rid, opcode, status, c, detail),
@@ -815,7 +869,21 @@ impl Service {
                             });
                         }
                     }
+                    // The last context the guest held in the dead worker is gone: the
+                    // sticky rule ends, and the next request goes to a fresh worker (the
+                    // dead one, unless a request without a context replaced it already,
+                    // is reaped now).
+                    let reset = released && !st.holds_context();
+                    let reap_dead = reset && st.reader_done;
+                    if reset {
+                        *st = st.fresh();
+                    }
                     drop(st);
+                    if reap_dead {
+                        if let Some(w) = worker.take() {
+                            self.end_worker(w, false, EXIT_GRACE);
+                        }
+                    }
                     if answer.is_some() {
                         if let (Some(r), false) = (answer, no_reply) {
                             shared.reply(r);
@@ -826,16 +894,19 @@ impl Service {
                         continue;
                     }
                     st = shared.lock();
-                    // A request without a context: to a fresh worker.
-                    st.reader_done = false;
-                    if let Some(w) = worker.take() {
-                        drop(st);
-                        self.end_worker(w, false, EXIT_GRACE);
-                        st = shared.lock();
+                    // A request without a context: to a fresh worker (started already
+                    // unless the dead one is still the current one).
+                    if st.reader_done {
+                        st.reader_done = false;
+                        if let Some(w) = worker.take() {
+                            drop(st);
+                            self.end_worker(w, false, EXIT_GRACE);
+                            st = shared.lock();
+                        }
                     }
                 }
                 if worker.is_none() {
-                    let retained = (st.retains, st.dead.clone());
+                    let retained = (st.retains, st.dead.clone(), st.created.clone());
                     setup.initialized = st.initialized;
                     drop(st);
                     match self.start_worker(&setup, &shared) {
@@ -852,11 +923,17 @@ impl Service {
                     st = shared.lock();
                     st.retains = retained.0;
                     st.dead = retained.1;
+                    st.created = retained.2;
                     st.initialized = setup.initialized;
                     st.reader_done = false;
                 }
                 if !no_reply {
-                    st.outstanding.push_back((rid, op));
+                    let named = if op == Opcode::CtxDestroy.code() {
+                        word_at(&frame, HEADER_LEN)
+                    } else {
+                        0
+                    };
+                    st.outstanding.push_back((rid, op, named));
                 }
                 drop(st);
                 if pending.is_empty() && !frames.has_ready() && op != Opcode::Goodbye.code() {
