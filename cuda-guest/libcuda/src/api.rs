@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::driver::Driver;
-use crate::engine::{Fail, Geometry, R, STREAM_PER_THREAD};
+use crate::fail::{Fail, Geometry, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
 
@@ -22,8 +22,8 @@ thread_local! {
     static STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The engine, started on first use (the mode is read from the environment once).
-fn engine_any() -> R<&'static Driver> {
+/// The driver state, started on first use (the mode is read from the environment once).
+fn driver_any() -> R<&'static Driver> {
     let e = ENGINE.get_or_init(|| {
         let r = crate::start_driver();
         match &r {
@@ -38,15 +38,15 @@ fn engine_any() -> R<&'static Driver> {
     }
 }
 
-/// The engine after a successful `cuInit`.
-fn engine() -> R<&'static Driver> {
+/// The driver state after a successful `cuInit`.
+fn driver() -> R<&'static Driver> {
     if !INITIALIZED.load(Ordering::Acquire) {
         return Err(Fail::new(
             CUDA_ERROR_NOT_INITIALIZED,
             "cuInit has not been called",
         ));
     }
-    engine_any()
+    driver_any()
 }
 
 /// The context current on this thread.
@@ -174,14 +174,14 @@ macro_rules! entry {
 // Initialisation, version, errors.
 
 entry! {
-    /// `cuInit`: starts the engine (the mode comes from the environment). In forward
+    /// `cuInit`: starts the driver state (the mode comes from the environment). In forward
     /// mode nothing is sent yet: the connection opens at the first call that needs the
     /// service, and its first request is `Init`.
     fn cuInit(flags: c_uint) {
         if flags != 0 {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0"));
         }
-        engine_any()?.init(flags)?;
+        driver_any()?.init(flags)?;
         INITIALIZED.store(true, Ordering::Release);
         Ok(())
     }
@@ -193,7 +193,7 @@ entry! {
         if version.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null version"));
         }
-        let v = engine_any()?.driver_version()?;
+        let v = driver_any()?.driver_version()?;
         // SAFETY: checked non-null; the program passes a writable int.
         unsafe { out(version, v) }
     }
@@ -289,7 +289,7 @@ entry! {
 entry! {
     /// `cuDeviceGetCount`.
     fn cuDeviceGetCount(count: *mut c_int) {
-        let n = engine()?.device_count()?;
+        let n = driver()?.device_count()?;
         // SAFETY: `out` refuses null; the program passes a writable int.
         unsafe { out(count, n as c_int) }
     }
@@ -298,7 +298,7 @@ entry! {
 entry! {
     /// `cuDeviceGet`.
     fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) {
-        let e = engine()?;
+        let e = driver()?;
         if ordinal < 0 || ordinal as u32 >= e.device_count()? {
             return Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("ordinal {ordinal}")));
         }
@@ -310,14 +310,14 @@ entry! {
 entry! {
     /// `cuDeviceGetName`.
     fn cuDeviceGetName(name: *mut c_char, len: c_int, d: CUdevice) {
-        let s = engine()?.device_name(dev(d)?)?;
+        let s = driver()?.device_name(dev(d)?)?;
         // SAFETY: the program's buffer is writable for `len` bytes (null refused).
         unsafe { copy_str(name, len, &s) }
     }
 }
 
 fn uuid(p: *mut [u8; 16], d: CUdevice) -> R<()> {
-    let u = engine()?.device_uuid(dev(d)?)?;
+    let u = driver()?.device_uuid(dev(d)?)?;
     // SAFETY: `out` refuses null; a CUuuid is 16 bytes, alignment 1.
     unsafe { out(p, u) }
 }
@@ -335,7 +335,7 @@ entry! {
 entry! {
     /// `cuDeviceGetPCIBusId`.
     fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, d: CUdevice) {
-        let s = engine()?.device_pci_bus_id(dev(d)?)?;
+        let s = driver()?.device_pci_bus_id(dev(d)?)?;
         // SAFETY: the program's buffer is writable for `len` bytes (null refused).
         unsafe { copy_str(bus_id, len, &s) }
     }
@@ -346,7 +346,7 @@ entry! {
     fn cuDeviceGetByPCIBusId(d: *mut CUdevice, bus_id: *const c_char) {
         // SAFETY: a NUL-terminated string from the program (null refused).
         let want = unsafe { c_str(bus_id) }?.to_ascii_lowercase();
-        let e = engine()?;
+        let e = driver()?;
         for i in 0..e.device_count()? {
             let id = e.device_pci_bus_id(i)?.to_ascii_lowercase();
             if id == want || id.trim_start_matches('0') == want.trim_start_matches('0') {
@@ -364,7 +364,7 @@ entry! {
         if pi.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pi"));
         }
-        let v = match engine()?.device_attribute(dev(d)?, attrib) {
+        let v = match driver()?.device_attribute(dev(d)?, attrib) {
             Ok(v) => v,
             Err(f) if f.code == CUDA_ERROR_INVALID_VALUE => attribute_fallback(attrib).ok_or(f)?,
             Err(f) => return Err(f),
@@ -377,7 +377,7 @@ entry! {
 /// `CU_DEVICE_ATTRIBUTE_MAX` of cuda.h 12.9: attributes below it exist.
 const DEVICE_ATTRIBUTE_MAX: c_int = 144;
 
-/// The answer for a valid attribute the engine does not model (programs query many at
+/// The answer for a valid attribute the backend does not model (programs query many at
 /// start-up, and the driver knows them all): a few limits of the virtual device, else 0,
 /// which for the capability flags (memory pools, cooperative launch, ...) is the truth
 /// for the simulator and for the protocol.
@@ -402,7 +402,7 @@ fn attribute_fallback(attrib: c_int) -> Option<c_int> {
 entry! {
     /// `cuDeviceTotalMem_v2`.
     fn cuDeviceTotalMem_v2(bytes: *mut usize, d: CUdevice) {
-        let v = engine()?.device_total_mem(dev(d)?)?;
+        let v = driver()?.device_total_mem(dev(d)?)?;
         // SAFETY: `out` refuses null; a writable size_t.
         unsafe { out(bytes, v as usize) }
     }
@@ -414,7 +414,7 @@ entry! {
         if major.is_null() || minor.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null major or minor"));
         }
-        let e = engine()?;
+        let e = driver()?;
         let d = dev(d)?;
         let ma = e.device_attribute(d, 75)?;
         let mi = e.device_attribute(d, 76)?;
@@ -435,14 +435,14 @@ entry! {
         if pctx.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
         }
-        let c = engine()?.primary_retain(dev(d)?)?;
+        let c = driver()?.primary_retain(dev(d)?)?;
         // SAFETY: checked non-null; a writable CUcontext slot.
         unsafe { out(pctx, ptr(c)) }
     }
 }
 
 fn primary_release(d: CUdevice) -> R<()> {
-    engine()?.primary_release(dev(d)?)
+    driver()?.primary_release(dev(d)?)
 }
 
 entry! {
@@ -456,7 +456,7 @@ entry! {
 }
 
 fn primary_reset(d: CUdevice) -> R<()> {
-    engine()?.primary_reset(dev(d)?)
+    driver()?.primary_reset(dev(d)?)
 }
 
 entry! {
@@ -475,7 +475,7 @@ entry! {
         if flags.is_null() || active.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null flags or active"));
         }
-        let (f, a) = engine()?.primary_state(dev(d)?)?;
+        let (f, a) = driver()?.primary_state(dev(d)?)?;
         // SAFETY: both checked non-null; writable.
         unsafe {
             out(flags, f)?;
@@ -485,7 +485,7 @@ entry! {
 }
 
 fn primary_set_flags(d: CUdevice, flags: c_uint) -> R<()> {
-    engine()?.primary_set_flags(dev(d)?, flags)
+    driver()?.primary_set_flags(dev(d)?, flags)
 }
 
 entry! {
@@ -503,7 +503,7 @@ fn ctx_create(pctx: *mut Handle, flags: c_uint, d: CUdevice) -> R<()> {
     if pctx.is_null() {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
     }
-    let c = engine()?.ctx_create(dev(d)?, flags)?;
+    let c = driver()?.ctx_create(dev(d)?, flags)?;
     STACK.with(|s| s.borrow_mut().push(c));
     // SAFETY: checked non-null; a writable CUcontext slot.
     unsafe { out(pctx, ptr(c)) }
@@ -542,7 +542,7 @@ entry! {
 
 fn ctx_destroy(ctx: Handle) -> R<()> {
     let c = nonnull(ctx, "context").map_err(|f| Fail::new(CUDA_ERROR_INVALID_VALUE, f.detail))?;
-    engine()?.ctx_destroy(c)?;
+    driver()?.ctx_destroy(c)?;
     // Off this thread's stack too (other threads find out at their next call).
     STACK.with(|s| s.borrow_mut().retain(|x| *x != c));
     Ok(())
@@ -563,7 +563,7 @@ entry! {
     fn cuCtxSetCurrent(ctx: Handle) {
         let c = h(ctx);
         if c != 0 {
-            engine()?.ctx_device(c)?;
+            driver()?.ctx_device(c)?;
         }
         STACK.with(|s| {
             let mut s = s.borrow_mut();
@@ -582,7 +582,7 @@ entry! {
         if pctx.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pctx"));
         }
-        engine()?;
+        driver()?;
         let c = STACK.with(|s| s.borrow().last().copied()).unwrap_or(0);
         // SAFETY: checked non-null; a writable CUcontext slot.
         unsafe { out(pctx, ptr(c)) }
@@ -591,7 +591,7 @@ entry! {
 
 fn ctx_push(ctx: Handle) -> R<()> {
     let c = nonnull(ctx, "context").map_err(|f| Fail::new(CUDA_ERROR_INVALID_CONTEXT, f.detail))?;
-    engine()?.ctx_device(c)?;
+    driver()?.ctx_device(c)?;
     STACK.with(|s| s.borrow_mut().push(c));
     Ok(())
 }
@@ -607,7 +607,7 @@ entry! {
 }
 
 fn ctx_pop(pctx: *mut Handle) -> R<()> {
-    engine()?;
+    driver()?;
     let c = STACK
         .with(|s| s.borrow_mut().pop())
         .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, "the context stack is empty"))?;
@@ -631,7 +631,7 @@ entry! {
 entry! {
     /// `cuCtxSynchronize`.
     fn cuCtxSynchronize() {
-        engine()?.ctx_synchronize(current()?)
+        driver()?.ctx_synchronize(current()?)
     }
 }
 
@@ -641,7 +641,7 @@ entry! {
         if device.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null device"));
         }
-        let d = engine()?.ctx_device(current()?)?;
+        let d = driver()?.ctx_device(current()?)?;
         // SAFETY: checked non-null; a writable CUdevice.
         unsafe { out(device, d as CUdevice) }
     }
@@ -651,7 +651,7 @@ entry! {
     /// `cuCtxGetApiVersion`: 3020, the API level of every context since CUDA 3.2.
     fn cuCtxGetApiVersion(ctx: Handle, version: *mut c_uint) {
         let c = if ctx.is_null() { current()? } else { h(ctx) };
-        engine()?.ctx_device(c)?;
+        driver()?.ctx_device(c)?;
         // SAFETY: `out` refuses null; a writable unsigned int.
         unsafe { out(version, 3020) }
     }
@@ -660,7 +660,7 @@ entry! {
 entry! {
     /// `cuCtxGetFlags`: the scheduling flags (0, automatic).
     fn cuCtxGetFlags(flags: *mut c_uint) {
-        let f = engine()?.ctx_flags(current()?)?;
+        let f = driver()?.ctx_flags(current()?)?;
         // SAFETY: `out` refuses null.
         unsafe { out(flags, f) }
     }
@@ -669,7 +669,7 @@ entry! {
 entry! {
     /// `cuCtxGetStreamPriorityRange`: one priority (0, 0).
     fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
-        engine()?.ctx_device(current()?)?;
+        driver()?.ctx_device(current()?)?;
         // SAFETY: each pointer is optional; written only when non-null.
         unsafe {
             if !least.is_null() {
@@ -686,14 +686,14 @@ entry! {
 entry! {
     /// `cuCtxSetCacheConfig`: a hint, accepted.
     fn cuCtxSetCacheConfig(_config: c_int) {
-        engine()?.ctx_device(current()?).map(drop)
+        driver()?.ctx_device(current()?).map(drop)
     }
 }
 
 entry! {
     /// `cuCtxGetCacheConfig`: `CU_FUNC_CACHE_PREFER_NONE`.
     fn cuCtxGetCacheConfig(config: *mut c_int) {
-        engine()?.ctx_device(current()?)?;
+        driver()?.ctx_device(current()?)?;
         // SAFETY: `out` refuses null.
         unsafe { out(config, 0) }
     }
@@ -705,7 +705,7 @@ entry! {
         if free.is_null() || total.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null free or total"));
         }
-        let (f, t) = engine()?.mem_get_info(current()?)?;
+        let (f, t) = driver()?.mem_get_info(current()?)?;
         // SAFETY: both checked non-null; writable size_t.
         unsafe {
             out(free, f as usize)?;
@@ -733,7 +733,7 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
     if head.len() >= 4
         && (head.starts_with(b"\x7fELF") || head.starts_with(&[0x50, 0xed, 0x55, 0xba]))
     {
-        // A binary image: the engine refuses it by its magic.
+        // A binary image: the driver refuses it by its magic.
         return Ok(&head[..4]);
     }
     Ok(head)
@@ -802,7 +802,7 @@ fn module_load(module: *mut Handle, image: &[u8]) -> R<u64> {
     if module.is_null() {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null module"));
     }
-    engine()?.module_load(current()?, image)
+    driver()?.module_load(current()?, image)
 }
 
 entry! {
@@ -861,7 +861,7 @@ entry! {
     /// `cuModuleUnload`.
     fn cuModuleUnload(module: Handle) {
         let m = nonnull(module, "module")?;
-        engine()?.module_unload(current().unwrap_or(0), m)
+        driver()?.module_unload(current().unwrap_or(0), m)
     }
 }
 
@@ -874,7 +874,7 @@ entry! {
         // SAFETY: a NUL-terminated kernel name (null refused).
         let name = unsafe { c_str(name) }?;
         let m = nonnull(module, "module")?;
-        let f = engine()?.module_get_function(current().unwrap_or(0), m, name)?;
+        let f = driver()?.module_get_function(current().unwrap_or(0), m, name)?;
         // SAFETY: checked non-null; a writable CUfunction slot.
         unsafe { out(hfunc, ptr(f)) }
     }
@@ -886,7 +886,7 @@ entry! {
         // SAFETY: a NUL-terminated variable name (null refused).
         let name = unsafe { c_str(name) }?;
         let m = nonnull(module, "module")?;
-        let (p, n) = engine()?.module_get_global(current().unwrap_or(0), m, name)?;
+        let (p, n) = driver()?.module_get_global(current().unwrap_or(0), m, name)?;
         // SAFETY: each output is optional and written only when non-null.
         unsafe {
             if !dptr.is_null() {
@@ -905,7 +905,7 @@ entry! {
     /// the carve-out); an unknown attribute is `CUDA_ERROR_INVALID_VALUE`.
     fn cuFuncSetAttribute(func: Handle, attrib: c_int, value: c_int) {
         let f = nonnull(func, "function")?;
-        engine()?.function_set_attribute(f, attrib, value)
+        driver()?.function_set_attribute(f, attrib, value)
     }
 }
 
@@ -914,7 +914,7 @@ entry! {
     /// `CUDA_ERROR_INVALID_VALUE`.
     fn cuFuncGetAttribute(pi: *mut c_int, attrib: c_int, func: Handle) {
         let f = nonnull(func, "function")?;
-        let v = engine()?.function_attribute(f, attrib)?;
+        let v = driver()?.function_attribute(f, attrib)?;
         // SAFETY: `out` refuses null.
         unsafe { out(pi, v) }
     }
@@ -924,7 +924,7 @@ entry! {
     /// `cuFuncSetCacheConfig`: a hint, accepted.
     fn cuFuncSetCacheConfig(func: Handle, _config: c_int) {
         let f = nonnull(func, "function")?;
-        engine()?.function_layout(f).map(drop)
+        driver()?.function_layout(f).map(drop)
     }
 }
 
@@ -994,7 +994,7 @@ unsafe fn launch(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let f = nonnull(f, "function")?;
     let ctx = current()?;
     let layout = e.function_layout(f)?.ok_or_else(|| {
@@ -1112,7 +1112,7 @@ entry! {
         if bytes == 0 {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
         }
-        let p = engine()?.mem_alloc(current()?, bytes as u64)?;
+        let p = driver()?.mem_alloc(current()?, bytes as u64)?;
         // SAFETY: checked non-null; a writable CUdeviceptr.
         unsafe { out(dptr, p) }
     }
@@ -1121,7 +1121,7 @@ entry! {
 entry! {
     /// `cuMemFree_v2` (0 is accepted and does nothing).
     fn cuMemFree_v2(dptr: CUdeviceptr) {
-        let e = engine()?;
+        let e = driver()?;
         let c = current()?;
         if dptr == 0 {
             return Ok(());
@@ -1137,7 +1137,7 @@ fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
     if bytes == 0 {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
     }
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     // The stream must exist; the memory is usable at once (before the stream reaches
     // the allocation), which stream order allows.
@@ -1148,7 +1148,7 @@ fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
 }
 
 fn free_async(dptr: CUdeviceptr, stream: u64) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     // Stream-ordered: freed once the stream has passed its work so far.
     e.stream_synchronize(c, stream)?;
@@ -1184,7 +1184,7 @@ entry! {
 }
 
 fn memset(dst: CUdeviceptr, value: u32, width: u32, n: usize, stream: Option<u64>) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     if n == 0 {
         return Ok(());
@@ -1250,7 +1250,7 @@ fn is_pinned(addr: usize, len: usize) -> bool {
 /// # Safety
 /// `src..src+n` is readable (for an asynchronous copy, until the stream passes it).
 unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<u64>) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     if n == 0 {
         return Ok(());
@@ -1266,7 +1266,7 @@ unsafe fn htod(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Option<u6
 /// # Safety
 /// `dst..dst+n` is writable (for an asynchronous copy, until the stream passes it).
 unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<u64>) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     if n == 0 {
         return Ok(());
@@ -1280,7 +1280,7 @@ unsafe fn dtoh(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Option<u64>
 }
 
 fn dtod(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Option<u64>) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let c = current()?;
     if n == 0 {
         return Ok(());
@@ -1375,7 +1375,7 @@ fn host_alloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
     if bytes == 0 {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
     }
-    let p = engine()?.host_alloc(current()?, bytes, flags)?;
+    let p = driver()?.host_alloc(current()?, bytes, flags)?;
     pinned_ranges().insert(p as usize, bytes);
     // SAFETY: checked non-null; a writable `void *` slot.
     unsafe { out(pp, p.cast::<c_void>()) }
@@ -1398,7 +1398,7 @@ entry! {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
         }
         // SAFETY: the program frees memory it got from cuMemHostAlloc and no longer uses.
-        unsafe { engine()?.host_free(p.cast()) }?;
+        unsafe { driver()?.host_free(p.cast()) }?;
         pinned_ranges().remove(&(p as usize));
         Ok(())
     }
@@ -1408,7 +1408,7 @@ fn host_register(p: *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
     if p.is_null() || bytes == 0 {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null or empty range"));
     }
-    let e = engine()?;
+    let e = driver()?;
     // SAFETY: the program registers memory of its own that stays mapped until it
     // unregisters it (cuMemHostRegister's contract).
     unsafe { e.host_register(current()?, p.cast(), bytes, flags) }?;
@@ -1432,7 +1432,7 @@ entry! {
         if p.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
         }
-        let e = engine()?;
+        let e = driver()?;
         // SAFETY: the program unregisters a range no pending operation uses.
         unsafe { e.host_unregister(current()?, p.cast()) }?;
         pinned_ranges().remove(&(p as usize));
@@ -1453,7 +1453,7 @@ fn stream_create(ph: *mut Handle, flags: c_uint, priority: c_int) -> R<()> {
             format!("stream flags {flags:#x}"),
         ));
     }
-    let s = engine()?.stream_create(current()?, flags, priority)?;
+    let s = driver()?.stream_create(current()?, flags, priority)?;
     // SAFETY: checked non-null; a writable CUstream slot.
     unsafe { out(ph, ptr(s)) }
 }
@@ -1470,7 +1470,7 @@ entry! {
 
 fn stream_destroy(s: Handle) -> R<()> {
     let s = nonnull(s, "stream")?;
-    engine()?.stream_destroy(current().unwrap_or(0), s)
+    driver()?.stream_destroy(current().unwrap_or(0), s)
 }
 
 entry! {
@@ -1492,12 +1492,12 @@ fn stream_ctx(s: u64) -> R<u64> {
 }
 
 fn stream_sync(s: u64) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     e.stream_synchronize(stream_ctx(s)?, s)
 }
 
 fn stream_query(s: u64) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     if e.stream_query(stream_ctx(s)?, s)? {
         Ok(())
     } else {
@@ -1506,7 +1506,7 @@ fn stream_query(s: u64) -> R<()> {
 }
 
 fn stream_wait(s: u64, ev: Handle, flags: c_uint) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let ev = nonnull(ev, "event")?;
     e.stream_wait_event(stream_ctx(s)?, s, ev, flags)
 }
@@ -1545,7 +1545,7 @@ entry! {
         if ph.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phEvent"));
         }
-        let ev = engine()?.event_create(current()?, flags)?;
+        let ev = driver()?.event_create(current()?, flags)?;
         // SAFETY: checked non-null; a writable CUevent slot.
         unsafe { out(ph, ptr(ev)) }
     }
@@ -1553,7 +1553,7 @@ entry! {
 
 fn event_destroy(ev: Handle) -> R<()> {
     let ev = nonnull(ev, "event")?;
-    engine()?.event_destroy(current().unwrap_or(0), ev)
+    driver()?.event_destroy(current().unwrap_or(0), ev)
 }
 
 entry! {
@@ -1566,7 +1566,7 @@ entry! {
 }
 
 fn event_record(ev: Handle, s: u64, flags: c_uint) -> R<()> {
-    let e = engine()?;
+    let e = driver()?;
     let ev = nonnull(ev, "event")?;
     if flags != 0 {
         return Err(unsupported_detail(
@@ -1598,7 +1598,7 @@ entry! {
     /// `cuEventSynchronize`.
     fn cuEventSynchronize(ev: Handle) {
         let ev = nonnull(ev, "event")?;
-        engine()?.event_synchronize(current().unwrap_or(0), ev)
+        driver()?.event_synchronize(current().unwrap_or(0), ev)
     }
 }
 
@@ -1606,7 +1606,7 @@ entry! {
     /// `cuEventQuery`: `CUDA_ERROR_NOT_READY` until reached.
     fn cuEventQuery(ev: Handle) {
         let ev = nonnull(ev, "event")?;
-        if engine()?.event_query(current().unwrap_or(0), ev)? {
+        if driver()?.event_query(current().unwrap_or(0), ev)? {
             Ok(())
         } else {
             Err(Fail::new(CUDA_ERROR_NOT_READY, "not reached"))
@@ -1619,7 +1619,7 @@ fn elapsed(ms: *mut c_float, a: Handle, b: Handle) -> R<()> {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pMilliseconds"));
     }
     let (a, b) = (nonnull(a, "event")?, nonnull(b, "event")?);
-    let v = engine()?.event_elapsed(current().unwrap_or(0), a, b)?;
+    let v = driver()?.event_elapsed(current().unwrap_or(0), a, b)?;
     // SAFETY: checked non-null; a writable float.
     unsafe { out(ms, v) }
 }

@@ -22,7 +22,7 @@ use vmgpu_cuda_api::{
     StreamFlags,
 };
 
-use crate::engine::{lock, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
+use crate::fail::{lock, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
 /// The handle of device 0's primary context.
@@ -298,7 +298,7 @@ impl Driver {
             if let Some(c) = lock(&self.primary).take() {
                 Driver::clear(&c);
                 lock(&self.host).retain(|_, (owner, _)| owner.id != PRIMARY_CTX);
-                self.backend.primary_context_release(c.ctx.clone())?;
+                self.backend.primary_context_release(c.ctx)?;
             }
         }
         Ok(())
@@ -362,7 +362,7 @@ impl Driver {
         lock(&self.host).retain(|_, (owner, _)| owner.id != ctx);
         // SAFETY: every handle the program had of the context is gone from the tables
         // (cleared above), so none reaches the backend again.
-        unsafe { self.backend.context_destroy(c.ctx.clone()) }?;
+        unsafe { self.backend.context_destroy(c.ctx) }?;
         Ok(())
     }
 

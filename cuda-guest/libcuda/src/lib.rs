@@ -22,7 +22,7 @@
 
 mod api;
 mod driver;
-mod engine;
+mod fail;
 mod ffi;
 mod log;
 mod procaddr;
@@ -30,7 +30,7 @@ mod procaddr;
 use std::sync::Arc;
 
 use driver::Driver;
-use engine::Fail;
+use fail::Fail;
 use vmgpu_cuda_proto::client::RemoteBackend;
 use vmgpu_cuda_sim::{SimBackend, SimConfig};
 

@@ -48,7 +48,7 @@ pub fn warn_once(key: &str, msg: &str) {
     if level() < Level::Warn {
         return;
     }
-    let first = crate::engine::lock(&SEEN)
+    let first = crate::fail::lock(&SEEN)
         .get_or_insert_with(HashSet::new)
         .insert(key.to_string());
     if first {

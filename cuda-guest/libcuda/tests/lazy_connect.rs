@@ -127,8 +127,11 @@ fn a_missing_server_fails_the_first_call_that_needs_it_and_every_later_one() {
     let err = stderr(&out);
     // Logged once, naming the server.
     assert_eq!(
-        err.matches("warning: cannot connect: VMGPU_CUDA_SERVER=unix:/nonexistent/vmgpu.sock")
-            .count(),
+        err.matches(
+            "cannot open a session with the vmgpu CUDA service: \
+             VMGPU_CUDA_SERVER=unix:/nonexistent/vmgpu.sock"
+        )
+        .count(),
         1,
         "{err}"
     );

@@ -1421,10 +1421,17 @@ impl Backend for RemoteBackend {
     fn event_record(&self, event: &Event, stream: &Stream) -> Result<()> {
         const OP: &str = "cuEventRecord";
         run(OP, || {
-            self.context_of(On::Event(event), OP)?;
-            // In the stream's context: an event of another context is the server's
-            // CUDA_ERROR_INVALID_HANDLE, as the driver's.
-            let (mut c, _) = self.on(On::Stream(stream), OP)?;
+            let event_ctx = self.context_of(On::Event(event), OP)?;
+            // The event and the stream must be of one context (the driver's
+            // CUDA_ERROR_INVALID_HANDLE), refused at the call: the record is pipelined,
+            // so the server could only report it at the next synchronisation.
+            let (mut c, stream_ctx) = self.on(On::Stream(stream), OP)?;
+            if event_ctx != stream_ctx {
+                return Err(invalid_handle(
+                    "event (of another context than the stream)",
+                    event.raw(),
+                ));
+            }
             c.post(Request::EventRecord {
                 event: EventId(event.raw()),
                 stream: StreamId(stream.raw()),
