@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use vmgpu_cuda_api::DriverError;
 
 /// Locks `m`, taking it as it is when a panic on another thread poisoned it (both
-/// engines' locks).
+/// driver state's locks).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -46,7 +46,7 @@ impl From<DriverError> for Fail {
     }
 }
 
-/// Results of the engine.
+/// Results of the driver state.
 pub type R<T> = Result<T, Fail>;
 
 /// `CU_STREAM_PER_THREAD`. Stream handles up to it are the default streams: 0 (the
@@ -54,7 +54,7 @@ pub type R<T> = Result<T, Fail>;
 pub const STREAM_PER_THREAD: u64 = 2;
 
 /// A kernel's parameter layout: (offset, size) of each parameter in the packed buffer,
-/// or `None` when the engine does not know it.
+/// or `None` when the backend does not know it.
 pub type Layout = Option<Vec<(u32, u32)>>;
 
 /// Grid, block and dynamic shared memory of a launch.
