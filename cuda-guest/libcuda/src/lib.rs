@@ -7,7 +7,7 @@
 //!
 //! | `VMGPU_CUDA_MODE` | what the calls do |
 //! | --- | --- |
-//! | `sim` (the default when `VMGPU_CUDA_SERVER` is unset) | run in-process on the PTX simulator ([`vmgpu_cuda_sim::SimBackend`], through [`driver`]): no GPU needed |
+//! | `sim` (the default when `VMGPU_CUDA_SERVER` is unset) | run in-process on the PTX simulator ([`vmgpu_cuda_sim::SimBackend`], through the driver state of `src/driver.rs`): no GPU needed |
 //! | `forward` (the default when `VMGPU_CUDA_SERVER` is set) | go to a vmgpu CUDA service over the protocol of `docs/protocol.md` |
 //!
 //! `VMGPU_CUDA_SERVER` names the service: `unix:/path/to/socket`, `vsock:CID:PORT`, or
