@@ -129,18 +129,18 @@ if grep -qE 'sticky fault CUDA_ERROR_ILLEGAL_ADDRESS .* caused by request [0-9]+
 else
   host_fail server_sticky_fault_logged "no sticky CUDA_ERROR_ILLEGAL_ADDRESS of a LaunchKernel in $server_log"
 fi
-if line=$(grep -m1 -oE 'guest qemu#[0-9]+ \(session [0-9]+\): goodbye; releasing its context, 3145728 bytes of device memory and 5 objects' "$server_log"); then
+if line=$(grep -m1 -oE 'guest qemu#[0-9]+ \(session [0-9]+\): goodbye; releasing its 1 context\(s\), 3145728 bytes of device memory and 6 objects' "$server_log"); then
   host_pass server_goodbye_released "$line"
 else
-  host_fail server_goodbye_released "no 'goodbye; releasing its context, 3145728 bytes of device memory and 5 objects' (3 allocations, the module, the stream) in $server_log"
+  host_fail server_goodbye_released "no 'goodbye; releasing its 1 context(s), 3145728 bytes of device memory and 6 objects' (the cuCtxCreate context, 3 allocations, the module, the stream) in $server_log"
 fi
 # The killed process sent no Goodbye: the next process's hello ends that session (a protocol
 # violation on the old stream), which releases what it held.
 if grep -qE 'protocol violation, closing' "$server_log" &&
-  line=$(grep -m1 -oE 'guest qemu#[0-9]+ \(session [0-9]+\): session ended; released its context, 2097152 bytes of device memory and 3 objects' "$server_log"); then
+  line=$(grep -m1 -oE 'guest qemu#[0-9]+ \(session [0-9]+\): session ended; released its 1 context\(s\), 2097152 bytes of device memory and 4 objects' "$server_log"); then
   host_pass server_killed_session_released "$line (closed at the next process's hello)"
 else
-  host_fail server_killed_session_released "no protocol-violation close releasing 2097152 bytes and 3 objects in $server_log"
+  host_fail server_killed_session_released "no protocol-violation close releasing 1 context, 2097152 bytes and 4 objects in $server_log"
 fi
 if [ "$server_rc" -eq 0 ] && [ ! -e "$sock" ] && grep -q 'shutting down: draining guest sessions' "$server_log"; then
   host_pass server_clean_shutdown "SIGTERM: drained, exit 0, socket removed"
