@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::driver::Driver;
-use crate::fail::{Fail, Geometry, R, STREAM_PER_THREAD};
+use crate::fail::{Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
 
@@ -1004,10 +1004,10 @@ unsafe fn launch(
         )
     })?;
     check_geometry(e, ctx, grid, block)?;
-    let geometry = Geometry {
+    let config = vmgpu_cuda_api::LaunchConfig {
         grid,
         block,
-        shared,
+        shared_bytes: shared,
     };
     if !params.is_null() && !extra.is_null() {
         return Err(Fail::new(
@@ -1017,7 +1017,8 @@ unsafe fn launch(
     }
     let mut args: Vec<&[u8]> = Vec::with_capacity(layout.len());
     if !params.is_null() {
-        for (i, (_, size)) in layout.iter().enumerate() {
+        for (i, p) in layout.iter().enumerate() {
+            let size = &p.size;
             // SAFETY: `params` holds one pointer per kernel parameter (cuda.h).
             let p = unsafe { *params.add(i) };
             if p.is_null() {
@@ -1064,7 +1065,8 @@ unsafe fn launch(
         };
         // SAFETY: the program's parameter buffer is readable for `len` bytes.
         let all = unsafe { std::slice::from_raw_parts(buf, len) };
-        for (i, (off, size)) in layout.iter().enumerate() {
+        for (i, p) in layout.iter().enumerate() {
+            let (off, size) = (&p.offset, &p.size);
             let a = all
                 .get(*off as usize..(*off + *size) as usize)
                 .ok_or_else(|| {
@@ -1081,7 +1083,7 @@ unsafe fn launch(
             format!("the kernel takes {} parameters; none given", layout.len()),
         ));
     }
-    e.launch(ctx, f, geometry, stream, &args)
+    e.launch(ctx, f, config, stream, &args)
 }
 
 entry! {

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 
 use vmgpu_cuda_api::{
     Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
-    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module, Stream,
-    StreamFlags,
+    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module,
+    ParamLayout, Stream, StreamFlags,
 };
 
-use crate::fail::{lock, Fail, Geometry, Layout, R, STREAM_PER_THREAD};
+use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
 /// The handle of device 0's primary context.
@@ -44,7 +44,8 @@ struct DriverModule {
 struct DriverFunction {
     function: Function,
     module: u64,
-    layout: Layout,
+    /// Its parameter layout, when the backend knows it.
+    layout: Option<Vec<ParamLayout>>,
 }
 
 #[derive(Debug, Default)]
@@ -428,10 +429,7 @@ impl Driver {
             })?;
             self.backend.module_get_function(&m.module, name)?
         };
-        let layout = self
-            .backend
-            .function_params(&function)?
-            .map(|l| l.iter().map(|p| (p.offset, p.size)).collect());
+        let layout = self.backend.function_params(&function)?;
         let h = self.handle(c.id, TAG_FUNCTION);
         lock(&c.tables).functions.insert(
             h,
@@ -492,7 +490,7 @@ impl Driver {
         Ok((c, f))
     }
 
-    pub fn function_layout(&self, function: u64) -> R<Layout> {
+    pub fn function_layout(&self, function: u64) -> R<Option<Vec<ParamLayout>>> {
         Ok(self.function(function)?.1.layout.clone())
     }
 
@@ -500,17 +498,12 @@ impl Driver {
         &self,
         _ctx: u64,
         function: u64,
-        geometry: Geometry,
+        config: LaunchConfig,
         stream: u64,
         args: &[&[u8]],
     ) -> R<()> {
         let (c, f) = self.function(function)?;
         let s = self.stream(&c, stream)?;
-        let config = LaunchConfig {
-            grid: geometry.grid,
-            block: geometry.block,
-            shared_bytes: geometry.shared,
-        };
         // SAFETY: the arguments were packed by the caller from the kernel's own PTX
         // parameter list (count and sizes), which the simulator checks again; the module
         // stays loaded while the function is in the tables; what the kernel reaches is

@@ -52,18 +52,3 @@ pub type R<T> = Result<T, Fail>;
 /// `CU_STREAM_PER_THREAD`. Stream handles up to it are the default streams: 0 (the
 /// null stream), 1 (`CU_STREAM_LEGACY`) and this one.
 pub const STREAM_PER_THREAD: u64 = 2;
-
-/// A kernel's parameter layout: (offset, size) of each parameter in the packed buffer,
-/// or `None` when the backend does not know it.
-pub type Layout = Option<Vec<(u32, u32)>>;
-
-/// Grid, block and dynamic shared memory of a launch.
-#[derive(Debug, Clone, Copy)]
-pub struct Geometry {
-    /// Blocks.
-    pub grid: [u32; 3],
-    /// Threads per block.
-    pub block: [u32; 3],
-    /// Dynamic shared memory bytes.
-    pub shared: u32,
-}
