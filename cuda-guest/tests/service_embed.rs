@@ -572,6 +572,89 @@ fn dispatch_seeds() -> Vec<DispatchSeed> {
             seed(2, &[load(0), function(0), alloc_4k, dtoh_all(0), load(11)]),
             |s| s.modules == 1 && s.replies == 7 && s.notice,
         ),
+        (
+            "contexts: two created ones with their own objects; another context's handle fails; destroy; the primary stays",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    rec(OP_CTX_CREATE, &[0, 0]),
+                    alloc_4k,
+                    load(0),
+                    function(0),
+                    rec(OP_CTX_CREATE, &[0, 0]),
+                    alloc_4k,
+                    htod_all(0, 5),
+                    // A's module and (pipelined) A's kernel, in B: foreign handles.
+                    rec(OP_GET_FUNCTION, &[0x40, 0, 0]),
+                    launch(0, 15),
+                    sync,
+                    rec(OP_MEMINFO, &[]),
+                    // Destroy A (not current), then try the primary one.
+                    rec(OP_CTX_DESTROY, &[0, 0]),
+                    rec(OP_CTX_DESTROY, &[2, 0]),
+                    rec(OP_MEMINFO, &[]),
+                    rec(OP_SET_CURRENT, &[0]),
+                    dtoh_all(0),
+                    rec(OP_GOODBYE, &[]),
+                ],
+            ),
+            |s| s.contexts == 2 && s.destroyed == 1 && s.deferred == 1 && s.closed && !s.notice,
+        ),
+        (
+            "a sticky fault in a created context: the primary one keeps working; destroy the faulted one",
+            seed(
+                0,
+                &[
+                    alloc_4k,
+                    htod_all(0, 3),
+                    rec(OP_CTX_CREATE, &[0, 0]),
+                    alloc_4k,
+                    load(3),
+                    function(0),
+                    // oob_write(out = the buffer's end, n = 1).
+                    launch(0xe0, 0),
+                    rec(OP_STREAM_SYNC, &[0, 0]),
+                    rec(OP_ALLOC, &[2]),
+                    rec(OP_SET_CURRENT, &[0]),
+                    dtoh_all(0),
+                    alloc_4k,
+                    // Back in the faulted context (held: the second of two).
+                    rec(OP_SET_CURRENT, &[2, 1]),
+                    rec(OP_MEMINFO, &[]),
+                    rec(OP_CTX_DESTROY, &[0, 0]),
+                    rec(OP_SET_CURRENT, &[0]),
+                    rec(OP_MEMINFO, &[]),
+                ],
+            ),
+            |s| s.sticky == 1 && s.contexts == 1 && s.destroyed == 1 && s.compared > 0,
+        ),
+        (
+            "module variables (ModuleGetGlobal) reached by copies until the unload; function attributes",
+            seed(
+                0,
+                &[
+                    // .global .b8 g0[64] and .global .u32 g2 = 7.
+                    rec(OP_LOAD_GLOBALS, &[2, 0x00, 64, 0, 0x44, 7, 0]),
+                    rec(OP_GET_GLOBAL, &[0, 0, 0]),
+                    rec(OP_GET_GLOBAL, &[0, 0, 1]),
+                    rec(OP_GET_GLOBAL, &[0, 0, 205]),
+                    htod_all(0, 9),
+                    dtoh_all(0),
+                    // Not an allocation: cuMemFree refuses it.
+                    rec(OP_FREE, &[0, 0]),
+                    rec(OP_GET_FUNCTION, &[0, 0, 0]),
+                    rec(OP_FUNC_GET_ATTR, &[0, 0, 0]),
+                    rec(OP_FUNC_SET_ATTR, &[0, 0, 8, 4]),
+                    rec(OP_FUNC_GET_ATTR, &[0, 0, 8]),
+                    rec(OP_FUNC_SET_ATTR, &[0, 0, 9, 10]),
+                    rec(OP_FUNC_SET_ATTR, &[0, 0, 4, 0]),
+                    rec(OP_UNLOAD, &[0, 0]),
+                    dtoh_all(0),
+                ],
+            ),
+            |s| s.globals == 2 && s.attributes == 3 && s.compared > 0 && s.unloads == 1,
+        ),
     ]
 }
 

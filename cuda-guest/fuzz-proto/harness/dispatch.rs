@@ -15,28 +15,37 @@
 //! (`NO_REPLY` is the default for those), and `meta & 0xf0 == 0xf0` mutates the encoded
 //! frame (bits 2-3: the mutation, at `mut_pos` with `mut_val`).
 //!
-//! The driver keeps a model of the session (what the guest holds, its retain count,
-//! current context, sticky error, and the known bytes of each allocation) and checks,
-//! after every request, what must hold whatever the input (a failed check panics):
+//! The driver keeps a model of the session (the contexts the guest holds, its primary
+//! context's retain count, the current context, each context's objects and sticky
+//! error, and the known bytes of each allocation and module variable) and checks, after
+//! every request, what must hold whatever the input (a failed check panics):
 //! - every request awaiting a reply gets exactly one reply frame that fits the
 //!   negotiated limits, with its id and opcode; a `NO_REPLY` request gets nothing; a
 //!   protocol violation (bad header, an id not above the last, not one whole frame)
 //!   gets the closing notice, and so does every frame after it;
 //! - a cause names an earlier request with its opcode; a non-sticky one names a
 //!   pipelined request and is reported once; a sticky error is answered to every
-//!   request needing a context, with the same cause, until the context is released;
+//!   request needing a context in the context it poisoned (the simulator's faults are
+//!   per context), with the same cause, until that context is released (primary) or
+//!   destroyed (created); the session's other contexts keep working;
 //! - before `Init` requests needing it get `NOT_INITIALIZED`; without a current
 //!   context, `INVALID_CONTEXT`;
-//! - a released, foreign or bit-flipped handle, or a range outside the live
-//!   allocations, never succeeds; the requests whose outcome is certain (allocations
-//!   within the quota, frees of live allocations, handle destruction, copies inside an
-//!   allocation...) succeed; `ModuleGetFunction` gives one handle per (module, name);
-//! - the session's `mem_used()` equals its allocations plus its modules' variables and
-//!   stays within the memory quota; `objects()` equals the live objects and stays within
-//!   `max_objects`; `MemGetInfo`'s total is the quota and `free + used == total`; the
-//!   service's `device_bytes` and `contexts` agree;
+//! - a released, foreign or bit-flipped handle, a handle of another context than the
+//!   current one, or a range outside the current context's live allocations (and module
+//!   variables whose address was asked), never succeeds; the requests whose outcome is
+//!   certain (allocations within the quota, frees of live allocations, handle
+//!   destruction, copies inside an allocation, a context made within the quotas or
+//!   destroyed, a known variable or function attribute...) succeed; `ModuleGetFunction`
+//!   gives one handle per (module, name); `CtxCreate` makes the new context current,
+//!   `CtxDestroy` of the current one leaves none current, the primary context cannot be
+//!   destroyed; a function attribute set reads back;
+//! - the session's `mem_used()` equals its allocations plus its modules' variables (all
+//!   contexts) and stays within the memory quota; `objects()` equals the live objects
+//!   (created contexts included) and stays within `max_objects`; `MemGetInfo`'s total is
+//!   the quota and `free + used == total`; the service's `device_bytes` and `contexts`
+//!   (the contexts alive) agree;
 //! - bytes written by synchronous copies and memsets read back the same (until a
-//!   kernel or an asynchronous write may have changed them);
+//!   kernel of their context or an asynchronous write may have changed them);
 //! - after a sticky error, a release to 0, `Goodbye`, a closing notice or the drop of
 //!   the session, everything is released (`Service::stats`).
 #![allow(dead_code)]
@@ -105,8 +114,18 @@ pub const OP_GOODBYE: u8 = 32;
 pub const OP_BAD_ID: u8 = 33;
 pub const OP_NO_REPLY_VIOLATION: u8 = 34;
 pub const OP_JUNK: u8 = 35;
+pub const OP_CTX_CREATE: u8 = 36;
+pub const OP_CTX_DESTROY: u8 = 37;
+pub const OP_GET_GLOBAL: u8 = 38;
+pub const OP_FUNC_GET_ATTR: u8 = 39;
+pub const OP_FUNC_SET_ATTR: u8 = 40;
 /// Number of record opcodes.
-pub const OPS: u8 = 36;
+pub const OPS: u8 = 41;
+/// Contexts a session may make with `CtxCreate` at once.
+const MAX_CREATED: usize = cuda_guest::service::MAX_CREATED_CONTEXTS;
+/// Dynamic shared memory a kernel may opt in to on the simulator, beside 48 KiB of
+/// static shared memory at most (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+const OPT_IN_SURE: i32 = 166_912 - 49_152;
 
 /// Meta bit: a reply is wanted for a request that may be pipelined.
 pub const META_REPLY: u8 = 4;
@@ -240,6 +259,14 @@ pub struct Summary {
     pub closed: bool,
     /// It ended with a closing notice.
     pub notice: bool,
+    /// Contexts made with `CtxCreate`.
+    pub contexts: usize,
+    /// Contexts destroyed with `CtxDestroy`.
+    pub destroyed: usize,
+    /// Module variables found (`ModuleGetGlobal`).
+    pub globals: usize,
+    /// Function attributes read or set.
+    pub attributes: usize,
 }
 
 /// Builds one record (for hand-made inputs): `args` (at most 16 bytes) padded with 0.
@@ -316,7 +343,7 @@ pub fn run(svc: &Service, mem: &GuestMemoryMmap, data: &[u8]) -> Summary {
                 m.frame(Request::PrimaryCtxRetain { device: 0 }),
                 &mut summary,
             );
-            let ctx = m.ctx.unwrap_or(0);
+            let ctx = m.primary.unwrap_or(0);
             m.exchange(
                 &mut s,
                 svc,
@@ -326,7 +353,7 @@ pub fn run(svc: &Service, mem: &GuestMemoryMmap, data: &[u8]) -> Summary {
                 }),
                 &mut summary,
             );
-            assert!(m.current, "setup: a current context");
+            assert!(m.current.is_some(), "setup: a current context");
         }
         for chunk in records.chunks(RECORD).take(MAX_STEPS) {
             let mut r = [0u8; RECORD];
@@ -401,6 +428,43 @@ fn describe(r: &Request) -> String {
     }
 }
 
+/// The module-scope `.global`/`.const` variables of a PTX text and their sizes, found
+/// by a plain scan of lines like the fixtures' and the generated modules' (`.global
+/// .align 4 .u32 name = 7;`, `.const .align 8 .b8 name[16];`).
+fn variables(text: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start_matches(".visible ").trim();
+        if !(line.starts_with(".global") || line.starts_with(".const")) {
+            continue;
+        }
+        let decl = line.split(['=', ';']).next().unwrap_or("");
+        let Some(last) = decl.split_whitespace().last() else {
+            continue;
+        };
+        let (name, count) = match last.split_once('[') {
+            Some((n, c)) => (n, c.trim_end_matches(']').parse::<u64>().ok()),
+            None => (last, Some(1)),
+        };
+        let elem = [
+            (".b8", 1),
+            (".u8", 1),
+            (".u32", 4),
+            (".b32", 4),
+            (".f32", 4),
+            (".u64", 8),
+            (".b64", 8),
+        ]
+        .iter()
+        .find(|(t, _)| decl.split_whitespace().any(|w| w == *t))
+        .map(|(_, n)| *n);
+        if let (Some(count), Some(elem)) = (count, elem) {
+            out.push((name.to_string(), count * elem));
+        }
+    }
+    out
+}
+
 /// The `.entry` names of a PTX text, found by a plain scan.
 fn entry_names(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -441,6 +505,10 @@ impl Args<'_> {
 
 #[derive(Debug)]
 struct Alloc {
+    /// The context it was made in.
+    ctx: u64,
+    /// A module variable (from `ModuleGetGlobal`) of this module, not an allocation.
+    var_of: Option<u64>,
     ptr: u64,
     size: u64,
     live: bool,
@@ -452,8 +520,11 @@ struct Alloc {
 #[derive(Debug)]
 struct Module {
     h: u64,
+    ctx: u64,
     live: bool,
     kernels: Vec<String>,
+    /// Its `.global`/`.const` variables and their sizes (certain when `exact`).
+    vars: Vec<(String, u64)>,
     /// Device memory of its variables (what `mem_used` grew by when it loaded).
     bytes: u64,
     /// Its kernel names are certain (a fixture or a generated module, not mutated).
@@ -463,16 +534,31 @@ struct Module {
 #[derive(Debug)]
 struct Func {
     h: u64,
+    ctx: u64,
     live: bool,
     module: u64,
     name: String,
     layout: Option<Vec<ParamLayout>>,
+    /// Attributes set: `MAX_DYNAMIC_SHARED_SIZE_BYTES`, `PREFERRED_SHARED_MEMORY_CARVEOUT`.
+    max_dynamic: Option<i32>,
+    carveout: i32,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Handle {
     h: u64,
+    ctx: u64,
     live: bool,
+}
+
+/// A context the guest holds.
+#[derive(Debug)]
+struct Ctx {
+    h: u64,
+    primary: bool,
+    /// Alive on the backend (not torn down by a sticky fault).
+    alive: bool,
+    sticky: Sticky,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,12 +589,13 @@ struct Model {
     limits: Limits,
     features: Features,
     initialized: bool,
-    ctx: Option<u64>,
+    /// The contexts the guest holds (released and destroyed ones are removed).
+    contexts: Vec<Ctx>,
+    /// The primary context's handle while it is retained.
+    primary: Option<u64>,
     contexts_seen: Vec<u64>,
-    live: bool,
     retains: u32,
-    current: bool,
-    sticky: Sticky,
+    current: Option<u64>,
     allocs: Vec<Alloc>,
     modules: Vec<Module>,
     funcs: Vec<Func>,
@@ -531,12 +618,11 @@ impl Model {
             limits,
             features,
             initialized: false,
-            ctx: None,
+            contexts: Vec::new(),
+            primary: None,
             contexts_seen: Vec::new(),
-            live: false,
             retains: 0,
-            current: false,
-            sticky: Sticky::No,
+            current: None,
             allocs: Vec::new(),
             modules: Vec::new(),
             funcs: Vec::new(),
@@ -594,35 +680,91 @@ impl Model {
 
     // ------------------------------------------------------------------ the state
 
+    /// Device memory the session holds (all contexts): allocations and the variables
+    /// of loaded modules.
     fn used(&self) -> u64 {
         self.allocs
             .iter()
-            .filter(|a| a.live)
+            .filter(|a| a.live && a.var_of.is_none())
             .map(|a| a.size)
             .chain(self.modules.iter().filter(|m| m.live).map(|m| m.bytes))
             .sum()
     }
 
+    /// Live objects (all contexts), the contexts made with `CtxCreate` included.
     fn objects(&self) -> usize {
-        self.allocs.iter().filter(|a| a.live).count()
+        self.allocs
+            .iter()
+            .filter(|a| a.live && a.var_of.is_none())
+            .count()
             + self.modules.iter().filter(|m| m.live).count()
             + self.funcs.iter().filter(|f| f.live).count()
             + self.streams.iter().filter(|s| s.live).count()
             + self.events.iter().filter(|e| e.live).count()
+            + self.contexts.iter().filter(|c| !c.primary).count()
     }
 
-    /// Everything of the context is gone (a sticky error, a release to 0).
-    fn kill_all(&mut self) {
-        for a in &mut self.allocs {
+    /// The context `h` the guest holds.
+    fn ctx(&self, h: u64) -> Option<&Ctx> {
+        self.contexts.iter().find(|c| c.h == h)
+    }
+
+    fn ctx_mut(&mut self, h: u64) -> Option<&mut Ctx> {
+        self.contexts.iter_mut().find(|c| c.h == h)
+    }
+
+    /// Contexts alive on the backend (the service's `contexts`).
+    fn alive(&self) -> usize {
+        self.contexts.iter().filter(|c| c.alive).count()
+    }
+
+    /// The current context, when it is alive and not poisoned.
+    fn cur(&self) -> Option<u64> {
+        self.current.filter(|h| {
+            self.ctx(*h)
+                .is_some_and(|c| c.alive && c.sticky == Sticky::No)
+        })
+    }
+
+    /// The current context's handle, or 0 (no object belongs to 0).
+    fn at(&self) -> u64 {
+        self.current.unwrap_or(0)
+    }
+
+    /// Everything made in context `h` is gone (its sticky fault, release or
+    /// destruction).
+    fn kill_ctx(&mut self, h: u64) {
+        for a in self.allocs.iter_mut().filter(|a| a.ctx == h) {
             a.live = false;
             a.data = Vec::new();
             a.known = Vec::new();
         }
-        self.modules.iter_mut().for_each(|m| m.live = false);
-        self.funcs.iter_mut().for_each(|f| f.live = false);
-        self.streams.iter_mut().for_each(|s| s.live = false);
-        self.events.iter_mut().for_each(|e| e.live = false);
-        self.live = false;
+        for m in self.modules.iter_mut().filter(|m| m.ctx == h) {
+            m.live = false;
+        }
+        for f in self.funcs.iter_mut().filter(|f| f.ctx == h) {
+            f.live = false;
+        }
+        for x in self.streams.iter_mut().chain(&mut self.events) {
+            if x.ctx == h {
+                x.live = false;
+            }
+        }
+        if let Some(c) = self.ctx_mut(h) {
+            c.alive = false;
+        }
+    }
+
+    /// The guest no longer holds context `h` (released to 0, destroyed).
+    fn drop_ctx(&mut self, h: u64) {
+        self.kill_ctx(h);
+        self.contexts.retain(|c| c.h != h);
+        if self.current == Some(h) {
+            self.current = None;
+        }
+        if self.primary == Some(h) {
+            self.primary = None;
+        }
     }
 
     fn fresh(&mut self, h: u64, what: &str) {
@@ -634,29 +776,47 @@ impl Model {
         };
     }
 
+    /// A live stream of the current context (or its default stream).
     fn stream_ok(&self, s: StreamId) -> bool {
-        s.0 <= 2 || self.streams.iter().any(|x| x.live && x.h == s.0)
+        let at = self.at();
+        s.0 <= 2
+            || self
+                .streams
+                .iter()
+                .any(|x| x.live && x.h == s.0 && x.ctx == at)
     }
 
     fn event_live(&self, e: EventId) -> bool {
-        self.events.iter().any(|x| x.live && x.h == e.0)
+        let at = self.at();
+        self.events
+            .iter()
+            .any(|x| x.live && x.h == e.0 && x.ctx == at)
     }
 
     fn module_live(&self, m: ModuleId) -> bool {
-        self.modules.iter().any(|x| x.live && x.h == m.0)
+        let at = self.at();
+        self.modules
+            .iter()
+            .any(|x| x.live && x.h == m.0 && x.ctx == at)
     }
 
     fn func_live(&self, f: FunctionId) -> bool {
-        self.funcs.iter().any(|x| x.live && x.h == f.0)
+        let at = self.at();
+        self.funcs
+            .iter()
+            .any(|x| x.live && x.h == f.0 && x.ctx == at)
     }
 
-    /// The live allocation holding `ptr..ptr+len` (as the service checks ranges), and
-    /// the offset in it.
+    /// The live allocation (or module variable whose address was asked) of the current
+    /// context holding `ptr..ptr+len` (as the service checks ranges), and the offset in
+    /// it.
     fn inside(&self, ptr: u64, len: u64) -> Option<(usize, u64)> {
+        let at = self.at();
         self.allocs
             .iter()
             .position(|a| {
                 a.live
+                    && a.ctx == at
                     && ptr >= a.ptr
                     && (ptr - a.ptr)
                         .checked_add(len)
@@ -683,8 +843,11 @@ impl Model {
         }
     }
 
-    fn forget_all(&mut self) {
-        for a in &mut self.allocs {
+    /// A kernel may have written anything of its context's memory (only its own: the
+    /// contexts are separate address spaces).
+    fn forget_context(&mut self) {
+        let at = self.at();
+        for a in self.allocs.iter_mut().filter(|a| a.ctx == at) {
             a.known.iter_mut().for_each(|k| *k = false);
         }
     }
@@ -724,7 +887,14 @@ impl Model {
 
     // ------------------------------------------------------------------ generation
 
-    fn pick(pool: &[Handle], sel: u8, flip: u8) -> u64 {
+    /// A handle of `pool` (`sel >> 6`): 0, a live one of the current context `at`; 1, a
+    /// live one of any context; 2, any (bit-flipped); 3, a special value.
+    fn pick(pool: &[Handle], at: u64, sel: u8, flip: u8) -> u64 {
+        let here: Vec<u64> = pool
+            .iter()
+            .filter(|h| h.live && h.ctx == at)
+            .map(|h| h.h)
+            .collect();
         let live: Vec<u64> = pool.iter().filter(|h| h.live).map(|h| h.h).collect();
         let all: Vec<u64> = pool.iter().map(|h| h.h).collect();
         let special = [
@@ -738,6 +908,7 @@ impl Model {
             7,
         ];
         match sel >> 6 {
+            0 if !here.is_empty() => here[(sel & 63) as usize % here.len()],
             0 | 1 if !live.is_empty() => live[(sel & 63) as usize % live.len()],
             0..=2 if !all.is_empty() => {
                 let h = all[(sel & 63) as usize % all.len()];
@@ -759,29 +930,59 @@ impl Model {
         if sel < 0x60 {
             return StreamId(u64::from(sel % 3));
         }
-        StreamId(Self::pick(&self.streams, sel.wrapping_sub(0x60), flip))
+        StreamId(Self::pick(
+            &self.streams,
+            self.at(),
+            sel.wrapping_sub(0x60),
+            flip,
+        ))
     }
 
     fn pick_event(&self, sel: u8, flip: u8) -> EventId {
-        EventId(Self::pick(&self.events, sel, flip))
+        EventId(Self::pick(&self.events, self.at(), sel, flip))
     }
 
     fn pick_module(&self, sel: u8, flip: u8) -> (ModuleId, Option<usize>) {
         let pool = Self::handles(&self.modules, |m| Handle {
             h: m.h,
+            ctx: m.ctx,
             live: m.live,
         });
-        let h = Self::pick(&pool, sel, flip);
+        let h = Self::pick(&pool, self.at(), sel, flip);
         (ModuleId(h), self.modules.iter().position(|m| m.h == h))
     }
 
     fn pick_func(&self, sel: u8, flip: u8) -> (FunctionId, Option<usize>) {
         let pool = Self::handles(&self.funcs, |f| Handle {
             h: f.h,
+            ctx: f.ctx,
             live: f.live,
         });
-        let h = Self::pick(&pool, sel, flip);
+        let h = Self::pick(&pool, self.at(), sel, flip);
         (FunctionId(h), self.funcs.iter().position(|f| f.h == h))
+    }
+
+    /// A context handle (`sel % 8`): 0-1, the primary one (else the current or the last
+    /// seen); 2-3, one the guest holds; 4, 0 (none); 5, a held one bit-flipped; 6, the
+    /// first ever seen (maybe released or destroyed); 7, a made-up one.
+    fn pick_ctx(&self, sel: u8, flip: u8) -> u64 {
+        let held: Vec<u64> = self.contexts.iter().map(|c| c.h).collect();
+        let some_held = held
+            .get(usize::from(flip) % held.len().max(1))
+            .copied()
+            .unwrap_or(0);
+        match sel % 8 {
+            0 | 1 => self
+                .primary
+                .or(self.current)
+                .or(self.contexts_seen.last().copied())
+                .unwrap_or(0),
+            2 | 3 => some_held,
+            4 => 0,
+            5 => some_held ^ (1u64 << (flip % 64)),
+            6 => self.contexts_seen.first().copied().unwrap_or(1 << 56),
+            _ => u64::from(flip) << 56 | 5,
+        }
     }
 
     /// A device address near an allocation's edges (or a special one), and the room
@@ -790,8 +991,15 @@ impl Model {
         let sel = a.u8();
         let offk = a.u8();
         let raw = u64::from(a.u16());
+        let at = self.at();
+        let here: Vec<&Alloc> = self
+            .allocs
+            .iter()
+            .filter(|x| x.live && x.ctx == at)
+            .collect();
         let live: Vec<&Alloc> = self.allocs.iter().filter(|x| x.live).collect();
         let base = match sel >> 6 {
+            0 if !here.is_empty() => Some(here[(sel & 63) as usize % here.len()]),
             0 | 1 if !live.is_empty() => Some(live[(sel & 63) as usize % live.len()]),
             0..=2 if !self.allocs.is_empty() => {
                 Some(&self.allocs[(sel & 63) as usize % self.allocs.len()])
@@ -811,7 +1019,8 @@ impl Model {
             ];
             return (special[(sel & 7) as usize], raw);
         };
-        let size = al.size;
+        // (A module variable may have 0 bytes.)
+        let size = al.size.max(1);
         let off = match offk % 8 {
             0 | 7 => 0,
             1 => raw % size,
@@ -896,6 +1105,8 @@ impl Model {
             0,
             8,
         ];
+        // Function attributes: the named ones (0..=15) and others.
+        const ATTRS: [i32; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, -1, 9999, 8];
         const INTS: [u32; 16] = [
             0,
             1,
@@ -1140,7 +1351,12 @@ impl Model {
                 let layout = at
                     .and_then(|i| self.funcs[i].layout.clone())
                     .unwrap_or_default();
-                let live: Vec<&Alloc> = self.allocs.iter().filter(|x| x.live).collect();
+                let here = self.at();
+                let live: Vec<&Alloc> = self
+                    .allocs
+                    .iter()
+                    .filter(|x| x.live && x.ctx == here)
+                    .collect();
                 let values: Vec<Vec<u8>> = layout
                     .iter()
                     .enumerate()
@@ -1233,16 +1449,87 @@ impl Model {
             OP_SET_CURRENT => {
                 let sel = a.u8();
                 let flip = a.u8();
-                let cur = self.ctx.or(self.contexts_seen.last().copied()).unwrap_or(0);
-                let ctx = match sel % 8 {
-                    0..=3 => cur,
-                    4 => 0,
-                    5 => cur ^ (1u64 << (flip % 64)),
-                    6 => self.contexts_seen.first().copied().unwrap_or(1 << 56),
-                    _ => u64::from(flip) << 56 | 5,
-                };
                 Request::CtxSetCurrent {
+                    ctx: ContextId(self.pick_ctx(sel, flip)),
+                }
+            }
+            OP_CTX_CREATE => Request::CtxCreate {
+                device: u32::from(a.u8() == 0xff),
+                flags: [0, 1, 2, 4, 8, 0x80, 3, 0x100][(a.u8() % 8) as usize],
+            },
+            OP_CTX_DESTROY => {
+                let sel = a.u8();
+                let flip = a.u8();
+                // Mostly a created context the guest holds.
+                let created: Vec<u64> = self
+                    .contexts
+                    .iter()
+                    .filter(|c| !c.primary)
+                    .map(|c| c.h)
+                    .collect();
+                let ctx = match (sel % 4, created.is_empty()) {
+                    (0 | 1, false) => created[usize::from(flip) % created.len()],
+                    _ => self.pick_ctx(sel >> 2, flip),
+                };
+                Request::CtxDestroy {
                     ctx: ContextId(ctx),
+                }
+            }
+            OP_GET_GLOBAL => {
+                let (module, at) = self.pick_module(a.u8(), a.u8());
+                let sel = a.u8();
+                let vars = at.map(|i| self.modules[i].vars.clone()).unwrap_or_default();
+                let name = if sel < 200 && !vars.is_empty() {
+                    vars[sel as usize % vars.len()].0.clone()
+                } else {
+                    [
+                        "g0",
+                        "g1",
+                        "g2",
+                        "vm_scale",
+                        "vm_visits",
+                        "nope",
+                        "",
+                        "touch",
+                    ][(sel % 8) as usize]
+                        .to_string()
+                };
+                Request::ModuleGetGlobal { module, name }
+            }
+            OP_FUNC_GET_ATTR => {
+                let (function, _) = self.pick_func(a.u8(), a.u8());
+                Request::FuncGetAttribute {
+                    function,
+                    attribute: ATTRS[(a.u8() % 16) as usize],
+                }
+            }
+            OP_FUNC_SET_ATTR => {
+                let (function, _) = self.pick_func(a.u8(), a.u8());
+                let attribute = ATTRS[(a.u8() % 16) as usize];
+                let k = a.u8();
+                let value = match k % 16 {
+                    0..=11 => [
+                        0,
+                        1024,
+                        49152,
+                        65536,
+                        OPT_IN_SURE,
+                        OPT_IN_SURE + 1,
+                        166_912,
+                        -1,
+                        50,
+                        100,
+                        101,
+                        -2,
+                    ][(k % 16) as usize],
+                    12 => i32::MAX,
+                    13 => i32::MIN,
+                    _ => i32::from(a.u16() as i16),
+                };
+                Request::FuncSetAttribute {
+                    function,
+                    attribute,
+                    value,
                 }
             }
             OP_RETAIN => Request::PrimaryCtxRetain {
@@ -1490,12 +1777,18 @@ impl Model {
                 if f.no_reply {
                     self.ensure(out.is_empty(), "no reply to a NO_REPLY request");
                     self.pipelined.insert(f.id);
-                    if self.live && svc.stats().contexts == 0 {
-                        // A pipelined request found a sticky fault: the context is gone.
+                    let cur = self
+                        .current
+                        .filter(|h| self.ctx(*h).is_some_and(|c| c.alive));
+                    if let (Some(h), true) = (cur, svc.stats().contexts < self.alive()) {
+                        // A pipelined request found a sticky fault: its context (the
+                        // current one, only) is gone.
                         self.note("  (context torn down silently)".into());
-                        self.kill_all();
-                        if self.sticky == Sticky::No {
-                            self.sticky = Sticky::Silent;
+                        self.kill_ctx(h);
+                        if let Some(c) = self.ctx_mut(h) {
+                            if c.sticky == Sticky::No {
+                                c.sticky = Sticky::Silent;
+                            }
                         }
                     }
                 } else {
@@ -1536,7 +1829,7 @@ impl Model {
     /// and asynchronous writes make them unknown.
     fn before_effects(&mut self, request: &Request) {
         match request {
-            Request::LaunchKernel { .. } => self.forget_all(),
+            Request::LaunchKernel { .. } => self.forget_context(),
             Request::Memset {
                 dst,
                 count,
@@ -1594,9 +1887,17 @@ impl Model {
         if st.sessions == 1 && st.device_bytes != sess.mem_used() {
             self.fail(&format!("service stats agree with the session: {st:?}"));
         };
-        if st.contexts != usize::from(self.live) {
+        if st.contexts != self.alive() {
             self.fail(&format!(
-                "a context is alive iff retained and not faulted: {st:?}"
+                "the contexts alive are the ones held and not faulted ({}): {st:?}",
+                self.alive()
+            ));
+        };
+        if sess.contexts() != self.contexts.len() {
+            self.fail(&format!(
+                "the session holds {} contexts, the guest {}",
+                sess.contexts(),
+                self.contexts.len()
             ));
         };
     }
@@ -1647,26 +1948,33 @@ impl Model {
             return;
         }
         if op.needs_context() {
-            match self.sticky {
-                Sticky::Known(st, c) => {
+            // The context it runs in: the current one; with none, a fault of the
+            // primary context is still answered.
+            let target = self.current.or(self
+                .primary
+                .filter(|p| self.ctx(*p).is_some_and(|c| c.sticky != Sticky::No)));
+            match target.and_then(|h| self.ctx(h)).map(|c| (c.h, c.sticky)) {
+                Some((_, Sticky::Known(st, c))) => {
                     self.ensure(
                         status == st && rep.cause == Some(c),
                         "a sticky error is answered with its cause until the release",
                     );
                     return;
                 }
-                Sticky::Silent => {
+                Some((h, Sticky::Silent)) => {
                     self.ensure(
                         status.is_sticky() && rep.cause.is_some(),
                         "a sticky fault of a pipelined request is reported with its cause",
                     );
-                    self.sticky = Sticky::Known(status, rep.cause.unwrap_or(own));
+                    if let Some(c) = self.ctx_mut(h) {
+                        c.sticky = Sticky::Known(status, rep.cause.unwrap_or(own));
+                    }
                     summary.sticky += 1;
                     return;
                 }
-                Sticky::No => {}
+                _ => {}
             }
-            if !self.current || !self.live {
+            if self.cur().is_none() {
                 self.ensure(
                     status == Status::ERROR_INVALID_CONTEXT && rep.cause.is_none(),
                     "without a current context: INVALID_CONTEXT",
@@ -1675,16 +1983,32 @@ impl Model {
             }
         }
         if status.is_sticky() {
-            self.ensure(
-                self.sticky == Sticky::No,
-                "a sticky error is reported as the same one",
-            );
-            let st = svc.stats();
-            if st.contexts == 0 && st.device_bytes != 0 {
-                self.fail(&format!("a sticky fault tears the context down: {st:?}"));
+            // The context the fault poisons: the one the request ran in (the primary
+            // one for its release, which waits for it).
+            let hit = if op.needs_context() {
+                self.cur()
+            } else if op == Opcode::PrimaryCtxRelease {
+                self.primary.filter(|p| {
+                    self.ctx(*p)
+                        .is_some_and(|c| c.alive && c.sticky == Sticky::No)
+                })
+            } else {
+                None
             };
-            self.sticky = Sticky::Known(status, rep.cause.unwrap_or(own));
-            self.kill_all();
+            let Some(h) = hit else {
+                self.fail("a sticky error of a request that runs in no live context");
+            };
+            let before = self.alive();
+            self.kill_ctx(h);
+            if let Some(c) = self.ctx_mut(h) {
+                c.sticky = Sticky::Known(status, rep.cause.unwrap_or(own));
+            }
+            let st = svc.stats();
+            if st.contexts != before - 1 {
+                self.fail(&format!(
+                    "a sticky fault tears its context down, and only it: {st:?}"
+                ));
+            };
             summary.sticky += 1;
             return;
         }
@@ -1701,12 +2025,149 @@ impl Model {
                     "Ping echoes",
                 );
             }
-            // The 1.1 commands are not generated by this harness yet: no claim.
-            Request::CtxCreate { .. }
-            | Request::CtxDestroy { .. }
-            | Request::ModuleGetGlobal { .. }
-            | Request::FuncGetAttribute { .. }
-            | Request::FuncSetAttribute { .. } => {}
+            Request::CtxCreate { device, flags } => {
+                let created = self.contexts.iter().filter(|c| !c.primary).count();
+                let valid_flags = flags & !0xff == 0 && !matches!(flags & 7, 3 | 5..=7);
+                self.ensure(
+                    ok == (*device == 0 && valid_flags && created < MAX_CREATED && room_for_object),
+                    "CtxCreate succeeds iff its device and flags are valid and the quotas allow",
+                );
+                if let ReplyBody::Context(c) = rep.body {
+                    self.fresh(c.0, "context");
+                    self.contexts_seen.push(c.0);
+                    self.contexts.push(Ctx {
+                        h: c.0,
+                        primary: false,
+                        alive: true,
+                        sticky: Sticky::No,
+                    });
+                    self.current = Some(c.0);
+                    summary.contexts += 1;
+                }
+            }
+            Request::CtxDestroy { ctx } => {
+                let created = self.ctx(ctx.0).is_some_and(|c| !c.primary);
+                self.ensure(
+                    ok == created,
+                    "CtxDestroy succeeds iff it names a created context the guest holds",
+                );
+                if ok {
+                    let before = self.alive();
+                    let was_alive = self.ctx(ctx.0).is_some_and(|c| c.alive);
+                    self.drop_ctx(ctx.0);
+                    let st = svc.stats();
+                    if st.contexts != before - usize::from(was_alive) {
+                        self.fail(&format!("CtxDestroy frees the context: {st:?}"));
+                    };
+                    summary.destroyed += 1;
+                }
+            }
+            Request::ModuleGetGlobal { module, name } => {
+                let m = self
+                    .modules
+                    .iter()
+                    .find(|m| m.live && m.h == module.0 && m.ctx == self.at());
+                let known = m.map(|m| (m.exact, m.vars.iter().find(|v| &v.0 == name).map(|v| v.1)));
+                match known {
+                    None => self.ensure(!ok, "a variable of a dead or foreign module fails"),
+                    Some((true, Some(_))) => {
+                        self.ensure(ok, "a variable of a live module is found")
+                    }
+                    Some((true, None)) => self.ensure(!ok, "an unknown variable name fails"),
+                    Some((false, _)) => {}
+                }
+                if let ReplyBody::Global { dptr, bytes } = rep.body {
+                    if let Some((true, Some(size))) = known {
+                        self.ensure(
+                            bytes == size || (size == 0 && bytes <= 1),
+                            "ModuleGetGlobal gives the variable's size",
+                        );
+                    }
+                    self.ensure(dptr.0 != 0, "a variable has an address");
+                    let at = self.at();
+                    // Reachable by copies and memsets of its context from now on.
+                    match self
+                        .allocs
+                        .iter_mut()
+                        .find(|a| a.live && a.var_of == Some(module.0) && a.ptr == dptr.0)
+                    {
+                        Some(v) => {
+                            v.size = bytes;
+                            v.data = vec![0; bytes as usize];
+                            v.known = vec![false; bytes as usize];
+                        }
+                        None => self.allocs.push(Alloc {
+                            ctx: at,
+                            var_of: Some(module.0),
+                            ptr: dptr.0,
+                            size: bytes,
+                            live: true,
+                            data: vec![0; bytes as usize],
+                            known: vec![false; bytes as usize],
+                        }),
+                    }
+                    summary.globals += 1;
+                }
+            }
+            Request::FuncGetAttribute {
+                function,
+                attribute,
+            } => {
+                let live = self.func_live(*function);
+                self.ensure(
+                    ok == (live && (0..=15).contains(attribute)),
+                    "FuncGetAttribute succeeds iff the function is live and the attribute known",
+                );
+                if let (ReplyBody::Int(v), Some(f)) = (
+                    &rep.body,
+                    self.funcs.iter().find(|f| f.live && f.h == function.0),
+                ) {
+                    let want = match attribute {
+                        0 => Some(1024),
+                        8 => f.max_dynamic,
+                        9 => Some(f.carveout),
+                        _ => None,
+                    };
+                    if let Some(w) = want {
+                        if *v != w {
+                            self.fail(&format!("attribute {attribute} reads {v}, {w} expected"));
+                        }
+                    }
+                    summary.attributes += 1;
+                }
+            }
+            Request::FuncSetAttribute {
+                function,
+                attribute,
+                value,
+            } => {
+                let live = self.func_live(*function);
+                match attribute {
+                    8 if (0..=OPT_IN_SURE).contains(value) => self.ensure(
+                        ok == live,
+                        "MAX_DYNAMIC_SHARED_SIZE_BYTES within the opt-in is set",
+                    ),
+                    8 => self.ensure(
+                        !ok || (live && (0..=166_912).contains(value)),
+                        "MAX_DYNAMIC_SHARED_SIZE_BYTES beyond the device's is refused",
+                    ),
+                    9 => self.ensure(
+                        ok == (live && (-1..=100).contains(value)),
+                        "a carveout is a percentage or -1",
+                    ),
+                    _ => self.ensure(!ok, "only two function attributes are settable"),
+                }
+                if ok {
+                    if let Some(f) = self.funcs.iter_mut().find(|f| f.live && f.h == function.0) {
+                        if *attribute == 8 {
+                            f.max_dynamic = Some(*value);
+                        } else {
+                            f.carveout = *value;
+                        }
+                    }
+                    summary.attributes += 1;
+                }
+            }
             Request::Init { flags } => {
                 self.ensure(ok == (*flags == 0), "Init succeeds iff its flags are 0");
                 if ok {
@@ -1735,13 +2196,18 @@ impl Model {
             Request::PrimaryCtxRetain { device } => {
                 self.ensure(ok == (*device == 0), "retaining device 0 succeeds");
                 if let ReplyBody::Context(c) = rep.body {
-                    match self.ctx {
+                    match self.primary {
                         Some(h) => self.ensure(c.0 == h, "a retain gives the same context"),
                         None => {
                             self.fresh(c.0, "context");
-                            self.ctx = Some(c.0);
+                            self.primary = Some(c.0);
                             self.contexts_seen.push(c.0);
-                            self.live = true;
+                            self.contexts.push(Ctx {
+                                h: c.0,
+                                primary: true,
+                                alive: true,
+                                sticky: Sticky::No,
+                            });
                         }
                     }
                     self.retains += 1;
@@ -1754,26 +2220,25 @@ impl Model {
                 );
                 if ok {
                     self.retains -= 1;
-                    if self.retains == 0 {
-                        self.kill_all();
-                        self.ctx = None;
-                        self.current = false;
-                        self.sticky = Sticky::No;
+                    if let (0, Some(p)) = (self.retains, self.primary) {
+                        let before = self.alive();
+                        let was_alive = self.ctx(p).is_some_and(|c| c.alive);
+                        self.drop_ctx(p);
                         let st = svc.stats();
-                        if st.contexts == 0 && st.device_bytes != 0 {
+                        if st.contexts != before - usize::from(was_alive) {
                             self.fail(&format!("the last release frees the context: {st:?}"));
                         };
                     }
                 }
             }
             Request::CtxSetCurrent { ctx } => {
-                let valid = ctx.0 == 0 || Some(ctx.0) == self.ctx;
+                let valid = ctx.0 == 0 || self.ctx(ctx.0).is_some();
                 self.ensure(
                     ok == valid,
-                    "CtxSetCurrent succeeds iff the context is live",
+                    "CtxSetCurrent succeeds iff the guest holds the context",
                 );
                 if ok {
-                    self.current = ctx.0 != 0;
+                    self.current = (ctx.0 != 0).then_some(ctx.0);
                 }
             }
             Request::CtxSynchronize => {}
@@ -1802,10 +2267,13 @@ impl Model {
                         self.ensure(b == bytes, "a module's variables count against the quota");
                     }
                     let text = String::from_utf8_lossy(image);
+                    let at = self.at();
                     self.modules.push(Module {
                         h: m.0,
+                        ctx: at,
                         live: true,
                         kernels: entry_names(&text),
+                        vars: variables(&text),
                         bytes,
                         exact: load != Load::Mutated,
                     });
@@ -1822,11 +2290,22 @@ impl Model {
                     for f in self.funcs.iter_mut().filter(|f| f.module == module.0) {
                         f.live = false;
                     }
+                    // Its variables are not reachable any more.
+                    for v in self
+                        .allocs
+                        .iter_mut()
+                        .filter(|a| a.var_of == Some(module.0))
+                    {
+                        v.live = false;
+                    }
                     summary.unloads += 1;
                 }
             }
             Request::ModuleGetFunction { module, name } => {
-                let m = self.modules.iter().find(|m| m.live && m.h == module.0);
+                let m = self
+                    .modules
+                    .iter()
+                    .find(|m| m.live && m.h == module.0 && m.ctx == self.at());
                 let known = m.map(|m| (m.exact, m.kernels.contains(name)));
                 let existing = self
                     .funcs
@@ -1850,12 +2329,16 @@ impl Model {
                         ),
                         None => {
                             self.fresh(info.function.0, "function");
+                            let at = self.at();
                             self.funcs.push(Func {
                                 h: info.function.0,
+                                ctx: at,
                                 live: true,
                                 module: module.0,
                                 name: name.clone(),
                                 layout: info.params.clone(),
+                                max_dynamic: None,
+                                carveout: -1,
                             });
                             summary.functions += 1;
                         }
@@ -1869,8 +2352,11 @@ impl Model {
                     "MemAlloc succeeds iff it fits the memory and object quotas",
                 );
                 if let ReplyBody::DevicePtr(p) = rep.body {
+                    let at = self.at();
+                    // (Contexts are separate address spaces: only the context's own.)
                     let overlaps = self.allocs.iter().any(|a| {
                         a.live
+                            && a.ctx == at
                             && p.0 < a.ptr.saturating_add(a.size)
                             && a.ptr < p.0.saturating_add(*bytes)
                     });
@@ -1879,6 +2365,8 @@ impl Model {
                         "a new allocation overlaps no live one",
                     );
                     self.allocs.push(Alloc {
+                        ctx: at,
+                        var_of: None,
                         ptr: p.0,
                         size: *bytes,
                         live: true,
@@ -1888,7 +2376,11 @@ impl Model {
                 }
             }
             Request::MemFree { ptr } => {
-                let at = self.allocs.iter().position(|a| a.live && a.ptr == ptr.0);
+                let cx = self.at();
+                let at = self
+                    .allocs
+                    .iter()
+                    .position(|a| a.live && a.ptr == ptr.0 && a.ctx == cx && a.var_of.is_none());
                 self.ensure(
                     ok == at.is_some(),
                     "MemFree succeeds iff it names a live allocation",
@@ -2084,7 +2576,12 @@ impl Model {
                 );
                 if let ReplyBody::Stream(h) = rep.body {
                     self.fresh(h.0, "stream");
-                    self.streams.push(Handle { h: h.0, live: true });
+                    let ctx = self.at();
+                    self.streams.push(Handle {
+                        h: h.0,
+                        ctx,
+                        live: true,
+                    });
                 }
             }
             Request::StreamDestroy { stream } => {
@@ -2117,7 +2614,12 @@ impl Model {
                 );
                 if let ReplyBody::Event(h) = rep.body {
                     self.fresh(h.0, "event");
-                    self.events.push(Handle { h: h.0, live: true });
+                    let ctx = self.at();
+                    self.events.push(Handle {
+                        h: h.0,
+                        ctx,
+                        live: true,
+                    });
                 }
             }
             Request::EventDestroy { event } => {

@@ -1,20 +1,31 @@
 //! The CUDA service for guests: one session per guest connection, each with its own
-//! context, handle tables, allocations, quota and deferred errors, served over a Unix
+//! contexts, handle tables, allocations, quota and deferred errors, served over a Unix
 //! socket (also Firecracker's and Cloud Hypervisor's hybrid-vsock `CONNECT <port>`),
 //! AF_VSOCK, or a VMM's own virtio device through the embedding API. The wire format is
 //! [`vmgpu_cuda_proto`] (`docs/protocol.md`).
 //!
+//! # Contexts
+//! A session holds its primary context (`PrimaryCtxRetain`/`PrimaryCtxRelease`, retain
+//! counted) and the contexts it makes with `CtxCreate` (at most
+//! [`MAX_CREATED_CONTEXTS`] at once), each with its own allocations, modules,
+//! functions, streams, events, deferred errors and sticky error. Every object belongs to
+//! the context current when it was made; naming it in another context is
+//! `CUDA_ERROR_INVALID_HANDLE` (its memory, `CUDA_ERROR_INVALID_VALUE`). `CtxDestroy`
+//! waits for the context's work and frees everything made in it; the primary context
+//! is released, never destroyed. The quotas are over all the session's contexts.
+//!
 //! # Isolation
-//! Every session has a device address space of its own:
-//! - on the **simulator** every context of a session is a fresh
-//!   [`SimBackend`] instance (its own `Simulator`, memory
-//!   and device thread), whose memory limit is the guest's quota; dropping it releases
-//!   everything. (A simulator instance has exactly one context, so a separate instance
-//!   *is* a separate context.)
-//! - on the **native** driver every session gets a context of its own made with
-//!   [`Backend::context_create`] (`cuCtxCreate_v3`), not the process's primary context
-//!   (which every session of the process would share); destroying it
-//!   (`cuCtxDestroy_v2`) releases everything made in it.
+//! Every context of a session has a device address space of its own:
+//! - on the **simulator** each session has a [`SimBackend`] of its own for its
+//!   lifetime (made with its first context), whose memory limit is the guest's quota;
+//!   its primary context and the created ones are contexts of that instance (each its
+//!   own `Simulator`, memory and device thread); destroying one (or resetting the
+//!   primary one) releases everything made in it, and the instance goes with the
+//!   session.
+//! - on the **native** driver every context of a session (its primary one too) is a
+//!   context of its own made with [`Backend::context_create`] (`cuCtxCreate_v3`), not
+//!   the process's primary context (which every session of the process would share);
+//!   destroying it (`cuCtxDestroy_v2`) releases everything made in it.
 //!
 //! ## Processes: per backend, and why
 //! On the native driver a context of its own is **not enough**: a sticky fault
@@ -25,8 +36,9 @@
 //! process must be terminated. So with the native backend each guest runs in a **worker
 //! process** of its own ([`Isolation::Process`], [`worker`]): the service supervises
 //! and relays frames (reading only their headers); a sticky fault or a crash ends only
-//! that guest's worker, and the guest gets a fresh worker after it releases and
-//! retains its context. Operators choose process isolation for the native backend
+//! that guest's worker (all of that guest's contexts), and the guest gets a fresh
+//! worker once it released its primary context and destroyed the ones it created.
+//! Operators choose process isolation for the native backend
 //! (`vmgpu cuda serve` does). The simulator keeps [`Isolation::InProcess`] by default
 //! (a simulator instance per guest shares nothing, and its faults are per instance),
 //! and process isolation works with it too (how the tests exercise it without a GPU).
@@ -45,29 +57,38 @@
 //! (`CUDA_ERROR_INVALID_CONTEXT` for contexts).
 //!
 //! # Quotas ([`Quota`])
-//! Per guest: device memory bytes (`cuMemAlloc` beyond it is `CUDA_ERROR_OUT_OF_MEMORY`;
-//! `cuMemGetInfo` and `cuDeviceTotalMem` report the quota as the total), live objects
-//! (allocations, modules, functions, streams, events: `CUDA_ERROR_OUT_OF_MEMORY`),
+//! Per guest, over all its contexts: device memory bytes (`cuMemAlloc` beyond it is
+//! `CUDA_ERROR_OUT_OF_MEMORY`; `cuMemGetInfo` and `cuDeviceTotalMem` report the quota as
+//! the total, `cuMemGetInfo`'s free is the quota less everything the guest holds), live
+//! objects (allocations, modules, functions, streams, events and created contexts:
+//! `CUDA_ERROR_OUT_OF_MEMORY`),
 //! module image size (`CUDA_ERROR_OUT_OF_MEMORY`; also announced as `max_module`), and
 //! a launch rate (a token bucket: a guest over its rate has its launches throttled,
 //! its own worker waits, no other guest's). Each hit is logged with the guest's name.
 //!
 //! # Faults and teardown
-//! A sticky fault (`Status::is_sticky`) tears down that session's context (everything
-//! in it is released) and is answered to every later request that needs a context,
-//! with the request that caused it, until the guest releases its primary context and
-//! retains it again. On `Goodbye`, disconnect, shutdown or a protocol violation the
-//! session's context is destroyed and all its memory released.
+//! A sticky fault (`Status::is_sticky`) tears down the context it happened in
+//! (everything in it is released) and is answered to every later request in that
+//! context, with the request that caused it, until the guest releases it (the primary
+//! context, whose next retain gives a fresh one) or destroys it (a created context). On
+//! the simulator the session's other contexts keep working; on a native backend the
+//! fault poisons the process, so the session tears all its contexts down with it. On
+//! `Goodbye`, disconnect, shutdown or a protocol violation every context of the
+//! session is destroyed and all its memory released.
 //!
 //! With process isolation a sticky fault is reported to the guest by its worker as
-//! above; the worker is then unusable, and the supervisor forwards one request at a
-//! time to it (its session answers the sticky rule) until the guest's
-//! `PrimaryCtxRelease` brings its retain count to 0; it then kills and reaps that
-//! worker and starts a fresh one at the next request (new handle secrets: old handles
-//! are `CUDA_ERROR_INVALID_HANDLE`). A worker that dies (crash, kill): its outstanding
-//! requests are answered with `CUDA_ERROR_LAUNCH_FAILED` (sticky), requests needing a
-//! context get it (with the first failed request as the cause) until the guest releases
-//! its context, requests without one go to a fresh worker; the death is logged and
+//! above; the supervisor then forwards one request at a time to it (its session answers
+//! the sticky rule) until the guest holds no context in it any more (its primary one
+//! released to 0, the created ones destroyed: the supervisor follows retains, and the
+//! context handles of `CtxCreate` replies and `CtxDestroy` requests); it then kills and
+//! reaps that worker and starts a fresh one at the next request (new handle secrets:
+//! old handles are `CUDA_ERROR_INVALID_HANDLE`). On the native driver all of that
+//! guest's contexts are poisoned, on the simulator its other contexts keep working in
+//! the same worker meanwhile. A worker that dies (crash, kill): its outstanding requests
+//! are answered with `CUDA_ERROR_LAUNCH_FAILED` (sticky), requests needing a context get
+//! it (with the first failed request as the cause) until the guest released and
+//! destroyed every context it held (the supervisor answers those releases and
+//! destructions), requests without one go to a fresh worker; the death is logged and
 //! counted ([`ServiceStats::worker_failures`]), the process reaped. The driver frees
 //! everything of an ended process, so device memory returns to its level.
 //!
@@ -179,9 +200,9 @@ pub struct ServiceConfig {
 /// Where each guest's session runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Isolation {
-    /// On a thread of the service's process (one context or simulator instance per
-    /// guest). Right for the simulator; on the native driver a sticky fault of one
-    /// guest poisons every context of the process (see [`worker`]).
+    /// On a thread of the service's process (contexts of its own, or a simulator
+    /// instance, per guest). Right for the simulator; on the native driver a sticky
+    /// fault of one guest poisons every context of the process (see [`worker`]).
     #[default]
     InProcess,
     /// Each guest in a worker process of its own, started as `program args...` with a
@@ -226,7 +247,8 @@ impl Isolation {
 /// The backend the service runs guests on.
 #[derive(Debug, Clone)]
 pub enum BackendChoice {
-    /// The PTX simulator: one instance per guest context.
+    /// The PTX simulator: one instance per guest session (its contexts are the
+    /// instance's).
     Simulator(SimConfig),
     /// A shared backend (the native driver) on which every guest context is made with
     /// [`Backend::context_create`].
@@ -322,7 +344,8 @@ struct Stats {
 pub struct ServiceStats {
     /// Sessions alive.
     pub sessions: usize,
-    /// Guest contexts alive (simulator instances or native contexts).
+    /// Guest contexts alive (simulator or native contexts; a context a sticky fault tore
+    /// down is not counted, though its guest still holds the handle).
     pub contexts: usize,
     /// Device memory the guests hold, in bytes.
     pub device_bytes: u64,

@@ -12,14 +12,24 @@
 //!
 //! - [`run`] is the worker's main loop (an embedding VMM calls it from a subcommand of
 //!   its own executable, like `vmgpu cuda worker`), [`run_stdio`] the same on stdin.
+//! - The supervisor follows which contexts the guest holds in its worker: retains of the
+//!   primary context (successful `PrimaryCtxRetain`/`PrimaryCtxRelease` replies) and
+//!   the contexts it created (the handle in a successful `CtxCreate` reply, until a
+//!   `CtxDestroy` naming it succeeds).
 //! - A sticky status in a reply marks the worker poisoned: the supervisor then forwards
-//!   one request at a time (the worker's session answers the sticky rule), and once the
-//!   guest's `PrimaryCtxRelease` brings its retain count to 0 it ends that worker and
-//!   starts a fresh one (new handle secrets: old handles are `INVALID_HANDLE`).
-//! - A worker that dies (crash, kill): its outstanding requests are answered with
-//!   `CUDA_ERROR_LAUNCH_FAILED` (sticky), later requests needing a context get it too
-//!   (as their deferred cause) until the guest releases its context; requests without
-//!   a context go to a fresh worker. The process is reaped; its exit is logged.
+//!   one request at a time (the worker's session answers the sticky rule, per context),
+//!   and once the guest holds no context in it (its primary one released to 0, every
+//!   created one destroyed) it ends that worker and starts a fresh one at the next
+//!   request (new handle secrets: old handles are `INVALID_HANDLE`). On the native
+//!   driver the fault poisoned every context of the worker; on the simulator its other
+//!   contexts keep working in it meanwhile.
+//! - A worker that dies (crash, kill): every context of the guest is lost. Its
+//!   outstanding requests are answered with `CUDA_ERROR_LAUNCH_FAILED` (sticky), later
+//!   requests needing a context get it too (as their deferred cause), and so do
+//!   `PrimaryCtxRetain` and `CtxCreate`, until the guest released and destroyed every
+//!   context it held (answered here: `CtxDestroy` of a context it did not hold is
+//!   `INVALID_CONTEXT`); requests without a context go to a fresh worker. The process
+//!   is reaped; its exit is logged.
 
 // The supervisor (process isolation) serves the socket transports only.
 #![cfg_attr(not(feature = "transport"), allow(dead_code))]
