@@ -199,9 +199,11 @@ fn main() {
         c.frame(
             Request::LaunchKernel {
                 function: f.function,
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                shared_bytes: 0,
+                config: cuda_guest::driver::LaunchConfig {
+                    grid: [1, 1, 1],
+                    block: [1, 1, 1],
+                    shared_bytes: 0,
+                },
                 stream: StreamId::DEFAULT,
                 params: KernelParams::default(),
             },

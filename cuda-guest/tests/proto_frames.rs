@@ -102,9 +102,11 @@ fn pipelined_launch_bytes() {
         9,
         Request::LaunchKernel {
             function: FunctionId(0x101),
-            grid: [4, 1, 1],
-            block: [256, 1, 1],
-            shared_bytes: 0,
+            config: cuda_guest::driver::LaunchConfig {
+                grid: [4, 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            },
             stream: StreamId::DEFAULT,
             params,
         },
@@ -469,9 +471,11 @@ fn sample_requests() -> Vec<RequestFrame> {
         },
         R::LaunchKernel {
             function: FunctionId(0x104),
-            grid: [1024, 2, 1],
-            block: [128, 1, 1],
-            shared_bytes: 256,
+            config: cuda_guest::driver::LaunchConfig {
+                grid: [1024, 2, 1],
+                block: [128, 1, 1],
+                shared_bytes: 256,
+            },
             stream: StreamId(0x100),
             params: KernelParams::pack(&[&[1; 8], &[2; 8], &[3; 8], &[4; 4]]),
         },
@@ -636,9 +640,11 @@ fn encoding_refuses_inconsistent_messages() {
     );
     let bad = Request::LaunchKernel {
         function: FunctionId(1),
-        grid: [1; 3],
-        block: [1; 3],
-        shared_bytes: 0,
+        config: cuda_guest::driver::LaunchConfig {
+            grid: [1; 3],
+            block: [1; 3],
+            shared_bytes: 0,
+        },
         stream: StreamId::DEFAULT,
         params: KernelParams {
             slots: vec![ParamLayout { offset: 4, size: 8 }],
@@ -1516,9 +1522,11 @@ fn the_documented_session_is_what_the_code_sends() {
             9,
             Request::LaunchKernel {
                 function: FunctionId(0x101),
-                grid: [4, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
+                config: cuda_guest::driver::LaunchConfig {
+                    grid: [4, 1, 1],
+                    block: [256, 1, 1],
+                    shared_bytes: 0
+                },
                 stream: StreamId::DEFAULT,
                 params: KernelParams::pack(&[&ptr, &n]),
             }

@@ -146,9 +146,11 @@ fn request() -> BoxedStrategy<Request> {
             .prop_map(
                 |(f, grid, block, shared_bytes, s, params)| R::LaunchKernel {
                     function: FunctionId(f),
-                    grid,
-                    block,
-                    shared_bytes,
+                    config: cuda_guest::driver::LaunchConfig {
+                        grid,
+                        block,
+                        shared_bytes,
+                    },
                     stream: StreamId(s),
                     params,
                 }

@@ -108,9 +108,11 @@ fn launch(id: u64, function: u64, stream: StreamId) -> RequestFrame {
         id,
         Request::LaunchKernel {
             function: FunctionId(function),
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
+            config: cuda_guest::driver::LaunchConfig {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_bytes: 0,
+            },
             stream,
             params: KernelParams::pack(&[&0x2_0000_0000u64.to_le_bytes()]),
         },

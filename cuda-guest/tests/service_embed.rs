@@ -739,9 +739,11 @@ fn launch_with_overflowing_block_is_refused() {
     ] {
         let r = g.call(Request::LaunchKernel {
             function: f.function,
-            grid: [1, 1, 1],
-            block,
-            shared_bytes: 0,
+            config: cuda_guest::driver::LaunchConfig {
+                grid: [1, 1, 1],
+                block,
+                shared_bytes: 0,
+            },
             stream: StreamId::DEFAULT,
             params: cuda_guest::proto::KernelParams::default(),
         });
@@ -860,9 +862,11 @@ fn staged_async_copies_outlive_queries_and_events() {
         g.send(
             Request::LaunchKernel {
                 function: spin.function,
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                shared_bytes: 0,
+                config: cuda_guest::driver::LaunchConfig {
+                    grid: [1, 1, 1],
+                    block: [1, 1, 1],
+                    shared_bytes: 0,
+                },
                 stream: StreamId::DEFAULT,
                 params: cuda_guest::proto::KernelParams::pack(&[&300_000u32.to_le_bytes()]),
             },

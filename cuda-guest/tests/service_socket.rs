@@ -944,16 +944,12 @@ fn streams_events_and_device_copies() {
     let bad = match bad {
         Request::LaunchKernel {
             function,
-            grid,
-            block,
-            shared_bytes,
+            config,
             stream,
             ..
         } => Request::LaunchKernel {
             function,
-            grid,
-            block,
-            shared_bytes,
+            config,
             stream,
             params: cuda_guest::proto::KernelParams::pack(&[&[0; 8], &[0; 4]]),
         },

@@ -1400,9 +1400,11 @@ impl Model {
                 };
                 Request::LaunchKernel {
                     function,
-                    grid,
-                    block,
-                    shared_bytes,
+                    config: cuda_guest::driver::LaunchConfig {
+                        grid,
+                        block,
+                        shared_bytes,
+                    },
                     stream,
                     params,
                 }

@@ -536,9 +536,11 @@ pub fn seeds() -> Vec<Seed> {
         frame(
             Request::LaunchKernel {
                 function: FunctionId(ph(f)),
-                grid: [4, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
+                config: cuda_guest::driver::LaunchConfig {
+                    grid: [4, 1, 1],
+                    block: [256, 1, 1],
+                    shared_bytes: 0,
+                },
                 stream,
                 params: KernelParams::pack(args),
             },

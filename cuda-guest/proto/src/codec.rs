@@ -14,6 +14,7 @@ use super::{
     ContextId, DevicePtr, EventId, FunctionId, FunctionInfo, Limits, ModuleId, ParamLayout,
     StreamId,
 };
+use vmgpu_cuda_api::LaunchConfig;
 
 /// The names a field goes by in error messages: its own, and those of its parts.
 #[derive(Debug, Clone, Copy)]
@@ -176,6 +177,31 @@ impl Wire for [u32; 3] {
     #[cfg(test)]
     fn sample(g: &mut Gen) -> [u32; 3] {
         [g.u64() as u32, g.u64() as u32, g.u64() as u32]
+    }
+}
+
+/// A launch's configuration: grid x, y, z, block x, y, z (`u32` each), then the dynamic
+/// shared memory per block (`u32`).
+impl Wire for LaunchConfig {
+    fn put(v: &LaunchConfig, _: Field, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        v.grid.iter().chain(&v.block).for_each(|x| w.u32(*x));
+        w.u32(v.shared_bytes);
+        Ok(())
+    }
+    fn take(_: Field, r: &mut Reader<'_>, _: &Limits) -> Result<LaunchConfig, FieldError> {
+        Ok(LaunchConfig {
+            grid: [r.u32("grid_x")?, r.u32("grid_y")?, r.u32("grid_z")?],
+            block: [r.u32("block_x")?, r.u32("block_y")?, r.u32("block_z")?],
+            shared_bytes: r.u32("shared_bytes")?,
+        })
+    }
+    #[cfg(test)]
+    fn sample(g: &mut Gen) -> LaunchConfig {
+        LaunchConfig {
+            grid: [g.u64() as u32, g.u64() as u32, g.u64() as u32],
+            block: [g.u64() as u32, g.u64() as u32, g.u64() as u32],
+            shared_bytes: g.u64() as u32,
+        }
     }
 }
 

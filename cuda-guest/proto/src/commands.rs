@@ -13,6 +13,7 @@
 use super::codec::{Blob, Lent, MaxInline, MaxModule, MaxName, Str};
 use super::request::{HostDest, HostSource, KernelParams, MemsetWidth};
 use super::{ContextId, DevicePtr, EventId, FunctionId, FunctionInfo, ModuleId, StreamId};
+use vmgpu_cuda_api::LaunchConfig;
 
 bodies! {
     /// Nothing.
@@ -390,12 +391,9 @@ commands! {
         function: FunctionId,
         /// Stream.
         stream: StreamId,
-        /// Blocks in x, y, z.
-        grid: [u32; 3],
-        /// Threads per block in x, y, z.
-        block: [u32; 3],
-        /// Dynamic shared memory per block, bytes.
-        shared_bytes: u32,
+        /// Grid (blocks in x, y, z), block (threads in x, y, z) and dynamic shared
+        /// memory per block in bytes: 28 bytes, in that order.
+        config: LaunchConfig,
         /// Parameters.
         params: KernelParams,
     } = 0x0701 [context, pipelined] on stream -> Empty => launch;

@@ -624,12 +624,10 @@ impl Session {
             // Launches (launch.rs).
             R::LaunchKernel {
                 function,
-                grid,
-                block,
-                shared_bytes,
+                config,
                 stream,
                 params,
-            } => self.launch_kernel(cx, function, grid, block, shared_bytes, stream, &params),
+            } => self.launch_kernel(cx, function, config, stream, &params),
         }
     }
 

@@ -249,9 +249,11 @@ pub fn launch_req(
     };
     Request::LaunchKernel {
         function: f.function,
-        grid: [blocks, 1, 1],
-        block: [threads, 1, 1],
-        shared_bytes: 0,
+        config: cuda_guest::driver::LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [threads, 1, 1],
+            shared_bytes: 0,
+        },
         stream,
         params,
     }

@@ -1578,9 +1578,7 @@ impl Backend for RemoteBackend {
             c.post(Request::LaunchKernel {
                 function: FunctionId(function.raw()),
                 stream: StreamId(stream.raw()),
-                grid: config.grid,
-                block: config.block,
-                shared_bytes: config.shared_bytes,
+                config: *config,
                 params,
             })
         })

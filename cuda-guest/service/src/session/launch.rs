@@ -15,9 +15,7 @@ impl Session {
         &mut self,
         cx: u64,
         function: FunctionId,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_bytes: u32,
+        cfg: LaunchConfig,
         stream: StreamId,
         params: &KernelParams,
     ) -> Done {
@@ -72,11 +70,6 @@ impl Session {
         };
         let st = self.stream(cx, stream)?;
         let be = self.backend()?;
-        let cfg = LaunchConfig {
-            grid,
-            block,
-            shared_bytes,
-        };
         // SAFETY: the arguments match the kernel's parameter list as read from its PTX
         // (checked above; the simulator checks again); the module stays loaded until
         // the launch is done (an unload synchronises the context first); device
