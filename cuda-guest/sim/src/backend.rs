@@ -1735,6 +1735,28 @@ fn sim_err(code: i32, operation: impl Into<String>) -> CudaError {
     e
 }
 
+/// The [`Backend`] methods that run in the calling thread's current context: each is the
+/// [`SimContext`] method of the same name and arguments (its name is the operation an
+/// error names when no context is current).
+macro_rules! in_current_context {
+    () => {};
+    (fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($rest:tt)*) => {
+        fn $name(&self, $($arg: $ty),*) -> $ret {
+            self.current(stringify!($name))?.$name($($arg),*)
+        }
+        in_current_context!($($rest)*);
+    };
+    (unsafe fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty; $($rest:tt)*) => {
+        unsafe fn $name(&self, $($arg: $ty),*) -> $ret {
+            let c = self.current(stringify!($name))?;
+            // SAFETY: this method's contract, passed on unchanged to the same method of
+            // the context it runs in.
+            unsafe { c.$name($($arg),*) }
+        }
+        in_current_context!($($rest)*);
+    };
+}
+
 impl Backend for SimBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Simulator
@@ -1869,241 +1891,46 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn context_synchronize(&self) -> Result<()> {
-        self.current("context_synchronize")?.context_synchronize()
-    }
-
-    fn mem_get_info(&self) -> Result<MemInfo> {
-        self.current("mem_get_info")?.mem_get_info()
-    }
-
-    fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
-        self.current("module_load_ptx")?.module_load_ptx(ptx)
-    }
-
-    fn module_load_ptx_named(&self, name: &str, ptx: &str) -> Result<Module> {
-        self.current("module_load_ptx_named")?
-            .module_load_ptx_named(name, ptx)
-    }
-
-    unsafe fn module_unload(&self, module: Module) -> Result<()> {
-        let c = self.current("module_unload")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.module_unload(module) }
-    }
-
-    fn module_get_function(&self, module: &Module, name: &str) -> Result<Function> {
-        self.current("module_get_function")?
-            .module_get_function(module, name)
-    }
-
-    fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr> {
-        self.current("mem_alloc")?.mem_alloc(bytes)
-    }
-
-    fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
-        self.current("mem_free")?.mem_free(ptr)
-    }
-
-    unsafe fn memset_d16_async(
-        &self,
-        dst: DevicePtr,
-        value: u16,
-        count: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memset_d16_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d16_async(dst, value, count, stream) }
-    }
-
-    unsafe fn memset_d32_async(
-        &self,
-        dst: DevicePtr,
-        value: u32,
-        count: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memset_d32_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d32_async(dst, value, count, stream) }
-    }
-
-    unsafe fn memset_d8_async(
-        &self,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memset_d8_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memset_d8_async(dst, value, bytes, stream) }
-    }
-
-    unsafe fn memcpy_htod_async(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memcpy_htod_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_htod_async(dst, src, bytes, stream) }
-    }
-
-    unsafe fn memcpy_dtoh_async(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memcpy_dtoh_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_dtoh_async(dst, src, bytes, stream) }
-    }
-
-    unsafe fn memcpy_dtod_async(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: &Stream,
-    ) -> Result<()> {
-        let c = self.current("memcpy_dtod_async")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.memcpy_dtod_async(dst, src, bytes, stream) }
-    }
-
-    fn host_alloc(&self, bytes: usize, _flags: HostAllocFlags) -> Result<HostAlloc> {
-        self.current("host_alloc")?.host_alloc(bytes, _flags)
-    }
-
-    unsafe fn host_free(&self, mem: HostAlloc) -> Result<()> {
-        let c = self.current("host_free")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.host_free(mem) }
-    }
-
-    unsafe fn host_register(
-        &self,
-        ptr: *mut u8,
-        bytes: usize,
-        _flags: HostRegisterFlags,
-    ) -> Result<()> {
-        let c = self.current("host_register")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.host_register(ptr, bytes, _flags) }
-    }
-
-    unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
-        let c = self.current("host_unregister")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.host_unregister(ptr) }
-    }
-
-    fn stream_create(&self, _flags: StreamFlags) -> Result<Stream> {
-        self.current("stream_create")?.stream_create(_flags)
-    }
-
-    fn stream_synchronize(&self, stream: &Stream) -> Result<()> {
-        self.current("stream_synchronize")?
-            .stream_synchronize(stream)
-    }
-
-    fn stream_query(&self, stream: &Stream) -> Result<bool> {
-        self.current("stream_query")?.stream_query(stream)
-    }
-
-    fn stream_wait_event(&self, stream: &Stream, event: &Event) -> Result<()> {
-        self.current("stream_wait_event")?
-            .stream_wait_event(stream, event)
-    }
-
-    fn stream_destroy(&self, stream: Stream) -> Result<()> {
-        self.current("stream_destroy")?.stream_destroy(stream)
-    }
-
-    fn event_create(&self, flags: EventFlags) -> Result<Event> {
-        self.current("event_create")?.event_create(flags)
-    }
-
-    fn event_record(&self, event: &Event, stream: &Stream) -> Result<()> {
-        self.current("event_record")?.event_record(event, stream)
-    }
-
-    fn event_synchronize(&self, event: &Event) -> Result<()> {
-        self.current("event_synchronize")?.event_synchronize(event)
-    }
-
-    fn event_query(&self, event: &Event) -> Result<bool> {
-        self.current("event_query")?.event_query(event)
-    }
-
-    fn event_elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
-        self.current("event_elapsed_ms")?
-            .event_elapsed_ms(start, end)
-    }
-
-    fn event_destroy(&self, event: Event) -> Result<()> {
-        self.current("event_destroy")?.event_destroy(event)
+    in_current_context! {
+        fn context_synchronize() -> Result<()>;
+        fn mem_get_info() -> Result<MemInfo>;
+        fn module_load_ptx(ptx: &str) -> Result<Module>;
+        fn module_load_ptx_named(name: &str, ptx: &str) -> Result<Module>;
+        unsafe fn module_unload(module: Module) -> Result<()>;
+        fn module_get_function(module: &Module, name: &str) -> Result<Function>;
+        fn mem_alloc(bytes: usize) -> Result<DevicePtr>;
+        fn mem_free(ptr: DevicePtr) -> Result<()>;
+        unsafe fn memset_d8_async(dst: DevicePtr, value: u8, bytes: usize, stream: &Stream) -> Result<()>;
+        unsafe fn memset_d16_async(dst: DevicePtr, value: u16, count: usize, stream: &Stream) -> Result<()>;
+        unsafe fn memset_d32_async(dst: DevicePtr, value: u32, count: usize, stream: &Stream) -> Result<()>;
+        unsafe fn memcpy_htod_async(dst: DevicePtr, src: *const u8, bytes: usize, stream: &Stream) -> Result<()>;
+        unsafe fn memcpy_dtoh_async(dst: *mut u8, src: DevicePtr, bytes: usize, stream: &Stream) -> Result<()>;
+        unsafe fn memcpy_dtod_async(dst: DevicePtr, src: DevicePtr, bytes: usize, stream: &Stream) -> Result<()>;
+        fn host_alloc(bytes: usize, flags: HostAllocFlags) -> Result<HostAlloc>;
+        unsafe fn host_free(mem: HostAlloc) -> Result<()>;
+        unsafe fn host_register(ptr: *mut u8, bytes: usize, flags: HostRegisterFlags) -> Result<()>;
+        unsafe fn host_unregister(ptr: *mut u8) -> Result<()>;
+        fn stream_create(flags: StreamFlags) -> Result<Stream>;
+        fn stream_synchronize(stream: &Stream) -> Result<()>;
+        fn stream_query(stream: &Stream) -> Result<bool>;
+        fn stream_wait_event(stream: &Stream, event: &Event) -> Result<()>;
+        fn stream_destroy(stream: Stream) -> Result<()>;
+        fn event_create(flags: EventFlags) -> Result<Event>;
+        fn event_record(event: &Event, stream: &Stream) -> Result<()>;
+        fn event_synchronize(event: &Event) -> Result<()>;
+        fn event_query(event: &Event) -> Result<bool>;
+        fn event_elapsed_ms(start: &Event, end: &Event) -> Result<f32>;
+        fn event_destroy(event: Event) -> Result<()>;
+        fn function_params(function: &Function) -> Result<Option<Vec<vmgpu_cuda_api::ParamLayout>>>;
+        fn function_attribute(function: &Function, attribute: FunctionAttribute) -> Result<i32>;
+        fn function_set_attribute(function: &Function, attribute: FunctionAttribute, value: i32) -> Result<()>;
+        fn module_get_global(module: &Module, name: &str) -> Result<(DevicePtr, usize)>;
+        unsafe fn launch(function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
     }
 
     fn module_host_bytes(&self, module: &Module) -> Option<u64> {
         self.current("module_host_bytes")
             .ok()?
             .module_host_bytes(module)
-    }
-
-    fn function_params(
-        &self,
-        function: &Function,
-    ) -> Result<Option<Vec<vmgpu_cuda_api::ParamLayout>>> {
-        self.current("function_params")?.function_params(function)
-    }
-
-    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32> {
-        self.current("function_attribute")?
-            .function_attribute(function, attribute)
-    }
-
-    fn function_set_attribute(
-        &self,
-        function: &Function,
-        attribute: FunctionAttribute,
-        value: i32,
-    ) -> Result<()> {
-        self.current("function_set_attribute")?
-            .function_set_attribute(function, attribute, value)
-    }
-
-    fn module_get_global(&self, module: &Module, name: &str) -> Result<(DevicePtr, usize)> {
-        self.current("module_get_global")?
-            .module_get_global(module, name)
-    }
-
-    unsafe fn launch(
-        &self,
-        function: &Function,
-        config: &LaunchConfig,
-        stream: &Stream,
-        args: &[&[u8]],
-    ) -> Result<()> {
-        let c = self.current("launch")?;
-        // SAFETY: this method's contract, passed on unchanged to the same method of
-        // the context it runs in.
-        unsafe { c.launch(function, config, stream, args) }
     }
 }
