@@ -314,6 +314,8 @@ code_enum! {
         ManagedMemory = 83,
         /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`.
         HostRegisterSupported = 99,
+        /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` (`cuMemAllocAsync`).
+        MemoryPoolsSupported = 115,
         /// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
         PciDomainId = 50,
         /// `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.

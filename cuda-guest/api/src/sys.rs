@@ -80,6 +80,9 @@ pub struct CUuuid {
 // The `CUresult` values, from the one table (`crate::status`).
 pub use crate::status::codes::*;
 
+/// `CU_DEVICE_ATTRIBUTE_MAX` (cuda.h 12.9): every attribute number below it exists.
+pub const CU_DEVICE_ATTRIBUTE_MAX: c_int = 144;
+
 // cuGetProcAddress flags and results.
 /// `CU_GET_PROC_ADDRESS_DEFAULT`.
 pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;

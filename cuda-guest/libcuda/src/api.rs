@@ -13,6 +13,7 @@ use crate::driver::Driver;
 use crate::fail::{Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
+use vmgpu_cuda_api::DeviceAttribute;
 
 static ENGINE: OnceLock<Result<Driver, Fail>> = OnceLock::new();
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
@@ -364,39 +365,10 @@ entry! {
         if pi.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pi"));
         }
-        let v = match driver()?.device_attribute(dev(d)?, attrib) {
-            Ok(v) => v,
-            Err(f) if f.code == CUDA_ERROR_INVALID_VALUE => attribute_fallback(attrib).ok_or(f)?,
-            Err(f) => return Err(f),
-        };
+        let v = driver()?.device_attribute(dev(d)?, attrib)?;
         // SAFETY: checked non-null; a writable int.
         unsafe { out(pi, v) }
     }
-}
-
-/// `CU_DEVICE_ATTRIBUTE_MAX` of cuda.h 12.9: attributes below it exist.
-const DEVICE_ATTRIBUTE_MAX: c_int = 144;
-
-/// The answer for a valid attribute the backend does not model (programs query many at
-/// start-up, and the driver knows them all): a few limits of the virtual device, else 0,
-/// which for the capability flags (memory pools, cooperative launch, ...) is the truth
-/// for the simulator and for the protocol.
-fn attribute_fallback(attrib: c_int) -> Option<c_int> {
-    if !(1..DEVICE_ATTRIBUTE_MAX).contains(&attrib) {
-        return None;
-    }
-    let v = match attrib {
-        11 => c_int::MAX, // MAX_PITCH
-        14 => 512,        // TEXTURE_ALIGNMENT
-        15 => 1,          // GPU_OVERLAP
-        82 => 65536,      // MAX_REGISTERS_PER_MULTIPROCESSOR
-        106 => 32,        // MAX_BLOCKS_PER_MULTIPROCESSOR
-        _ => 0,
-    };
-    log::debug(&format!(
-        "cuDeviceGetAttribute({attrib}): not modelled; answering {v}"
-    ));
-    Some(v)
 }
 
 entry! {
@@ -1406,6 +1378,32 @@ entry! {
     }
 }
 
+entry! {
+    /// `cuMemHostGetDevicePointer_v2`: the device address of mapped host memory. No
+    /// device of this library maps host memory (`CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`
+    /// is 0 on the simulator), so, as NVIDIA's driver on such a device, the answer is
+    /// `CUDA_ERROR_INVALID_VALUE`.
+    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) {
+        if pdptr.is_null() || p.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
+        }
+        if flags != 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x} (must be 0)")));
+        }
+        let e = driver()?;
+        let d = e.ctx_device(current()?)?;
+        let can_map = e.device_attribute(d, DeviceAttribute::CanMapHostMemory.code())?;
+        Err(if can_map == 0 {
+            Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("device {d} cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)"),
+            )
+        } else {
+            Fail::new(CUDA_ERROR_NOT_SUPPORTED, format!("mapping host memory into device {d}"))
+        })
+    }
+}
+
 fn host_register(p: *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
     if p.is_null() || bytes == 0 {
         return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null or empty range"));
@@ -1909,7 +1907,6 @@ unsupported! {
     cuMemGetAllocationGranularity,
     cuMemGetAllocationPropertiesFromHandle,
     cuMemGetHandleForAddressRange,
-    cuMemHostGetDevicePointer_v2,
     cuMemHostGetFlags,
     cuMemImportFromShareableHandle,
     cuMemMap,

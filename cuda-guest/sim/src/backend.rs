@@ -738,14 +738,27 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::AsyncEngineCount => 1,
         A::ManagedMemory => 0,
         A::HostRegisterSupported => 1,
+        // cuMemAllocAsync and cuMemFreeAsync work (as on an H100); the pool entry points
+        // beyond them (cuMemPool*) are not implemented.
+        A::MemoryPoolsSupported => 1,
         A::PciDomainId => 0,
         A::PciBusId => 0xff,
         A::PciDeviceId => 0,
         A::ComputeCapabilityMajor => 8,
         A::ComputeCapabilityMinor => 0,
         A::Raw(n) => {
-            // Known attributes by number reach the same table.
+            // Known attributes by number reach the same table; the others cuda.h
+            // declares the simulator does not model: what a device without the feature
+            // answers (0), or a plain value where 0 would mislead.
             return match DeviceAttribute::from_code(n) {
+                A::Raw(n) if (1..sys::CU_DEVICE_ATTRIBUTE_MAX).contains(&n) => Some(match n {
+                    11 => i32::MAX, // MAX_PITCH
+                    14 => 512,      // TEXTURE_ALIGNMENT
+                    15 => 1,        // GPU_OVERLAP
+                    82 => 65536,    // MAX_REGISTERS_PER_MULTIPROCESSOR
+                    106 => 32,      // MAX_BLOCKS_PER_MULTIPROCESSOR
+                    _ => 0,
+                }),
                 A::Raw(_) => None,
                 named => attribute(named),
             };
@@ -1798,7 +1811,7 @@ impl Backend for SimBackend {
                     sys::CUDA_ERROR_INVALID_VALUE,
                     format!("cuDeviceGetAttribute({})", attr.code()),
                 );
-                e.detail = Some("the simulator does not model this attribute".into());
+                e.detail = Some("cuda.h defines no such attribute".into());
                 Err(e.into())
             }
         }

@@ -208,6 +208,7 @@ macro_rules! conformance_suite {
             device_name_and_uuid_are_stable,
             pci_bus_id_is_formatted_from_the_pci_attributes,
             device_attributes_are_the_drivers,
+            every_defined_device_attribute_answers,
             unknown_device_attribute_is_invalid_value,
             total_memory_and_mem_get_info_agree,
             primary_context_retain_is_reference_counted,
@@ -618,6 +619,17 @@ pub fn device_attributes_are_the_drivers(f: &Fixture) {
             (0..=1).contains(&attr(a)),
             "{a:?} = {} is not a flag",
             attr(a)
+        );
+    }
+}
+
+/// Every attribute number `cuda.h` defines answers (a program asks for any of them;
+/// the driver answers each, with 0 for a feature the device lacks).
+pub fn every_defined_device_attribute_answers(f: &Fixture) {
+    for n in 1..cuda_guest::driver::sys::CU_DEVICE_ATTRIBUTE_MAX {
+        ok(
+            f.b().device_attribute(f.dev, DeviceAttribute::Raw(n)),
+            &format!("cuDeviceGetAttribute({n})"),
         );
     }
 }
