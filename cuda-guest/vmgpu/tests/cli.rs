@@ -7,7 +7,7 @@ use serde_json::Value;
 
 fn fixture(host: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/sysfs")
+        .join("../../fixtures/sysfs")
         .join(host)
 }
 

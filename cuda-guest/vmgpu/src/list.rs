@@ -24,7 +24,7 @@ pub struct ListArgs {
 /// no NVIDIA function: so a first run on a laptop or CI box shows what the tool does.
 /// Normalised, so it prints as `.../fixtures/sysfs/dgx-h100`.
 fn demo_tree() -> PathBuf {
-    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sysfs/dgx-h100");
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sysfs/dgx-h100");
     std::fs::canonicalize(&tree).unwrap_or_else(|_| normalise(&tree))
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 fn ptx(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/ptx")
+        .join("../../fixtures/ptx")
         .join(name)
 }
 
@@ -1031,8 +1031,7 @@ fn run_compiles_cuda_c_with_nvrtc_for_the_device() {
 
 /// Builds cuda-guest's fake `libcuda.so.1` (needs `cc`) with `defines`.
 fn fake_libcuda(dir: &Path, defines: &[&str]) -> PathBuf {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../cuda-guest/tests/fake-libcuda/fake_cuda.c");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fake-libcuda/fake_cuda.c");
     let path = dir.join("libcuda.so.1");
     let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
     cc.args(["-shared", "-fPIC", "-O1", "-o"])
