@@ -90,14 +90,10 @@ pub struct Selection {
 
 impl std::fmt::Display for Selection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.kind {
-            BackendKind::Native => "native",
-            _ => "sim",
-        };
         write!(
             f,
-            "{kind} (requested {} by {}): {}",
-            self.requested, self.source, self.reason
+            "{} (requested {} by {}): {}",
+            self.kind, self.requested, self.source, self.reason
         )
     }
 }

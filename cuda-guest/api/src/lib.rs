@@ -255,6 +255,24 @@ pub enum BackendKind {
     Remote,
 }
 
+impl BackendKind {
+    /// Its short name, as `--backend` and `VMGPU_CUDA_BACKEND` spell it: `native`, `sim`,
+    /// `remote`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackendKind::Native => "native",
+            BackendKind::Simulator => "sim",
+            BackendKind::Remote => "remote",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 code_enum! {
     /// Device attributes (`CU_DEVICE_ATTRIBUTE_*`): the ones this crate names, each with
     /// its `cuda.h` number, written once. [`DeviceAttribute::Raw`] reaches any other by

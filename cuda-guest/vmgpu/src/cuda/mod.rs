@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use cuda_guest::accel::{Accelerator, Choice, BACKEND_ENV};
-use cuda_guest::driver::BackendKind;
 use cuda_guest::sim::SimConfig;
 use serde::Serialize;
 
@@ -106,13 +105,6 @@ impl BackendInfo {
     }
 }
 
-fn kind_name(kind: BackendKind) -> &'static str {
-    match kind {
-        BackendKind::Native => "native",
-        _ => "sim",
-    }
-}
-
 /// Chooses the backend as `--backend`, else `VMGPU_CUDA_BACKEND`, else auto says.
 pub fn accelerator(
     args: &BackendArgs,
@@ -139,7 +131,7 @@ pub fn accelerator(
         .map_err(|e| anyhow::Error::new(e).context("choosing the CUDA backend"))?;
     let sel = acc.selection();
     let info = BackendInfo {
-        kind: kind_name(acc.kind()),
+        kind: acc.kind().name(),
         requested: choice.to_string(),
         source,
         reason: sel.reason.clone(),
