@@ -314,6 +314,19 @@ fn handles_of_another_context_are_refused(server: &Server) {
     // In A they all work, and nothing of the refusals was done.
     set(&mut c, a);
     assert_eq!(c.function(ma, "vector_add").function, fa.function);
+    // A number that is no CU_FUNC_ATTRIBUTE_* is refused before the backend sees it.
+    let r = c.call(Request::FuncGetAttribute {
+        function: fa.function,
+        attribute: 99,
+    });
+    assert_eq!(r.status, Status::ERROR_INVALID_VALUE, "{:?}", r.detail());
+    assert!(
+        r.detail()
+            .unwrap_or("")
+            .contains("99 is not a CU_FUNC_ATTRIBUTE_"),
+        "{:?}",
+        r.detail()
+    );
     c.ok(Request::EventRecord {
         event: ea,
         stream: sa,

@@ -8,12 +8,17 @@
 //!
 //! Adding a command is one row here (plus a [`Wire`](crate::codec::Wire) impl if a field
 //! has a new type, and a row of `bodies!` if its reply has a new shape), and a backend
-//! method.
+//! method. A command that is one backend call (`=> method(field: Arg, ...) -> Ret as
+//! "cuName"`) needs nothing else: the service serves it through [`serve`](crate::serve())
+//! and [`RemoteBackend`](crate::client::RemoteBackend)'s stub is generated. A command
+//! whose serving keeps state of its own (handles the session issues, quotas, caches in
+//! the client) names only its method, and has a handler in the service's `session/` and
+//! a stub in the client.
 
 use super::codec::{Blob, Lent, MaxInline, MaxModule, MaxName, Str};
 use super::request::{HostDest, HostSource, KernelParams, MemsetWidth};
 use super::{ContextId, DevicePtr, EventId, FunctionId, FunctionInfo, ModuleId, StreamId};
-use vmgpu_cuda_api::LaunchConfig;
+use vmgpu_cuda_api::{Device, DeviceAttribute, Event, Function, FunctionAttribute, LaunchConfig};
 
 bodies! {
     /// Nothing.
@@ -87,7 +92,8 @@ commands! {
     } = 0x0002 [session] -> Empty;
 
     /// `cuDriverGetVersion`.
-    DriverGetVersion = 0x0003 [session] -> Int => driver_version;
+    DriverGetVersion = 0x0003 [session] -> Int
+        => driver_version() -> i32 as "cuDriverGetVersion";
 
     /// End the session: the server releases everything, answers, and closes. Also the
     /// opcode of the server's last notice (request id 0) before it closes a connection.
@@ -114,7 +120,7 @@ commands! {
     DeviceGetUuid {
         /// Device.
         device: u32,
-    } = 0x0104 [device] -> Uuid => device_uuid;
+    } = 0x0104 [device] -> Uuid => device_uuid(device: Device) -> [u8; 16] as "cuDeviceGetUuid";
 
     /// `cuDeviceGetPCIBusId`.
     DeviceGetPciBusId {
@@ -128,7 +134,9 @@ commands! {
         device: u32,
         /// `CU_DEVICE_ATTRIBUTE_*` number.
         attribute: i32,
-    } = 0x0106 [device] -> Int => device_attribute;
+    } = 0x0106 [device] -> Int
+        => device_attribute(device: Device, attribute: DeviceAttribute) -> i32
+            as "cuDeviceGetAttribute";
 
     /// `cuDeviceTotalMem`.
     DeviceTotalMem {
@@ -140,7 +148,8 @@ commands! {
     DeviceComputeCapability {
         /// Device.
         device: u32,
-    } = 0x0108 [device] -> ComputeCapability => compute_capability;
+    } = 0x0108 [device] -> ComputeCapability
+        => compute_capability(device: Device) -> (u32, u32) as "cuDeviceComputeCapability";
 
     // ------------------------------------------------------------ contexts
 
@@ -173,7 +182,7 @@ commands! {
         device: u32,
         /// `CU_CTX_*` flags.
         flags: u32,
-    } = 0x0205 [device] -> Context => context_create;
+    } = 0x0205 [device, v1_1] -> Context => context_create;
 
     /// `cuCtxDestroy_v2` (since 1.1): waits for the context's work, then frees everything
     /// made in it; its handles are dead afterwards. The primary context is released, not
@@ -181,7 +190,7 @@ commands! {
     CtxDestroy {
         /// Context (from `CtxCreate`).
         ctx: ContextId,
-    } = 0x0206 [device] -> Empty => context_destroy;
+    } = 0x0206 [device, v1_1] -> Empty => context_destroy;
 
     // ------------------------------------------------------------ modules
 
@@ -211,7 +220,7 @@ commands! {
         module: ModuleId,
         /// Variable name, at most `max_name` bytes.
         name: String as Str<MaxName>,
-    } = 0x0304 [context] -> Global => module_get_global;
+    } = 0x0304 [context, v1_1] -> Global => module_get_global;
 
     /// `cuFuncGetAttribute` (since 1.1).
     FuncGetAttribute {
@@ -219,7 +228,9 @@ commands! {
         function: FunctionId,
         /// `CU_FUNC_ATTRIBUTE_*` number.
         attribute: i32,
-    } = 0x0305 [context] -> Int => function_attribute;
+    } = 0x0305 [context, v1_1] -> Int
+        => function_attribute(function: &Function, attribute: FunctionAttribute) -> i32
+            as "cuFuncGetAttribute";
 
     /// `cuFuncSetAttribute` (since 1.1).
     FuncSetAttribute {
@@ -229,7 +240,7 @@ commands! {
         attribute: i32,
         /// The value.
         value: i32,
-    } = 0x0306 [context] -> Empty => function_set_attribute;
+    } = 0x0306 [context, v1_1] -> Empty => function_set_attribute;
 
     // ------------------------------------------------------------ memory
 
@@ -381,7 +392,8 @@ commands! {
         start: EventId,
         /// End event.
         end: EventId,
-    } = 0x0606 [context] -> ElapsedMs => event_elapsed_ms;
+    } = 0x0606 [context] -> ElapsedMs
+        => event_elapsed_ms(start: &Event, end: &Event) -> f32 as "cuEventElapsedTime";
 
     // ------------------------------------------------------------ launches
 

@@ -93,10 +93,20 @@ macro_rules! needs {
     };
 }
 
-/// The flags a row may add after its level.
+/// The flags a row may add after its level: `pipelined` (may go with `NO_REPLY`),
+/// `v1_1` (added in protocol 1.1). `flag!(fact flag)` is what `flag` says of `fact`.
 macro_rules! flag {
-    (pipelined) => {
+    (pipelined pipelined) => {
         true
+    };
+    (pipelined v1_1) => {
+        false
+    };
+    (minor pipelined) => {
+        0
+    };
+    (minor v1_1) => {
+        1
     };
 }
 
@@ -156,17 +166,23 @@ macro_rules! scope_column {
 ///     /// Doc of the twin's opcode.       // is `stream: u64` then this one's; the
 ///     async stream => NameAsync = 0x.... [level, flags] sync ... -> Body => method;
 /// } = 0x.... [level, flags]               // opcode; level: session | device | context;
-///                                         // flags: pipelined (may go with NO_REPLY)
+///                                         // flags: pipelined (may go with NO_REPLY),
+///                                         // v1_1 (added in protocol 1.1)
 ///   on field                              // optional: the stream it is ordered on
 ///   sync context | stream(field) | event(field)  // optional: what its reply reports
 ///   -> Body                               // the ReplyBody of a successful reply
 ///   => method | method;                   // the Backend method(s) serving it
+///   => method(field: Arg, ...) -> Ret as "cuName";  // or: a plain command, one call
 /// ```
 ///
 /// From the rows come: [`Opcode`](crate::Opcode) with its rules, [`Request`](crate::Request)
 /// with `opcode`, `stream`, `sync_scope`, the payload encoder and decoder, which
 /// [`ReplyBody`](crate::ReplyBody) each reply has, and (in tests) a sample request of
-/// every opcode.
+/// every opcode. A plain row (the method's signature written out: its arguments are the
+/// request's fields by name, each made into `Arg` by [`FromWire`](crate::serve::FromWire),
+/// and `Ret` is what [`Body`](crate::serve::Body) puts in the reply) also gets its
+/// server side, [`serve`](crate::serve()), and its client stub in `remote_stubs!`; no
+/// handler is written for it anywhere.
 macro_rules! commands {
     ($(
         $(#[$doc:meta])*
@@ -187,7 +203,9 @@ macro_rules! commands {
         = $code:literal [$level:ident $(, $flag:ident)*]
         $(on $on:ident)?
         $(sync $scope:ident $(($sf:ident))?)?
-        -> $body:ident $(=> $($method:ident)|+)?;
+        -> $body:ident
+        $(=> $method:ident $(| $more:ident)*
+            $(($($arg:ident : $aty:ty),*) -> $ret:ty as $cu:literal)?)?;
     )*) => {
         /// What a frame asks for: one CUDA driver call, or a session command. Replies repeat
         /// their request's opcode. Declared, with everything else about each command, in
@@ -243,8 +261,30 @@ macro_rules! commands {
             pub const fn pipelined(self) -> bool {
                 match self {
                     $(
-                        Opcode::$name => false $(|| flag!($flag))*,
-                        $($(Opcode::$aname => false $(|| flag!($aflag))*,)?)?
+                        Opcode::$name => false $(|| flag!(pipelined $flag))*,
+                        $($(Opcode::$aname => false $(|| flag!(pipelined $aflag))*,)?)?
+                    )*
+                }
+            }
+
+            /// The protocol minor version that added it: a peer of an older minor does
+            /// not know it (the client refuses it with `CUDA_ERROR_NOT_SUPPORTED`).
+            pub const fn minor(self) -> u16 {
+                match self {
+                    $(
+                        Opcode::$name => 0 $(+ flag!(minor $flag))*,
+                        $($(Opcode::$aname => 0 $(+ flag!(minor $aflag))*,)?)?
+                    )*
+                }
+            }
+
+            /// Whether it is served by one `Backend` call, its row naming the method's
+            /// signature: [`serve`](crate::serve()) and the client's stub are generated.
+            pub const fn plain(self) -> bool {
+                match self {
+                    $(
+                        Opcode::$name => false $($(|| { let _ = $cu; true })?)?,
+                        $($(Opcode::$aname => false,)?)?
                     )*
                 }
             }
@@ -280,7 +320,7 @@ macro_rules! commands {
             pub const fn backend_methods(self) -> &'static [&'static str] {
                 match self {
                     $(
-                        Opcode::$name => &[$($(stringify!($method)),+)?],
+                        Opcode::$name => &[$(stringify!($method) $(, stringify!($more))*)?],
                         $($(Opcode::$aname => &[$($(stringify!($amethod)),+)?],)?)?
                     )*
                 }
@@ -323,9 +363,10 @@ macro_rules! commands {
             #[allow(dead_code)]
             fn backend_methods_exist() {
                 $(
-                    $($(
+                    $(
                         let _ = <dyn vmgpu_cuda_api::Backend as vmgpu_cuda_api::Backend>::$method;
-                    )+)?
+                        $(let _ = <dyn vmgpu_cuda_api::Backend as vmgpu_cuda_api::Backend>::$more;)*
+                    )?
                     $($($($(
                         let _ = <dyn vmgpu_cuda_api::Backend as vmgpu_cuda_api::Backend>::$amethod;
                     )+)?)?)?
@@ -476,6 +517,89 @@ macro_rules! commands {
                 }
             }
         }
+
+        /// Serves `request` if its command is one `Backend` call ([`Opcode::plain`]):
+        /// its fields made into the method's arguments by `server` ([`FromWire`](crate::serve::FromWire)),
+        /// the method called on the backend that serves the command, its result made into
+        /// the row's reply body. `None` for a command with code of its own.
+        #[allow(unused_variables, clippy::needless_question_mark)]
+        pub fn serve<S: $crate::serve::Serve>(
+            server: &S,
+            request: &Request,
+        ) -> Option<Result<ReplyBody, S::Fail>> {
+            match request {
+                $($($(
+                    Request::$name { $($arg,)* .. } => Some((|| {
+                        $(let $arg: $aty = $crate::serve::FromWire::from_wire(server, $arg)?;)*
+                        let value: $ret = server.backend(Opcode::$name)?.$method($($arg),*)?;
+                        Ok(<$crate::commands::kinds::$body as $crate::serve::Body<$ret>>::wrap(value))
+                    })()),
+                )?)?)*
+                _ => None,
+            }
+        }
+
+        /// The client's stub of every command that is one `Backend` call: each
+        /// `Backend` method of [`RemoteBackend`](crate::client::RemoteBackend) that a
+        /// row names with its signature, sent as that row's request.
+        macro_rules! remote_stubs {
+            () => {$($($(
+                fn $method(&self, $($arg: $aty),*) -> vmgpu_cuda_api::Result<$ret> {
+                    self.plain(
+                        $cu,
+                        $crate::Opcode::$name,
+                        &[$($crate::client::Arg::on(&$arg)),*],
+                        $crate::Request::$name { $($arg: $crate::client::ToWire::to_wire(&$arg)),* },
+                        <$crate::commands::kinds::$body as $crate::serve::Body<$ret>>::unwrap,
+                    )
+                }
+            )?)?)*};
+        }
+        pub(crate) use remote_stubs;
+    };
+}
+
+/// The [`Body`](crate::serve::Body) of one reply body: `()` for a body of nothing, its
+/// value for a body of one, a tuple of its fields (in order) for a body of several.
+macro_rules! body_value {
+    ($name:ident) => {
+        impl $crate::serve::Body<()> for kinds::$name {
+            fn wrap((): ()) -> $crate::ReplyBody {
+                $crate::ReplyBody::$name
+            }
+            fn unwrap(body: $crate::ReplyBody) -> Option<()> {
+                match body {
+                    $crate::ReplyBody::$name => Some(()),
+                    _ => None,
+                }
+            }
+        }
+    };
+    ($name:ident ($ty:ty)) => {
+        impl $crate::serve::Body<$ty> for kinds::$name {
+            fn wrap(value: $ty) -> $crate::ReplyBody {
+                $crate::ReplyBody::$name(value)
+            }
+            fn unwrap(body: $crate::ReplyBody) -> Option<$ty> {
+                match body {
+                    $crate::ReplyBody::$name(value) => Some(value),
+                    _ => None,
+                }
+            }
+        }
+    };
+    ($name:ident { $($field:ident : $fty:ty),+ }) => {
+        impl $crate::serve::Body<($($fty,)+)> for kinds::$name {
+            fn wrap(($($field,)+): ($($fty,)+)) -> $crate::ReplyBody {
+                $crate::ReplyBody::$name { $($field),+ }
+            }
+            fn unwrap(body: $crate::ReplyBody) -> Option<($($fty,)+)> {
+                match body {
+                    $crate::ReplyBody::$name { $($field),+ } => Some(($($field,)+)),
+                    _ => None,
+                }
+            }
+        }
     };
 }
 
@@ -512,6 +636,19 @@ macro_rules! bodies {
             /// UTF-8.
             Detail(String),
         }
+
+        /// One marker type per reply body, for [`Body`](crate::serve::Body): what
+        /// value each carries.
+        // A marker is used once a row served by one backend call has its body.
+        #[allow(dead_code)]
+        pub(crate) mod kinds {
+            $(
+                #[doc = concat!("[`ReplyBody::", stringify!($name), "`](crate::ReplyBody).")]
+                #[derive(Debug)]
+                pub(crate) enum $name {}
+            )*
+        }
+        $(body_value!($name $(($ty))? $({ $($field: $fty),+ })?);)*
 
         /// Which body a successful reply has (one per [`ReplyBody`] variant but `Detail`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -78,9 +78,10 @@ mod frame;
 mod handshake;
 mod reply;
 mod request;
+pub mod serve;
 mod wire;
 
-pub use commands::{Opcode, ReplyBody, Request};
+pub use commands::{serve, Opcode, ReplyBody, Request};
 pub use decoder::{Decoded, Decoder, Frame, Message};
 pub use deferred::{Covered, DeferredError, DeferredErrors};
 pub use error::{DecodeError, EncodeError, FieldError, HandshakeError, Refused};

@@ -200,21 +200,6 @@ impl Conn {
         }
     }
 
-    /// Fails unless the session's protocol has `minor` (1.1 added `CtxCreate`, ...).
-    pub(super) fn require_minor(&self, minor: u16, what: &str) -> R<()> {
-        if self.minor >= minor {
-            Ok(())
-        } else {
-            Err(Fail::new(
-                sys::CUDA_ERROR_NOT_SUPPORTED,
-                format!(
-                    "{what} needs protocol 1.{minor}; the session speaks 1.{}",
-                    self.minor
-                ),
-            ))
-        }
-    }
-
     /// Ends the session: `Goodbye` (the service releases everything and hangs up); on a
     /// virtio-serial port, whose host connection outlives the process, also waits until
     /// the port reports the hang-up, so that the next process to open the port writes
@@ -284,6 +269,20 @@ impl Conn {
     /// writes replies with blocking writes and reads no request meanwhile, so while a
     /// data reply may be waiting, the client writes nothing large before reading it.
     fn before(&mut self, request: &Request) -> R<()> {
+        // A command the session's protocol lacks (1.1 added `CtxCreate`, ...) is the
+        // driver's "not supported", at the call.
+        let opcode = request.opcode();
+        if opcode.minor() > self.minor {
+            return Err(Fail::new(
+                sys::CUDA_ERROR_NOT_SUPPORTED,
+                format!(
+                    "{} needs protocol 1.{}; the session speaks 1.{}",
+                    opcode.name(),
+                    opcode.minor(),
+                    self.minor
+                ),
+            ));
+        }
         if self.unread_dtoh == 0 {
             return Ok(());
         }

@@ -188,12 +188,71 @@ impl State {
 /// What a request works on: the calling thread's current context, or the object it
 /// names (whose context it is sent in).
 #[derive(Debug, Clone, Copy)]
-enum On<'a> {
+pub(crate) enum On<'a> {
     Current,
     Stream(&'a Stream),
     Event(&'a Event),
     Module(&'a Module),
     Function(&'a Function),
+}
+
+/// An argument of a generated stub ([`crate::commands`]): the object it names, if any,
+/// whose context the request is sent in.
+pub(crate) trait Arg {
+    /// The object named (the default: none, a value).
+    fn on(&self) -> Option<On<'_>> {
+        None
+    }
+}
+
+/// An argument of a generated stub as its request field of type `W`.
+pub(crate) trait ToWire<W> {
+    /// The field's value.
+    fn to_wire(&self) -> W;
+}
+
+/// Values that name no object, each with its field.
+macro_rules! value_args {
+    ($($t:ty => $w:ty: |$v:ident| $e:expr;)*) => {$(
+        impl Arg for $t {}
+        impl ToWire<$w> for $t {
+            fn to_wire(&self) -> $w {
+                let $v = self;
+                $e
+            }
+        }
+    )*};
+}
+value_args! {
+    i32 => i32: |v| *v;
+    u32 => u32: |v| *v;
+    u64 => u64: |v| *v;
+    &str => String: |v| v.to_string();
+    Device => u32: |v| v.ordinal();
+    DeviceAttribute => i32: |v| v.code();
+    FunctionAttribute => i32: |v| v.code();
+}
+
+/// Handles, each naming its object and sent as its id.
+macro_rules! object_args {
+    ($($t:ident => $on:ident, $id:ident;)*) => {$(
+        impl Arg for &$t {
+            fn on(&self) -> Option<On<'_>> {
+                Some(On::$on(self))
+            }
+        }
+        impl ToWire<$id> for &$t {
+            fn to_wire(&self) -> $id {
+                $id(self.raw())
+            }
+        }
+    )*};
+}
+object_args! {
+    Stream => Stream, StreamId;
+    Event => Event, EventId;
+    Module => Module, ModuleId;
+    Function => Function, FunctionId;
 }
 
 /// Whether `s` is one of the default streams (0, `CU_STREAM_LEGACY`,
@@ -410,6 +469,34 @@ impl RemoteBackend {
     /// A request that needs no context.
     fn call(&self, request: Request) -> R<ReplyBody> {
         self.conn()?.call(request)
+    }
+
+    /// A generated stub's call (`op` the entry point, for errors): the objects its
+    /// arguments name must be live objects of this backend, and the request is sent in
+    /// the first one's context (the current context if it names none; none for a
+    /// session or device command); the reply's body must be what `unwrap` takes.
+    fn plain<T>(
+        &self,
+        op: &'static str,
+        opcode: crate::Opcode,
+        objects: &[Option<On<'_>>],
+        request: Request,
+        unwrap: fn(ReplyBody) -> Option<T>,
+    ) -> Result<T> {
+        run(op, || {
+            let mut objects = objects.iter().flatten();
+            let first = objects.next().copied();
+            for o in objects {
+                self.context_of(*o, op)?;
+            }
+            let body = if opcode.needs_context() {
+                let (mut c, _) = self.on(first.unwrap_or(On::Current), op)?;
+                c.call(request)?
+            } else {
+                self.call(request)?
+            };
+            unwrap(body.clone()).ok_or_else(|| unexpected(&body))
+        })
     }
 
     /// Refuses at the call a launch geometry the device cannot run, as the driver does
@@ -695,21 +782,15 @@ impl Drop for RemoteBackend {
 }
 
 impl Backend for RemoteBackend {
+    // Every command whose row names its method's signature (`commands.rs`).
+    crate::commands::remote_stubs!();
+
     fn kind(&self) -> BackendKind {
         BackendKind::Remote
     }
 
     fn instance_id(&self) -> u32 {
         self.id
-    }
-
-    fn driver_version(&self) -> Result<i32> {
-        run("cuDriverGetVersion", || {
-            match self.call(Request::DriverGetVersion)? {
-                ReplyBody::Int(v) => Ok(v),
-                b => Err(unexpected(&b)),
-            }
-        })
     }
 
     fn device_count(&self) -> Result<u32> {
@@ -732,17 +813,6 @@ impl Backend for RemoteBackend {
         })
     }
 
-    fn device_uuid(&self, dev: Device) -> Result<[u8; 16]> {
-        run("cuDeviceGetUuid", || {
-            match self.call(Request::DeviceGetUuid {
-                device: dev.ordinal(),
-            })? {
-                ReplyBody::Uuid(u) => Ok(u),
-                b => Err(unexpected(&b)),
-            }
-        })
-    }
-
     fn device_pci_bus_id(&self, dev: Device) -> Result<String> {
         run("cuDeviceGetPCIBusId", || {
             match self.call(Request::DeviceGetPciBusId {
@@ -754,35 +824,12 @@ impl Backend for RemoteBackend {
         })
     }
 
-    fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32> {
-        run("cuDeviceGetAttribute", || {
-            match self.call(Request::DeviceGetAttribute {
-                device: dev.ordinal(),
-                attribute: attr.code(),
-            })? {
-                ReplyBody::Int(v) => Ok(v),
-                b => Err(unexpected(&b)),
-            }
-        })
-    }
-
     fn device_total_mem(&self, dev: Device) -> Result<u64> {
         run("cuDeviceTotalMem_v2", || {
             match self.call(Request::DeviceTotalMem {
                 device: dev.ordinal(),
             })? {
                 ReplyBody::Size(v) => Ok(v),
-                b => Err(unexpected(&b)),
-            }
-        })
-    }
-
-    fn compute_capability(&self, dev: Device) -> Result<(u32, u32)> {
-        run("cuDeviceComputeCapability", || {
-            match self.call(Request::DeviceComputeCapability {
-                device: dev.ordinal(),
-            })? {
-                ReplyBody::ComputeCapability { major, minor } => Ok((major, minor)),
                 b => Err(unexpected(&b)),
             }
         })
@@ -900,7 +947,6 @@ impl Backend for RemoteBackend {
         const OP: &str = "cuCtxCreate_v3";
         run(OP, || {
             let mut c = self.conn()?;
-            c.require_minor(1, OP)?;
             let server = match c.call(Request::CtxCreate {
                 device: dev.ordinal(),
                 flags: 0,
@@ -946,7 +992,6 @@ impl Backend for RemoteBackend {
             };
             check(entry())?;
             let mut c = self.conn()?;
-            c.require_minor(1, OP)?;
             let e = check(entry())?;
             c.call(Request::CtxDestroy {
                 ctx: ContextId(e.server),
@@ -1062,7 +1107,6 @@ impl Backend for RemoteBackend {
         const OP: &str = "cuModuleGetGlobal_v2";
         run(OP, || {
             let (mut c, _) = self.on(On::Module(module), OP)?;
-            c.require_minor(1, OP)?;
             match c.call(Request::ModuleGetGlobal {
                 module: ModuleId(module.raw()),
                 name: name.to_string(),
@@ -1464,21 +1508,6 @@ impl Backend for RemoteBackend {
         })
     }
 
-    fn event_elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32> {
-        const OP: &str = "cuEventElapsedTime";
-        run(OP, || {
-            self.context_of(On::Event(end), OP)?;
-            let (mut c, _) = self.on(On::Event(start), OP)?;
-            match c.call(Request::EventElapsedTime {
-                start: EventId(start.raw()),
-                end: EventId(end.raw()),
-            })? {
-                ReplyBody::ElapsedMs(ms) => Ok(ms),
-                b => Err(unexpected(&b)),
-            }
-        })
-    }
-
     fn event_destroy(&self, event: Event) -> Result<()> {
         const OP: &str = "cuEventDestroy_v2";
         run(OP, || {
@@ -1503,21 +1532,6 @@ impl Backend for RemoteBackend {
         })
     }
 
-    fn function_attribute(&self, function: &Function, attribute: FunctionAttribute) -> Result<i32> {
-        const OP: &str = "cuFuncGetAttribute";
-        run(OP, || {
-            let (mut c, _) = self.on(On::Function(function), OP)?;
-            c.require_minor(1, OP)?;
-            match c.call(Request::FuncGetAttribute {
-                function: FunctionId(function.raw()),
-                attribute: attribute.code(),
-            })? {
-                ReplyBody::Int(v) => Ok(v),
-                b => Err(unexpected(&b)),
-            }
-        })
-    }
-
     fn function_set_attribute(
         &self,
         function: &Function,
@@ -1527,7 +1541,6 @@ impl Backend for RemoteBackend {
         const OP: &str = "cuFuncSetAttribute";
         run(OP, || {
             let (mut c, _) = self.on(On::Function(function), OP)?;
-            c.require_minor(1, OP)?;
             c.call(Request::FuncSetAttribute {
                 function: FunctionId(function.raw()),
                 attribute: attribute.code(),

@@ -2,7 +2,7 @@
 //! context, the device queries by the service's device backend.
 
 use super::{failed, invalid, truncate_utf8, Done, Outcome, Session};
-use vmgpu_cuda_api::{Device, DeviceAttribute};
+use vmgpu_cuda_api::Device;
 use vmgpu_cuda_proto::{ReplyBody, Status};
 
 impl Session {
@@ -37,11 +37,6 @@ impl Session {
         Ok(ReplyBody::Empty)
     }
 
-    /// `DriverGetVersion`.
-    pub(super) fn driver_get_version(&self) -> Done {
-        Ok(ReplyBody::Int(self.inner.devices.driver_version()?))
-    }
-
     /// `DeviceGetCount`: the guest sees one device (the backend has it: checked when
     /// the service started).
     pub(super) fn device_get_count(&self) -> Done {
@@ -63,12 +58,6 @@ impl Session {
         Ok(ReplyBody::Text(name))
     }
 
-    /// `DeviceGetUuid`.
-    pub(super) fn device_get_uuid(&self, device: u32) -> Done {
-        let d = self.dev(device)?;
-        Ok(ReplyBody::Uuid(self.inner.devices.device_uuid(d)?))
-    }
-
     /// `DeviceGetPciBusId`, at most `max_name` bytes.
     pub(super) fn device_get_pci_bus_id(&self, device: u32) -> Done {
         let d = self.dev(device)?;
@@ -77,27 +66,10 @@ impl Session {
         Ok(ReplyBody::Text(id))
     }
 
-    /// `DeviceGetAttribute`, any attribute by number.
-    pub(super) fn device_get_attribute(&self, device: u32, attribute: i32) -> Done {
-        let d = self.dev(device)?;
-        let v = self
-            .inner
-            .devices
-            .device_attribute(d, DeviceAttribute::Raw(attribute))?;
-        Ok(ReplyBody::Int(v))
-    }
-
     /// `DeviceTotalMem`: the guest's memory quota, at most the device's.
     pub(super) fn device_total_mem(&self, device: u32) -> Done {
         let d = self.dev(device)?;
         let total = self.inner.devices.device_total_mem(d)?;
         Ok(ReplyBody::Size(total.min(self.quota.device_memory)))
-    }
-
-    /// `DeviceComputeCapability`.
-    pub(super) fn device_compute_capability(&self, device: u32) -> Done {
-        let d = self.dev(device)?;
-        let (major, minor) = self.inner.devices.compute_capability(d)?;
-        Ok(ReplyBody::ComputeCapability { major, minor })
     }
 }

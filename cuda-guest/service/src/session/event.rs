@@ -64,15 +64,6 @@ impl Session {
         }
     }
 
-    /// `EventElapsedTime` between two events of the context.
-    pub(super) fn event_elapsed_time(&mut self, cx: u64, start: EventId, end: EventId) -> Done {
-        let a = Self::found(&self.events, "event", start.0, cx)?;
-        let b = Self::found(&self.events, "event", end.0, cx)?;
-        Ok(ReplyBody::ElapsedMs(
-            self.backend()?.event_elapsed_ms(&a.event, &b.event)?,
-        ))
-    }
-
     /// The wait of an event scope (`EventSynchronize`): its last record.
     pub(super) fn wait_event(be: &dyn Backend, event: &Event) -> Result<(), DriverError> {
         be.event_synchronize(event)

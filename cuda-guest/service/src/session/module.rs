@@ -13,7 +13,7 @@ use vmgpu_ptx::Space;
 /// A loaded module.
 #[derive(Debug)]
 pub(in crate::session) struct ModuleEntry {
-    module: Module,
+    pub(in crate::session) module: Module,
     /// Parameter layouts of the module's kernels, read from its PTX.
     layouts: HashMap<String, Vec<ParamLayout>>,
     /// The function handle given out for each kernel name (one per name, as the driver
@@ -223,21 +223,6 @@ impl Session {
             dptr,
             bytes: bytes as u64,
         })
-    }
-
-    /// `FuncGetAttribute`.
-    pub(super) fn func_get_attribute(
-        &mut self,
-        cx: u64,
-        function: FunctionId,
-        attribute: i32,
-    ) -> Done {
-        let f = Self::found(&self.functions, "function", function.0, cx)?;
-        let a = FunctionAttribute::from_code(attribute)
-            .ok_or_else(|| invalid(format!("function attribute {attribute}")))?;
-        Ok(ReplyBody::Int(
-            self.backend()?.function_attribute(&f.function, a)?,
-        ))
     }
 
     /// `FuncSetAttribute`.
