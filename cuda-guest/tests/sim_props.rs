@@ -217,6 +217,35 @@ proptest! {
             ("clz.b32 %y, %x1;", |a, _, _| (a as u32).leading_zeros() as u64),
             ("brev.b32 %y, %x1;", |a, _, _| (a as u32).reverse_bits() as u64),
             ("bfind.u32 %y, %x1;", |a, _, _| if a as u32 == 0 { 0xffff_ffff } else { 31 - (a as u32).leading_zeros() as u64 }),
+            ("bfind.shiftamt.u32 %y, %x1;", |a, _, _| if a as u32 == 0 { 0xffff_ffff } else { (a as u32).leading_zeros() as u64 }),
+            ("bfind.s32 %y, %x1;", |a, _, _| { let v = if (a as i32) < 0 { !(a as u32) } else { a as u32 }; if v == 0 { 0xffff_ffff } else { 31 - v.leading_zeros() as u64 } }),
+            ("bfind.shiftamt.s32 %y, %x1;", |a, _, _| { let v = if (a as i32) < 0 { !(a as u32) } else { a as u32 }; if v == 0 { 0xffff_ffff } else { v.leading_zeros() as u64 } }),
+            ("mov.u32 %y, WARP_SZ;", |_, _, _| 32),
+            // The extended-precision multiply-adds: the carry out of mad.cc reaches addc.
+            ("mad.lo.cc.u32 %r4, %x1, %x2, %x3; addc.u32 %y, 0, 0;", |a, b, c| {
+                let lo = (a as u32).wrapping_mul(b as u32) as u64;
+                ((lo + (c as u32 as u64)) >> 32) & 1
+            }),
+            ("mad.lo.cc.u32 %y, %x1, %x2, %x3;", |a, b, c| (a as u32).wrapping_mul(b as u32).wrapping_add(c as u32) as u64),
+            ("mad.hi.cc.u32 %r4, %x1, %x2, %x3; addc.u32 %y, 0, 0;", |a, b, c| {
+                let hi = (a as u32 as u64 * b as u32 as u64) >> 32;
+                ((hi + (c as u32 as u64)) >> 32) & 1
+            }),
+            ("mad.hi.cc.s32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let hi = ((a as i32 as i64 * b as i32 as i64) >> 32) as u32;
+                hi.wrapping_add(c as u32) as u64
+            }),
+            ("add.cc.u32 %r4, %x3, %x3; madc.lo.cc.u32 %r3, %x1, %x2, %x3; addc.u32 %y, %r3, %r3;", |a, b, c| {
+                let cin = ((c as u32 as u64) * 2 >> 32) & 1;
+                let sum = (a as u32).wrapping_mul(b as u32) as u64 + (c as u32 as u64) + cin;
+                let (r5, cout) = (sum & 0xffff_ffff, (sum >> 32) & 1);
+                (r5 * 2 + cout) & 0xffff_ffff
+            }),
+            ("add.cc.u32 %r4, %x1, %x1; madc.hi.u32 %y, %x1, %x2, %x3;", |a, b, c| {
+                let cin = ((a as u32 as u64) * 2 >> 32) & 1;
+                let hi = (a as u32 as u64 * b as u32 as u64) >> 32;
+                (hi + (c as u32 as u64) + cin) & 0xffff_ffff
+            }),
             ("abs.s32 %y, %x1;", |a, _, _| (a as i32).wrapping_abs() as u32 as u64),
             ("neg.s32 %y, %x1;", |a, _, _| (a as i32).wrapping_neg() as u32 as u64),
             ("prmt.b32 %y, %x1, %x2, %x3;", |a, b, c| {
@@ -298,6 +327,15 @@ proptest! {
             ("clz.b64 %r4, %x1; cvt.u64.u32 %y, %r4;", |a, _, _| a.leading_zeros() as u64),
             ("brev.b64 %y, %x1;", |a, _, _| a.reverse_bits()),
             ("mul.hi.u64 %y, %x1, %x2;", |a, b, _| ((a as u128 * b as u128) >> 64) as u64),
+            ("bfind.shiftamt.u64 %r4, %x1; cvt.u64.u32 %y, %r4;", |a, _, _| if a == 0 { 0xffff_ffff } else { a.leading_zeros() as u64 }),
+            ("mad.lo.cc.u64 %rd10, %x1, %x2, %x3; addc.cc.u64 %y, 0, 0;", |a, b, c| {
+                ((a.wrapping_mul(b) as u128 + c as u128) >> 64) as u64
+            }),
+            ("mad.hi.cc.s64 %rd10, %x1, %x2, %x3; madc.hi.s64 %y, %x1, %x2, %x3;", |a, b, c| {
+                let hi = ((a as i64 as i128 * b as i64 as i128) >> 64) as u64;
+                let cin = ((hi as u128 + c as u128) >> 64) as u64;
+                hi.wrapping_add(c).wrapping_add(cin)
+            }),
             ("bfe.u64 %y, %x1, %s2, 13;", |a, b, _| {
                 let pos = (b & 0xff) as u32;
                 (0..64).fold(0u64, |d, i| d | (if i < 13 && pos + i < 64 { (a >> (pos + i)) & 1 } else { 0 } << i))

@@ -264,3 +264,60 @@ fn bar_red_counts_and_combines_over_the_block() {
         assert!(got.iter().all(|&v| v == 34 + 10 + 1000), "{got:?}");
     }
 }
+
+#[test]
+fn match_sync_groups_lanes_by_value() {
+    // Lane l holds l % 3 (b32) and l / 8 (b64): match.any gives each lane the lanes of
+    // its group; match.all is 0 and false for them, and the whole set and true for a
+    // uniform value; a membermask of the even lanes leaves the odd ones out.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<8>; .reg .b64 %rd<6>; .reg .pred %p<3>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %laneid;\n rem.u32 %r2, %r1, 3;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n\
+         match.any.sync.b32 %r3, %r2, -1;\n st.global.u32 [%rd3], %r3;\n\
+         shr.u32 %r4, %r1, 3;\n cvt.u64.u32 %rd4, %r4;\n\
+         match.any.sync.b64 %r3, %rd4, 0x55555555;\n st.global.u32 [%rd3+128], %r3;\n\
+         match.all.sync.b32 %r5|%p1, %r2, -1;\n selp.u32 %r6, 1, 0, %p1;\n add.u32 %r5, %r5, %r6;\n\
+         st.global.u32 [%rd3+256], %r5;\n\
+         match.all.sync.b32 %r5|%p2, 7, WARP_SZ;\n selp.u32 %r6, 1, 0, %p2;\n add.u32 %r5, %r5, %r6;\n\
+         st.global.u32 [%rd3+384], %r5;\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s.load_module("match.ptx", &ptx).unwrap();
+    let out = s.malloc(4 * 128).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
+    let got = read_u32(&mut s, out, 128);
+    let any: Vec<u32> = (0..32u32)
+        .map(|l| (0..32).filter(|k| k % 3 == l % 3).map(|k| 1u32 << k).sum())
+        .collect();
+    assert_eq!(&got[..32], &any[..], "match.any.sync.b32");
+    let even: Vec<u32> = (0..32u32)
+        .map(|l| {
+            if l % 2 == 1 {
+                0
+            } else {
+                (0..32)
+                    .filter(|k| k % 2 == 0 && k / 8 == l / 8)
+                    .map(|k| 1u32 << k)
+                    .sum()
+            }
+        })
+        .collect();
+    assert_eq!(
+        &got[32..64],
+        &even[..],
+        "match.any.sync.b64 over the even lanes"
+    );
+    assert_eq!(
+        &got[64..96],
+        &[0u32; 32][..],
+        "match.all.sync of unequal values"
+    );
+    // WARP_SZ (32: lane 5 alone) as the membermask, one value: the set 0x20 and true (+1).
+    assert_eq!(
+        &got[96..],
+        &[0x21u32; 32][..],
+        "match.all.sync of one value"
+    );
+}

@@ -155,6 +155,19 @@ pub(crate) enum Op {
         cout: bool,
         w64: bool,
     },
+    /// `mad{.lo,.hi}.cc`/`madc{.lo,.hi}[.cc]`: the low or high half of `a * b` (signed
+    /// or not), plus `c`, plus the carry in (`cin`); carry out (`cout`), width.
+    MadCarry {
+        d: R,
+        a: R,
+        b: R,
+        c: R,
+        hi: bool,
+        signed: bool,
+        cin: bool,
+        cout: bool,
+        w64: bool,
+    },
     Testp {
         d: P,
         a: R,
@@ -273,6 +286,17 @@ pub(crate) enum Op {
         a: R,
         op: u8,
         signed: bool,
+    },
+    /// `match.any.sync`/`match.all.sync` (`.b32`/`.b64`) `d[|p], a, membermask`: the
+    /// lanes (active and in `membermask`) whose `a` equals this lane's (`any`), or all of
+    /// them if every `a` is equal and else 0 (`all`, `p` saying which).
+    Match {
+        d: R,
+        p: Option<P>,
+        a: R,
+        member: R,
+        all: bool,
+        w64: bool,
     },
     Clock {
         d: R,
@@ -676,6 +700,9 @@ impl<'a> Dec<'a> {
                 None => {
                     if let Some(i) = SPECIALS.iter().position(|s| s == n) {
                         i as R
+                    } else if n == "WARP_SZ" {
+                        // PTX's predefined constant: the warp size.
+                        self.konst(32)
                     } else {
                         return derr(line, format!("unknown name {n}"));
                     }
@@ -1003,6 +1030,35 @@ impl<'a> Dec<'a> {
                 };
                 Op::Bin(f, d, a, b)
             }
+            "mad" | "madc" if i.opcode == "madc" || (i.has("cc") && !is_float) => {
+                // The extended-precision forms: the carry flag in and/or out.
+                need(4)?;
+                let t = need_ty()?;
+                if !matches!(
+                    t,
+                    ScalarType::U32 | ScalarType::S32 | ScalarType::U64 | ScalarType::S64
+                ) {
+                    return derr(
+                        line,
+                        format!("{} needs .u32, .s32, .u64 or .s64", i.full_name()),
+                    );
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c = self.src_typed(&ops[3], t, line)?;
+                Op::MadCarry {
+                    d,
+                    a,
+                    b,
+                    c,
+                    hi: i.has("hi"),
+                    signed: matches!(t, ScalarType::S32 | ScalarType::S64),
+                    cin: i.opcode == "madc",
+                    cout: i.has("cc"),
+                    w64: t.size() == 8,
+                }
+            }
             "mad" | "fma" => {
                 need(4)?;
                 let t = need_ty()?;
@@ -1087,6 +1143,7 @@ impl<'a> Dec<'a> {
                     ("popc", false) => int_fn!(t, popc, line),
                     ("clz", false) => int_fn!(t, clz, line),
                     ("brev", false) => int_fn!(t, brev, line),
+                    ("bfind", false) if i.has("shiftamt") => int_fn!(t, bfind_shiftamt, line),
                     ("bfind", false) => int_fn!(t, bfind, line),
                     ("neg", true) => match t {
                         ScalarType::F32 => ops::fneg::<f32>,
@@ -1611,6 +1668,35 @@ impl<'a> Dec<'a> {
                     c,
                 }
             }
+            "match" => {
+                need(3)?;
+                let t = need_ty()?;
+                if !matches!(t, ScalarType::B32 | ScalarType::B64) {
+                    return derr(line, format!("{} needs .b32 or .b64", i.full_name()));
+                }
+                let all = i.has("all");
+                if !all && !i.has("any") {
+                    return derr(line, format!("{}: .any or .all", i.full_name()));
+                }
+                let (d, p) = match &ops[0] {
+                    Operand::Pair(d, p) if all => {
+                        let d = self.dst(&Operand::Name(d.clone()), line)?;
+                        let (p, _) = self.pred(&Operand::Name(p.clone()), line)?;
+                        (d, Some(p))
+                    }
+                    o => (self.dst(o, line)?, None),
+                };
+                let a = self.src(&ops[1], line)?;
+                let member = self.src_typed(&ops[2], ScalarType::B32, line)?;
+                Op::Match {
+                    d,
+                    p,
+                    a,
+                    member,
+                    all,
+                    w64: t == ScalarType::B64,
+                }
+            }
             "vote" => {
                 need(2)?;
                 let mode = if i.has("ballot") {
@@ -1983,9 +2069,14 @@ fn written(op: &Op) -> Vec<R> {
         Op::Bfi { d, .. }
         | Op::Lop3 { d, .. }
         | Op::Carry { d, .. }
+        | Op::MadCarry { d, .. }
         | Op::Cvt { d, .. }
         | Op::Selp { d, .. } => vec![*d],
-        Op::Pack { d, .. } | Op::Shfl { d, .. } | Op::Activemask(d) | Op::Clock { d, .. } => {
+        Op::Pack { d, .. }
+        | Op::Shfl { d, .. }
+        | Op::Match { d, .. }
+        | Op::Activemask(d)
+        | Op::Clock { d, .. } => {
             vec![*d]
         }
         Op::Unpack { parts, .. } => parts.clone(),

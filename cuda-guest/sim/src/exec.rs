@@ -1046,6 +1046,31 @@ impl<'a, 'b> Exec<'a, 'b> {
                     w.carry = (w.carry & !mask) | (new_cf & mask);
                 }
             }
+            Op::MadCarry {
+                d,
+                a,
+                b,
+                c,
+                hi,
+                signed,
+                cin,
+                cout,
+                w64,
+            } => {
+                let mut out: Lanes = [0; 32];
+                let (av, bv, cv) = (lanes(&w.regs, *a), lanes(&w.regs, *b), lanes(&w.regs, *c));
+                let mut new_cf = 0u32;
+                for l in 0..32 {
+                    let cf = if *cin { (w.carry >> l) & 1 } else { 0 };
+                    let (r, carry) = ops::mad_carry(av[l], bv[l], cv[l], cf, *hi, *signed, *w64);
+                    out[l] = r;
+                    new_cf |= (carry as u32) << l;
+                }
+                write(&mut w.regs, *d, &out, mask);
+                if *cout {
+                    w.carry = (w.carry & !mask) | (new_cf & mask);
+                }
+            }
             Op::Testp { d, a, class, f64 } => {
                 let av = lanes(&w.regs, *a);
                 let mut r = 0u32;
@@ -1258,6 +1283,39 @@ impl<'a, 'b> Exec<'a, 'b> {
                         *pd = (*pd & !mask) | if r { mask } else { 0 };
                     }
                 }
+            }
+            Op::Match {
+                d,
+                p,
+                a,
+                member,
+                all,
+                w64,
+            } => {
+                let av = lanes(&w.regs, *a);
+                let width = if *w64 { u64::MAX } else { u32::MAX as u64 };
+                let first = mask.trailing_zeros() as usize;
+                let set = mask & lanes(&w.regs, *member)[first.min(31)] as u32;
+                let mut out: Lanes = [0; 32];
+                let mut same = true;
+                each_lane!(set, l, {
+                    let mut peers = 0u32;
+                    each_lane!(set, k, {
+                        if av[k] & width == av[l] & width {
+                            peers |= 1 << k;
+                        }
+                    });
+                    same &= peers == set;
+                    out[l] = peers as u64;
+                });
+                if *all {
+                    out = [if same { set as u64 } else { 0 }; 32];
+                    if let Some(p) = p {
+                        let pd = &mut w.preds[*p as usize];
+                        *pd = (*pd & !mask) | if same { mask } else { 0 };
+                    }
+                }
+                write(&mut w.regs, *d, &out, mask);
             }
             Op::Redux { d, a, op, signed } => {
                 let av = lanes(&w.regs, *a);

@@ -50,8 +50,9 @@
 //! # Instruction coverage
 //!
 //! Implemented: `add sub mul(.lo/.hi/.wide) mad(.lo/.hi/.wide) mul24 sad div rem abs neg
-//! min max` on 8/16/32/64-bit integers; `add.cc addc sub.cc subc`; `and or xor not cnot
-//! shl shr lop3 popc clz brev bfind bfe bfi shf`, `prmt` (default mode); `add sub mul div
+//! min max` on 8/16/32/64-bit integers; `add.cc addc sub.cc subc mad.cc madc` (`.lo/.hi`,
+//! carry in and out); `and or xor not cnot shl shr lop3 popc clz brev bfind(.shiftamt) bfe
+//! bfi shf`, `prmt` (default mode); `add sub mul div
 //! fma mad min max abs neg sqrt rcp rsqrt copysign testp` on f32/f64 (f16: add sub mul
 //! fma min max neg abs setp; cvt to/from f16 and bf16); `ex2 lg2 sin cos tanh rcp.approx sqrt.approx rsqrt.approx
 //! div.approx div.full`; `setp` (all comparisons, `.and/.or/.xor` combination, two
@@ -62,14 +63,15 @@
 //! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
 //! barrier.sync bar.red(popc and or) bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
 //! predicate output; every source lane is read before any destination is written);
-//! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `dp4a dp2a`;
+//! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `match.sync`
+//! (any all, `.b32/.b64`, with the predicate output); `dp4a dp2a`;
 //! `activemask`; `%tid %ntid %ctaid %nctaid %laneid
 //! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
-//! %dynamic_smem_size %total_smem_size`.
+//! %dynamic_smem_size %total_smem_size`; the constant `WARP_SZ`.
 //!
 //! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
 //! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
-//! `bar.arrive`, clusters, `match.sync`.
+//! `bar.arrive`, clusters.
 //!
 //! Refused at load as too deep or too large (an error naming the line): nesting beyond
 //! [`ptx::MAX_NESTING`] (see [the front end's limits](crate::ptx#limits)), calls

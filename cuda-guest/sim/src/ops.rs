@@ -319,6 +319,38 @@ pub(crate) fn mad_lo<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usi
             .to_u64()
     })
 }
+/// `mad{.lo,.hi}.cc`/`madc`: the low or high `w` bits of `a * b` (operands of `w` bits,
+/// signed or not) plus `c` plus `carry_in`, as `w` bits, and the carry out of that
+/// unsigned addition (the product's half and `c` taken as bit patterns, as PTX says).
+pub(crate) fn mad_carry(
+    a: u64,
+    b: u64,
+    c: u64,
+    carry_in: u32,
+    hi: bool,
+    signed: bool,
+    w64: bool,
+) -> (u64, bool) {
+    let bits = if w64 { 64 } else { 32 };
+    let m: u128 = if w64 {
+        u64::MAX as u128
+    } else {
+        u32::MAX as u128
+    };
+    let wide = |x: u64| -> i128 {
+        if signed {
+            // Sign-extend from the operand width.
+            ((x as i128) << (128 - bits)) >> (128 - bits)
+        } else {
+            (x as u128 & m) as i128
+        }
+    };
+    // A product of two 64-bit operands fits 128 bits as a bit pattern either way.
+    let product = wide(a).wrapping_mul(wide(b)) as u128;
+    let half = if hi { product >> bits } else { product } & m;
+    let sum = half + (c as u128 & m) + carry_in as u128;
+    ((sum & m) as u64, sum > m)
+}
 pub(crate) fn mad_hi<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
     map3(o, d, a, b, c, mk, |x, y, z| {
         T::from_u64(x)
@@ -416,19 +448,28 @@ pub(crate) fn brev<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
 }
 /// `bfind`: position of the most significant non-sign bit, 0xffffffff if none.
 pub(crate) fn bfind<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
-    map1(o, d, a, mk, |x| {
-        let v = T::from_u64(x).to_u64();
-        let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 {
-            !v & (u64::MAX >> (64 - T::BITS))
-        } else {
-            v
-        };
-        if v == 0 {
-            0xffff_ffff
-        } else {
-            63 - v.leading_zeros() as u64
-        }
+    map1(o, d, a, mk, bfind_of::<T>)
+}
+/// `bfind.shiftamt`: the left shift that brings that bit to the top (`BITS - 1 -
+/// position`), 0xffffffff if none.
+pub(crate) fn bfind_shiftamt<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| match bfind_of::<T>(x) {
+        0xffff_ffff => 0xffff_ffff,
+        p => (T::BITS as u64 - 1) - p,
     })
+}
+fn bfind_of<T: Int>(x: u64) -> u64 {
+    let v = T::from_u64(x).to_u64();
+    let v = if T::SIGNED && (v >> (T::BITS - 1)) & 1 == 1 {
+        !v & (u64::MAX >> (64 - T::BITS))
+    } else {
+        v
+    };
+    if v == 0 {
+        0xffff_ffff
+    } else {
+        63 - v.leading_zeros() as u64
+    }
 }
 /// `bfe`: extract `c` bits at `b` (sign-extended for signed types).
 pub(crate) fn bfe<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
