@@ -236,13 +236,13 @@ proptest! {
                 hi.wrapping_add(c as u32) as u64
             }),
             ("add.cc.u32 %r4, %x3, %x3; madc.lo.cc.u32 %r3, %x1, %x2, %x3; addc.u32 %y, %r3, %r3;", |a, b, c| {
-                let cin = ((c as u32 as u64) * 2 >> 32) & 1;
+                let cin = (((c as u32 as u64) * 2) >> 32) & 1;
                 let sum = (a as u32).wrapping_mul(b as u32) as u64 + (c as u32 as u64) + cin;
                 let (r5, cout) = (sum & 0xffff_ffff, (sum >> 32) & 1);
                 (r5 * 2 + cout) & 0xffff_ffff
             }),
             ("add.cc.u32 %r4, %x1, %x1; madc.hi.u32 %y, %x1, %x2, %x3;", |a, b, c| {
-                let cin = ((a as u32 as u64) * 2 >> 32) & 1;
+                let cin = (((a as u32 as u64) * 2) >> 32) & 1;
                 let hi = (a as u32 as u64 * b as u32 as u64) >> 32;
                 (hi + (c as u32 as u64) + cin) & 0xffff_ffff
             }),

@@ -206,6 +206,8 @@ pub fn service() -> Service {
         instruction_budget: 20_000,
         time_limit: Some(Duration::from_secs(2)),
         memory_limit: 1 << 30,
+        // A fuzzed kernel's printf goes nowhere.
+        output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
     };
     let config = ServiceConfig {
         quota: Quota {

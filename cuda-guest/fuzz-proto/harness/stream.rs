@@ -96,6 +96,8 @@ impl Env {
             instruction_budget: 0,
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 1 << 30,
+            // A fuzzed kernel's printf goes nowhere.
+            output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
         };
         let config = ServiceConfig {
             quota: Quota {

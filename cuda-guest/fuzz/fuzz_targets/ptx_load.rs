@@ -14,6 +14,8 @@ fuzz_target!(|data: &[u8]| {
         instruction_budget: 20_000,
         time_limit: Some(Duration::from_millis(200)),
         memory_limit: 1 << 20,
+        // A fuzzed kernel's printf goes nowhere.
+        output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
     });
     let Ok(m) = s.load_module("fuzz.ptx", &text) else { return };
     let buf = match s.malloc(4096) {

@@ -76,6 +76,31 @@ fn out_of_bounds_kernel_is_an_illegal_address_at_the_next_sync_in_sim_mode() {
 }
 
 #[test]
+fn device_printf_and_assert_in_sim_mode() {
+    let exe = compile("device_io");
+    let ptx = repo().join("cuda-guest/tests/ptx/device_io.nvrtc.ptx");
+    let out = run(&exe, &[&ptx], SIM);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let want = "before the kernel\n\
+                thread 0 of 3: x=0.000 ok|1.2e+03|A|-9000000000\n\
+                thread 1 of 3: x=1.500 ok|1.2e+03|B|-9000000000\n\
+                thread 2 of 3: x=3.000 ok|1.2e+03|C|-9000000000\n\
+                after the kernel\n\
+                printf returned 7 7 7\n\
+                after the failed assert: 710 CUDA_ERROR_ASSERT\n\
+                device_io: OK\n";
+    assert_eq!(stdout, want, "{stderr}");
+    assert!(
+        stderr.contains("block: [1,0,0], thread: [1,0,0] Assertion `in[i] != 7` failed."),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn every_entry_point_through_cu_get_proc_address_v2() {
     let exe = compile("procaddr");
     let out = run_ok(&exe, &[&shim_path(), &fixture("vector_add.nvrtc.ptx")], SIM);

@@ -679,7 +679,8 @@ fn code_of(e: &SimError) -> i32 {
         }
         SimError::MemoryFault(_) => sys::CUDA_ERROR_ILLEGAL_ADDRESS,
         SimError::Timeout { .. } => sys::CUDA_ERROR_LAUNCH_TIMEOUT,
-        SimError::BarrierDivergence { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
+        SimError::BarrierDivergence { .. } | SimError::Trap { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
+        SimError::Assert(_) => sys::CUDA_ERROR_ASSERT,
         SimError::Sticky(inner) => code_of(inner),
         SimError::OutOfMemory { .. } => sys::CUDA_ERROR_OUT_OF_MEMORY,
         // The simulator's JIT cannot compile it (an instruction unknown to PTX is

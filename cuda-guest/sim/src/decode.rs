@@ -265,6 +265,21 @@ pub(crate) enum Op {
         red: Option<BarRed>,
     },
     Exit,
+    /// `trap`/`brkpt`: the launch fails.
+    Trap,
+    /// `call __assertfail, (message, file, line, function, char_size)`: the launch fails
+    /// with the assertion's text.
+    Assert {
+        /// Message, file, line (32-bit), function.
+        args: [ArgSrc; 4],
+    },
+    /// `call (ret), vprintf, (format, args)`: formats into the launch's output; `ret`
+    /// gets the number of arguments, or -1 for a format the device cannot print.
+    Printf {
+        format: ArgSrc,
+        args: ArgSrc,
+        ret: Option<ArgSrc>,
+    },
     Shfl {
         mode: ShflMode,
         d: R,
@@ -1798,7 +1813,7 @@ impl<'a> Dec<'a> {
                 Op::Activemask(self.dst(&ops[0], line)?)
             }
             "pmevent" | "nanosleep" | "prefetch" | "prefetchu" => Op::Nop,
-            "trap" | "brkpt" => Op::Exit,
+            "trap" | "brkpt" => Op::Trap,
             o => {
                 return derr(
                     line,
@@ -1937,6 +1952,10 @@ impl<'a> Dec<'a> {
         if ops.len() > 3 {
             return derr(line, "indirect calls through a prototype are not supported");
         }
+        if let Some(op) = self.builtin(fname, &rets, &args, line)? {
+            self.emit(op, guard, line);
+            return Ok(());
+        }
         let Some(&(f, weight)) = self.m.bodies.get(fname.as_str()) else {
             return derr(
                 line,
@@ -2017,6 +2036,77 @@ impl<'a> Dec<'a> {
                 .insert((self.instance, skip_label), self.insts.len() as u32);
         }
         Ok(())
+    }
+}
+
+/// Where a call's argument or result lives: a `.param` variable of the caller (local
+/// memory, at this offset) or a register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArgSrc {
+    Local(u64),
+    Reg(R),
+}
+
+impl Dec<'_> {
+    /// The system calls a kernel makes without a body in its module (`vprintf`,
+    /// `__assertfail`), as operations; `None` for any other callee.
+    fn builtin(
+        &mut self,
+        fname: &str,
+        rets: &[Operand],
+        args: &[Operand],
+        line: u32,
+    ) -> DResult<Option<Op>> {
+        if self.m.bodies.contains_key(fname) {
+            return Ok(None);
+        }
+        let (want_args, want_rets) = match fname {
+            "__assertfail" => (5, 0..=0),
+            "vprintf" => (2, 0..=1),
+            _ => return Ok(None),
+        };
+        if args.len() != want_args || !want_rets.contains(&rets.len()) {
+            return derr(
+                line,
+                format!(
+                    "call to {fname} with {} arguments and {} results",
+                    args.len(),
+                    rets.len()
+                ),
+            );
+        }
+        let mut src = |o: &Operand| -> DResult<ArgSrc> {
+            let Operand::Name(n) = o else {
+                return derr(
+                    line,
+                    format!("{fname}: its arguments must be .param variables"),
+                );
+            };
+            match self.lookup(n) {
+                Some(Sym::Local(o)) => Ok(ArgSrc::Local(o)),
+                Some(Sym::Reg(r, _)) => Ok(ArgSrc::Reg(r)),
+                _ => derr(
+                    line,
+                    format!("{fname}: argument {n} is not a .param variable"),
+                ),
+            }
+        };
+        Ok(Some(if fname == "vprintf" {
+            Op::Printf {
+                format: src(&args[0])?,
+                args: src(&args[1])?,
+                ret: rets.first().map(&mut src).transpose()?,
+            }
+        } else {
+            Op::Assert {
+                args: [
+                    src(&args[0])?,
+                    src(&args[1])?,
+                    src(&args[2])?,
+                    src(&args[3])?,
+                ],
+            }
+        }))
     }
 }
 

@@ -8,7 +8,8 @@ use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
 use super::{
-    FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc, SimConfig, SimError,
+    Assertion, FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc,
+    OutputStream, SimConfig, SimError,
 };
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,60 @@ struct Launch<'a> {
     executed: AtomicU64,
     error: Mutex<Option<(u64, SimError)>>,
     workers: u32,
+    /// Device `printf` output, in the order threads printed (at most [`PRINTF_FIFO`]).
+    printed: Mutex<Vec<u8>>,
+}
+
+/// The most `printf` output one launch keeps, as a GPU's default printf FIFO
+/// (`cudaLimitPrintfFifoSize`, 1 MiB); what does not fit is dropped, as there.
+const PRINTF_FIFO: usize = 1 << 20;
+
+/// Device memory as one thread sees it, for `printf` and `assert` (generic addresses,
+/// every access checked as a load is).
+struct ThreadMem<'e, 'a, 'b> {
+    ex: &'e mut Exec<'a, 'b>,
+    w: &'e Warp,
+    wid: u32,
+    lane: usize,
+    pc: u32,
+    ls: usize,
+}
+
+impl crate::printf::Reader for ThreadMem<'_, '_, '_> {
+    fn read(&mut self, addr: u64, len: u8) -> Result<u64, ()> {
+        let t = self
+            .ex
+            .resolve(
+                Sp::Generic,
+                addr,
+                len as u64,
+                1,
+                false,
+                self.wid,
+                self.lane,
+                self.pc,
+                self.ls,
+            )
+            .map_err(drop)?;
+        Ok(self.ex.load(&t, 0, len, self.w))
+    }
+}
+
+impl ThreadMem<'_, '_, '_> {
+    /// The value of a call's argument (`len` bytes) in this thread.
+    fn arg(&self, a: ArgSrc, len: u8) -> u64 {
+        match a {
+            ArgSrc::Reg(r) => lanes(&self.w.regs, r)[self.lane],
+            ArgSrc::Local(o) => read_le(&self.w.local, self.lane * self.ls + o as usize, len),
+        }
+    }
+
+    fn text(&mut self, addr: u64) -> String {
+        match crate::printf::Reader::string(self, addr, 4096) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(()) => format!("<unreadable string at {addr:#x}>"),
+        }
+    }
 }
 
 struct Exec<'a, 'b> {
@@ -1317,6 +1372,82 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
+            Op::Trap => {
+                let lane = mask.trailing_zeros() as usize;
+                return Err(SimError::Trap {
+                    at: self.location(wid, lane, pc),
+                });
+            }
+            Op::Assert { args } => {
+                let lane = mask.trailing_zeros() as usize;
+                let at = self.location(wid, lane, pc);
+                let mut t = ThreadMem {
+                    ex: self,
+                    w,
+                    wid,
+                    lane,
+                    pc,
+                    ls,
+                };
+                let (message, file) = (t.arg(args[0], 8), t.arg(args[1], 8));
+                let (line, function) = (t.arg(args[2], 4) as u32, t.arg(args[3], 8));
+                return Err(SimError::Assert(Box::new(Assertion {
+                    at,
+                    message: t.text(message),
+                    file: t.text(file),
+                    line,
+                    function: t.text(function),
+                })));
+            }
+            Op::Printf { format, args, ret } => {
+                let mut done = vec![];
+                each_lane!(mask, lane, {
+                    let mut t = ThreadMem {
+                        ex: self,
+                        w,
+                        wid,
+                        lane,
+                        pc,
+                        ls,
+                    };
+                    let (f, a) = (t.arg(*format, 8), t.arg(*args, 8));
+                    // As NVIDIA's: the number of arguments; -1 for a null format, -2 for
+                    // one it cannot print (logged).
+                    let r = if f == 0 {
+                        Err((-1, "a null format".to_string()))
+                    } else {
+                        crate::printf::Reader::string(&mut t, f, crate::printf::MAX_STRING)
+                            .map_err(|()| format!("format at {f:#x} is not readable"))
+                            .and_then(|fmt| crate::printf::format(&fmt, a, &mut t))
+                            .map_err(|why| (-2, why))
+                    };
+                    let n = match r {
+                        Ok((text, used)) => {
+                            let mut out = self.l.printed.lock().unwrap_or_else(|e| e.into_inner());
+                            let room = PRINTF_FIFO.saturating_sub(out.len());
+                            out.extend_from_slice(&text[..text.len().min(room)]);
+                            used as i32
+                        }
+                        Err((code, why)) => {
+                            let at = self.location(wid, lane, pc);
+                            log::warn!("device printf: {at}: {why}");
+                            code
+                        }
+                    };
+                    done.push((lane, n));
+                });
+                if let Some(ret) = ret {
+                    for (lane, n) in done {
+                        let v = n as u32 as u64;
+                        match *ret {
+                            ArgSrc::Reg(r) => w.regs[r as usize * 32 + lane] = v,
+                            ArgSrc::Local(o) => {
+                                write_le(&mut w.local, lane * ls + o as usize, 4, v)
+                            }
+                        }
+                    }
+                }
+            }
             Op::Redux { d, a, op, signed } => {
                 let av = lanes(&w.regs, *a);
                 let mut acc: Option<u32> = None;
@@ -1791,6 +1922,7 @@ pub(crate) fn launch(
         executed: AtomicU64::new(0),
         error: Mutex::new(None),
         workers,
+        printed: Mutex::new(Vec::new()),
     };
     let next = AtomicU64::new(0);
     if workers == 1 {
@@ -1804,7 +1936,16 @@ pub(crate) fn launch(
         });
     }
     fence(SeqCst);
+    // What the kernel printed reaches the host when it ends, failed or not, as a GPU's
+    // printf buffer does at the next synchronisation; then a failed assertion's line.
+    let printed = l.printed.into_inner().unwrap_or_else(|e| e.into_inner());
+    if !printed.is_empty() {
+        (config.output.0)(OutputStream::Stdout, &printed);
+    }
     if let Some((_, e)) = l.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        if let SimError::Assert(_) = &e {
+            (config.output.0)(OutputStream::Stderr, format!("{e}\n").as_bytes());
+        }
         return Err(e);
     }
     Ok(LaunchReport {

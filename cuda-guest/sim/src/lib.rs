@@ -60,7 +60,10 @@
 //! registers); `cvt` between every integer and float type with every rounding mode
 //! and `.sat`; `cvta`; `ld st ldu` (`.global .shared .local .const .param`, generic,
 //! `.v2/.v4`, volatile/cache qualifiers ignored); `atom red` (add min max inc dec exch
-//! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `bar.sync
+//! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `trap` (the launch
+//! fails: [`SimError::Trap`]); device `printf` (`vprintf`, formatted as C does, written
+//! to [`SimConfig::output`] when the launch ends) and `assert` (`__assertfail`:
+//! [`SimError::Assert`], the GPU's line to stderr); `bar.sync
 //! barrier.sync bar.red(popc and or) bar.warp.sync membar fence`; `shfl.sync` (up down bfly idx, with the
 //! predicate output; every source lane is read before any destination is written);
 //! `vote.sync` (all any uni ballot); `redux.sync` (add min max and or xor); `match.sync`
@@ -131,6 +134,7 @@ mod decode;
 mod exec;
 mod memory;
 mod ops;
+mod printf;
 
 pub use backend::SimBackend;
 pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
@@ -156,6 +160,55 @@ pub struct SimConfig {
     pub time_limit: Option<Duration>,
     /// Largest total of device allocations, in bytes.
     pub memory_limit: u64,
+    /// Where device `printf` output and failed-assertion lines go (the process's
+    /// stdout and stderr by default), written when a launch ends.
+    pub output: Output,
+}
+
+/// The stream a kernel's text goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Device `printf`.
+    Stdout,
+    /// A failed device-side assertion's line.
+    Stderr,
+}
+
+/// What receives a kernel's text: the stream and the bytes.
+pub type OutputFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
+
+/// Where a kernel's text goes: a function of the stream and the bytes, called once
+/// per launch and stream that printed anything (in the order the threads printed).
+#[derive(Clone)]
+pub struct Output(pub Arc<OutputFn>);
+
+impl Output {
+    /// The process's stdout and stderr (through Rust's handles, flushed at once).
+    pub fn process() -> Output {
+        Output(Arc::new(|stream, bytes| {
+            use std::io::Write;
+            // Nowhere to report a closed stdout to; the kernel's result stands.
+            let _ = match stream {
+                OutputStream::Stdout => {
+                    let mut o = std::io::stdout().lock();
+                    o.write_all(bytes).and_then(|()| o.flush())
+                }
+                OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
+            };
+        }))
+    }
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output::process()
+    }
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Output(..)")
+    }
 }
 
 impl Default for SimConfig {
@@ -165,6 +218,7 @@ impl Default for SimConfig {
             instruction_budget: 0,
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 16 << 30,
+            output: Output::default(),
         }
     }
 }
@@ -328,6 +382,17 @@ pub enum SimError {
         /// Why.
         message: String,
     },
+    /// A thread executed `trap` (or `brkpt`): the launch stops, as on a GPU, with an
+    /// unspecified launch failure.
+    #[error("kernel trapped: {at}")]
+    Trap {
+        /// The first thread that trapped.
+        at: Location,
+    },
+    /// A device-side `assert` failed (`__assertfail`): the launch stops; its text is the
+    /// line a GPU prints.
+    #[error("{0}")]
+    Assert(Box<Assertion>),
     /// The memory limit would be exceeded.
     #[error("out of device memory: {requested} bytes requested, {in_use} in use, limit {limit}")]
     OutOfMemory {
@@ -341,6 +406,23 @@ pub enum SimError {
     /// An earlier launch failed; the simulator refuses work until [`Simulator::reset`].
     #[error("simulator is in a failed state after an earlier error (reset it): {0}")]
     Sticky(Box<SimError>),
+}
+
+/// A failed device-side assertion: where, and what the source said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {function}: block: [{},{},{}], thread: [{},{},{}] Assertion `{message}` failed. ({at})",
+    at.block[0], at.block[1], at.block[2], at.thread[0], at.thread[1], at.thread[2])]
+pub struct Assertion {
+    /// The first thread whose assertion failed.
+    pub at: Location,
+    /// The asserted expression, as the source wrote it.
+    pub message: String,
+    /// The source file.
+    pub file: String,
+    /// The source line.
+    pub line: u32,
+    /// The function.
+    pub function: String,
 }
 
 /// A kernel of a loaded module.
