@@ -512,6 +512,10 @@ pub struct EventFlags {
     pub disable_timing: bool,
 }
 
+/// A host function enqueued on a stream ([`Backend::stream_host_func`]): called once,
+/// with the outcome of the stream's work before it.
+pub type HostFunc = Box<dyn FnOnce(std::result::Result<(), &DriverError>) + Send>;
+
 /// The CUDA driver API as one object-safe trait: the native driver and the simulator
 /// implement it, and the safe API and the tests run over either.
 ///
@@ -807,6 +811,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn stream_wait_event(&self, stream: &Stream, event: &Event) -> Result<()>;
     /// Destroys a stream (its pending work still completes).
     fn stream_destroy(&self, stream: Stream) -> Result<()>;
+    /// Calls `f` on the host once the work enqueued on `stream` so far has finished, in
+    /// stream order (`cuLaunchHostFunc`, `cuStreamAddCallback`), with that work's
+    /// outcome. Provided as waiting for the stream in the caller and then calling `f`:
+    /// the order a GPU gives holds (later work on the stream is enqueued after `f`
+    /// returned), at the cost of the caller's time. Returns the work's error, as a
+    /// synchronisation does.
+    fn stream_host_func(&self, stream: &Stream, f: HostFunc) -> Result<()> {
+        let r = self.stream_synchronize(stream);
+        f(r.as_ref().map(|_| ()));
+        r
+    }
 
     // Events.
     /// Creates an event in the current context.

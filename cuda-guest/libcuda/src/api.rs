@@ -1511,6 +1511,92 @@ fn stream_wait(s: u64, ev: Handle, flags: c_uint) -> R<()> {
     e.stream_wait_event(stream_ctx(s)?, s, ev, flags)
 }
 
+/// `CUhostFn`.
+type HostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+/// `CUstreamCallback`.
+type StreamCallback =
+    Option<unsafe extern "C" fn(stream: Handle, status: CUresult, user_data: *mut c_void)>;
+
+/// `cuLaunchHostFunc`: `f(data)` once the stream's work so far is done (in the
+/// caller, as the stream's next step; not called if that work failed).
+fn host_func(s: u64, f: HostFn, data: Handle) -> R<()> {
+    let f = f.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null host function"))?;
+    let e = driver()?;
+    // The pointer travels as a number: the caller vouches for it, as with the driver.
+    let data = data as usize;
+    e.stream_host_func(
+        stream_ctx(s)?,
+        s,
+        Box::new(move |r| {
+            if r.is_ok() {
+                // SAFETY: the caller passed `f` and `data` to be called so, once, after
+                // the stream's work; `f` is a non-null function pointer.
+                unsafe { f(data as Handle) }
+            }
+        }),
+    )
+}
+
+/// `cuStreamAddCallback`: `cb(stream, status, data)` once the stream's work so far is
+/// done, with that work's status (called on error too, as the driver does).
+fn stream_callback(
+    handle: Handle,
+    s: u64,
+    cb: StreamCallback,
+    data: Handle,
+    flags: c_uint,
+) -> R<()> {
+    let cb = cb.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null callback"))?;
+    if flags != 0 {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "cuStreamAddCallback flags must be 0",
+        ));
+    }
+    let e = driver()?;
+    let (handle, data) = (handle as usize, data as usize);
+    e.stream_host_func(
+        stream_ctx(s)?,
+        s,
+        Box::new(move |r| {
+            let status = r.map_or_else(|e| e.status().0 as CUresult, |()| CUDA_SUCCESS);
+            // SAFETY: the caller passed `cb`, its stream and `data` to be called so,
+            // once, after the stream's work; `cb` is a non-null function pointer.
+            unsafe { cb(handle as Handle, status, data as Handle) }
+        }),
+    )
+}
+
+entry! {
+    /// `cuLaunchHostFunc`.
+    fn cuLaunchHostFunc(s: Handle, f: HostFn, data: Handle) { host_func(strm(s, false), f, data) }
+}
+entry! {
+    /// `cuLaunchHostFunc_ptsz`.
+    fn cuLaunchHostFunc_ptsz(s: Handle, f: HostFn, data: Handle) { host_func(strm(s, true), f, data) }
+}
+entry! {
+    /// `cuStreamAddCallback`.
+    fn cuStreamAddCallback(s: Handle, cb: StreamCallback, data: Handle, flags: c_uint) {
+        stream_callback(s, strm(s, false), cb, data, flags)
+    }
+}
+entry! {
+    /// `cuStreamAddCallback_ptsz`.
+    fn cuStreamAddCallback_ptsz(s: Handle, cb: StreamCallback, data: Handle, flags: c_uint) {
+        stream_callback(s, strm(s, true), cb, data, flags)
+    }
+}
+entry! {
+    /// `cuProfilerStart`: no profiler is attached; nothing to start, as with the driver
+    /// when none is.
+    fn cuProfilerStart() { driver().map(drop) }
+}
+entry! {
+    /// `cuProfilerStop`: see `cuProfilerStart`.
+    fn cuProfilerStop() { driver().map(drop) }
+}
+
 entry! {
     /// `cuStreamSynchronize`.
     fn cuStreamSynchronize(s: Handle) { stream_sync(strm(s, false)) }
@@ -1866,8 +1952,6 @@ unsupported! {
     cuLaunchCooperativeKernel_ptsz,
     cuLaunchGrid,
     cuLaunchGridAsync,
-    cuLaunchHostFunc,
-    cuLaunchHostFunc_ptsz,
     cuLaunchKernelEx,
     cuLaunchKernelEx_ptsz,
     cuLibraryEnumerateKernels,
@@ -2018,12 +2102,8 @@ unsupported! {
     cuPointerGetAttributes,
     cuPointerSetAttribute,
     cuProfilerInitialize,
-    cuProfilerStart,
-    cuProfilerStop,
     cuSignalExternalSemaphoresAsync,
     cuSignalExternalSemaphoresAsync_ptsz,
-    cuStreamAddCallback,
-    cuStreamAddCallback_ptsz,
     cuStreamAttachMemAsync,
     cuStreamAttachMemAsync_ptsz,
     cuStreamBatchMemOp,

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use vmgpu_cuda_api::{
     Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
-    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, Module,
-    ParamLayout, Stream, StreamFlags,
+    FunctionAttribute, HostAlloc, HostAllocFlags, HostFunc, HostRegisterFlags, LaunchConfig,
+    Module, ParamLayout, Stream, StreamFlags,
 };
 
 use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
@@ -748,6 +748,17 @@ impl Driver {
             }
         });
         Ok(r?)
+    }
+
+    /// `cuLaunchHostFunc`, `cuStreamAddCallback`: `f` after the stream's work so far.
+    pub fn stream_host_func(&self, ctx: u64, stream: u64, f: HostFunc) -> R<()> {
+        let c = if stream <= STREAM_PER_THREAD {
+            self.bound(ctx)?
+        } else {
+            self.owner(stream, TAG_STREAM)?
+        };
+        let s = self.stream(&c, stream)?;
+        Ok(self.backend.stream_host_func(&s, f)?)
     }
 
     pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {

@@ -12,6 +12,9 @@
  * "conformance GROUP: N checks, M failed". Exit status 0 only when none failed (1 when
  * some did, 2 for bad usage). Written against the stock cuda.h only. */
 #include <cuda.h>
+/* cudaProfiler.h (not in the runtime wheel) declares these two. */
+CUresult CUDAAPI cuProfilerStart(void);
+CUresult CUDAAPI cuProfilerStop(void);
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -797,6 +800,49 @@ static void g_streams(void) {
   RES(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Host functions and stream callbacks run after the stream's work so far, in order. */
+static unsigned host_seen[4];
+static int host_calls;
+static void CUDA_CB after_copy(void *data) {
+  memcpy(host_seen, data, sizeof host_seen);
+  host_calls++;
+}
+static CUresult callback_status = (CUresult)-1;
+static CUstream callback_stream;
+static void CUDA_CB callback(CUstream s, CUresult status, void *data) {
+  callback_status = status;
+  callback_stream = s;
+  *(int *)data += 10;
+}
+static void g_host_func(void) {
+  SETUP();
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 4096));
+  unsigned v[4] = {0};
+  RES(cuMemsetD32Async(p, 0xabcd, 1024, s), CUDA_SUCCESS);
+  RES(cuMemcpyDtoHAsync(v, p, sizeof v, s), CUDA_SUCCESS);
+  RES(cuLaunchHostFunc(s, after_copy, v), CUDA_SUCCESS);
+  int counter = 1;
+  RES(cuStreamAddCallback(s, callback, &counter, 0), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  VAL("host function calls", host_calls, 1);
+  VAL("a word the host function saw after the copy", host_seen[3], 0xabcd);
+  VAL("the callback's status", callback_status, CUDA_SUCCESS);
+  TRUE(callback_stream == s, "the callback's stream %p", (void *)callback_stream);
+  VAL("the callback's data", counter, 11);
+  RES(cuLaunchHostFunc(s, NULL, v), CUDA_ERROR_INVALID_VALUE);
+  RES(cuStreamAddCallback(s, callback, &counter, 1), CUDA_ERROR_INVALID_VALUE);
+  RES(cuLaunchHostFunc(NULL, after_copy, v), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  VAL("host function calls on the null stream", host_calls, 2);
+  RES(cuProfilerStart(), CUDA_SUCCESS);
+  RES(cuProfilerStop(), CUDA_SUCCESS);
+  MUST(cuMemFree(p));
+  RES(cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -812,6 +858,7 @@ static const struct {
     {"per_thread", g_per_thread},   {"procaddr", g_procaddr},
     {"host_ptr", g_host_ptr},       {"pointer_attr", g_pointer_attr},
     {"mem_async", g_mem_async},     {"streams", g_streams},
+    {"host_func", g_host_func},
 };
 
 int main(int argc, char **argv) {

@@ -95,6 +95,7 @@ macro_rules! c_conformance {
             c_pointer_attr,
             c_mem_async,
             c_streams,
+            c_host_func,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
