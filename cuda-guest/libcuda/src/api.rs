@@ -716,7 +716,7 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
 /// # Safety
 /// `options` and `values` are null or hold `n` entries; buffer options point to
 /// writable buffers of the sizes given by their size options.
-unsafe fn write_jit_logs(
+pub(crate) unsafe fn write_jit_logs(
     n: c_uint,
     options: *mut c_int,
     values: *mut *mut c_void,
@@ -816,6 +816,72 @@ entry! {
 }
 
 entry! {
+    /// `cuLinkCreate_v2`: a link of PTX inputs (see `link.rs`); the options' log
+    /// buffers get the link's errors.
+    fn cuLinkCreate_v2(num_options: c_uint, options: *mut c_int, option_values: *mut *mut c_void, state: *mut Handle) {
+        if state.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null link state"));
+        }
+        driver()?;
+        current()?;
+        // SAFETY: the option arrays hold `num_options` entries and stay valid for the
+        // link state's life (cuda.h).
+        let l = unsafe { crate::link::create((num_options, options, option_values)) };
+        // SAFETY: checked non-null above.
+        unsafe { out(state, l as Handle) }
+    }
+}
+
+entry! {
+    /// `cuLinkAddData_v2`: one input, `size` bytes at `data` (PTX only).
+    fn cuLinkAddData_v2(state: Handle, kind: c_int, data: *mut c_void, size: usize, name: *const c_char, _num_options: c_uint, _options: *mut c_int, _option_values: *mut *mut c_void) {
+        if data.is_null() || size == 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "no input data"));
+        }
+        // SAFETY: the program passes `size` readable bytes at `data` (non-null), and a
+        // NUL-terminated name or null.
+        let (bytes, name) = unsafe {
+            (
+                std::slice::from_raw_parts(data.cast::<u8>(), size),
+                crate::link::input_label(name, "linked input"),
+            )
+        };
+        crate::link::with(state as usize, |l| l.add(kind, bytes, &name))
+    }
+}
+
+entry! {
+    /// `cuLinkAddFile_v2`: one input read from `path` (PTX only).
+    fn cuLinkAddFile_v2(state: Handle, kind: c_int, path: *const c_char, _num_options: c_uint, _options: *mut c_int, _option_values: *mut *mut c_void) {
+        // SAFETY: a NUL-terminated path (null refused).
+        let path = unsafe { c_str(path) }?;
+        let bytes = crate::link::read_input(path)?;
+        crate::link::with(state as usize, |l| l.add(kind, &bytes, path))
+    }
+}
+
+entry! {
+    /// `cuLinkComplete`: the linked image (owned by the link state until
+    /// `cuLinkDestroy`), for `cuModuleLoadData`.
+    fn cuLinkComplete(state: Handle, image: *mut *mut c_void, size: *mut usize) {
+        if image.is_null() || size.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null output"));
+        }
+        let (p, n) = crate::link::with(state as usize, |l| l.complete())?;
+        // SAFETY: both checked non-null above.
+        unsafe {
+            out(image, p.cast_mut())?;
+            out(size, n)
+        }
+    }
+}
+
+entry! {
+    /// `cuLinkDestroy`: frees the link state and its image.
+    fn cuLinkDestroy(state: Handle) { crate::link::destroy(state as usize) }
+}
+
+entry! {
     /// `cuModuleLoad`: a PTX file.
     fn cuModuleLoad(module: *mut Handle, fname: *const c_char) {
         // SAFETY: a NUL-terminated path (null refused).
@@ -869,6 +935,144 @@ entry! {
             }
         }
         Ok(())
+    }
+}
+
+// Libraries (`cuLibrary*`, `cuKernel*`, CUDA 12): a library is the module its image
+// makes in the context current when it is loaded, and its kernels are that module's
+// functions (a `CUkernel` is a `CUfunction` of that context; `cuLaunchKernel` takes
+// either, as the driver does).
+
+/// `cuLibraryLoadData` and `cuLibraryLoadFromFile`: `image` loaded as a module, the JIT
+/// error log in `jit_options`' buffers.
+///
+/// # Safety
+/// `library` is null or writable; the JIT option arrays hold `n` entries each.
+unsafe fn library_load(
+    library: *mut Handle,
+    image: &[u8],
+    jit_options: *mut c_int,
+    jit_values: *mut *mut c_void,
+    n: c_uint,
+) -> R<()> {
+    match module_load(library, image) {
+        Ok(m) => {
+            // SAFETY: the option arrays hold `n` entries (cuda.h).
+            unsafe { write_jit_logs(n, jit_options, jit_values, "") };
+            // SAFETY: checked non-null in `module_load`.
+            unsafe { out(library, ptr(m)) }
+        }
+        Err(f) => {
+            let log = f.jit_log.clone().unwrap_or_else(|| f.detail.clone());
+            // SAFETY: as above.
+            unsafe { write_jit_logs(n, jit_options, jit_values, &log) };
+            Err(f)
+        }
+    }
+}
+
+entry! {
+    /// `cuLibraryLoadData`: PTX text or a linked image, in the current context.
+    fn cuLibraryLoadData(library: *mut Handle, code: *const c_void, jit_options: *mut c_int, jit_values: *mut *mut c_void, num_jit: c_uint, _lib_options: *mut c_int, _lib_values: *mut *mut c_void, _num_lib: c_uint) {
+        // SAFETY: the program passes a NUL-terminated image (null refused).
+        let bytes = unsafe { image_bytes(code) }?;
+        // SAFETY: the program's arrays and output slot, as cuda.h describes them.
+        unsafe { library_load(library, bytes, jit_options, jit_values, num_jit) }
+    }
+}
+
+entry! {
+    /// `cuLibraryLoadFromFile`: a PTX file (or linked image), in the current context.
+    fn cuLibraryLoadFromFile(library: *mut Handle, path: *const c_char, jit_options: *mut c_int, jit_values: *mut *mut c_void, num_jit: c_uint, _lib_options: *mut c_int, _lib_values: *mut *mut c_void, _num_lib: c_uint) {
+        // SAFETY: a NUL-terminated path (null refused).
+        let path = unsafe { c_str(path) }?;
+        let data = std::fs::read(path)
+            .map_err(|e| Fail::new(CUDA_ERROR_FILE_NOT_FOUND, format!("{path}: {e}")))?;
+        let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
+        // SAFETY: the program's arrays and output slot, as cuda.h describes them.
+        unsafe { library_load(library, &data[..end], jit_options, jit_values, num_jit) }
+    }
+}
+
+entry! {
+    /// `cuLibraryUnload`.
+    fn cuLibraryUnload(library: Handle) {
+        let m = nonnull(library, "library")?;
+        driver()?.module_unload(current().unwrap_or(0), m)
+    }
+}
+
+entry! {
+    /// `cuLibraryGetModule`: the module the library is.
+    fn cuLibraryGetModule(module: *mut Handle, library: Handle) {
+        let m = nonnull(library, "library")?;
+        driver()?.module_exists(m)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(module, ptr(m)) }
+    }
+}
+
+entry! {
+    /// `cuLibraryGetKernel`: the kernel `name` of the library.
+    fn cuLibraryGetKernel(kernel: *mut Handle, library: Handle, name: *const c_char) {
+        if kernel.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null kernel"));
+        }
+        // SAFETY: a NUL-terminated kernel name (null refused).
+        let name = unsafe { c_str(name) }?;
+        let m = nonnull(library, "library")?;
+        let f = driver()?.module_get_function(current().unwrap_or(0), m, name)?;
+        // SAFETY: checked non-null above.
+        unsafe { out(kernel, ptr(f)) }
+    }
+}
+
+entry! {
+    /// `cuKernelGetFunction`: the kernel as a function of its library's context.
+    fn cuKernelGetFunction(func: *mut Handle, kernel: Handle) {
+        let k = nonnull(kernel, "kernel")?;
+        driver()?.function_layout(k)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(func, ptr(k)) }
+    }
+}
+
+entry! {
+    /// `cuLibraryGetGlobal` (either output may be NULL).
+    fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: Handle, name: *const c_char) {
+        // SAFETY: the same contract as `cuModuleGetGlobal_v2`'s.
+        let r = unsafe { cuModuleGetGlobal_v2(dptr, bytes, library, name) };
+        if r == CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(Fail::new(r, "cuLibraryGetGlobal"))
+        }
+    }
+}
+
+entry! {
+    /// `cuKernelGetAttribute`: as `cuFuncGetAttribute` (one device here).
+    fn cuKernelGetAttribute(pi: *mut c_int, attrib: c_int, kernel: Handle, _dev: CUdevice) {
+        let k = nonnull(kernel, "kernel")?;
+        let v = driver()?.function_attribute(k, attrib)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(pi, v) }
+    }
+}
+
+entry! {
+    /// `cuKernelSetAttribute`: as `cuFuncSetAttribute`.
+    fn cuKernelSetAttribute(attrib: c_int, value: c_int, kernel: Handle, _dev: CUdevice) {
+        let k = nonnull(kernel, "kernel")?;
+        driver()?.function_set_attribute(k, attrib, value)
+    }
+}
+
+entry! {
+    /// `cuKernelSetCacheConfig`: a hint, accepted.
+    fn cuKernelSetCacheConfig(kernel: Handle, _config: c_int, _dev: CUdevice) {
+        let k = nonnull(kernel, "kernel")?;
+        driver()?.function_layout(k).map(drop)
     }
 }
 
@@ -1066,6 +1270,118 @@ entry! {
     }
 }
 
+/// `CUlaunchConfig` (cuda.h 12).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct LaunchConfigEx {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: Handle,
+    attrs: *const LaunchAttribute,
+    num_attrs: c_uint,
+}
+
+/// `CUlaunchAttribute`: an id, then its value (a 64-byte union) at offset 8.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct LaunchAttribute {
+    id: c_int,
+    pad: [u8; 4],
+    value: [u32; 16],
+}
+
+/// Checks a launch's attributes: the hints are taken (priorities, access policy,
+/// scheduling and serialisation policies), a cluster of one block and a non-cooperative
+/// launch are plain launches; cooperative launches, clusters and programmatic events
+/// are not supported here.
+fn launch_attributes(attrs: &[LaunchAttribute]) -> R<()> {
+    for a in attrs {
+        let supported = match a.id {
+            // IGNORE, ACCESS_POLICY_WINDOW, SYNCHRONIZATION_POLICY, CLUSTER_SCHEDULING_
+            // POLICY_PREFERENCE, PROGRAMMATIC_STREAM_SERIALIZATION, PRIORITY,
+            // MEM_SYNC_DOMAIN_MAP, MEM_SYNC_DOMAIN: hints.
+            0 | 1 | 3 | 5 | 6 | 8 | 9 | 10 => true,
+            // COOPERATIVE: 0 is a plain launch.
+            2 => a.value[0] == 0,
+            // CLUSTER_DIMENSION: one block per cluster is a plain launch.
+            4 => a.value[..3].iter().all(|d| *d <= 1),
+            _ => false,
+        };
+        if !supported {
+            return Err(Fail::new(
+                CUDA_ERROR_NOT_SUPPORTED,
+                format!(
+                    "cuLaunchKernelEx launch attribute {} (value {:?}) is not supported",
+                    a.id,
+                    &a.value[..3]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `cuLaunchKernelEx`: its configuration's launch.
+///
+/// # Safety
+/// `config` is null or a valid `CUlaunchConfig` whose `attrs` holds `numAttrs` entries;
+/// the parameters as for `cuLaunchKernel`.
+unsafe fn launch_ex(
+    config: *const LaunchConfigEx,
+    f: Handle,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    per_thread: bool,
+) -> R<()> {
+    if config.is_null() {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "null launch configuration",
+        ));
+    }
+    // SAFETY: non-null, and a valid CUlaunchConfig (the caller).
+    let c = unsafe { &*config };
+    if c.num_attrs > 0 {
+        if c.attrs.is_null() {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                "null launch attributes",
+            ));
+        }
+        // SAFETY: `attrs` holds `num_attrs` entries (the caller).
+        launch_attributes(unsafe { std::slice::from_raw_parts(c.attrs, c.num_attrs as usize) })?;
+    }
+    // SAFETY: as the caller guarantees for `cuLaunchKernel`'s arguments.
+    unsafe {
+        launch(
+            f,
+            c.grid,
+            c.block,
+            c.shared,
+            strm(c.stream, per_thread),
+            params,
+            extra,
+        )
+    }
+}
+
+entry! {
+    /// `cuLaunchKernelEx`.
+    fn cuLaunchKernelEx(config: *const LaunchConfigEx, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch_ex(config, f, params, extra, false) }
+    }
+}
+
+entry! {
+    /// `cuLaunchKernelEx_ptsz`.
+    fn cuLaunchKernelEx_ptsz(config: *const LaunchConfigEx, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch_ex(config, f, params, extra, true) }
+    }
+}
+
 entry! {
     /// `cuLaunchKernel_ptsz`: the null stream is the per-thread default stream.
     fn cuLaunchKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
@@ -1130,6 +1446,122 @@ fn free_async(dptr: CUdeviceptr, stream: u64) -> R<()> {
         return Ok(());
     }
     e.mem_free(c, dptr)
+}
+
+// The stream-ordered allocator's pools: each device has its default pool, which
+// `cuMemAllocAsync` draws from; it is the only pool (`cuMemPoolCreate` is not
+// supported). Its handle is `POOL_TAG | device`.
+const POOL_TAG: u64 = 0x706f_6f6c_0000_0000;
+
+/// The device whose default pool `pool` is.
+fn pool_device(pool: Handle) -> R<u32> {
+    let p = h(pool);
+    let d = (p ^ POOL_TAG) as u32;
+    if p & !0xffff_ffff != POOL_TAG || d >= driver()?.device_count()? {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{p:#x} is not a memory pool (only the devices' default pools are)"),
+        ));
+    }
+    Ok(d)
+}
+
+entry! {
+    /// `cuDeviceGetDefaultMemPool`: the device's one pool.
+    fn cuDeviceGetDefaultMemPool(pool: *mut Handle, device: CUdevice) {
+        let d = dev(device)?;
+        if d >= driver()?.device_count()? {
+            return Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("device {d}")));
+        }
+        // SAFETY: `out` refuses null.
+        unsafe { out(pool, ptr(POOL_TAG | d as u64)) }
+    }
+}
+
+entry! {
+    /// `cuDeviceGetMemPool`: the current pool, always the default one.
+    fn cuDeviceGetMemPool(pool: *mut Handle, device: CUdevice) {
+        // SAFETY: the same contract.
+        let r = unsafe { cuDeviceGetDefaultMemPool(pool, device) };
+        if r == CUDA_SUCCESS { Ok(()) } else { Err(Fail::new(r, "cuDeviceGetMemPool")) }
+    }
+}
+
+entry! {
+    /// `cuMemPoolGetAttribute`: freed memory goes back to the device at once (release
+    /// threshold 0), reuse is allowed; the usage counters are not kept (0).
+    fn cuMemPoolGetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
+        pool_device(pool)?;
+        if value.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null value"));
+        }
+        match attr {
+            // CU_MEMPOOL_ATTR_REUSE_* (int): allowed.
+            1..=3 => {
+                // SAFETY: non-null; an int slot for these attributes (cuda.h).
+                unsafe { out(value.cast::<c_int>(), 1) }
+            }
+            // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD and the usage counters (cuuint64_t).
+            4..=8 => {
+                // SAFETY: non-null; a cuuint64_t slot for these attributes (cuda.h).
+                unsafe { out(value.cast::<u64>(), 0) }
+            }
+            a => Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memory pool attribute {a}"))),
+        }
+    }
+}
+
+entry! {
+    /// `cuMemPoolSetAttribute`: the reuse flags and the release threshold are accepted
+    /// (hints: memory is returned at once); resetting a high-water mark to 0 too.
+    fn cuMemPoolSetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
+        pool_device(pool)?;
+        if value.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null value"));
+        }
+        match attr {
+            1..=4 | 6 | 8 => Ok(()),
+            a => Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memory pool attribute {a} is not settable"))),
+        }
+    }
+}
+
+entry! {
+    /// `cuMemPoolTrimTo`: nothing is held back to trim.
+    fn cuMemPoolTrimTo(pool: Handle, _min_bytes: usize) { pool_device(pool).map(drop) }
+}
+
+entry! {
+    /// `cuMemPoolGetAccess`: the pool's own device reads and writes it
+    /// (`CU_MEM_ACCESS_FLAGS_PROT_READWRITE`); others have none.
+    fn cuMemPoolGetAccess(flags: *mut c_int, pool: Handle, location: *const c_int) {
+        let d = pool_device(pool)?;
+        if location.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null location"));
+        }
+        // SAFETY: a CUmemLocation: `type` (int) then `id` (int).
+        let (kind, id) = unsafe { (*location, *location.add(1)) };
+        // CU_MEM_LOCATION_TYPE_DEVICE = 1; CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3.
+        let access = if kind == 1 && id == d as c_int { 3 } else { 0 };
+        // SAFETY: `out` refuses null.
+        unsafe { out(flags, access) }
+    }
+}
+
+entry! {
+    /// `cuMemAllocFromPoolAsync`: as `cuMemAllocAsync` from the device's default pool.
+    fn cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, bytes: usize, pool: Handle, stream: Handle) {
+        pool_device(pool)?;
+        alloc_async(dptr, bytes, strm(stream, false))
+    }
+}
+
+entry! {
+    /// `cuMemAllocFromPoolAsync_ptsz`.
+    fn cuMemAllocFromPoolAsync_ptsz(dptr: *mut CUdeviceptr, bytes: usize, pool: Handle, stream: Handle) {
+        pool_device(pool)?;
+        alloc_async(dptr, bytes, strm(stream, true))
+    }
 }
 
 entry! {
@@ -1597,6 +2029,24 @@ entry! {
     fn cuProfilerStop() { driver().map(drop) }
 }
 
+/// `cuStreamIsCapturing`: no stream captures here (`cuStreamBeginCapture` is not
+/// supported), so `CU_STREAM_CAPTURE_STATUS_NONE` for a live stream.
+fn is_capturing(s: u64, status: *mut c_int) -> R<()> {
+    let e = driver()?;
+    e.stream_exists(stream_ctx(s)?, s)?;
+    // SAFETY: `out` refuses null; a CUstreamCaptureStatus (int) slot.
+    unsafe { out(status, 0) }
+}
+
+entry! {
+    /// `cuStreamIsCapturing`.
+    fn cuStreamIsCapturing(s: Handle, status: *mut c_int) { is_capturing(strm(s, false), status) }
+}
+entry! {
+    /// `cuStreamIsCapturing_ptsz`.
+    fn cuStreamIsCapturing_ptsz(s: Handle, status: *mut c_int) { is_capturing(strm(s, true), status) }
+}
+
 entry! {
     /// `cuStreamSynchronize`.
     fn cuStreamSynchronize(s: Handle) { stream_sync(strm(s, false)) }
@@ -1799,12 +2249,10 @@ unsupported! {
     cuDevResourceGenerateDesc,
     cuDevSmResourceSplitByCount,
     cuDeviceCanAccessPeer,
-    cuDeviceGetDefaultMemPool,
     cuDeviceGetDevResource,
     cuDeviceGetExecAffinitySupport,
     cuDeviceGetGraphMemAttribute,
     cuDeviceGetLuid,
-    cuDeviceGetMemPool,
     cuDeviceGetNvSciSyncAttributes,
     cuDeviceGetP2PAttribute,
     cuDeviceGetProperties,
@@ -1939,36 +2387,19 @@ unsupported! {
     cuIpcGetMemHandle,
     cuIpcOpenEventHandle,
     cuIpcOpenMemHandle_v2,
-    cuKernelGetAttribute,
-    cuKernelGetFunction,
     cuKernelGetLibrary,
     cuKernelGetName,
     cuKernelGetParamInfo,
-    cuKernelSetAttribute,
-    cuKernelSetCacheConfig,
     cuLaunch,
     cuLaunchCooperativeKernel,
     cuLaunchCooperativeKernelMultiDevice,
     cuLaunchCooperativeKernel_ptsz,
     cuLaunchGrid,
     cuLaunchGridAsync,
-    cuLaunchKernelEx,
-    cuLaunchKernelEx_ptsz,
     cuLibraryEnumerateKernels,
-    cuLibraryGetGlobal,
-    cuLibraryGetKernel,
     cuLibraryGetKernelCount,
     cuLibraryGetManaged,
-    cuLibraryGetModule,
     cuLibraryGetUnifiedFunction,
-    cuLibraryLoadData,
-    cuLibraryLoadFromFile,
-    cuLibraryUnload,
-    cuLinkAddData_v2,
-    cuLinkAddFile_v2,
-    cuLinkComplete,
-    cuLinkCreate_v2,
-    cuLinkDestroy,
     cuLogsCurrent,
     cuLogsDumpToFile,
     cuLogsDumpToMemory,
@@ -1978,8 +2409,6 @@ unsupported! {
     cuMemAddressReserve,
     cuMemAdvise,
     cuMemAdvise_v2,
-    cuMemAllocFromPoolAsync,
-    cuMemAllocFromPoolAsync_ptsz,
     cuMemAllocManaged,
     cuMemAllocPitch_v2,
     cuMemBatchDecompressAsync,
@@ -2000,13 +2429,9 @@ unsupported! {
     cuMemPoolDestroy,
     cuMemPoolExportPointer,
     cuMemPoolExportToShareableHandle,
-    cuMemPoolGetAccess,
-    cuMemPoolGetAttribute,
     cuMemPoolImportFromShareableHandle,
     cuMemPoolImportPointer,
     cuMemPoolSetAccess,
-    cuMemPoolSetAttribute,
-    cuMemPoolTrimTo,
     cuMemPrefetchAsync,
     cuMemPrefetchAsync_ptsz,
     cuMemPrefetchAsync_v2,
@@ -2137,8 +2562,6 @@ unsupported! {
     cuStreamGetId_ptsz,
     cuStreamGetPriority,
     cuStreamGetPriority_ptsz,
-    cuStreamIsCapturing,
-    cuStreamIsCapturing_ptsz,
     cuStreamSetAttribute,
     cuStreamSetAttribute_ptsz,
     cuStreamUpdateCaptureDependencies,

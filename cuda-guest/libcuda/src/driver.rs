@@ -403,6 +403,19 @@ impl Driver {
         Ok(h)
     }
 
+    /// Whether `module` names a loaded module (`CUDA_ERROR_INVALID_HANDLE` if not).
+    pub fn module_exists(&self, module: u64) -> R<()> {
+        let c = self.owner(module, TAG_MODULE)?;
+        if lock(&c.tables).modules.contains_key(&module) {
+            Ok(())
+        } else {
+            Err(Fail::new(
+                CUDA_ERROR_INVALID_HANDLE,
+                format!("module {module:#x}"),
+            ))
+        }
+    }
+
     pub fn module_unload(&self, _ctx: u64, module: u64) -> R<()> {
         let c = self.owner(module, TAG_MODULE)?;
         let m = {
@@ -759,6 +772,16 @@ impl Driver {
         };
         let s = self.stream(&c, stream)?;
         Ok(self.backend.stream_host_func(&s, f)?)
+    }
+
+    /// Whether `stream` names a live stream (or a default stream of a context).
+    pub fn stream_exists(&self, ctx: u64, stream: u64) -> R<()> {
+        let c = if stream <= STREAM_PER_THREAD {
+            self.bound(ctx)?
+        } else {
+            self.owner(stream, TAG_STREAM)?
+        };
+        self.stream(&c, stream).map(drop)
     }
 
     pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {

@@ -24,6 +24,7 @@ mod api;
 mod driver;
 mod fail;
 mod ffi;
+mod link;
 mod log;
 mod procaddr;
 

@@ -75,6 +75,33 @@ fn out_of_bounds_kernel_is_an_illegal_address_at_the_next_sync_in_sim_mode() {
     assert!(out.contains("oob: OK"), "{out}");
 }
 
+/// `tests/c/link.c` on `env`'s mode: two NVRTC -rdc units linked with cuLink*.
+fn link_program(env: &[(&str, &str)]) -> String {
+    let exe = compile("link");
+    let dir = repo().join("cuda-guest/tests/ptx/link");
+    run_ok(
+        &exe,
+        &[
+            &dir.join("link_main.nvrtc.ptx"),
+            &dir.join("link_lib.nvrtc.ptx"),
+        ],
+        env,
+    )
+}
+
+#[test]
+fn the_drivers_linker_joins_ptx_units_in_sim_mode() {
+    let out = link_program(SIM);
+    assert!(out.contains("linked kernel: r[999] = 2997.5"), "{out}");
+    assert!(
+        out.contains(
+            "link_main.nvrtc.ptx:19:1: error in link: unresolved extern variable offset: no unit defines it"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("link: OK"), "{out}");
+}
+
 #[test]
 fn device_printf_and_assert_in_sim_mode() {
     let exe = compile("device_io");

@@ -34,6 +34,19 @@ fn vector_add_through_the_service() {
 }
 
 #[test]
+fn linked_ptx_units_through_the_service() {
+    let server = Server::start();
+    let dir = repo().join("cuda-guest/tests/ptx/link");
+    let (main, lib) = (
+        dir.join("link_main.nvrtc.ptx"),
+        dir.join("link_lib.nvrtc.ptx"),
+    );
+    let (sim, fwd) = both(&server, "link", &[&main, &lib]);
+    assert!(fwd.contains("linked kernel: r[999] = 2997.5"), "{fwd}");
+    assert_eq!(sim, fwd);
+}
+
+#[test]
 fn d2d_chain_on_two_streams_through_the_service() {
     let server = Server::start();
     let (sim, fwd) = both(&server, "d2d_streams", &[]);

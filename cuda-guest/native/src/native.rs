@@ -492,6 +492,21 @@ impl Backend for NativeBackend {
     }
 
     fn module_load_ptx(&self, ptx: &str) -> Result<Module> {
+        if ptx.starts_with(vmgpu_ptx::linked::MAGIC) {
+            // A guest's cuLinkComplete image: NVIDIA's linker would take its units one
+            // by one; not done yet (the simulator links it).
+            return Err(self
+                .driver
+                .error(
+                    sys::CUDA_ERROR_NOT_SUPPORTED,
+                    "cuModuleLoadDataEx of a linked image (cuLink* of several PTX units): \
+                     the native backend does not link PTX units yet"
+                        .into(),
+                    self.current_device(),
+                    None,
+                )
+                .into());
+        }
         let image = CString::new(ptx).map_err(|e| DriverError::InvalidArgument {
             operation: "cuModuleLoadDataEx",
             reason: format!("the PTX text holds a NUL byte at {}", e.nul_position()),

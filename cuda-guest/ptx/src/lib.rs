@@ -38,6 +38,7 @@
 //! ```
 
 mod ast;
+pub mod linked;
 mod parser;
 
 /// Most levels of nesting the parser accepts, counted separately for `{ }` blocks in

@@ -618,7 +618,7 @@ impl Simulator {
     /// Parses and decodes a module.
     pub fn load_module(&mut self, name: &str, ptx_text: &str) -> Result<Arc<Module>, SimError> {
         self.check_sticky()?;
-        let m = ptx::parse(name, ptx_text)?;
+        let m = ptx::linked::parse_any(name, ptx_text)?;
         let mut placed = Vec::new();
         let r = self.place_module(name, &m, &mut placed);
         if r.is_err() {

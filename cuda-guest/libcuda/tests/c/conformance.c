@@ -843,6 +843,90 @@ static void g_host_func(void) {
   RES(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Libraries and kernels (CUDA 12), cuLaunchKernelEx, the default memory pool,
+ * cuStreamIsCapturing: what cuda.core and numba-cuda use. */
+static void g_library(void) {
+  SETUP();
+  CUlibrary lib;
+  RES(cuLibraryLoadData(&lib, GLOBALS_PTX, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  CUkernel kern;
+  RES(cuLibraryGetKernel(&kern, lib, "read_counter"), CUDA_SUCCESS);
+  RES(cuLibraryGetKernel(&kern, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  RES(cuLibraryGetKernel(&kern, lib, "read_counter"), CUDA_SUCCESS);
+  CUfunction f;
+  RES(cuKernelGetFunction(&f, kern), CUDA_SUCCESS);
+  CUmodule m;
+  RES(cuLibraryGetModule(&m, lib), CUDA_SUCCESS);
+  CUfunction g;
+  RES(cuModuleGetFunction(&g, m, "read_counter"), CUDA_SUCCESS);
+  int threads = 0;
+  RES(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kern, dev), CUDA_SUCCESS);
+  TRUE(threads >= 1 && threads <= 1024, "max threads per block %d", threads);
+  RES(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern, dev), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  size_t n = 0;
+  RES(cuLibraryGetGlobal(&p, &n, lib, "counter"), CUDA_SUCCESS);
+  VAL("size of the library's counter", n, 4);
+  unsigned eleven = 11, got = 0;
+  CUdeviceptr out;
+  MUST(cuMemAlloc(&out, 4));
+  if (p) MUST(cuMemcpyHtoD(p, &eleven, 4));
+  /* cuLaunchKernelEx, with hints and a cluster of one; the kernel as a CUkernel. */
+  CUlaunchAttribute attrs[2];
+  memset(attrs, 0, sizeof attrs);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  attrs[0].value.priority = 0;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[1].value.clusterDim.x = attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  void *args[] = {&out};
+  RES(cuLaunchKernelEx(&cfg, (CUfunction)kern, args, NULL), CUDA_SUCCESS);
+  RES(cuMemcpyDtoH(&got, out, 4), CUDA_SUCCESS);
+  VAL("the library kernel's read of counter", got, 11);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attrs[0].value.cooperative = 1;
+  RES(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  RES(cuLaunchKernelEx(NULL, f, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* The default pool, which cuMemAllocAsync draws from. */
+  CUmemoryPool pool, current;
+  RES(cuDeviceGetDefaultMemPool(&pool, dev), CUDA_SUCCESS);
+  RES(cuDeviceGetMemPool(&current, dev), CUDA_SUCCESS);
+  TRUE(pool == current, "the current pool %p is the default %p", (void *)current, (void *)pool);
+  cuuint64_t threshold = 1;
+  RES(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+  VAL("release threshold", threshold, 0);
+  threshold = 1 << 20;
+  RES(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold), CUDA_SUCCESS);
+  CUmemLocation here = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemAccess_flags access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  RES(cuMemPoolGetAccess(&access, pool, &here), CUDA_SUCCESS);
+  VAL("the device's access to its pool", access, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr q = 0;
+  RES(cuMemAllocFromPoolAsync(&q, 256, pool, s), CUDA_SUCCESS);
+  RES(cuMemsetD8Async(q, 0x5a, 256, s), CUDA_SUCCESS);
+  unsigned char b[256] = {0};
+  RES(cuMemcpyDtoHAsync(b, q, sizeof b, s), CUDA_SUCCESS);
+  RES(cuMemFreeAsync(q, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  VAL("a byte of the pool's allocation", b[255], 0x5a);
+  RES(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+  RES(cuMemAllocFromPoolAsync(&q, 256, (CUmemoryPool)(size_t)0x1234, s), CUDA_ERROR_INVALID_VALUE);
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  RES(cuStreamIsCapturing(s, &cs), CUDA_SUCCESS);
+  VAL("capture status", cs, CU_STREAM_CAPTURE_STATUS_NONE);
+  RES(cuStreamDestroy(s), CUDA_SUCCESS);
+  MUST(cuMemFree(out));
+  RES(cuLibraryUnload(lib), CUDA_SUCCESS);
+  RES(cuLibraryGetKernel(&kern, lib, "read_counter"), CUDA_ERROR_INVALID_HANDLE);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -858,7 +942,7 @@ static const struct {
     {"per_thread", g_per_thread},   {"procaddr", g_procaddr},
     {"host_ptr", g_host_ptr},       {"pointer_attr", g_pointer_attr},
     {"mem_async", g_mem_async},     {"streams", g_streams},
-    {"host_func", g_host_func},
+    {"host_func", g_host_func},     {"library", g_library},
 };
 
 int main(int argc, char **argv) {

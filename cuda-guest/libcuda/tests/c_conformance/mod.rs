@@ -96,6 +96,7 @@ macro_rules! c_conformance {
             c_mem_async,
             c_streams,
             c_host_func,
+            c_library,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

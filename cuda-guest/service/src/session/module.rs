@@ -77,7 +77,7 @@ impl Session {
         let _turn = inner.load_turn();
         let mut layouts = HashMap::new();
         let mut device_bytes = 0u64;
-        if let Ok(m) = vmgpu_ptx::parse("guest.ptx", text) {
+        if let Ok(m) = vmgpu_ptx::linked::parse_any("guest.ptx", text) {
             for f in m.functions.iter().filter(|f| f.is_entry) {
                 layouts.insert(
                     f.name.clone(),

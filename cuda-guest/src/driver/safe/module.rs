@@ -50,7 +50,7 @@ impl Module {
             Some(name) => gpu.backend().module_load_ptx_named(name, ptx_text)?,
             None => gpu.backend().module_load_ptx(ptx_text)?,
         };
-        let params = match ptx::parse(name.unwrap_or("module.ptx"), ptx_text) {
+        let params = match ptx::linked::parse_any(name.unwrap_or("module.ptx"), ptx_text) {
             Ok(m) => Some(
                 m.entries()
                     .map(|f| (f.name.clone(), f.params.clone()))

@@ -1,0 +1,275 @@
+//! Linked images: the PTX units a program hands the driver's linker (`cuLinkAddData`,
+//! `cuLinkAddFile`), joined by `cuLinkComplete` into one image that travels where a PTX
+//! module does (to `cuModuleLoadData`, over the guest protocol) and is linked when it
+//! is loaded: a backend that JITs PTX itself (the simulator) merges the units with
+//! [`link`]; one over NVIDIA's driver hands each unit to the driver's own linker.
+//!
+//! The image is text: [`MAGIC`], then per unit a line `//unit LEN NAME` and the unit's
+//! `LEN` bytes of PTX. Being PTX comments, its header lines keep it a valid C string
+//! and harmless to anything that looks at it as PTX text.
+
+use crate::{parse, Module, ParseError, ParseErrorKind, Space};
+use std::collections::HashMap;
+
+/// The functions CUDA's device runtime provides (declared `.extern` by every unit that
+/// calls them, defined by none).
+pub const DEVICE_RUNTIME: &[&str] = &["vprintf", "__assertfail", "malloc", "free"];
+
+/// The first line of a linked image.
+pub const MAGIC: &str = "//vmgpu linked PTX 1\n";
+
+/// One unit of a linked image: its name (for messages) and its PTX text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit<'a> {
+    /// The name the program gave it (a file name, or what `cuLinkAddData` was told).
+    pub name: &'a str,
+    /// The PTX.
+    pub text: &'a str,
+}
+
+/// Joins `units` (name, PTX) into one linked image.
+pub fn encode<'a>(units: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::from(MAGIC);
+    for (name, text) in units {
+        // A name is one line.
+        let name: String = name
+            .chars()
+            .map(|c| if c.is_control() { '_' } else { c })
+            .collect();
+        out.push_str(&format!("//unit {} {name}\n", text.len()));
+        out.push_str(text);
+    }
+    out
+}
+
+/// The units of a linked image; `None` when `text` is not one (plain PTX), `Err` when
+/// it is one but is cut or malformed.
+pub fn decode<'a>(image_name: &str, text: &'a str) -> Option<Result<Vec<Unit<'a>>, ParseError>> {
+    let mut rest = text.strip_prefix(MAGIC)?;
+    let mut units = vec![];
+    let bad = |message: String| ParseError {
+        module: image_name.to_string(),
+        line: 1,
+        column: 1,
+        construct: "linked image".into(),
+        message,
+        kind: ParseErrorKind::Syntax,
+    };
+    while !rest.is_empty() {
+        let Some((header, after)) = rest.split_once('\n') else {
+            return Some(Err(bad("a unit header without its text".into())));
+        };
+        let Some((len, name)) = header
+            .strip_prefix("//unit ")
+            .and_then(|h| h.split_once(' '))
+            .and_then(|(len, name)| Some((len.parse::<usize>().ok()?, name)))
+        else {
+            return Some(Err(bad(format!("bad unit header {header:?}"))));
+        };
+        if len > after.len() || !after.is_char_boundary(len) {
+            return Some(Err(bad(format!(
+                "unit {name} claims {len} bytes, {} are left",
+                after.len()
+            ))));
+        }
+        units.push(Unit {
+            name,
+            text: &after[..len],
+        });
+        rest = &after[len..];
+    }
+    Some(Ok(units))
+}
+
+/// Parses `text` as a module: plain PTX, or a linked image whose units are parsed and
+/// linked into one module by [`link`].
+pub fn parse_any(name: &str, text: &str) -> Result<Module, ParseError> {
+    match decode(name, text) {
+        None => parse(name, text),
+        Some(units) => {
+            let units = units?;
+            let modules = units
+                .iter()
+                .map(|u| parse(u.name, u.text))
+                .collect::<Result<Vec<_>, _>>()?;
+            link(name, modules)
+        }
+    }
+}
+
+/// Links modules into one, as the driver's linker does for PTX: a function or variable
+/// declared `.extern` in one unit is the definition another unit gives; a name defined
+/// twice, or a declaration no unit defines (other than the calls the device runtime
+/// answers, such as `vprintf`), is an error naming it and its unit. `.extern .shared`
+/// arrays (dynamic shared memory) stay as they are.
+pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
+    let err = |module: &str, line: u32, message: String| ParseError {
+        module: module.to_string(),
+        line,
+        column: 1,
+        construct: "link".into(),
+        message,
+        kind: ParseErrorKind::Syntax,
+    };
+    let mut out = Module {
+        name: name.to_string(),
+        version: (0, 0),
+        target: vec![],
+        address_size: 64,
+        variables: vec![],
+        functions: vec![],
+    };
+    // Where each name is defined: (unit, line).
+    let mut defined: HashMap<String, (String, u32)> = HashMap::new();
+    // Declarations to resolve: extern variables (unit, line) and function prototypes.
+    let mut extern_vars: Vec<(String, String, u32)> = vec![];
+    let mut prototypes: Vec<(String, crate::Function)> = vec![];
+    for m in modules {
+        if m.address_size != 64 {
+            return Err(err(&m.name, 1, "only 64-bit units link".into()));
+        }
+        out.version = out.version.max(m.version);
+        if out.target.is_empty() {
+            out.target = m.target.clone();
+        }
+        for v in m.variables {
+            if v.is_extern {
+                if v.space != Space::Shared {
+                    extern_vars.push((v.name.clone(), m.name.clone(), v.line));
+                } else if !out.variables.iter().any(|o| o.name == v.name) {
+                    // A dynamic shared array, declared by one unit or several.
+                    out.variables.push(v);
+                }
+                continue;
+            }
+            if let Some((unit, line)) = defined.get(&v.name) {
+                return Err(err(
+                    &m.name,
+                    v.line,
+                    format!("{} is defined twice: here and at {unit}:{line}", v.name),
+                ));
+            }
+            defined.insert(v.name.clone(), (m.name.clone(), v.line));
+            out.variables.push(v);
+        }
+        for f in m.functions {
+            if f.body.is_none() {
+                prototypes.push((m.name.clone(), f));
+                continue;
+            }
+            if let Some((unit, line)) = defined.get(&f.name) {
+                return Err(err(
+                    &m.name,
+                    f.line,
+                    format!("{} is defined twice: here and at {unit}:{line}", f.name),
+                ));
+            }
+            defined.insert(f.name.clone(), (m.name.clone(), f.line));
+            out.functions.push(f);
+        }
+    }
+    for (v, unit, line) in extern_vars {
+        if !defined.contains_key(&v) {
+            return Err(err(
+                &unit,
+                line,
+                format!("unresolved extern variable {v}: no unit defines it"),
+            ));
+        }
+    }
+    // A prototype no unit defines is an error, but for the device runtime's calls,
+    // which stay declared (once) for the loader.
+    for (unit, f) in prototypes {
+        if defined.contains_key(&f.name) {
+            continue;
+        }
+        if !DEVICE_RUNTIME.contains(&f.name.as_str()) {
+            return Err(err(
+                &unit,
+                f.line,
+                format!("unresolved extern function {}: no unit defines it", f.name),
+            ));
+        }
+        defined.insert(f.name.clone(), (String::new(), f.line));
+        out.functions.push(f);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = ".version 7.0\n.target sm_80\n.address_size 64\n";
+
+    fn unit(body: &str) -> String {
+        format!("{HEAD}{body}")
+    }
+
+    #[test]
+    fn an_image_round_trips_and_plain_ptx_is_not_one() {
+        let (a, b) = (unit(".visible .entry k() { ret; }"), unit("// b\n"));
+        let image = encode([("a.ptx", a.as_str()), ("b\nc.ptx", b.as_str())]);
+        let units = decode("img", &image).unwrap().unwrap();
+        assert_eq!(
+            units,
+            [
+                Unit {
+                    name: "a.ptx",
+                    text: &a
+                },
+                Unit {
+                    name: "b_c.ptx",
+                    text: &b
+                }
+            ]
+        );
+        assert!(decode("img", &a).is_none());
+        let cut = &image[..image.len() - 3];
+        let e = decode("img", cut).unwrap().unwrap_err();
+        assert!(e.message.contains("claims"), "{e}");
+        let e = decode("img", &format!("{MAGIC}//unit x y\n"))
+            .unwrap()
+            .unwrap_err();
+        assert!(e.message.contains("bad unit header"), "{e}");
+    }
+
+    #[test]
+    fn externs_resolve_across_units_and_the_rest_is_named() {
+        let main = unit(
+            ".extern .func (.param .b32 r) f(.param .b32 x);\n.extern .global .u32 g;\n\
+             .extern .func (.param .b32 r) vprintf(.param .b64 a, .param .b64 b);\n\
+             .extern .shared .align 4 .b8 dyn[];\n.visible .entry k() { ret; }",
+        );
+        let lib = unit(
+            ".visible .global .u32 g = 3;\n.extern .shared .align 4 .b8 dyn[];\n\
+             .visible .func (.param .b32 r) f(.param .b32 x) { st.param.b32 [r], 1; ret; }",
+        );
+        let image = encode([("main.ptx", main.as_str()), ("lib.ptx", lib.as_str())]);
+        let m = parse_any("img", &image).unwrap();
+        let names: Vec<(&str, bool)> = m
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.body.is_some()))
+            .collect();
+        assert_eq!(names, [("k", true), ("f", true), ("vprintf", false)]);
+        let vars: Vec<(&str, bool)> = m
+            .variables
+            .iter()
+            .map(|v| (v.name.as_str(), v.is_extern))
+            .collect();
+        assert_eq!(vars, [("dyn", true), ("g", false)]);
+
+        let alone = encode([("main.ptx", main.as_str())]);
+        let e = parse_any("img", &alone).unwrap_err();
+        assert_eq!(e.module, "main.ptx");
+        assert!(e.message.contains("unresolved extern"), "{e}");
+        let twice = encode([("lib.ptx", lib.as_str()), ("lib2.ptx", lib.as_str())]);
+        let e = parse_any("img", &twice).unwrap_err();
+        assert_eq!(e.module, "lib2.ptx");
+        assert!(
+            e.message.contains("defined twice: here and at lib.ptx:"),
+            "{e}"
+        );
+    }
+}
