@@ -27,6 +27,20 @@ python3 -m pip install -q --disable-pip-version-check "${wheels[@]}"
 nvrtc_dir=$(python3 -c 'import nvidia.cuda_nvrtc as m, os; print(os.path.join(list(m.__path__)[0], "lib"))')
 export VMGPU_LIBNVRTC=$nvrtc_dir/libnvrtc.so.12
 
+# numba-cuda, a real client of libcuda.so.1 (cuda-guest/libcuda/tests/numba.rs), in a
+# virtual environment kept under target/ with pip's downloads; every version pinned. Its
+# libNVVM comes from nvidia-cuda-nvcc-cu12; no nvJitLink (it would switch numba to SASS).
+numba_venv=target/numba-venv
+numba_pins=(numba-cuda==0.30.4 numba==0.68.1 llvmlite==0.50.0 numpy==2.4.6
+  cuda-bindings==12.9.10 cuda-core==1.2.2 cuda-pathfinder==1.9.1
+  nvidia-cuda-nvcc-cu12==12.9.86 nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79
+  pytest==9.2.0 filecheck==1.0.6 cffi==2.1.1)
+if ! "$numba_venv/bin/python" -c 'import numba.cuda, pytest, filecheck, cffi' 2>/dev/null; then
+  python3 -m venv "$numba_venv"
+  PIP_CACHE_DIR=target/pip-cache "$numba_venv/bin/pip" install -q --disable-pip-version-check "${numba_pins[@]}"
+fi
+export VMGPU_NUMBA_PYTHON=$PWD/$numba_venv/bin/python
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Every feature too (vm-passthrough's iommufd and fake, cuda-guest's service).
@@ -42,7 +56,8 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 # (a developer may lack them); here they run, and count as run rather than skipped. Tests
 # that need an NVIDIA GPU stay ignored: they are the skipped ones.
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
-  cargo test -p vmgpu --locked --test cli_cuda -- --ignored; } 2>&1 |
+  cargo test -p vmgpu --locked --test cli_cuda -- --ignored &&
+  cargo test -p vmgpu-libcuda --locked --test numba -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu

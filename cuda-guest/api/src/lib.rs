@@ -80,6 +80,7 @@ macro_rules! code_enum {
 
 pub mod error;
 mod fault;
+pub mod occupancy;
 pub mod status;
 pub mod sys;
 

@@ -1076,6 +1076,94 @@ entry! {
     }
 }
 
+// The occupancy calculator (`vmgpu_cuda_api::occupancy`). The flags (only
+// `CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE`, about the L1/shared split) change nothing
+// here.
+
+fn occupancy_blocks(n: *mut c_int, f: Handle, block_size: c_int, dynamic: usize) -> R<()> {
+    let f = nonnull(f, "function")?;
+    let (limits, kernel) = driver()?.occupancy(f)?;
+    let size = u32::try_from(block_size)
+        .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("block size {block_size}")))?;
+    let blocks = limits.active_blocks(&kernel, size, dynamic as u64);
+    // SAFETY: `out` refuses null.
+    unsafe { out(n, blocks as c_int) }
+}
+
+entry! {
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessor(n: *mut c_int, f: Handle, block_size: c_int, dynamic: usize) {
+        occupancy_blocks(n, f, block_size, dynamic)
+    }
+}
+
+entry! {
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`.
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n: *mut c_int, f: Handle, block_size: c_int, dynamic: usize, _flags: c_uint) {
+        occupancy_blocks(n, f, block_size, dynamic)
+    }
+}
+
+/// `CUoccupancyB2DSize`: the dynamic shared memory of a block size.
+type BlockToShared = Option<unsafe extern "C" fn(block_size: c_int) -> usize>;
+
+/// `cuOccupancyMaxPotentialBlockSize[WithFlags]`.
+///
+/// # Safety
+/// `to_shared` is null or a function safe to call with any block size.
+unsafe fn potential_block_size(
+    grid: *mut c_int,
+    block: *mut c_int,
+    f: Handle,
+    to_shared: BlockToShared,
+    dynamic: usize,
+    limit: c_int,
+) -> R<()> {
+    if grid.is_null() || block.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null output"));
+    }
+    let f = nonnull(f, "function")?;
+    let (limits, kernel) = driver()?.occupancy(f)?;
+    let shared = |size: u32| match to_shared {
+        // SAFETY: the program's callback, called as cuda.h documents it.
+        Some(cb) => (unsafe { cb(size as c_int) }) as u64,
+        None => dynamic as u64,
+    };
+    let (g, b) = limits.potential_block_size(&kernel, shared, limit.max(0) as u32);
+    // SAFETY: both checked non-null above.
+    unsafe {
+        out(grid, g as c_int)?;
+        out(block, b as c_int)
+    }
+}
+
+entry! {
+    /// `cuOccupancyMaxPotentialBlockSize`.
+    fn cuOccupancyMaxPotentialBlockSize(grid: *mut c_int, block: *mut c_int, f: Handle, to_shared: BlockToShared, dynamic: usize, limit: c_int) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { potential_block_size(grid, block, f, to_shared, dynamic, limit) }
+    }
+}
+
+entry! {
+    /// `cuOccupancyMaxPotentialBlockSizeWithFlags`.
+    fn cuOccupancyMaxPotentialBlockSizeWithFlags(grid: *mut c_int, block: *mut c_int, f: Handle, to_shared: BlockToShared, dynamic: usize, limit: c_int, _flags: c_uint) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { potential_block_size(grid, block, f, to_shared, dynamic, limit) }
+    }
+}
+
+entry! {
+    /// `cuOccupancyAvailableDynamicSMemPerBlock`.
+    fn cuOccupancyAvailableDynamicSMemPerBlock(bytes: *mut usize, f: Handle, blocks: c_int, block_size: c_int) {
+        let f = nonnull(f, "function")?;
+        let (limits, kernel) = driver()?.occupancy(f)?;
+        let n = limits.available_dynamic_shared(&kernel, blocks.max(0) as u32, block_size.max(0) as u32);
+        // SAFETY: `out` refuses null.
+        unsafe { out(bytes, n as usize) }
+    }
+}
+
 entry! {
     /// `cuFuncSetAttribute`: the settable attributes (the maximum dynamic shared memory,
     /// the carve-out); an unknown attribute is `CUDA_ERROR_INVALID_VALUE`.
@@ -2511,12 +2599,7 @@ unsupported! {
     cuMulticastCreate,
     cuMulticastGetGranularity,
     cuMulticastUnbind,
-    cuOccupancyAvailableDynamicSMemPerBlock,
-    cuOccupancyMaxActiveBlocksPerMultiprocessor,
-    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
     cuOccupancyMaxActiveClusters,
-    cuOccupancyMaxPotentialBlockSize,
-    cuOccupancyMaxPotentialBlockSizeWithFlags,
     cuOccupancyMaxPotentialClusterSize,
     cuParamSetSize,
     cuParamSetTexRef,

@@ -503,6 +503,22 @@ impl Driver {
         Ok((c, f))
     }
 
+    /// What the occupancy calculator needs of `function` and its device.
+    pub fn occupancy(
+        &self,
+        function: u64,
+    ) -> R<(
+        vmgpu_cuda_api::occupancy::Limits,
+        vmgpu_cuda_api::occupancy::Kernel,
+    )> {
+        let (c, f) = self.function(function)?;
+        let device = self.device(self.ctx_device(c.id)?)?;
+        Ok((
+            vmgpu_cuda_api::occupancy::Limits::of(&*self.backend, device)?,
+            vmgpu_cuda_api::occupancy::Kernel::of(&*self.backend, &f.function)?,
+        ))
+    }
+
     pub fn function_layout(&self, function: u64) -> R<Option<Vec<ParamLayout>>> {
         Ok(self.function(function)?.1.layout.clone())
     }

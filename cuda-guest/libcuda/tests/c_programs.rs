@@ -166,29 +166,6 @@ fn boundary_errors_are_the_drivers() {
 }
 
 #[test]
-#[ignore = "needs NVIDIA's Python bindings: pip install 'cuda-bindings>=12.9,<13'"]
-fn nvidia_python_bindings_run_on_the_shim() {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/driver_api.py");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(fixture("vector_add.nvrtc.ptx"))
-        .env("LD_LIBRARY_PATH", shim_dir())
-        .env("VMGPU_CUDA_MODE", "sim")
-        .env_remove("VMGPU_CUDA_SERVER")
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success());
-    assert!(
-        stdout.contains("name vmgpu PTX simulator (virtual sm_80)"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("python: vector_add OK"), "{stdout}");
-}
-
-#[test]
 fn unsupported_attributes_warn_once_in_sim_mode() {
     let exe = compile("warn_once");
     let out = run(&exe, &[&fixture("vector_add.nvrtc.ptx")], SIM);

@@ -927,6 +927,46 @@ static void g_library(void) {
   RES(cuLibraryGetKernel(&kern, lib, "read_counter"), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* The occupancy calculator: its answers agree with the device's limits and each other. */
+static size_t shared_for(int block) { return (size_t)block * 16; }
+static void g_occupancy(void) {
+  SETUP();
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "with_shared"));
+  int per_sm = 0, max_blocks = 0, sms = 0, optin = 0;
+  MUST(cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev));
+  MUST(cuDeviceGetAttribute(&max_blocks, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, dev));
+  MUST(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  MUST(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+  int n = -1;
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128, 0), CUDA_SUCCESS);
+  TRUE(n > 0 && n * 128 <= per_sm && n <= max_blocks, "%d blocks of 128 threads per SM", n);
+  int flagged = -1;
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&flagged, f, 128, 0, 0), CUDA_SUCCESS);
+  VAL("the same with flags 0", flagged, n);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128, (size_t)optin + 1), CUDA_SUCCESS);
+  VAL("blocks with more shared memory than a block may have", n, 0);
+  int grid = 0, block = 0;
+  RES(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0), CUDA_SUCCESS);
+  TRUE(block >= 32 && block <= 1024 && block % 32 == 0, "potential block size %d", block);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, block, 0), CUDA_SUCCESS);
+  VAL("the potential grid: resident blocks on every SM", grid, n * sms);
+  RES(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 96), CUDA_SUCCESS);
+  TRUE(block > 0 && block <= 96, "potential block size under a limit of 96: %d", block);
+  RES(cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, shared_for, 0, 0, 0), CUDA_SUCCESS);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, block, shared_for(block)), CUDA_SUCCESS);
+  VAL("the potential grid with a shared-memory callback", grid, n * sms);
+  size_t avail = 0;
+  RES(cuOccupancyAvailableDynamicSMemPerBlock(&avail, f, 2, 128), CUDA_SUCCESS);
+  TRUE(avail > 0, "dynamic shared memory for 2 blocks of 128: %zu", avail);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128, avail), CUDA_SUCCESS);
+  TRUE(n >= 2, "with that much, %d blocks stay resident", n);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, NULL, 128, 0), CUDA_ERROR_INVALID_HANDLE);
+  RES(cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -943,6 +983,7 @@ static const struct {
     {"host_ptr", g_host_ptr},       {"pointer_attr", g_pointer_attr},
     {"mem_async", g_mem_async},     {"streams", g_streams},
     {"host_func", g_host_func},     {"library", g_library},
+    {"occupancy", g_occupancy},
 };
 
 int main(int argc, char **argv) {

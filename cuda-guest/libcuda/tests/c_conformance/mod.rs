@@ -97,6 +97,7 @@ macro_rules! c_conformance {
             c_streams,
             c_host_func,
             c_library,
+            c_occupancy,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
