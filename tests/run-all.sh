@@ -41,6 +41,27 @@ if ! "$numba_venv/bin/python" -c 'import numba.cuda, pytest, filecheck, cffi' 2>
 fi
 export VMGPU_NUMBA_PYTHON=$PWD/$numba_venv/bin/python
 
+# cudarc's own lib tests, another real client (cuda-guest/libcuda/tests/cudarc_lib.rs):
+# the published crate, pinned, built once under target/ (its sources copied out of
+# cargo's registry, where a throwaway package that depends on it fetched them).
+cudarc=cudarc-0.19.10
+cudarc_features=std,driver,nvrtc,dynamic-loading,cuda-12090
+if [ ! -f "target/$cudarc/Cargo.toml" ]; then
+  mkdir -p target/cudarc-fetch/src
+  printf '[package]\nname = "cudarc-fetch"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n[dependencies]\ncudarc = { version = "=0.19.10", default-features = false, features = ["%s"] }\n\n[workspace]\n' \
+    "${cudarc_features//,/\", \"}" > target/cudarc-fetch/Cargo.toml
+  echo 'fn main() {}' > target/cudarc-fetch/src/main.rs
+  cargo fetch --manifest-path target/cudarc-fetch/Cargo.toml
+  cp -r "$(cargo metadata --format-version 1 --manifest-path target/cudarc-fetch/Cargo.toml |
+    python3 -c 'import json, sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cudarc").rsplit("/", 1)[0])')" "target/$cudarc.tmp"
+  printf '\n[workspace]\n' >> "target/$cudarc.tmp/Cargo.toml"
+  mv "target/$cudarc.tmp" "target/$cudarc"
+fi
+VMGPU_CUDARC_TESTS=$(cd "target/$cudarc" && CARGO_TARGET_DIR=../cudarc-target cargo test --lib \
+  --no-default-features --features "$cudarc_features" --no-run --message-format=json |
+  python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")][-1])')
+export VMGPU_CUDARC_TESTS
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Every feature too (vm-passthrough's iommufd and fake, cuda-guest's service).
@@ -57,7 +78,7 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 # that need an NVIDIA GPU stay ignored: they are the skipped ones.
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
   cargo test -p vmgpu --locked --test cli_cuda -- --ignored &&
-  cargo test -p vmgpu-libcuda --locked --test numba -- --ignored; } 2>&1 |
+  cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu

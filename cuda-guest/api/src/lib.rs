@@ -816,8 +816,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// stream order (`cuLaunchHostFunc`, `cuStreamAddCallback`), with that work's
     /// outcome. Provided as waiting for the stream in the caller and then calling `f`:
     /// the order a GPU gives holds (later work on the stream is enqueued after `f`
-    /// returned), at the cost of the caller's time. Returns the work's error, as a
-    /// synchronisation does.
+    /// returned), at the cost of the caller's time; it returns the work's error, as a
+    /// synchronisation does. A backend with a queue of its own (the simulator) calls
+    /// `f` from it instead and returns at once.
     fn stream_host_func(&self, stream: &Stream, f: HostFunc) -> Result<()> {
         let r = self.stream_synchronize(stream);
         f(r.as_ref().map(|_| ()));

@@ -148,6 +148,28 @@ enum Op {
     Record {
         event: u64,
     },
+    /// `cuLaunchHostFunc`/`cuStreamAddCallback`: called on the device thread when the
+    /// queue reaches it.
+    HostFunc(HostCall),
+}
+
+/// A host function waiting in the queue (called once).
+struct HostCall(Mutex<Option<vmgpu_cuda_api::HostFunc>>);
+
+impl std::fmt::Debug for HostCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostCall(..)")
+    }
+}
+
+impl HostCall {
+    /// Calls the function (the first time) with the outcome of the work before it.
+    fn fire(&self, outcome: std::result::Result<(), &DriverError>) {
+        let f = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f(outcome);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -544,7 +566,24 @@ fn worker(shared: &Shared) {
                 st = shared.wait(st);
             }
         };
-        let result = if skip {
+        let result = if let Op::HostFunc(call) = &item.op {
+            // Outside the simulator's lock: the function may take its time.
+            let failed = if skip {
+                shared.state().sticky.clone()
+            } else {
+                None
+            };
+            match failed {
+                Some(f) => {
+                    let mut e = CudaError::builtin(f.code, "a stream's host function");
+                    e.stream = Some(f.stream);
+                    e.detail = Some(f.detail);
+                    call.fire(Err(&e.into()));
+                }
+                None => call.fire(Ok(())),
+            }
+            Ok(())
+        } else if skip {
             Ok(())
         } else {
             match std::panic::catch_unwind(AssertUnwindSafe(|| execute(shared, &item))) {
@@ -617,7 +656,7 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
             cfg,
             args,
         } => sim.launch(module, kernel, *cfg, args).map(|_| ()),
-        Op::Record { .. } => Ok(()),
+        Op::Record { .. } | Op::HostFunc(_) => Ok(()),
     };
     r.map_err(|e| {
         let f = fault_of(&e, item.stream);
@@ -1342,6 +1381,15 @@ impl SimContext {
         Ok(())
     }
 
+    fn stream_host_func(&self, stream: &Stream, f: vmgpu_cuda_api::HostFunc) -> Result<()> {
+        const OP: &str = "cuLaunchHostFunc";
+        self.owned(stream.owner(), OP)?;
+        let mut st = self.live(OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
+        self.submit(&mut st, s, Op::HostFunc(HostCall(Mutex::new(Some(f)))));
+        Ok(())
+    }
+
     fn event_synchronize(&self, event: &Event) -> Result<()> {
         const OP: &str = "cuEventSynchronize";
         self.owned(event.owner(), OP)?;
@@ -1929,6 +1977,7 @@ impl Backend for SimBackend {
         fn stream_query(stream: &Stream) -> Result<bool>;
         fn stream_wait_event(stream: &Stream, event: &Event) -> Result<()>;
         fn stream_destroy(stream: Stream) -> Result<()>;
+        fn stream_host_func(stream: &Stream, f: vmgpu_cuda_api::HostFunc) -> Result<()>;
         fn event_create(flags: EventFlags) -> Result<Event>;
         fn event_record(event: &Event, stream: &Stream) -> Result<()>;
         fn event_synchronize(event: &Event) -> Result<()>;
