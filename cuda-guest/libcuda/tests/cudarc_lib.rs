@@ -50,12 +50,6 @@ const KNOWN: &[(&str, Modes, &str)] = &[
         "stream capture and graphs are not supported",
     ),
     (
-        "driver::safe::launch::tests::test_launch_arrays",
-        BOTH,
-        "NVRTC takes the address of a 2 KB kernel parameter passed by value; the \
-         simulator cannot address kernel parameters",
-    ),
-    (
         "driver::safe::launch::tests::test_multi_stream_concurrent_reads",
         BOTH,
         "kernels on two streams wait for each other; the simulator runs one kernel at a \

@@ -17,6 +17,10 @@ pub(crate) type P = u32;
 pub(crate) const SHARED_WINDOW: u64 = 0x0001_0000_0000_0000;
 /// Generic-address window of local memory.
 pub(crate) const LOCAL_WINDOW: u64 = 0x0002_0000_0000_0000;
+/// Generic-address window of the kernel's parameters (read-only): the address of a
+/// kernel parameter (`mov.u64 %rd, k_param_0`) is `PARAM_WINDOW` plus its offset, usable
+/// by `ld.param` and, as `cvta.param` leaves it, by generic loads.
+pub(crate) const PARAM_WINDOW: u64 = 0x0003_0000_0000_0000;
 /// Size of each window.
 pub(crate) const WINDOW_SIZE: u64 = 1 << 32;
 
@@ -706,12 +710,7 @@ impl<'a> Dec<'a> {
                 Some(Sym::Local(o)) => self.konst(o),
                 Some(Sym::DynShared) => self.dyn_reg,
                 Some(Sym::Pred(_)) => return derr(line, format!("predicate {n} used as a value")),
-                Some(Sym::KParam(..)) => {
-                    return derr(
-                        line,
-                        format!("taking the address of kernel parameter {n} is not supported"),
-                    )
-                }
+                Some(Sym::KParam(off, _)) => self.konst(PARAM_WINDOW + off as u64),
                 None => {
                     if let Some(i) = SPECIALS.iter().position(|s| s == n) {
                         i as R
@@ -804,7 +803,11 @@ impl<'a> Dec<'a> {
                 Some(Sym::Local(s)) => Ok((self.konst(s), *offset, Some(Sp::Local))),
                 Some(Sym::Global(a)) => Ok((self.konst(a), *offset, Some(Sp::Global))),
                 Some(Sym::DynShared) => Ok((self.dyn_reg, *offset, Some(Sp::Shared))),
-                Some(Sym::KParam(..)) => derr(line, "kernel parameter used as an address"),
+                Some(Sym::KParam(off, _)) => Ok((
+                    self.konst(PARAM_WINDOW + off as u64),
+                    *offset,
+                    Some(Sp::Generic),
+                )),
                 Some(Sym::Pred(_)) => derr(line, "predicate used as an address"),
                 None => derr(line, format!("unknown name {n}")),
             },

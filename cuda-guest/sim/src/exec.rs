@@ -182,6 +182,8 @@ enum Target {
     Global(usize, u64),
     Shared(usize),
     Local(usize),
+    /// The launch's parameter buffer at this offset (read-only).
+    Param(usize),
 }
 
 impl<'a, 'b> Exec<'a, 'b> {
@@ -282,6 +284,24 @@ impl<'a, 'b> Exec<'a, 'b> {
         pc: u32,
         local_size: usize,
     ) -> Result<Target, SimError> {
+        // A kernel parameter's address, in param space or generic.
+        if matches!(sp, Sp::Generic | Sp::Local) && addr.wrapping_sub(PARAM_WINDOW) < WINDOW_SIZE {
+            let off = addr - PARAM_WINDOW;
+            let kind = if write {
+                Some(FaultKind::ReadOnly)
+            } else if off
+                .checked_add(len)
+                .is_none_or(|e| e > self.l.params.len() as u64)
+            {
+                Some(FaultKind::OutOfBounds)
+            } else {
+                None
+            };
+            return match kind {
+                None => Ok(Target::Param(off as usize)),
+                Some(k) => Err(self.fault(k, write, "param", addr, len as u32, w, lane, pc)),
+            };
+        }
         let (sp, addr, name) = match sp {
             Sp::Generic => {
                 if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
@@ -491,6 +511,7 @@ impl<'a, 'b> Exec<'a, 'b> {
             Target::Global(i, o) => self.l.live[i].load(o + off, size),
             Target::Shared(o) => sh_read(&self.shared, o + off as usize, size),
             Target::Local(o) => read_le(&warp.local, o + off as usize, size),
+            Target::Param(o) => read_le(self.l.params, o + off as usize, size),
         }
     }
 
@@ -943,6 +964,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                                 sh_write(&mut self.shared, so + o as usize, *size, v)
                             }
                             Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
+                            // `resolve` refuses a write to the parameters (read-only).
+                            Target::Param(_) => {}
                         }
                     }
                 });
@@ -1263,6 +1286,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                             );
                             old
                         }
+                        // `resolve` refuses an atomic on the parameters (a write).
+                        Target::Param(o) => read_le(self.l.params, o, size as u8),
                     };
                     if let Some(d) = d {
                         w.regs[*d as usize * 32 + l] = old;

@@ -60,7 +60,8 @@
 //! registers); `cvt` between every integer and float type with every rounding mode
 //! and `.sat`; `cvta`; `ld st ldu` (`.global .shared .local .const .param`, generic,
 //! `.v2/.v4`, volatile/cache qualifiers ignored); `atom red` (add min max inc dec exch
-//! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; `trap` (the launch
+//! cas and or xor; u32 s32 u64 s64 f32 f64); `bra ret exit call`; a kernel parameter's address (`mov` of a parameter, used by
+//! `ld.param` and, through `cvta.param`, generic loads; read-only); `trap` (the launch
 //! fails: [`SimError::Trap`]); device `printf` (`vprintf`, formatted as C does, written
 //! to [`SimConfig::output`] when the launch ends) and `assert` (`__assertfail`:
 //! [`SimError::Assert`], the GPU's line to stderr); `bar.sync
