@@ -1885,6 +1885,153 @@ entry! {
     fn cuMemHostAlloc(pp: *mut *mut c_void, bytes: usize, flags: c_uint) { host_alloc(pp, bytes, flags) }
 }
 
+/// What the driver knows of `ptr` ([`crate::driver::Driver::pointer`]), or of
+/// page-locked memory registered with `cuMemHostRegister` (in the current context).
+fn pointer_info(ptr: u64) -> R<Option<crate::driver::PointerInfo>> {
+    let e = driver()?;
+    if let Some(i) = e.pointer(ptr) {
+        return Ok(Some(i));
+    }
+    let registered = pinned_ranges()
+        .range(..=ptr as usize)
+        .next_back()
+        .filter(|(&base, &n)| (ptr as usize) - base < n.max(1))
+        .map(|(&base, &n)| (base as u64, n as u64));
+    Ok(registered.map(|(base, size)| crate::driver::PointerInfo {
+        ctx: current().unwrap_or(0),
+        base,
+        size,
+        buffer_id: base,
+        host: true,
+    }))
+}
+
+/// One `CUpointer_attribute` of memory `i` (at address `at`), written to `data`; `None` for
+/// an attribute this library does not answer.
+///
+/// # Safety
+/// `data` is writable for the attribute's type (cuda.h).
+unsafe fn write_pointer_attribute(
+    i: &crate::driver::PointerInfo,
+    at: u64,
+    attribute: c_int,
+    data: *mut c_void,
+) -> R<Option<()>> {
+    // SAFETY: `data` is writable for the attribute's type (the caller), in every arm.
+    unsafe {
+        match attribute {
+            // CONTEXT: a CUcontext.
+            1 => out(data.cast::<Handle>(), ptr(i.ctx))?,
+            // MEMORY_TYPE: CU_MEMORYTYPE_HOST (1) or _DEVICE (2), an unsigned int.
+            2 => out(data.cast::<c_uint>(), if i.host { 1 } else { 2 })?,
+            // DEVICE_POINTER: device memory's own address (host memory is not mapped).
+            3 if !i.host => out(data.cast::<u64>(), at)?,
+            // HOST_POINTER: page-locked memory's own address (device memory has none).
+            4 if i.host => out(data.cast::<*mut c_void>(), at as usize as *mut c_void)?,
+            // SYNC_MEMOPS: off (cuPointerSetAttribute is not supported).
+            6 => out(data.cast::<c_int>(), 0)?,
+            // BUFFER_ID: an unsigned long long.
+            7 => out(data.cast::<u64>(), i.buffer_id)?,
+            // IS_MANAGED: no managed memory here.
+            8 => out(data.cast::<c_int>(), 0)?,
+            // DEVICE_ORDINAL: device 0.
+            9 => out(data.cast::<c_int>(), 0)?,
+            // RANGE_START_ADDR and RANGE_SIZE.
+            11 => out(data.cast::<u64>(), i.base)?,
+            12 => out(data.cast::<usize>(), i.size as usize)?,
+            // MAPPED: device memory is mapped (usable by the device).
+            13 => out(data.cast::<c_int>(), !i.host as c_int)?,
+            3 | 4 => {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!(
+                        "pointer attribute {attribute} of {} memory",
+                        if i.host { "host" } else { "device" }
+                    ),
+                ))
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(()))
+}
+
+entry! {
+    /// `cuPointerGetAttribute`: what the driver knows of memory it made (device
+    /// allocations, module variables, page-locked host memory); another address is
+    /// `CUDA_ERROR_INVALID_VALUE`, as the driver answers.
+    fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, p: CUdeviceptr) {
+        if data.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null data"));
+        }
+        let i = pointer_info(p)?.ok_or_else(|| {
+            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{p:#x} is no memory of this driver"))
+        })?;
+        // SAFETY: `data` is writable for the attribute's type (cuda.h).
+        match unsafe { write_pointer_attribute(&i, p, attribute, data) }? {
+            Some(()) => Ok(()),
+            None => Err(Fail::new(
+                CUDA_ERROR_NOT_SUPPORTED,
+                format!("pointer attribute {attribute} is not supported"),
+            )),
+        }
+    }
+}
+
+entry! {
+    /// `cuPointerGetAttributes`: each attribute as `cuPointerGetAttribute` answers it;
+    /// for an address the driver did not make, as the driver does, no error and the
+    /// default values (MEMORY_TYPE and the others 0, CONTEXT null).
+    fn cuPointerGetAttributes(n: c_uint, attributes: *mut c_int, data: *mut *mut c_void, p: CUdeviceptr) {
+        if n > 0 && (attributes.is_null() || data.is_null()) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null attribute arrays"));
+        }
+        let info = pointer_info(p)?;
+        for k in 0..n as usize {
+            // SAFETY: the arrays hold `n` entries (cuda.h).
+            let (a, d) = unsafe { (*attributes.add(k), *data.add(k)) };
+            if d.is_null() {
+                continue;
+            }
+            let answered = match &info {
+                // SAFETY: `d` is writable for attribute `a`'s type (cuda.h).
+                Some(i) => unsafe { write_pointer_attribute(i, p, a, d) }?.is_some(),
+                None => false,
+            };
+            if !answered {
+                let width = match a {
+                    1 | 4 => std::mem::size_of::<Handle>(),
+                    3 | 7 | 11 | 12 => 8,
+                    _ => 4,
+                };
+                // SAFETY: `d` is writable for the attribute's type, `width` bytes.
+                unsafe { std::ptr::write_bytes(d.cast::<u8>(), 0, width) };
+            }
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuMemGetAddressRange_v2`: the allocation `p` points into (either output may be
+    /// NULL); `CUDA_ERROR_NOT_FOUND` for an address in none.
+    fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, p: CUdeviceptr) {
+        let i = pointer_info(p)?
+            .filter(|i| !i.host)
+            .ok_or_else(|| Fail::new(CUDA_ERROR_NOT_FOUND, format!("{p:#x} is in no device allocation")))?;
+        // SAFETY: each output is optional and written only when non-null.
+        unsafe {
+            if !base.is_null() {
+                out(base, i.base)?;
+            }
+            if !size.is_null() {
+                out(size, i.size as usize)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 entry! {
     /// `cuMemFreeHost`.
     fn cuMemFreeHost(p: *mut c_void) {
@@ -2504,7 +2651,6 @@ unsupported! {
     cuMemCreate,
     cuMemExportToShareableHandle,
     cuMemGetAccess,
-    cuMemGetAddressRange_v2,
     cuMemGetAllocationGranularity,
     cuMemGetAllocationPropertiesFromHandle,
     cuMemGetHandleForAddressRange,
@@ -2606,8 +2752,6 @@ unsupported! {
     cuParamSetf,
     cuParamSeti,
     cuParamSetv,
-    cuPointerGetAttribute,
-    cuPointerGetAttributes,
     cuPointerSetAttribute,
     cuProfilerInitialize,
     cuSignalExternalSemaphoresAsync,

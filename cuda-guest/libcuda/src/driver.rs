@@ -12,7 +12,7 @@
 //! makes it current on the backend before it calls, as the driver uses an object's own
 //! context.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +38,8 @@ const TAG_EVENT: u64 = 0x40;
 #[derive(Debug)]
 struct DriverModule {
     module: Module,
+    /// Its variables whose addresses the program asked for: base to size.
+    globals: BTreeMap<u64, u64>,
 }
 
 #[derive(Debug)]
@@ -57,6 +59,24 @@ struct Tables {
     /// Staged bytes of asynchronous copies from pageable memory, kept until their
     /// stream is synchronised: (stream, bytes).
     keepalive: Vec<(u64, Box<[u8]>)>,
+    /// Device allocations made in the context: base to (size, buffer id), for
+    /// `cuPointerGetAttribute` and `cuMemGetAddressRange`.
+    allocs: BTreeMap<u64, (u64, u64)>,
+}
+
+/// What the driver knows of an address ([`Driver::pointer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PointerInfo {
+    /// The context (its handle) the memory belongs to.
+    pub ctx: u64,
+    /// The allocation's start and size.
+    pub base: u64,
+    pub size: u64,
+    /// A number no other allocation of this process has had.
+    pub buffer_id: u64,
+    /// Page-locked host memory (`cuMemHostAlloc`, `cuMemHostRegister`), else device
+    /// memory.
+    pub host: bool,
 }
 
 /// One context of the program: the backend's context and what was made in it.
@@ -399,7 +419,13 @@ impl Driver {
         })?;
         let module = self.backend.module_load_ptx(text)?;
         let h = self.handle(ctx, TAG_MODULE);
-        lock(&c.tables).modules.insert(h, DriverModule { module });
+        lock(&c.tables).modules.insert(
+            h,
+            DriverModule {
+                module,
+                globals: BTreeMap::new(),
+            },
+        );
         Ok(h)
     }
 
@@ -463,6 +489,10 @@ impl Driver {
             .get(&module)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("module {module:#x}")))?;
         let (p, bytes) = self.backend.module_get_global(&m.module, name)?;
+        drop(t);
+        if let Some(m) = lock(&c.tables).modules.get_mut(&module) {
+            m.globals.insert(p.0, bytes as u64);
+        }
         Ok((p.0, bytes as u64))
     }
 
@@ -542,16 +572,71 @@ impl Driver {
     }
 
     pub fn mem_alloc(&self, ctx: u64, bytes: u64) -> R<u64> {
-        self.bound(ctx)?;
-        let bytes = usize::try_from(bytes)
+        let c = self.bound(ctx)?;
+        let size = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large"))?;
-        Ok(self.backend.mem_alloc(bytes)?.0)
+        let p = self.backend.mem_alloc(size)?.0;
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&c.tables).allocs.insert(p, (bytes, id));
+        Ok(p)
     }
 
     pub fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
-        self.bound(ctx)?;
+        let c = self.bound(ctx)?;
         self.backend.mem_free(DevicePtr(ptr))?;
+        lock(&c.tables).allocs.remove(&ptr);
         Ok(())
+    }
+
+    /// The allocation `ptr` points into: device memory of a live context (an
+    /// allocation, or a module variable whose address the program asked for), else
+    /// page-locked host memory; `None` for memory the driver did not make.
+    pub fn pointer(&self, ptr: u64) -> Option<PointerInfo> {
+        let inside = |base: u64, size: u64| ptr >= base && ptr - base < size.max(1);
+        let contexts: Vec<Arc<DriverCtx>> = lock(&self.primary)
+            .iter()
+            .cloned()
+            .chain(lock(&self.created).values().cloned())
+            .collect();
+        for c in &contexts {
+            let t = lock(&c.tables);
+            if let Some((&base, &(size, buffer_id))) = t.allocs.range(..=ptr).next_back() {
+                if inside(base, size) {
+                    return Some(PointerInfo {
+                        ctx: c.id,
+                        base,
+                        size,
+                        buffer_id,
+                        host: false,
+                    });
+                }
+            }
+            for m in t.modules.values() {
+                if let Some((&base, &size)) = m.globals.range(..=ptr).next_back() {
+                    if inside(base, size) {
+                        return Some(PointerInfo {
+                            ctx: c.id,
+                            base,
+                            size,
+                            // A variable's number: its address (it lives as long as its
+                            // module, and no allocation starts at it meanwhile).
+                            buffer_id: base,
+                            host: false,
+                        });
+                    }
+                }
+            }
+        }
+        lock(&self.host).iter().find_map(|(&base, (c, h))| {
+            let size = h.len() as u64;
+            inside(base as u64, size).then_some(PointerInfo {
+                ctx: c.id,
+                base: base as u64,
+                size,
+                buffer_id: base as u64,
+                host: true,
+            })
+        })
     }
 
     pub fn memset(

@@ -753,8 +753,51 @@ static void g_pointer_attr(void) {
   RES(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(size_t)h),
       CUDA_SUCCESS);
   VAL("MEMORY_TYPE of cuMemAllocHost memory", type, CU_MEMORYTYPE_HOST);
+  void *hp = NULL;
+  RES(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(size_t)h + 8),
+      CUDA_SUCCESS);
+  TRUE(hp == (char *)h + 8, "HOST_POINTER %p of %p + 8", hp, h);
+  /* The allocation's range, from inside it. */
+  CUdeviceptr base = 0, start = 0;
+  size_t size = 0, rsize = 0;
+  RES(cuMemGetAddressRange(&base, &size, p + 4000), CUDA_SUCCESS);
+  TRUE(base == p && size == 4096, "range %#llx+%zu of %#llx", (unsigned long long)base, size,
+       (unsigned long long)p);
+  RES(cuMemGetAddressRange(&base, &size, p + 4096 + (1 << 20)), CUDA_ERROR_NOT_FOUND);
+  RES(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + 9), CUDA_SUCCESS);
+  RES(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p + 9), CUDA_SUCCESS);
+  TRUE(start == p && rsize == 4096, "RANGE_START_ADDR %#llx, RANGE_SIZE %zu",
+       (unsigned long long)start, rsize);
+  CUdeviceptr dp = 0;
+  RES(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p + 9), CUDA_SUCCESS);
+  TRUE(dp == p + 9, "DEVICE_POINTER %#llx", (unsigned long long)dp);
+  unsigned long long id1 = 0, id2 = 0;
+  CUdeviceptr q;
+  MUST(cuMemAlloc(&q, 64));
+  RES(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, p), CUDA_SUCCESS);
+  RES(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, q), CUDA_SUCCESS);
+  TRUE(id1 != id2, "BUFFER_IDs %llu and %llu differ", id1, id2);
+  /* Several at once; an address of nobody's is no error, just null answers. */
+  CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  unsigned mt = 0;
+  CUcontext owner = NULL;
+  int managed = -1;
+  void *slots[3] = {&mt, &owner, &managed};
+  RES(cuPointerGetAttributes(3, which, slots, q), CUDA_SUCCESS);
+  TRUE(mt == CU_MEMORYTYPE_DEVICE && owner == primary && managed == 0,
+       "attributes of q: type %u, context %p, managed %d", mt, (void *)owner, managed);
+  mt = 7;
+  owner = primary;
+  RES(cuPointerGetAttributes(3, which, slots, (CUdeviceptr)0x10), CUDA_SUCCESS);
+  TRUE(mt == 0 && owner == NULL, "attributes of nobody's address: type %u, context %p", mt,
+       (void *)owner);
+  RES(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)0x10),
+      CUDA_ERROR_INVALID_VALUE);
+  MUST(cuMemFree(q));
   RES(cuMemFreeHost(h), CUDA_SUCCESS);
   RES(cuMemFree(p), CUDA_SUCCESS);
+  RES(cuMemGetAddressRange(&base, &size, p), CUDA_ERROR_NOT_FOUND);
 }
 
 /* cuMemAllocAsync / cuMemFreeAsync as MEMORY_POOLS_SUPPORTED says. */
