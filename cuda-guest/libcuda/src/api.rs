@@ -798,20 +798,8 @@ entry! {
     fn cuModuleLoadDataEx(module: *mut Handle, image: *const c_void, num_options: c_uint, options: *mut c_int, option_values: *mut *mut c_void) {
         // SAFETY: the program passes a NUL-terminated PTX image (null refused).
         let bytes = unsafe { image_bytes(image) }?;
-        match module_load(module, bytes) {
-            Ok(m) => {
-                // SAFETY: the option arrays hold `num_options` entries (cuda.h).
-                unsafe { write_jit_logs(num_options, options, option_values, "") };
-                // SAFETY: checked non-null in `module_load`.
-                unsafe { out(module, ptr(m)) }
-            }
-            Err(f) => {
-                let log = f.jit_log.clone().unwrap_or_else(|| f.detail.clone());
-                // SAFETY: as above.
-                unsafe { write_jit_logs(num_options, options, option_values, &log) };
-                Err(f)
-            }
-        }
+        // SAFETY: the program's arrays and output slot, as cuda.h describes them.
+        unsafe { load_with_logs(module, bytes, options, option_values, num_options) }
     }
 }
 
@@ -943,12 +931,13 @@ entry! {
 // functions (a `CUkernel` is a `CUfunction` of that context; `cuLaunchKernel` takes
 // either, as the driver does).
 
-/// `cuLibraryLoadData` and `cuLibraryLoadFromFile`: `image` loaded as a module, the JIT
-/// error log in `jit_options`' buffers.
+/// `cuModuleLoadDataEx`, `cuLibraryLoadData` and `cuLibraryLoadFromFile`: `image`
+/// loaded as a module, the JIT error log in `jit_options`' buffers (`CU_JIT_ERROR_LOG_
+/// BUFFER`; its size option gets the bytes written).
 ///
 /// # Safety
 /// `library` is null or writable; the JIT option arrays hold `n` entries each.
-unsafe fn library_load(
+unsafe fn load_with_logs(
     library: *mut Handle,
     image: &[u8],
     jit_options: *mut c_int,
@@ -977,7 +966,7 @@ entry! {
         // SAFETY: the program passes a NUL-terminated image (null refused).
         let bytes = unsafe { image_bytes(code) }?;
         // SAFETY: the program's arrays and output slot, as cuda.h describes them.
-        unsafe { library_load(library, bytes, jit_options, jit_values, num_jit) }
+        unsafe { load_with_logs(library, bytes, jit_options, jit_values, num_jit) }
     }
 }
 
@@ -990,7 +979,7 @@ entry! {
             .map_err(|e| Fail::new(CUDA_ERROR_FILE_NOT_FOUND, format!("{path}: {e}")))?;
         let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
         // SAFETY: the program's arrays and output slot, as cuda.h describes them.
-        unsafe { library_load(library, &data[..end], jit_options, jit_values, num_jit) }
+        unsafe { load_with_logs(library, &data[..end], jit_options, jit_values, num_jit) }
     }
 }
 
