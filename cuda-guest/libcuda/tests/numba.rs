@@ -104,10 +104,6 @@ const CUDADRV_KNOWN: &[(&str, &str)] = &[
         "mapped host memory",
     ),
     (
-        "test_host_alloc.TestHostAlloc.test_host_alloc_pinned",
-        "mapped host memory",
-    ),
-    (
         "test_host_alloc.TestHostAlloc.test_host_operators",
         "mapped host memory",
     ),
