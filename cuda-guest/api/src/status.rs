@@ -88,6 +88,8 @@ statuses! {
     ERROR_NO_BINARY_FOR_GPU / CUDA_ERROR_NO_BINARY_FOR_GPU = 209, plain, "no kernel image is available for execution on the device";
     /// Uncorrectable ECC error (sticky).
     ERROR_ECC_UNCORRECTABLE / CUDA_ERROR_ECC_UNCORRECTABLE = 214, sticky, "uncorrectable ECC error encountered";
+    /// A `CUlimit` the device does not have.
+    ERROR_UNSUPPORTED_LIMIT / CUDA_ERROR_UNSUPPORTED_LIMIT = 215, plain, "limit is not supported on this architecture";
     /// PTX JIT compilation failed; the reply's detail is the JIT log.
     ERROR_INVALID_PTX / CUDA_ERROR_INVALID_PTX = 218, plain, "a PTX JIT compilation failed";
     /// The PTX JIT compiler is missing.

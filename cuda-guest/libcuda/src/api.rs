@@ -608,6 +608,22 @@ entry! {
 }
 
 entry! {
+    /// `cuCtxGetLimit`: what `cuCtxSetLimit` set, else a fresh context's value.
+    fn cuCtxGetLimit(value: *mut usize, limit: c_int) {
+        let v = driver()?.ctx_limit(current()?, limit)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(value, v as usize) }
+    }
+}
+
+entry! {
+    /// `cuCtxSetLimit`: kept for `cuCtxGetLimit` (nothing here depends on them).
+    fn cuCtxSetLimit(limit: c_int, value: usize) {
+        driver()?.ctx_set_limit(current()?, limit, value as u64)
+    }
+}
+
+entry! {
     /// `cuCtxGetDevice`.
     fn cuCtxGetDevice(device: *mut CUdevice) {
         if device.is_null() {
@@ -2460,12 +2476,10 @@ unsupported! {
     cuCtxGetDevResource,
     cuCtxGetExecAffinity,
     cuCtxGetId,
-    cuCtxGetLimit,
     cuCtxGetSharedMemConfig,
     cuCtxRecordEvent,
     cuCtxResetPersistingL2Cache,
     cuCtxSetFlags,
-    cuCtxSetLimit,
     cuCtxSetSharedMemConfig,
     cuCtxWaitEvent,
     cuDestroyExternalMemory,

@@ -62,7 +62,22 @@ struct Tables {
     /// Device allocations made in the context: base to (size, buffer id), for
     /// `cuPointerGetAttribute` and `cuMemGetAddressRange`.
     allocs: BTreeMap<u64, (u64, u64)>,
+    /// The limits the program set (`cuCtxSetLimit`); the others are [`LIMITS`]'.
+    limits: HashMap<i32, u64>,
 }
+
+/// `CUlimit`s and their values on a fresh context (an H100's with NVIDIA's driver):
+/// stack size, printf FIFO, malloc heap, device-runtime sync depth and pending launches,
+/// L2 fetch granularity, persisting L2 cache size.
+const LIMITS: [(i32, u64); 7] = [
+    (0, 1024),
+    (1, 1 << 20),
+    (2, 8 << 20),
+    (3, 2),
+    (4, 2048),
+    (5, 64),
+    (6, 0),
+];
 
 /// What the driver knows of an address ([`Driver::pointer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -356,6 +371,31 @@ impl Driver {
             return Ok(lock(&self.primary_state).flags);
         }
         Ok(self.ctx(ctx)?.flags)
+    }
+
+    /// `cuCtxGetLimit` of the current context.
+    pub fn ctx_limit(&self, ctx: u64, limit: i32) -> R<u64> {
+        let c = self.ctx(ctx)?;
+        let default = LIMITS.iter().find(|(l, _)| *l == limit).map(|(_, v)| *v);
+        let default = default
+            .ok_or_else(|| Fail::new(CUDA_ERROR_UNSUPPORTED_LIMIT, format!("limit {limit}")))?;
+        let set = lock(&c.tables).limits.get(&limit).copied();
+        Ok(set.unwrap_or(default))
+    }
+
+    /// `cuCtxSetLimit` of the current context: kept and answered back (the simulator
+    /// and the service have no use for them; the L2 fetch granularity must be 0 to 128).
+    pub fn ctx_set_limit(&self, ctx: u64, limit: i32, value: u64) -> R<()> {
+        self.ctx_limit(ctx, limit)?;
+        if limit == 5 && value > 128 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("L2 fetch granularity {value} (0 to 128)"),
+            ));
+        }
+        let c = self.ctx(ctx)?;
+        lock(&c.tables).limits.insert(limit, value);
+        Ok(())
     }
 
     pub fn ctx_create(&self, dev: u32, flags: u32) -> R<u64> {

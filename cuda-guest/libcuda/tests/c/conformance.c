@@ -1010,6 +1010,24 @@ static void g_occupancy(void) {
   RES(cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+/* cuCtxGetLimit/cuCtxSetLimit: a fresh context's values, what was set read back. */
+static void g_limits(void) {
+  SETUP();
+  size_t v = 0;
+  RES(cuCtxGetLimit(&v, CU_LIMIT_PRINTF_FIFO_SIZE), CUDA_SUCCESS);
+  VAL("printf FIFO size", v, 1 << 20);
+  RES(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
+  VAL("malloc heap size", v, 8 << 20);
+  RES(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  VAL("stack size", v, 1024);
+  RES(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
+  RES(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  VAL("stack size after setting 4096", v, 4096);
+  RES(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 256), CUDA_ERROR_INVALID_VALUE);
+  RES(cuCtxGetLimit(&v, (CUlimit)0x7f), CUDA_ERROR_UNSUPPORTED_LIMIT);
+  RES(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -1026,7 +1044,7 @@ static const struct {
     {"host_ptr", g_host_ptr},       {"pointer_attr", g_pointer_attr},
     {"mem_async", g_mem_async},     {"streams", g_streams},
     {"host_func", g_host_func},     {"library", g_library},
-    {"occupancy", g_occupancy},
+    {"occupancy", g_occupancy},     {"limits", g_limits},
 };
 
 int main(int argc, char **argv) {

@@ -98,6 +98,7 @@ macro_rules! c_conformance {
             c_host_func,
             c_library,
             c_occupancy,
+            c_limits,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
