@@ -223,6 +223,18 @@ impl Driver {
         (ctx << CTX_SHIFT) | (tag << 32) | n.max(1)
     }
 
+    /// The context a stream-ordered call runs in (the bound one for the default streams,
+    /// the stream's own for a created one) and the stream.
+    fn stream_in(&self, ctx: u64, stream: u64) -> R<(Arc<DriverCtx>, Arc<Stream>)> {
+        let c = if stream <= STREAM_PER_THREAD {
+            self.bound(ctx)?
+        } else {
+            self.owner(stream, TAG_STREAM)?
+        };
+        let s = self.stream(&c, stream)?;
+        Ok((c, s))
+    }
+
     /// The stream `stream` names in `c` (the default stream for 0, 1 and 2).
     fn stream(&self, c: &DriverCtx, stream: u64) -> R<Arc<Stream>> {
         if stream <= STREAM_PER_THREAD {
@@ -886,12 +898,7 @@ impl Driver {
     }
 
     pub fn stream_synchronize(&self, ctx: u64, stream: u64) -> R<()> {
-        let c = if stream <= STREAM_PER_THREAD {
-            self.bound(ctx)?
-        } else {
-            self.owner(stream, TAG_STREAM)?
-        };
-        let s = self.stream(&c, stream)?;
+        let (c, s) = self.stream_in(ctx, stream)?;
         let r = self.backend.stream_synchronize(&s);
         let default = stream <= STREAM_PER_THREAD;
         lock(&c.tables).keepalive.retain(|(ks, _)| {
@@ -906,32 +913,17 @@ impl Driver {
 
     /// `cuLaunchHostFunc`, `cuStreamAddCallback`: `f` after the stream's work so far.
     pub fn stream_host_func(&self, ctx: u64, stream: u64, f: HostFunc) -> R<()> {
-        let c = if stream <= STREAM_PER_THREAD {
-            self.bound(ctx)?
-        } else {
-            self.owner(stream, TAG_STREAM)?
-        };
-        let s = self.stream(&c, stream)?;
+        let (_, s) = self.stream_in(ctx, stream)?;
         Ok(self.backend.stream_host_func(&s, f)?)
     }
 
     /// Whether `stream` names a live stream (or a default stream of a context).
     pub fn stream_exists(&self, ctx: u64, stream: u64) -> R<()> {
-        let c = if stream <= STREAM_PER_THREAD {
-            self.bound(ctx)?
-        } else {
-            self.owner(stream, TAG_STREAM)?
-        };
-        self.stream(&c, stream).map(drop)
+        self.stream_in(ctx, stream).map(drop)
     }
 
     pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {
-        let c = if stream <= STREAM_PER_THREAD {
-            self.bound(ctx)?
-        } else {
-            self.owner(stream, TAG_STREAM)?
-        };
-        let s = self.stream(&c, stream)?;
+        let (_, s) = self.stream_in(ctx, stream)?;
         Ok(self.backend.stream_query(&s)?)
     }
 
