@@ -52,18 +52,22 @@ const KNOWN: &[(&str, Modes, &str)] = &[
     (
         "driver::safe::launch::tests::test_multi_stream_concurrent_reads",
         BOTH,
-        "kernels on two streams wait for each other; the simulator runs one kernel at a \
-         time, so it times out",
+        "1024 threads each loop 10^6 times: a debug build of the simulator runs past its \
+         60 s launch limit (a release build takes 5.6 s); the test also needs the second \
+         stream's kernel to start before the first ends, and the simulator runs one \
+         kernel at a time",
     ),
     (
         "driver::safe::launch::tests::test_multi_stream_writes_block",
         BOTH,
-        "as test_multi_stream_concurrent_reads",
+        "the same kernel: past the 60 s limit in a debug build (it passes with a release \
+         build of libcuda.so.1)",
     ),
     (
         "driver::safe::launch::tests::test_par_launch",
         BOTH,
-        "as test_multi_stream_concurrent_reads",
+        "the same kernel, and two streams' kernels must run at once to be faster than \
+         one stream's",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_memory_global",
