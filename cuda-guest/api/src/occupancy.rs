@@ -40,7 +40,7 @@ pub struct Kernel {
 }
 
 /// Register allocation unit per warp.
-const REG_UNIT: u32 = 256;
+const REG_UNIT: u64 = 256;
 
 impl Limits {
     /// The limits of `device` as `backend` answers them.
@@ -65,13 +65,14 @@ impl Limits {
         if block_size == 0 || block_size > k.max_threads {
             return 0;
         }
-        let warps = block_size.div_ceil(self.warp_size);
-        let by_threads = self.threads_per_sm / (warps * self.warp_size);
+        let ws = self.warp_size.max(1);
+        let warps = block_size.div_ceil(ws);
+        let by_threads = (self.threads_per_sm as u64 / (warps as u64 * ws as u64)) as u32;
         let by_regs = if k.regs == 0 {
             u32::MAX
         } else {
-            let per_warp = (k.regs * self.warp_size).div_ceil(REG_UNIT) * REG_UNIT;
-            (self.regs_per_sm / per_warp) / warps
+            let per_warp = (k.regs as u64 * ws as u64).div_ceil(REG_UNIT) * REG_UNIT;
+            ((self.regs_per_sm as u64 / per_warp) / warps as u64) as u32
         };
         let shared = k.static_shared as u64 + dynamic_shared;
         let by_shared = if shared == 0 {
@@ -104,23 +105,26 @@ impl Limits {
             limit.min(k.max_threads)
         };
         let (mut best, mut best_threads) = (0u32, 0u32);
+        let ws = self.warp_size.max(1);
         // Whole warps, largest first: a tie keeps the larger block.
-        let mut size = cap / self.warp_size * self.warp_size;
+        let mut size = cap / ws * ws;
         if size == 0 {
             size = cap;
         }
         while size > 0 {
-            let threads = self.active_blocks(k, size, dynamic_shared(size)) * size;
+            let threads = self
+                .active_blocks(k, size, dynamic_shared(size))
+                .saturating_mul(size);
             if threads > best_threads {
                 (best, best_threads) = (size, threads);
             }
-            size = size.saturating_sub(self.warp_size);
+            size = size.saturating_sub(ws);
         }
         if best == 0 {
             return (0, 0);
         }
         let blocks = self.active_blocks(k, best, dynamic_shared(best));
-        (blocks * self.sm_count, best)
+        (blocks.saturating_mul(self.sm_count), best)
     }
 
     /// The dynamic shared memory each of `blocks` blocks of `block_size` threads can
@@ -220,6 +224,18 @@ mod tests {
             2048
         );
         assert!(grid > 0);
+    }
+
+    #[test]
+    fn degenerate_limits_answer_without_dividing_by_zero_or_looping() {
+        let none = Limits {
+            warp_size: 0,
+            regs_per_sm: 0,
+            threads_per_sm: 0,
+            ..A100
+        };
+        assert_eq!(none.active_blocks(&kernel(u32::MAX, 0), 64, 0), 0);
+        assert_eq!(none.potential_block_size(&kernel(16, 0), |_| 0, 0), (0, 0));
     }
 
     #[test]
