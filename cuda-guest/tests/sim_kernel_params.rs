@@ -111,3 +111,24 @@ fn the_parameters_are_read_only_and_bounded() {
         (FaultKind::OutOfBounds, false, "param")
     );
 }
+
+/// `.maxnreg` (and the linker's `CU_JIT_MAX_REGISTERS`, which a linked image turns
+/// into it) caps the registers a kernel reports, as ptxas spills to meet it.
+#[test]
+fn maxnreg_caps_the_registers_a_kernel_reports() {
+    let body = " .reg .b64 %rd<40>;\n ret;\n}\n";
+    let plain = format!("{HEADER}.visible .entry k(.param .u64 out)\n{{\n{body}");
+    let capped = format!("{HEADER}.visible .entry k(.param .u64 out)\n.maxnreg 16\n{{\n{body}");
+    let mut s = Simulator::new(SimConfig::default());
+    let regs = |s: &mut Simulator, ptx: &str| {
+        s.load_module("r.ptx", ptx)
+            .unwrap()
+            .kernel("k")
+            .unwrap()
+            .registers()
+    };
+    assert!(regs(&mut s, &plain) > 16);
+    assert_eq!(regs(&mut s, &capped), 16);
+    let image = cuda_guest::ptx::linked::encode_with([("r.ptx", plain.as_str())], Some(12));
+    assert_eq!(regs(&mut s, &image), 12);
+}

@@ -14,6 +14,8 @@ use crate::ffi::*;
 
 /// `CU_JIT_INPUT_PTX`.
 const CU_JIT_INPUT_PTX: c_int = 1;
+/// `CU_JIT_MAX_REGISTERS`.
+const CU_JIT_MAX_REGISTERS: c_int = 0;
 
 /// The names `CUjitInputType` gives its kinds, for messages.
 fn input_name(kind: c_int) -> String {
@@ -36,6 +38,8 @@ pub(crate) struct Linker {
     options: (c_uint, *mut c_int, *mut *mut c_void),
     /// The index and value of `CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES` at `cuLinkCreate`.
     error_log_size: Option<(usize, usize)>,
+    /// `CU_JIT_MAX_REGISTERS` (0: none), carried in the image for the kernels.
+    max_registers: Option<u32>,
     units: Vec<(String, String)>,
     /// The image `cuLinkComplete` made (NUL-terminated), owned until `cuLinkDestroy`.
     image: Option<Vec<u8>>,
@@ -55,8 +59,8 @@ fn live() -> std::sync::MutexGuard<'static, Option<HashSet<usize>>> {
 /// entries each, valid for the link state's life (cuda.h).
 pub(crate) unsafe fn create(options: (c_uint, *mut c_int, *mut *mut c_void)) -> usize {
     let (n, opts, vals) = options;
-    let error_log_size = if n == 0 || opts.is_null() || vals.is_null() {
-        None
+    let (error_log_size, max_registers) = if n == 0 || opts.is_null() || vals.is_null() {
+        (None, None)
     } else {
         // SAFETY: the caller guarantees `n` entries in each array.
         let (o, v) = unsafe {
@@ -65,13 +69,22 @@ pub(crate) unsafe fn create(options: (c_uint, *mut c_int, *mut *mut c_void)) -> 
                 std::slice::from_raw_parts(vals, n as usize),
             )
         };
-        o.iter()
+        let size = o
+            .iter()
             .position(|x| *x == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-            .map(|i| (i, v[i] as usize))
+            .map(|i| (i, v[i] as usize));
+        // An unsigned int in the value slot itself (cuda.h, CUjit_option).
+        let regs = o
+            .iter()
+            .position(|x| *x == CU_JIT_MAX_REGISTERS)
+            .map(|i| v[i] as usize as u32)
+            .filter(|r| *r > 0);
+        (size, regs)
     };
     let l = Box::into_raw(Box::new(Linker {
         options,
         error_log_size,
+        max_registers,
         units: vec![],
         image: None,
     })) as usize;
@@ -148,8 +161,10 @@ impl Linker {
             if self.units.is_empty() {
                 return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "nothing to link"));
             }
-            let text =
-                vmgpu_ptx::linked::encode(self.units.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+            let text = vmgpu_ptx::linked::encode_with(
+                self.units.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+                self.max_registers,
+            );
             if let Err(e) = vmgpu_ptx::linked::parse_any("linked image", &text) {
                 let why = e.to_string();
                 self.log(&why);

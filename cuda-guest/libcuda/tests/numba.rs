@@ -137,20 +137,6 @@ const CUDADRV_KNOWN: &[(&str, &str)] = &[
         "test_cuda_driver.TestCudaDriver.test_cuda_core_graph_builder_launch_user_facing",
         "graphs",
     ),
-    // CU_JIT_MAX_REGISTERS is not honoured: CU_FUNC_ATTRIBUTE_NUM_REGS counts the
-    // simulator's register slots (up to 255), not what ptxas would allocate.
-    (
-        "test_linker.TestLinker.test_set_registers_38",
-        "register limit",
-    ),
-    (
-        "test_linker.TestLinker.test_set_registers_57",
-        "register limit",
-    ),
-    (
-        "test_linker.TestLinker.test_set_registers_eager",
-        "register limit",
-    ),
     // CuPy is not installed (the test imports it: an environment gap, not ours).
     (
         "test_cuda_ndarray.TestCoreContiguous.test_kernel_with_buffer",

@@ -29,7 +29,19 @@ pub struct Unit<'a> {
 
 /// Joins `units` (name, PTX) into one linked image.
 pub fn encode<'a>(units: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    encode_with(units, None)
+}
+
+/// [`encode`], with the linker's register limit (`CU_JIT_MAX_REGISTERS`): a line
+/// `//maxnreg N` after [`MAGIC`]; [`parse_any`] gives every kernel `.maxnreg N`.
+pub fn encode_with<'a>(
+    units: impl IntoIterator<Item = (&'a str, &'a str)>,
+    max_registers: Option<u32>,
+) -> String {
     let mut out = String::from(MAGIC);
+    if let Some(n) = max_registers {
+        out.push_str(&format!("{MAXNREG}{n}\n"));
+    }
     for (name, text) in units {
         // A name is one line.
         let name: String = name
@@ -42,10 +54,26 @@ pub fn encode<'a>(units: impl IntoIterator<Item = (&'a str, &'a str)>) -> String
     out
 }
 
+/// The header line of the register limit.
+const MAXNREG: &str = "//maxnreg ";
+
+/// The register limit a linked image carries ([`encode_with`]).
+pub fn max_registers(text: &str) -> Option<u32> {
+    text.strip_prefix(MAGIC)?
+        .strip_prefix(MAXNREG)?
+        .split_once('\n')?
+        .0
+        .parse()
+        .ok()
+}
+
 /// The units of a linked image; `None` when `text` is not one (plain PTX), `Err` when
 /// it is one but is cut or malformed.
 pub fn decode<'a>(image_name: &str, text: &'a str) -> Option<Result<Vec<Unit<'a>>, ParseError>> {
     let mut rest = text.strip_prefix(MAGIC)?;
+    if let Some(after) = rest.strip_prefix(MAXNREG) {
+        rest = after.split_once('\n').map_or("", |(_, r)| r);
+    }
     let mut units = vec![];
     let bad = |message: String| ParseError {
         module: image_name.to_string(),
@@ -92,7 +120,13 @@ pub fn parse_any(name: &str, text: &str) -> Result<Module, ParseError> {
                 .iter()
                 .map(|u| parse(u.name, u.text))
                 .collect::<Result<Vec<_>, _>>()?;
-            link(name, modules)
+            let mut m = link(name, modules)?;
+            if let Some(n) = max_registers(text) {
+                for f in m.functions.iter_mut().filter(|f| f.is_entry) {
+                    f.directives.push((".maxnreg".into(), vec![n]));
+                }
+            }
+            Ok(m)
         }
     }
 }
@@ -232,6 +266,23 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(e.message.contains("bad unit header"), "{e}");
+    }
+
+    #[test]
+    fn the_register_limit_reaches_every_kernel() {
+        let k = unit(".visible .entry k() { ret; }\n.visible .entry j() { ret; }");
+        let image = encode_with([("k.ptx", k.as_str())], Some(38));
+        assert_eq!(max_registers(&image), Some(38));
+        let m = parse_any("img", &image).unwrap();
+        for f in &m.functions {
+            assert!(
+                f.directives.contains(&(".maxnreg".into(), vec![38])),
+                "{}",
+                f.name
+            );
+        }
+        assert_eq!(decode("img", &image).unwrap().unwrap().len(), 1);
+        assert_eq!(max_registers(&encode([("k.ptx", k.as_str())])), None);
     }
 
     #[test]

@@ -351,6 +351,8 @@ pub(crate) struct Program {
     /// launch- or warp-invariant values (parameters, constants, `%ntid`, `%tid`...),
     /// evaluated once per warp register file when a launch starts.
     pub prologue: Vec<Inst>,
+    /// `.maxnreg`: the most registers per thread the kernel may be given.
+    pub max_regs: Option<u32>,
 }
 
 /// Most registers a kernel may declare (with inlined calls).
@@ -2543,5 +2545,11 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         shared_static: shared_static as u32,
         local_size: d.local_size.next_multiple_of(8) as u32,
         prologue,
+        max_regs: f
+            .directives
+            .iter()
+            .filter(|(name, v)| name == ".maxnreg" && !v.is_empty())
+            .map(|(_, v)| v[0])
+            .min(),
     })
 }

@@ -450,9 +450,13 @@ impl Kernel {
         self.prog.local_size
     }
     /// Registers per thread: the decoded kernel's register slots (with `.func` calls
-    /// inlined), at most 255 as on a GPU (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
+    /// inlined), at most 255 as on a GPU and at most its `.maxnreg` (as ptxas spills
+    /// to meet it) (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
     pub fn registers(&self) -> u32 {
-        self.prog.nregs.min(255)
+        self.prog
+            .nregs
+            .min(255)
+            .min(self.prog.max_regs.unwrap_or(u32::MAX))
     }
     /// Decoded instruction count (with `.func` calls inlined).
     pub fn instruction_count(&self) -> usize {
