@@ -925,21 +925,37 @@ entry! {
 entry! {
     /// `cuModuleGetGlobal_v2` (either output may be NULL).
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: Handle, name: *const c_char) {
-        // SAFETY: a NUL-terminated variable name (null refused).
-        let name = unsafe { c_str(name) }?;
-        let m = nonnull(module, "module")?;
-        let (p, n) = driver()?.module_get_global(current().unwrap_or(0), m, name)?;
-        // SAFETY: each output is optional and written only when non-null.
-        unsafe {
-            if !dptr.is_null() {
-                out(dptr, p)?;
-            }
-            if !bytes.is_null() {
-                out(bytes, n as usize)?;
-            }
-        }
-        Ok(())
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { module_global(dptr, bytes, module, name, "module") }
     }
+}
+
+/// `cuModuleGetGlobal_v2` and `cuLibraryGetGlobal`: the variable `name` of module
+/// `module` (a library is its module); either output may be NULL.
+///
+/// # Safety
+/// `name` is null or NUL-terminated; each output is null or writable.
+unsafe fn module_global(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: Handle,
+    name: *const c_char,
+    what: &str,
+) -> R<()> {
+    // SAFETY: a NUL-terminated variable name (null refused).
+    let name = unsafe { c_str(name) }?;
+    let m = nonnull(module, what)?;
+    let (p, n) = driver()?.module_get_global(current().unwrap_or(0), m, name)?;
+    // SAFETY: each output is optional and written only when non-null.
+    unsafe {
+        if !dptr.is_null() {
+            out(dptr, p)?;
+        }
+        if !bytes.is_null() {
+            out(bytes, n as usize)?;
+        }
+    }
+    Ok(())
 }
 
 // Libraries (`cuLibrary*`, `cuKernel*`, CUDA 12): a library is the module its image
@@ -1045,13 +1061,8 @@ entry! {
 entry! {
     /// `cuLibraryGetGlobal` (either output may be NULL).
     fn cuLibraryGetGlobal(dptr: *mut CUdeviceptr, bytes: *mut usize, library: Handle, name: *const c_char) {
-        // SAFETY: the same contract as `cuModuleGetGlobal_v2`'s.
-        let r = unsafe { cuModuleGetGlobal_v2(dptr, bytes, library, name) };
-        if r == CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(Fail::new(r, "cuLibraryGetGlobal"))
-        }
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { module_global(dptr, bytes, library, name, "library") }
     }
 }
 
@@ -1561,23 +1572,22 @@ fn pool_device(pool: Handle) -> R<u32> {
 
 entry! {
     /// `cuDeviceGetDefaultMemPool`: the device's one pool.
-    fn cuDeviceGetDefaultMemPool(pool: *mut Handle, device: CUdevice) {
-        let d = dev(device)?;
-        if d >= driver()?.device_count()? {
-            return Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("device {d}")));
-        }
-        // SAFETY: `out` refuses null.
-        unsafe { out(pool, ptr(POOL_TAG | d as u64)) }
-    }
+    fn cuDeviceGetDefaultMemPool(pool: *mut Handle, device: CUdevice) { default_pool(pool, device) }
 }
 
 entry! {
     /// `cuDeviceGetMemPool`: the current pool, always the default one.
-    fn cuDeviceGetMemPool(pool: *mut Handle, device: CUdevice) {
-        // SAFETY: the same contract.
-        let r = unsafe { cuDeviceGetDefaultMemPool(pool, device) };
-        if r == CUDA_SUCCESS { Ok(()) } else { Err(Fail::new(r, "cuDeviceGetMemPool")) }
+    fn cuDeviceGetMemPool(pool: *mut Handle, device: CUdevice) { default_pool(pool, device) }
+}
+
+/// The default pool of `device`, written to `pool`.
+fn default_pool(pool: *mut Handle, device: CUdevice) -> R<()> {
+    let d = dev(device)?;
+    if d >= driver()?.device_count()? {
+        return Err(Fail::new(CUDA_ERROR_INVALID_DEVICE, format!("device {d}")));
     }
+    // SAFETY: `out` refuses null; the program passes a writable CUmemoryPool slot.
+    unsafe { out(pool, ptr(POOL_TAG | d as u64)) }
 }
 
 entry! {
