@@ -315,6 +315,12 @@ code_enum! {
         MultiprocessorCount = 16,
         /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
         MaxThreadsPerMultiprocessor = 39,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR`.
+        MaxRegistersPerMultiprocessor = 82,
+        /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR`.
+        MaxBlocksPerMultiprocessor = 106,
+        /// `CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK` (bytes).
+        ReservedSharedMemoryPerBlock = 111,
         /// `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE` (Bytes).
         L2CacheSize = 38,
         /// `CU_DEVICE_ATTRIBUTE_ECC_ENABLED`.

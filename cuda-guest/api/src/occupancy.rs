@@ -48,11 +48,11 @@ impl Limits {
         let a = |attr| -> Result<u32> { Ok(backend.device_attribute(device, attr)?.max(0) as u32) };
         Ok(Limits {
             threads_per_sm: a(DeviceAttribute::MaxThreadsPerMultiprocessor)?,
-            blocks_per_sm: a(DeviceAttribute::Raw(106))?,
-            regs_per_sm: a(DeviceAttribute::Raw(82))?,
+            blocks_per_sm: a(DeviceAttribute::MaxBlocksPerMultiprocessor)?,
+            regs_per_sm: a(DeviceAttribute::MaxRegistersPerMultiprocessor)?,
             shared_per_sm: a(DeviceAttribute::MaxSharedMemoryPerMultiprocessor)?,
             shared_per_block_optin: a(DeviceAttribute::MaxSharedMemoryPerBlockOptin)?,
-            reserved_shared_per_block: a(DeviceAttribute::Raw(111))?,
+            reserved_shared_per_block: a(DeviceAttribute::ReservedSharedMemoryPerBlock)?,
             warp_size: a(DeviceAttribute::WarpSize)?.max(1),
             sm_count: a(DeviceAttribute::MultiprocessorCount)?,
         })

@@ -769,6 +769,10 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::GlobalMemoryBusWidth => 5120,
         A::MultiprocessorCount => 108,
         A::MaxThreadsPerMultiprocessor => 2048,
+        A::MaxRegistersPerMultiprocessor => 65536,
+        A::MaxBlocksPerMultiprocessor => 32,
+        // No shared memory is set aside per block (the simulator's blocks get it all).
+        A::ReservedSharedMemoryPerBlock => 0,
         A::L2CacheSize => 40 << 20,
         A::EccEnabled => 0,
         A::UnifiedAddressing => 1,
@@ -778,8 +782,8 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::AsyncEngineCount => 1,
         A::ManagedMemory => 0,
         A::HostRegisterSupported => 1,
-        // cuMemAllocAsync and cuMemFreeAsync work (as on an H100); the pool entry points
-        // beyond them (cuMemPool*) are not implemented.
+        // cuMemAllocAsync and cuMemFreeAsync work (as on an H100), from each device's
+        // one default pool (libcuda.so.1 answers its cuMemPool* queries).
         A::MemoryPoolsSupported => 1,
         A::PciDomainId => 0,
         A::PciBusId => 0xff,
@@ -795,8 +799,6 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
                     11 => i32::MAX, // MAX_PITCH
                     14 => 512,      // TEXTURE_ALIGNMENT
                     15 => 1,        // GPU_OVERLAP
-                    82 => 65536,    // MAX_REGISTERS_PER_MULTIPROCESSOR
-                    106 => 32,      // MAX_BLOCKS_PER_MULTIPROCESSOR
                     _ => 0,
                 }),
                 A::Raw(_) => None,
