@@ -330,3 +330,25 @@ impl Proxy {
         }
     }
 }
+
+/// A real client's own suite against its list of known failures (`known`, for this
+/// `label`): every test that failed is on the list, and every test on the list still
+/// fails, so the list stays exact.
+pub fn failures_are_the_known_ones(label: &str, failed: &[String], known: &[&str]) {
+    let unexpected: Vec<&String> = failed
+        .iter()
+        .filter(|f| !known.contains(&f.as_str()))
+        .collect();
+    let now_passing: Vec<&&str> = known
+        .iter()
+        .filter(|k| !failed.iter().any(|f| f == *k))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "{label}: failures not known: {unexpected:#?}"
+    );
+    assert!(
+        now_passing.is_empty(),
+        "{label}: known failures that pass now (take them off the list): {now_passing:#?}"
+    );
+}
