@@ -18,6 +18,19 @@ pub struct Module {
 }
 
 impl Module {
+    /// A module called `name` with nothing in it yet (64-bit, no `.version` or
+    /// `.target`).
+    pub fn empty(name: &str) -> Module {
+        Module {
+            name: name.to_string(),
+            version: (0, 0),
+            target: vec![],
+            address_size: 64,
+            variables: vec![],
+            functions: vec![],
+        }
+    }
+
     /// The kernel (`.entry`) called `name`.
     pub fn entry(&self, name: &str) -> Option<&Function> {
         self.functions

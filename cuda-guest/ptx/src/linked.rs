@@ -75,14 +75,7 @@ pub fn decode<'a>(image_name: &str, text: &'a str) -> Option<Result<Vec<Unit<'a>
         rest = after.split_once('\n').map_or("", |(_, r)| r);
     }
     let mut units = vec![];
-    let bad = |message: String| ParseError {
-        module: image_name.to_string(),
-        line: 1,
-        column: 1,
-        construct: "linked image".into(),
-        message,
-        kind: ParseErrorKind::Syntax,
-    };
+    let bad = |message: String| error(image_name, 1, "linked image", message);
     while !rest.is_empty() {
         let Some((header, after)) = rest.split_once('\n') else {
             return Some(Err(bad("a unit header without its text".into())));
@@ -137,24 +130,22 @@ pub fn parse_any(name: &str, text: &str) -> Result<Module, ParseError> {
 /// answers, such as `vprintf`), is an error naming it and its unit. `.extern .shared`
 /// arrays (dynamic shared memory) stay as they are.
 pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
-    let err = |module: &str, line: u32, message: String| ParseError {
-        module: module.to_string(),
-        line,
-        column: 1,
-        construct: "link".into(),
-        message,
-        kind: ParseErrorKind::Syntax,
-    };
-    let mut out = Module {
-        name: name.to_string(),
-        version: (0, 0),
-        target: vec![],
-        address_size: 64,
-        variables: vec![],
-        functions: vec![],
-    };
+    let err = |module: &str, line: u32, message: String| error(module, line, "link", message);
+    let mut out = Module::empty(name);
     // Where each name is defined: (unit, line).
     let mut defined: HashMap<String, (String, u32)> = HashMap::new();
+    // Records the definition of `name` at `unit:line`; a second one is an error.
+    let mut define = |name: &str, unit: &str, line: u32| match defined.get(name) {
+        Some((first, first_line)) => Err(err(
+            unit,
+            line,
+            format!("{name} is defined twice: here and at {first}:{first_line}"),
+        )),
+        None => {
+            defined.insert(name.to_string(), (unit.to_string(), line));
+            Ok(())
+        }
+    };
     // Declarations to resolve: extern variables (unit, line) and function prototypes.
     let mut extern_vars: Vec<(String, String, u32)> = vec![];
     let mut prototypes: Vec<(String, crate::Function)> = vec![];
@@ -176,14 +167,7 @@ pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
                 }
                 continue;
             }
-            if let Some((unit, line)) = defined.get(&v.name) {
-                return Err(err(
-                    &m.name,
-                    v.line,
-                    format!("{} is defined twice: here and at {unit}:{line}", v.name),
-                ));
-            }
-            defined.insert(v.name.clone(), (m.name.clone(), v.line));
+            define(&v.name, &m.name, v.line)?;
             out.variables.push(v);
         }
         for f in m.functions {
@@ -191,14 +175,7 @@ pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
                 prototypes.push((m.name.clone(), f));
                 continue;
             }
-            if let Some((unit, line)) = defined.get(&f.name) {
-                return Err(err(
-                    &m.name,
-                    f.line,
-                    format!("{} is defined twice: here and at {unit}:{line}", f.name),
-                ));
-            }
-            defined.insert(f.name.clone(), (m.name.clone(), f.line));
+            define(&f.name, &m.name, f.line)?;
             out.functions.push(f);
         }
     }
@@ -228,6 +205,18 @@ pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
         out.functions.push(f);
     }
     Ok(out)
+}
+
+/// A linked image's error: in `module` (a unit, or the image) at `line`.
+fn error(module: &str, line: u32, construct: &str, message: String) -> ParseError {
+    ParseError {
+        module: module.to_string(),
+        line,
+        column: 1,
+        construct: construct.into(),
+        message,
+        kind: ParseErrorKind::Syntax,
+    }
 }
 
 #[cfg(test)]

@@ -328,14 +328,7 @@ impl<'a> Parser<'a> {
     }
 
     fn module(&mut self, name: &str) -> PResult<Module> {
-        let mut m = Module {
-            name: name.to_string(),
-            version: (0, 0),
-            target: vec![],
-            address_size: 64,
-            variables: vec![],
-            functions: vec![],
-        };
+        let mut m = Module::empty(name);
         loop {
             self.construct = "module directive".into();
             let (line, _) = self.here();
