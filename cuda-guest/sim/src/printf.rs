@@ -126,10 +126,11 @@ pub(crate) fn format(
                 };
                 integer(&s, v < 0, v.unsigned_abs(), 10, false)
             }
-            b'u' => integer(&s, false, raw, 10, false),
-            b'x' => integer(&s, false, raw, 16, false),
-            b'X' => integer(&s, false, raw, 16, true),
-            b'o' => integer(&s, false, raw, 8, false),
+            // `+` and ` ` are for signed conversions only.
+            b'u' => integer(&unsigned(s), false, raw, 10, false),
+            b'x' => integer(&unsigned(s), false, raw, 16, false),
+            b'X' => integer(&unsigned(s), false, raw, 16, true),
+            b'o' => integer(&unsigned(s), false, raw, 8, false),
             b'p' => {
                 let s = Spec { alt: true, ..s };
                 integer(&s, false, raw, 16, false)
@@ -211,6 +212,15 @@ fn sign(s: &Spec, negative: bool) -> &'static [u8] {
     }
 }
 
+/// `s` without the sign flags (an unsigned conversion ignores them).
+fn unsigned(s: Spec) -> Spec {
+    Spec {
+        plus: false,
+        space: false,
+        ..s
+    }
+}
+
 fn integer(s: &Spec, negative: bool, v: u64, base: u64, upper: bool) -> Vec<u8> {
     let alphabet: &[u8] = if upper {
         b"0123456789ABCDEF"
@@ -229,9 +239,11 @@ fn integer(s: &Spec, negative: bool, v: u64, base: u64, upper: bool) -> Vec<u8> 
         rev.push(b'0');
     }
     let mut body = sign(s, negative).to_vec();
-    if s.alt && v != 0 {
+    // `#`: `0x` before a nonzero hexadecimal value; a leading 0 on octal digits, even
+    // on none at all (`%#.0o` of 0 is `0`).
+    if s.alt {
         match base {
-            16 => body.extend_from_slice(if upper { b"0X" } else { b"0x" }),
+            16 if v != 0 => body.extend_from_slice(if upper { b"0X" } else { b"0x" }),
             8 if rev.last() != Some(&b'0') => body.push(b'0'),
             _ => {}
         }
@@ -446,6 +458,77 @@ mod tests {
         assert_eq!(run("%d %f", &b), "3 2.500000");
         let mut m = Mem(vec![(0x1000, b)]);
         assert_eq!(format(b"%d%%%f", 0x1000, &mut m).unwrap().1, 2);
+    }
+
+    /// The host C library's `snprintf` of one conversion with one argument.
+    fn c_printf_i64(fmt: &str, v: i64) -> String {
+        let f = std::ffi::CString::new(fmt).unwrap();
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` is writable for its length; `f` is NUL-terminated and takes
+        // one `long long` (the cases below use only %lld-style conversions).
+        let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), f.as_ptr(), v) };
+        String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+    }
+
+    fn c_printf_f64(fmt: &str, v: f64) -> String {
+        let f = std::ffi::CString::new(fmt).unwrap();
+        let mut buf = [0u8; 256];
+        // SAFETY: as above, with one `double`.
+        let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), f.as_ptr(), v) };
+        String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+    }
+
+    /// Every flag, width and precision combination of the integer and floating
+    /// conversions formats as the host's C library does.
+    #[test]
+    fn the_c_library_agrees() {
+        let flags = ["", "-", "+", " ", "#", "0", "-+", "+0", "#0", " 0"];
+        let widths = ["", "1", "7", "12"];
+        let precisions = ["", ".0", ".1", ".3", ".8"];
+        let ints = [0i64, 1, -1, 42, -42, 255, 1 << 40, i64::MIN, i64::MAX];
+        let floats = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            0.1,
+            123.456,
+            1e-5,
+            1e-4,
+            99999.5,
+            1e15,
+            1e16,
+            6.02e23,
+            -2.5e-300,
+            0.5,
+            9.9999,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        let mut checked = 0;
+        for f in flags {
+            for w in widths {
+                for p in precisions {
+                    for conv in ["lld", "llu", "llx", "llX", "llo"] {
+                        let fmt = format!("%{f}{w}{p}{conv}");
+                        for v in ints {
+                            let got = run(&fmt, &v.to_le_bytes());
+                            assert_eq!(got, c_printf_i64(&fmt, v), "{fmt} of {v}");
+                            checked += 1;
+                        }
+                    }
+                    for conv in ["f", "e", "E", "g", "G"] {
+                        let fmt = format!("%{f}{w}{p}{conv}");
+                        for v in floats {
+                            let got = run(&fmt, &v.to_le_bytes());
+                            assert_eq!(got, c_printf_f64(&fmt, v), "{fmt} of {v}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 10 * 4 * 5 * (5 * 9 + 5 * 17));
     }
 
     #[test]
