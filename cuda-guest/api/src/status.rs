@@ -144,6 +144,24 @@ statuses! {
     ERROR_SYSTEM_NOT_READY / CUDA_ERROR_SYSTEM_NOT_READY = 802, plain, "system not yet initialized";
     /// The driver library and the kernel module do not match.
     ERROR_SYSTEM_DRIVER_MISMATCH / CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803, plain, "system has unsupported display driver / cuda driver combination";
+    /// Not permitted while the stream captures.
+    ERROR_STREAM_CAPTURE_UNSUPPORTED / CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900, plain, "operation not permitted when stream is capturing";
+    /// The capture was invalidated by an earlier error.
+    ERROR_STREAM_CAPTURE_INVALIDATED / CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901, plain, "operation failed due to a previous error during capture";
+    /// Two separate captures would merge.
+    ERROR_STREAM_CAPTURE_MERGE / CUDA_ERROR_STREAM_CAPTURE_MERGE = 902, plain, "operation would result in a merge of separate capture sequences";
+    /// The capture was not begun in this stream.
+    ERROR_STREAM_CAPTURE_UNMATCHED / CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903, plain, "capture was not ended in the same stream as it began";
+    /// A stream joined to the capture has work not joined back.
+    ERROR_STREAM_CAPTURE_UNJOINED / CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904, plain, "capturing stream has unjoined work";
+    /// A dependency on work outside the capture.
+    ERROR_STREAM_CAPTURE_ISOLATION / CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905, plain, "dependency created on uncaptured work in another stream";
+    /// The legacy stream would depend on a capturing stream.
+    ERROR_STREAM_CAPTURE_IMPLICIT / CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906, plain, "operation would make the legacy stream depend on a capturing blocking stream";
+    /// The event was last recorded in a capturing stream.
+    ERROR_CAPTURED_EVENT / CUDA_ERROR_CAPTURED_EVENT = 907, plain, "operation not permitted on an event last recorded in a capturing stream";
+    /// A thread-local capture ended from another thread.
+    ERROR_STREAM_CAPTURE_WRONG_THREAD / CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908, plain, "attempt to terminate a thread-local capture sequence from another thread";
     /// Unknown error.
     ERROR_UNKNOWN / CUDA_ERROR_UNKNOWN = 999, plain, "unknown error";
 }

@@ -2209,7 +2209,7 @@ fn host_func(s: u64, f: HostFn, data: Handle) -> R<()> {
     e.stream_host_func(
         stream_ctx(s)?,
         s,
-        Box::new(move |r| {
+        std::sync::Arc::new(move |r| {
             if r.is_ok() {
                 // SAFETY: the caller passed `f` and `data` to be called so, once, after
                 // the stream's work; `f` is a non-null function pointer.
@@ -2240,7 +2240,7 @@ fn stream_callback(
     e.stream_host_func(
         stream_ctx(s)?,
         s,
-        Box::new(move |r| {
+        std::sync::Arc::new(move |r| {
             let status = r.map_or_else(|e| e.status().0 as CUresult, |()| CUDA_SUCCESS);
             // SAFETY: the caller passed `cb`, its stream and `data` to be called so,
             // once, after the stream's work; `cb` is a non-null function pointer.
@@ -2279,13 +2279,344 @@ entry! {
     fn cuProfilerStop() { driver().map(drop) }
 }
 
-/// `cuStreamIsCapturing`: no stream captures here (`cuStreamBeginCapture` is not
-/// supported), so `CU_STREAM_CAPTURE_STATUS_NONE` for a live stream.
+/// `cuStreamIsCapturing`: `CU_STREAM_CAPTURE_STATUS_NONE`, `_ACTIVE` or `_INVALIDATED`.
 fn is_capturing(s: u64, status: *mut c_int) -> R<()> {
-    let e = driver()?;
-    e.stream_exists(stream_ctx(s)?, s)?;
+    let (st, _) = driver()?.capture_status(stream_ctx(s)?, s)?;
     // SAFETY: `out` refuses null; a CUstreamCaptureStatus (int) slot.
-    unsafe { out(status, 0) }
+    unsafe { out(status, st) }
+}
+
+/// `cuStreamBeginCapture_v2`: any `CUstreamCaptureMode` (global, thread-local,
+/// relaxed) records the same way here.
+fn begin_capture(s: u64, mode: c_int) -> R<()> {
+    if !(0..=2).contains(&mode) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("stream capture mode {mode}"),
+        ));
+    }
+    driver()?.capture_begin(stream_ctx(s)?, s)
+}
+
+fn end_capture(s: u64, graph: *mut Handle) -> R<()> {
+    if graph.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraph"));
+    }
+    let r = driver()?.capture_end(stream_ctx(s)?, s);
+    match &r {
+        // SAFETY: checked non-null; a CUgraph slot.
+        Ok(g) => unsafe { out(graph, ptr(*g)) }?,
+        Err(f) if f.code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED => {
+            // SAFETY: as above: an invalidated capture gives a null graph, as the
+            // driver's does.
+            unsafe { out(graph, std::ptr::null_mut()) }?
+        }
+        Err(_) => {}
+    }
+    r.map(drop)
+}
+
+/// `cuStreamGetCaptureInfo` (all versions): the status, the sequence's number and its
+/// graph; no dependency lists (the capture is kept in order, not as nodes).
+///
+/// # Safety
+/// Each pointer is null or writable for its type.
+unsafe fn capture_info(
+    s: u64,
+    status: *mut c_int,
+    id: *mut u64,
+    graph: *mut Handle,
+    deps: *mut *const Handle,
+    edges: *mut *const c_void,
+    count: *mut usize,
+) -> R<()> {
+    let (st, seq) = driver()?.capture_status(stream_ctx(s)?, s)?;
+    // SAFETY: `out` refuses null; each optional output is written only when given.
+    unsafe {
+        out(status, st)?;
+        if !id.is_null() {
+            out(id, seq)?;
+        }
+        if !graph.is_null() {
+            // The graph being built: the sequence's, while one is active.
+            out(
+                graph,
+                if st == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    ptr(seq)
+                },
+            )?;
+        }
+        if !deps.is_null() {
+            out(deps, std::ptr::null())?;
+        }
+        if !edges.is_null() {
+            out(edges, std::ptr::null())?;
+        }
+        if !count.is_null() {
+            out(count, 0)?;
+        }
+    }
+    Ok(())
+}
+
+entry! {
+    /// `cuStreamBeginCapture_v2`.
+    fn cuStreamBeginCapture_v2(s: Handle, mode: c_int) { begin_capture(strm(s, false), mode) }
+}
+entry! {
+    /// `cuStreamBeginCapture_v2_ptsz`.
+    fn cuStreamBeginCapture_v2_ptsz(s: Handle, mode: c_int) { begin_capture(strm(s, true), mode) }
+}
+entry! {
+    /// `cuStreamEndCapture`.
+    fn cuStreamEndCapture(s: Handle, graph: *mut Handle) { end_capture(strm(s, false), graph) }
+}
+entry! {
+    /// `cuStreamEndCapture_ptsz`.
+    fn cuStreamEndCapture_ptsz(s: Handle, graph: *mut Handle) { end_capture(strm(s, true), graph) }
+}
+entry! {
+    /// `cuStreamGetCaptureInfo`.
+    fn cuStreamGetCaptureInfo(s: Handle, status: *mut c_int, id: *mut u64) {
+        // SAFETY: the program's output slots.
+        unsafe { capture_info(strm(s, false), status, id, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()) }
+    }
+}
+entry! {
+    /// `cuStreamGetCaptureInfo_v2`.
+    fn cuStreamGetCaptureInfo_v2(s: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, count: *mut usize) {
+        // SAFETY: the program's output slots.
+        unsafe { capture_info(strm(s, false), status, id, graph, deps, std::ptr::null_mut(), count) }
+    }
+}
+entry! {
+    /// `cuStreamGetCaptureInfo_v2_ptsz`.
+    fn cuStreamGetCaptureInfo_v2_ptsz(s: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, count: *mut usize) {
+        // SAFETY: the program's output slots.
+        unsafe { capture_info(strm(s, true), status, id, graph, deps, std::ptr::null_mut(), count) }
+    }
+}
+entry! {
+    /// `cuStreamGetCaptureInfo_v3`.
+    fn cuStreamGetCaptureInfo_v3(s: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, edges: *mut *const c_void, count: *mut usize) {
+        // SAFETY: the program's output slots.
+        unsafe { capture_info(strm(s, false), status, id, graph, deps, edges, count) }
+    }
+}
+entry! {
+    /// `cuStreamGetCaptureInfo_v3_ptsz`.
+    fn cuStreamGetCaptureInfo_v3_ptsz(s: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, edges: *mut *const c_void, count: *mut usize) {
+        // SAFETY: the program's output slots.
+        unsafe { capture_info(strm(s, true), status, id, graph, deps, edges, count) }
+    }
+}
+
+entry! {
+    /// `cuGraphCreate`: an empty graph (flags must be 0).
+    fn cuGraphCreate(graph: *mut Handle, flags: c_uint) {
+        if flags != 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "cuGraphCreate flags must be 0"));
+        }
+        if graph.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraph"));
+        }
+        let g = driver()?.graphs().create();
+        // SAFETY: checked non-null; a CUgraph slot.
+        unsafe { out(graph, ptr(g)) }
+    }
+}
+entry! {
+    /// `cuGraphDestroy`.
+    fn cuGraphDestroy(graph: Handle) {
+        let d = driver()?.graphs().destroy(nonnull(graph, "graph")?)?;
+        run_destructors(d);
+        Ok(())
+    }
+}
+
+/// A user object's destructor, `void (*)(void *)`.
+type UserDestroy = Option<unsafe extern "C" fn(*mut c_void)>;
+
+/// Calls user objects' destructors (no driver lock is held).
+fn run_destructors(list: impl IntoIterator<Item = crate::capture::Destructor>) {
+    for d in list {
+        // SAFETY: `destroy` is the non-null `void (*)(void *)` the program gave
+        // `cuUserObjectCreate` with `ptr`, to be called once when the last reference
+        // goes, which is now.
+        unsafe {
+            let f: unsafe extern "C" fn(*mut c_void) = std::mem::transmute(d.destroy);
+            f(d.ptr as *mut c_void)
+        }
+    }
+}
+
+entry! {
+    /// `cuUserObjectCreate` (flags must be `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC`, 1).
+    fn cuUserObjectCreate(obj: *mut Handle, p: *mut c_void, destroy: UserDestroy, refs: c_uint, flags: c_uint) {
+        if obj.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null object_out"));
+        }
+        let destroy = destroy.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null destroy"))?;
+        if flags != 1 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                "cuUserObjectCreate flags must be CU_USER_OBJECT_NO_DESTRUCTOR_SYNC",
+            ));
+        }
+        let d = crate::capture::Destructor { destroy: destroy as usize, ptr: p as usize };
+        let h = driver()?.graphs().object_create(d, refs)?;
+        // SAFETY: checked non-null; a CUuserObject slot.
+        unsafe { out(obj, ptr(h)) }
+    }
+}
+entry! {
+    /// `cuUserObjectRetain`.
+    fn cuUserObjectRetain(obj: Handle, n: c_uint) { driver()?.graphs().object_retain(nonnull(obj, "user object")?, n) }
+}
+entry! {
+    /// `cuUserObjectRelease`: the destructor runs when the last reference goes.
+    fn cuUserObjectRelease(obj: Handle, n: c_uint) {
+        let d = driver()?.graphs().object_release(nonnull(obj, "user object")?, n)?;
+        run_destructors(d);
+        Ok(())
+    }
+}
+entry! {
+    /// `cuGraphRetainUserObject` (flags 0 or `CU_GRAPH_USER_OBJECT_MOVE`, 1).
+    fn cuGraphRetainUserObject(graph: Handle, obj: Handle, n: c_uint, flags: c_uint) {
+        if flags > 1 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x}")));
+        }
+        driver()?.graphs().graph_retain_object(nonnull(graph, "graph")?, nonnull(obj, "user object")?, n, flags == 1)
+    }
+}
+entry! {
+    /// `cuGraphReleaseUserObject`.
+    fn cuGraphReleaseUserObject(graph: Handle, obj: Handle, n: c_uint) {
+        let d = driver()?.graphs().graph_release_object(nonnull(graph, "graph")?, nonnull(obj, "user object")?, n)?;
+        run_destructors(d);
+        Ok(())
+    }
+}
+
+fn instantiate(exec: *mut Handle, graph: Handle, flags: u64) -> R<()> {
+    if exec.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphExec"));
+    }
+    let x = driver()?
+        .graphs()
+        .instantiate(nonnull(graph, "graph")?, flags)?;
+    // SAFETY: checked non-null; a CUgraphExec slot.
+    unsafe { out(exec, ptr(x)) }
+}
+
+entry! {
+    /// `cuGraphInstantiateWithFlags`.
+    fn cuGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: u64) { instantiate(exec, graph, flags) }
+}
+entry! {
+    /// `cuGraphInstantiate_v2` (CUDA 11's five-argument form): no error node, an
+    /// empty log.
+    fn cuGraphInstantiate_v2(exec: *mut Handle, graph: Handle, err_node: *mut Handle, log: *mut c_char, log_size: usize) {
+        if !err_node.is_null() {
+            // SAFETY: the program's CUgraphNode slot.
+            unsafe { out(err_node, std::ptr::null_mut()) }?;
+        }
+        if !log.is_null() && log_size > 0 {
+            // SAFETY: the program's log buffer holds at least one byte.
+            unsafe { log.write(0) };
+        }
+        instantiate(exec, graph, 0)
+    }
+}
+
+/// `CUDA_GRAPH_INSTANTIATE_PARAMS`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct InstantiateParams {
+    flags: u64,
+    upload_stream: Handle,
+    err_node: Handle,
+    result: c_int,
+}
+
+/// `cuGraphInstantiateWithParams`: the flags; the upload stream needs nothing (graphs
+/// are not uploaded ahead); the result is written back.
+///
+/// # Safety
+/// `params` is null or a valid `CUDA_GRAPH_INSTANTIATE_PARAMS`.
+unsafe fn instantiate_with_params(
+    exec: *mut Handle,
+    graph: Handle,
+    params: *mut InstantiateParams,
+) -> R<()> {
+    if params.is_null() {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "null instantiateParams",
+        ));
+    }
+    // SAFETY: non-null, the program's parameter block.
+    let p = unsafe { &mut *params };
+    let r = instantiate(exec, graph, p.flags);
+    p.err_node = std::ptr::null_mut();
+    // CUgraphInstantiateResult: success 0, error 1.
+    p.result = c_int::from(r.is_err());
+    r
+}
+
+entry! {
+    /// `cuGraphInstantiateWithParams`.
+    fn cuGraphInstantiateWithParams(exec: *mut Handle, graph: Handle, params: *mut InstantiateParams) {
+        // SAFETY: the program's parameter block.
+        unsafe { instantiate_with_params(exec, graph, params) }
+    }
+}
+entry! {
+    /// `cuGraphInstantiateWithParams_ptsz`.
+    fn cuGraphInstantiateWithParams_ptsz(exec: *mut Handle, graph: Handle, params: *mut InstantiateParams) {
+        // SAFETY: the program's parameter block.
+        unsafe { instantiate_with_params(exec, graph, params) }
+    }
+}
+entry! {
+    /// `cuGraphExecDestroy`.
+    fn cuGraphExecDestroy(exec: Handle) {
+        let d = driver()?.graphs().exec_destroy(nonnull(exec, "graph exec")?)?;
+        run_destructors(d);
+        Ok(())
+    }
+}
+
+fn graph_launch(exec: Handle, s: u64) -> R<()> {
+    let x = nonnull(exec, "graph exec")?;
+    driver()?.graph_launch(stream_ctx(s)?, x, s)
+}
+
+fn graph_upload(exec: Handle, s: u64) -> R<()> {
+    let x = nonnull(exec, "graph exec")?;
+    let e = driver()?;
+    e.graphs().exec(x)?;
+    e.stream_exists(stream_ctx(s)?, s)
+}
+
+entry! {
+    /// `cuGraphLaunch`: the graph's work, in capture order, on the stream.
+    fn cuGraphLaunch(exec: Handle, s: Handle) { graph_launch(exec, strm(s, false)) }
+}
+entry! {
+    /// `cuGraphLaunch_ptsz`.
+    fn cuGraphLaunch_ptsz(exec: Handle, s: Handle) { graph_launch(exec, strm(s, true)) }
+}
+entry! {
+    /// `cuGraphUpload`: nothing to upload ahead here; checks the graph and stream.
+    fn cuGraphUpload(exec: Handle, s: Handle) { graph_upload(exec, strm(s, false)) }
+}
+entry! {
+    /// `cuGraphUpload_ptsz`.
+    fn cuGraphUpload_ptsz(exec: Handle, s: Handle) { graph_upload(exec, strm(s, true)) }
 }
 
 entry! {
@@ -2545,9 +2876,7 @@ unsupported! {
     cuGraphChildGraphNodeGetGraph,
     cuGraphClone,
     cuGraphConditionalHandleCreate,
-    cuGraphCreate,
     cuGraphDebugDotPrint,
-    cuGraphDestroy,
     cuGraphDestroyNode,
     cuGraphEventRecordNodeGetEvent,
     cuGraphEventRecordNodeSetEvent,
@@ -2555,7 +2884,6 @@ unsupported! {
     cuGraphEventWaitNodeSetEvent,
     cuGraphExecBatchMemOpNodeSetParams,
     cuGraphExecChildGraphNodeSetParams,
-    cuGraphExecDestroy,
     cuGraphExecEventRecordNodeSetEvent,
     cuGraphExecEventWaitNodeSetEvent,
     cuGraphExecExternalSemaphoresSignalNodeSetParams,
@@ -2579,10 +2907,6 @@ unsupported! {
     cuGraphGetRootNodes,
     cuGraphHostNodeGetParams,
     cuGraphHostNodeSetParams,
-    cuGraphInstantiateWithFlags,
-    cuGraphInstantiateWithParams,
-    cuGraphInstantiateWithParams_ptsz,
-    cuGraphInstantiate_v2,
     cuGraphKernelNodeCopyAttributes,
     cuGraphKernelNodeGetAttribute,
     cuGraphKernelNodeGetParams,
@@ -2590,8 +2914,6 @@ unsupported! {
     cuGraphKernelNodeSetAttribute,
     cuGraphKernelNodeSetParams,
     cuGraphKernelNodeSetParams_v2,
-    cuGraphLaunch,
-    cuGraphLaunch_ptsz,
     cuGraphMemAllocNodeGetParams,
     cuGraphMemFreeNodeGetParams,
     cuGraphMemcpyNodeGetParams,
@@ -2607,12 +2929,8 @@ unsupported! {
     cuGraphNodeGetType,
     cuGraphNodeSetEnabled,
     cuGraphNodeSetParams,
-    cuGraphReleaseUserObject,
     cuGraphRemoveDependencies,
     cuGraphRemoveDependencies_v2,
-    cuGraphRetainUserObject,
-    cuGraphUpload,
-    cuGraphUpload_ptsz,
     cuGraphicsMapResources,
     cuGraphicsMapResources_ptsz,
     cuGraphicsResourceGetMappedMipmappedArray,
@@ -2776,19 +3094,10 @@ unsupported! {
     cuStreamBatchMemOp_v2_ptsz,
     cuStreamBeginCaptureToGraph,
     cuStreamBeginCaptureToGraph_ptsz,
-    cuStreamBeginCapture_v2,
-    cuStreamBeginCapture_v2_ptsz,
     cuStreamCopyAttributes,
     cuStreamCopyAttributes_ptsz,
-    cuStreamEndCapture,
-    cuStreamEndCapture_ptsz,
     cuStreamGetAttribute,
     cuStreamGetAttribute_ptsz,
-    cuStreamGetCaptureInfo,
-    cuStreamGetCaptureInfo_v2,
-    cuStreamGetCaptureInfo_v2_ptsz,
-    cuStreamGetCaptureInfo_v3,
-    cuStreamGetCaptureInfo_v3_ptsz,
     cuStreamGetCtx,
     cuStreamGetCtx_ptsz,
     cuStreamGetCtx_v2,
@@ -2862,9 +3171,6 @@ unsupported! {
     cuTexRefSetMipmapLevelClamp,
     cuTexRefSetMipmappedArray,
     cuThreadExchangeStreamCaptureMode,
-    cuUserObjectCreate,
-    cuUserObjectRelease,
-    cuUserObjectRetain,
     cuWaitExternalSemaphoresAsync,
     cuWaitExternalSemaphoresAsync_ptsz,
 }

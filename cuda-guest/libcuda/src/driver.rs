@@ -22,6 +22,7 @@ use vmgpu_cuda_api::{
     Module, ParamLayout, Stream, StreamFlags,
 };
 
+use crate::capture::{Captures, Op, RepeatableHostFunc};
 use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
@@ -143,6 +144,8 @@ pub struct Driver {
     host: Mutex<HashMap<usize, (Arc<DriverCtx>, HostAlloc)>>,
     next_ctx: AtomicU64,
     next_handle: AtomicU64,
+    /// Stream captures in progress and the graphs made.
+    captures: Mutex<Captures>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -168,6 +171,7 @@ impl Driver {
             host: Mutex::new(HashMap::new()),
             next_ctx: AtomicU64::new(2),
             next_handle: AtomicU64::new(1),
+            captures: Mutex::new(Captures::default()),
         }
     }
 
@@ -445,6 +449,7 @@ impl Driver {
 
     pub fn ctx_synchronize(&self, ctx: u64) -> R<()> {
         let c = self.bound(ctx)?;
+        lock(&self.captures).refuse_any("cuCtxSynchronize")?;
         let r = self.backend.context_synchronize();
         lock(&c.tables).keepalive.clear();
         Ok(r?)
@@ -615,6 +620,13 @@ impl Driver {
     ) -> R<()> {
         let (c, f) = self.function(function)?;
         let s = self.stream(&c, stream)?;
+        if lock(&self.captures).record(stream, || Op::Launch {
+            function,
+            config,
+            args: args.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
+        })? {
+            return Ok(());
+        }
         // SAFETY: the arguments were packed by the caller from the kernel's own PTX
         // parameter list (count and sizes), which the simulator checks again; the module
         // stays loaded while the function is in the tables; what the kernel reaches is
@@ -708,6 +720,16 @@ impl Driver {
             Some(s) => Some(self.stream(&c, s)?),
             None => None,
         };
+        if let Some(s) = stream {
+            if lock(&self.captures).record(s, || Op::Memset {
+                dst,
+                value,
+                width,
+                count,
+            })? {
+                return Ok(());
+            }
+        }
         // SAFETY: the program's device range (the backend checks it against its
         // allocations); a memset writes device memory only.
         unsafe {
@@ -733,6 +755,16 @@ impl Driver {
         pinned: bool,
     ) -> R<()> {
         let c = self.bound(ctx)?;
+        if let Some(s) = stream {
+            if lock(&self.captures).record(s, || Op::HtoD {
+                dst,
+                src: src as usize,
+                bytes,
+                pinned,
+            })? {
+                return Ok(());
+            }
+        }
         match stream {
             None => {
                 // SAFETY: the caller guarantees `src..src+bytes` is readable.
@@ -777,6 +809,16 @@ impl Driver {
         pinned: bool,
     ) -> R<()> {
         let c = self.bound(ctx)?;
+        if let Some(s) = stream {
+            if lock(&self.captures).record(s, || Op::DtoH {
+                dst: dst as usize,
+                src,
+                bytes,
+                pinned,
+            })? {
+                return Ok(());
+            }
+        }
         match stream {
             None => {
                 // SAFETY: the caller guarantees `dst..dst+bytes` is writable and unused.
@@ -813,6 +855,11 @@ impl Driver {
         let c = self.bound(ctx)?;
         let n = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "copy too large"))?;
+        if let Some(s) = stream {
+            if lock(&self.captures).record(s, || Op::DtoD { dst, src, bytes })? {
+                return Ok(());
+            }
+        }
         // SAFETY: both ranges are simulated device memory, range-checked by the
         // simulator.
         unsafe {
@@ -899,6 +946,7 @@ impl Driver {
 
     pub fn stream_synchronize(&self, ctx: u64, stream: u64) -> R<()> {
         let (c, s) = self.stream_in(ctx, stream)?;
+        lock(&self.captures).refuse(stream, "cuStreamSynchronize")?;
         let r = self.backend.stream_synchronize(&s);
         let default = stream <= STREAM_PER_THREAD;
         lock(&c.tables).keepalive.retain(|(ks, _)| {
@@ -912,9 +960,13 @@ impl Driver {
     }
 
     /// `cuLaunchHostFunc`, `cuStreamAddCallback`: `f` after the stream's work so far.
-    pub fn stream_host_func(&self, ctx: u64, stream: u64, f: HostFunc) -> R<()> {
+    pub fn stream_host_func(&self, ctx: u64, stream: u64, f: RepeatableHostFunc) -> R<()> {
         let (_, s) = self.stream_in(ctx, stream)?;
-        Ok(self.backend.stream_host_func(&s, f)?)
+        if lock(&self.captures).record(stream, || Op::HostFunc(f.clone()))? {
+            return Ok(());
+        }
+        let once: HostFunc = Box::new(move |r| f(r));
+        Ok(self.backend.stream_host_func(&s, once)?)
     }
 
     /// Whether `stream` names a live stream (or a default stream of a context).
@@ -924,11 +976,15 @@ impl Driver {
 
     pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {
         let (_, s) = self.stream_in(ctx, stream)?;
+        lock(&self.captures).refuse(stream, "cuStreamQuery")?;
         Ok(self.backend.stream_query(&s)?)
     }
 
     pub fn stream_wait_event(&self, _ctx: u64, stream: u64, event: u64, _flags: u32) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
+        if lock(&self.captures).wait_event(stream, event)? {
+            return Ok(());
+        }
         if stream > STREAM_PER_THREAD && stream >> CTX_SHIFT != c.id {
             // A stream of another context: it waits for this one's event. On the
             // simulator every context runs its work in submission order, so waiting for
@@ -964,6 +1020,9 @@ impl Driver {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
         let s = self.stream(&c, stream)?;
+        if lock(&self.captures).event_record(event, stream)? {
+            return Ok(());
+        }
         self.backend.event_record(&e, &s)?;
         Ok(())
     }
@@ -971,6 +1030,7 @@ impl Driver {
     pub fn event_synchronize(&self, _ctx: u64, event: u64) -> R<()> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
+        lock(&self.captures).check_event(event, "cuEventSynchronize")?;
         self.backend.event_synchronize(&e)?;
         Ok(())
     }
@@ -978,6 +1038,7 @@ impl Driver {
     pub fn event_query(&self, _ctx: u64, event: u64) -> R<bool> {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
+        lock(&self.captures).check_event(event, "cuEventQuery")?;
         Ok(self.backend.event_query(&e)?)
     }
 
@@ -1012,4 +1073,89 @@ fn log_busy(what: &str, h: u64) {
     crate::log::warn(&format!(
         "{what} {h:#x} destroyed while another thread used it; its simulator object is kept"
     ));
+}
+
+/// Stream capture and graphs ([`crate::capture`]).
+impl Driver {
+    /// `cuStreamBeginCapture`: a created stream of a live context starts recording.
+    pub fn capture_begin(&self, ctx: u64, stream: u64) -> R<()> {
+        if stream <= STREAM_PER_THREAD {
+            return Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                "a default stream cannot be captured here (capture a created stream)",
+            ));
+        }
+        self.stream_in(ctx, stream)?;
+        lock(&self.captures).begin(stream)
+    }
+
+    /// `cuStreamEndCapture`: the graph recorded.
+    pub fn capture_end(&self, ctx: u64, stream: u64) -> R<u64> {
+        self.stream_in(ctx, stream)?;
+        lock(&self.captures).end(stream)
+    }
+
+    /// `cuStreamIsCapturing`, `cuStreamGetCaptureInfo`: the status and the sequence.
+    pub fn capture_status(&self, ctx: u64, stream: u64) -> R<(i32, u64)> {
+        self.stream_in(ctx, stream)?;
+        Ok(lock(&self.captures).status(stream))
+    }
+
+    /// The graph calls that need only the capture state.
+    pub fn graphs(&self) -> std::sync::MutexGuard<'_, Captures> {
+        lock(&self.captures)
+    }
+
+    /// `cuGraphLaunch`: the executable graph's work, in order, on `stream`.
+    pub fn graph_launch(&self, ctx: u64, exec: u64, stream: u64) -> R<()> {
+        let ops = lock(&self.captures).exec(exec)?;
+        self.stream_in(ctx, stream)?;
+        for op in ops.iter() {
+            match op.clone() {
+                Op::Memset {
+                    dst,
+                    value,
+                    width,
+                    count,
+                } => self.memset(ctx, dst, value, width, count, Some(stream))?,
+                Op::HtoD {
+                    dst,
+                    src,
+                    bytes,
+                    pinned,
+                } => {
+                    // SAFETY: the program keeps the host buffers its captured copies
+                    // name alive and unused while it launches the graph (a memcpy
+                    // node's rule).
+                    unsafe {
+                        self.memcpy_htod(ctx, dst, src as *const u8, bytes, Some(stream), pinned)?
+                    }
+                }
+                Op::DtoH {
+                    dst,
+                    src,
+                    bytes,
+                    pinned,
+                } => {
+                    // SAFETY: as above, for the destination.
+                    unsafe {
+                        self.memcpy_dtoh(ctx, dst as *mut u8, src, bytes, Some(stream), pinned)?
+                    }
+                }
+                Op::DtoD { dst, src, bytes } => {
+                    self.memcpy_dtod(ctx, dst, src, bytes, Some(stream))?
+                }
+                Op::Launch {
+                    function,
+                    config,
+                    args,
+                } => {
+                    let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                    self.launch(ctx, function, config, stream, &args)?
+                }
+                Op::HostFunc(f) => self.stream_host_func(ctx, stream, f)?,
+            }
+        }
+        Ok(())
+    }
 }

@@ -21,6 +21,7 @@
 //! See the crate's README for the exported entry points and how to build the library.
 
 mod api;
+mod capture;
 mod driver;
 mod fail;
 mod ffi;

@@ -35,21 +35,6 @@ const KNOWN: &[(&str, Modes, &str)] = &[
          work after it is never pending (the service cannot call into the guest)",
     ),
     (
-        "driver::safe::core::tests::test_event_try_is_complete_preserves_capture_error",
-        BOTH,
-        "stream capture (cuStreamBeginCapture) is not supported",
-    ),
-    (
-        "driver::safe::graph::tests::test_end_capture_flags",
-        BOTH,
-        "stream capture and graphs are not supported",
-    ),
-    (
-        "driver::safe::graph::tests::test_end_capture_invalid_flags",
-        BOTH,
-        "stream capture and graphs are not supported",
-    ),
-    (
         "driver::safe::launch::tests::test_multi_stream_concurrent_reads",
         BOTH,
         "1024 threads each loop 10^6 times: a debug build of the simulator runs past its \

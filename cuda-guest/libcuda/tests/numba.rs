@@ -132,11 +132,6 @@ const CUDADRV_KNOWN: &[(&str, &str)] = &[
         "test_managed_alloc.TestManagedAlloc.test_managed_array_attach_host",
         "managed memory",
     ),
-    // Stream capture and graphs are not supported.
-    (
-        "test_cuda_driver.TestCudaDriver.test_cuda_core_graph_builder_launch_user_facing",
-        "graphs",
-    ),
     // CuPy is not installed (the test imports it: an environment gap, not ours).
     (
         "test_cuda_ndarray.TestCoreContiguous.test_kernel_with_buffer",

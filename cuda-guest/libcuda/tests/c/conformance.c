@@ -886,6 +886,133 @@ static void g_host_func(void) {
   RES(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Stream capture and graphs: captured work does not run until the graph is launched,
+ * then runs in order on the launch stream, each launch again; what a capture cannot
+ * hold is refused and invalidates it. */
+static int destroyed;
+static void CUDA_CB destroy_object(void *p) { destroyed += *(int *)p; }
+static void g_graphs(void) {
+  SETUP();
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "read_counter"));
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 64));
+  MUST(cuMemsetD32(p, 1, 16));
+  unsigned host[16] = {0};
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  RES(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  VAL("capture status before", st, CU_STREAM_CAPTURE_STATUS_NONE);
+  RES(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  RES(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_STATE);
+  RES(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  VAL("capture status while capturing", st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  cuuint64_t id = 0;
+  CUgraph building = NULL;
+  RES(cuStreamGetCaptureInfo(s, &st, &id, &building, NULL, NULL), CUDA_SUCCESS);
+  TRUE(id != 0 && building != NULL, "capture id %llu, graph %p", (unsigned long long)id,
+       (void *)building);
+  RES(cuMemsetD32Async(p, 5, 16, s), CUDA_SUCCESS);
+  void *args[] = {&p};
+  RES(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL), CUDA_SUCCESS);
+  RES(cuMemcpyDtoHAsync(host, p, sizeof host, s), CUDA_SUCCESS);
+  RES(cuLaunchHostFunc(s, after_copy, host), CUDA_SUCCESS);
+  int calls = host_calls;
+  CUgraph g = NULL;
+  RES(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  TRUE(g == building, "the graph ended is the one being built (%p, %p)", (void *)g, (void *)building);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  unsigned now[16];
+  MUST(cuMemcpyDtoH(now, p, sizeof now));
+  VAL("captured work has not run: word 0", now[0], 1);
+  VAL("captured work has not run: word 1", now[1], 1);
+  VAL("captured host function has not run", host_calls, calls);
+  CUgraph none;
+  RES(cuStreamEndCapture(s, &none), CUDA_ERROR_ILLEGAL_STATE);
+  CUgraphExec x;
+  RES(cuGraphInstantiate(&x, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH), CUDA_ERROR_INVALID_VALUE);
+  RES(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  RES(cuGraphLaunch(x, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  VAL("after a launch: word 0 (the kernel's counter)", host[0], 7);
+  VAL("after a launch: word 1 (the memset)", host[1], 5);
+  VAL("the host function ran once", host_calls, calls + 1);
+  VAL("the host function saw the copy", host_seen[2], 5);
+  MUST(cuMemsetD32(p, 9, 16));
+  RES(cuGraphLaunch(x, s), CUDA_SUCCESS);
+  RES(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  VAL("after two more launches: word 1", host[1], 5);
+  VAL("the host function ran three times", host_calls, calls + 3);
+  /* User objects: the graph and its executable form hold references. */
+  int weight = 1;
+  CUuserObject obj;
+  RES(cuUserObjectCreate(&obj, &weight, destroy_object, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC), CUDA_SUCCESS);
+  RES(cuGraphRetainUserObject(g, obj, 1, CU_GRAPH_USER_OBJECT_MOVE), CUDA_SUCCESS);
+  CUgraphExec x2;
+  RES(cuGraphInstantiate(&x2, g, 0), CUDA_SUCCESS);
+  RES(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  RES(cuGraphDestroy(g), CUDA_SUCCESS);
+  VAL("the object lives while an executable graph holds it", destroyed, 0);
+  RES(cuGraphExecDestroy(x2), CUDA_SUCCESS);
+  VAL("the object's destructor ran once", destroyed, 1);
+  RES(cuGraphLaunch(x, s), CUDA_ERROR_INVALID_VALUE);
+  /* What a capture cannot hold. */
+  CUevent e;
+  MUST(cuEventCreate(&e, 0));
+  RES(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  RES(cuEventRecord(e, s), CUDA_SUCCESS);
+  RES(cuEventQuery(e), CUDA_ERROR_CAPTURED_EVENT);
+  RES(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+  VAL("capture status after querying a captured event", st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  RES(cuMemsetD32Async(p, 5, 16, s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  g = (CUgraph)1;
+  RES(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  TRUE(g == NULL, "no graph from an invalidated capture (%p)", (void *)g);
+  RES(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  RES(cuStreamEndCapture(s, &none), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  RES(cuEventRecord(e, s), CUDA_SUCCESS);
+  RES(cuEventSynchronize(e), CUDA_SUCCESS);
+  /* Two streams in one capture: joined by an event, replayed in capture order. */
+  CUstream s2;
+  MUST(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  RES(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  RES(cuEventRecord(e, s), CUDA_SUCCESS);
+  RES(cuStreamWaitEvent(s2, e, 0), CUDA_SUCCESS);
+  RES(cuMemsetD32Async(p, 3, 8, s2), CUDA_SUCCESS);
+  RES(cuStreamIsCapturing(s2, &st), CUDA_SUCCESS);
+  VAL("a joined stream captures", st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CUevent e2;
+  MUST(cuEventCreate(&e2, 0));
+  RES(cuEventRecord(e2, s2), CUDA_SUCCESS);
+  RES(cuStreamWaitEvent(s, e2, 0), CUDA_SUCCESS);
+  RES(cuStreamEndCapture(s2, &none), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+  RES(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  RES(cuStreamIsCapturing(s2, &st), CUDA_SUCCESS);
+  VAL("the joined stream stops capturing", st, CU_STREAM_CAPTURE_STATUS_NONE);
+  RES(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  MUST(cuMemsetD32(p, 0, 16));
+  RES(cuGraphLaunch(x, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  MUST(cuMemcpyDtoH(now, p, sizeof now));
+  VAL("the second stream's memset: word 7", now[7], 3);
+  VAL("beyond it: word 8", now[8], 0);
+  RES(cuStreamBeginCapture(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  RES(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  RES(cuGraphDestroy(g), CUDA_SUCCESS);
+  RES(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+  MUST(cuEventDestroy(e));
+  MUST(cuEventDestroy(e2));
+  MUST(cuStreamDestroy(s2));
+  MUST(cuStreamDestroy(s));
+  MUST(cuMemFree(p));
+  MUST(cuModuleUnload(m));
+}
+
 /* Libraries and kernels (CUDA 12), cuLaunchKernelEx, the default memory pool,
  * cuStreamIsCapturing: what cuda.core and numba-cuda use. */
 static void g_library(void) {
@@ -1045,6 +1172,7 @@ static const struct {
     {"mem_async", g_mem_async},     {"streams", g_streams},
     {"host_func", g_host_func},     {"library", g_library},
     {"occupancy", g_occupancy},     {"limits", g_limits},
+    {"graphs", g_graphs},
 };
 
 int main(int argc, char **argv) {

@@ -99,6 +99,7 @@ macro_rules! c_conformance {
             c_library,
             c_occupancy,
             c_limits,
+            c_graphs,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

@@ -1,0 +1,507 @@
+//! Stream capture and graphs (`cuStreamBeginCapture`, `cuStreamEndCapture`,
+//! `cuGraphInstantiate`, `cuGraphLaunch`), above the [`vmgpu_cuda_api::Backend`]
+//! boundary so every mode has them: while a stream captures, its stream-ordered work
+//! (kernels, copies, memsets, host functions) is recorded instead of run; the graph is
+//! that record, and launching its executable form submits the recorded work, in the
+//! order it was captured, to the launch stream.
+//!
+//! Work captured from several streams (joined by an event recorded in the capturing
+//! stream and waited for in another) is one graph; its order of capture is a valid
+//! order of the graph's dependencies, so replaying it in that order on one stream
+//! keeps every ordering the program asked for. Events recorded during the capture are
+//! dependencies of the graph, not work: querying or synchronising one is
+//! `CUDA_ERROR_CAPTURED_EVENT` and invalidates the capture, as on a GPU.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use vmgpu_cuda_api::{DriverError, LaunchConfig};
+
+use crate::fail::{Fail, R};
+use crate::ffi::*;
+
+/// A host function as a graph holds it: callable once per launch of the graph.
+pub type RepeatableHostFunc = Arc<dyn Fn(Result<(), &DriverError>) + Send + Sync>;
+
+/// One recorded stream-ordered operation. Host addresses are the program's, taken as
+/// numbers: a graph reads and writes them when it runs, as a GPU's memcpy node does.
+#[derive(Clone)]
+pub enum Op {
+    /// `cuMemsetD*Async`.
+    Memset {
+        dst: u64,
+        value: u32,
+        width: u32,
+        count: u64,
+    },
+    /// `cuMemcpyHtoDAsync`.
+    HtoD {
+        dst: u64,
+        src: usize,
+        bytes: usize,
+        pinned: bool,
+    },
+    /// `cuMemcpyDtoHAsync`.
+    DtoH {
+        dst: usize,
+        src: u64,
+        bytes: usize,
+        pinned: bool,
+    },
+    /// `cuMemcpyDtoDAsync`.
+    DtoD { dst: u64, src: u64, bytes: u64 },
+    /// A kernel launch with its packed arguments.
+    Launch {
+        function: u64,
+        config: LaunchConfig,
+        args: Vec<Box<[u8]>>,
+    },
+    /// `cuLaunchHostFunc`, `cuStreamAddCallback`.
+    HostFunc(RepeatableHostFunc),
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Memset { dst, count, .. } => write!(f, "memset {dst:#x} x{count}"),
+            Op::HtoD { dst, bytes, .. } => write!(f, "htod {dst:#x} {bytes} B"),
+            Op::DtoH { src, bytes, .. } => write!(f, "dtoh {src:#x} {bytes} B"),
+            Op::DtoD { dst, src, bytes } => write!(f, "dtod {src:#x} -> {dst:#x} {bytes} B"),
+            Op::Launch { function, .. } => write!(f, "launch {function:#x}"),
+            Op::HostFunc(_) => f.write_str("host function"),
+        }
+    }
+}
+
+/// `CUstreamCaptureStatus`.
+pub const CAPTURE_NONE: i32 = 0;
+/// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
+pub const CAPTURE_ACTIVE: i32 = 1;
+/// `CU_STREAM_CAPTURE_STATUS_INVALIDATED`.
+pub const CAPTURE_INVALIDATED: i32 = 2;
+
+/// `CUgraphInstantiate_flags` this library knows: auto-free on launch, upload, device
+/// launch, use node priority.
+const INSTANTIATE_AUTO_FREE: u64 = 1;
+const INSTANTIATE_UPLOAD: u64 = 2;
+const INSTANTIATE_DEVICE_LAUNCH: u64 = 4;
+const INSTANTIATE_USE_NODE_PRIORITY: u64 = 8;
+
+/// One capture sequence.
+#[derive(Debug)]
+struct Sequence {
+    /// Its number (`cuStreamGetCaptureInfo`'s id), and the handle of its graph.
+    id: u64,
+    /// The stream that began it (only it may end it).
+    origin: u64,
+    /// The recorded work, in capture order.
+    ops: Vec<Op>,
+    /// Why the capture was invalidated, once it was.
+    invalid: Option<String>,
+}
+
+/// A graph (`CUgraph`) or its executable form (`CUgraphExec`): the work in order.
+pub type Graph = Arc<Vec<Op>>;
+
+/// The capture state of the program: sequences by number, which stream and which event
+/// belong to which, and the graphs made.
+#[derive(Debug, Default)]
+pub struct Captures {
+    sequences: HashMap<u64, Sequence>,
+    /// Capturing streams (joined ones too): stream handle to sequence.
+    streams: HashMap<u64, u64>,
+    /// Events last recorded in a capturing stream: event handle to sequence.
+    events: HashMap<u64, u64>,
+    graphs: HashMap<u64, Graph>,
+    execs: HashMap<u64, Graph>,
+    /// User objects (`cuUserObjectCreate`) by handle.
+    objects: HashMap<u64, UserObject>,
+    /// The user-object references a graph or executable graph owns: handle to
+    /// (object, count).
+    owned: HashMap<u64, Vec<(u64, u32)>>,
+    next: u64,
+}
+
+/// A destructor to call (`cuUserObjectCreate`'s `destroy(ptr)`), once no lock is held.
+#[derive(Debug, Clone, Copy)]
+pub struct Destructor {
+    /// The program's function, as a number.
+    pub destroy: usize,
+    /// Its argument.
+    pub ptr: usize,
+}
+
+/// A reference-counted object of the program whose destructor runs when its last
+/// reference goes (`CUuserObject`).
+#[derive(Debug)]
+struct UserObject {
+    destructor: Destructor,
+    refs: u64,
+}
+
+impl Captures {
+    fn number(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// `cuStreamBeginCapture`: `stream` (a created stream) starts a sequence.
+    pub fn begin(&mut self, stream: u64) -> R<()> {
+        if self.streams.contains_key(&stream) {
+            return Err(Fail::new(
+                CUDA_ERROR_ILLEGAL_STATE,
+                format!("stream {stream:#x} is already capturing"),
+            ));
+        }
+        let id = self.number();
+        self.sequences.insert(
+            id,
+            Sequence {
+                id,
+                origin: stream,
+                ops: vec![],
+                invalid: None,
+            },
+        );
+        self.streams.insert(stream, id);
+        Ok(())
+    }
+
+    /// `cuStreamEndCapture`: the sequence's graph (`None` with the error when the
+    /// capture was invalidated). Every stream joined to it stops capturing.
+    pub fn end(&mut self, stream: u64) -> R<u64> {
+        let id = *self.streams.get(&stream).ok_or_else(|| {
+            Fail::new(
+                CUDA_ERROR_ILLEGAL_STATE,
+                format!("stream {stream:#x} is not capturing"),
+            )
+        })?;
+        let origin = self.sequences[&id].origin;
+        if origin != stream {
+            return Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,
+                format!("the capture began in stream {origin:#x}, not {stream:#x}"),
+            ));
+        }
+        let seq = self.sequences.remove(&id).expect("the stream's sequence");
+        self.streams.retain(|_, s| *s != id);
+        self.events.retain(|_, s| *s != id);
+        if let Some(why) = seq.invalid {
+            return Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                format!("capture {}: {why}", seq.id),
+            ));
+        }
+        // The graph keeps the sequence's number: `cuStreamGetCaptureInfo` gave it out
+        // as the graph being built.
+        self.graphs.insert(seq.id, Arc::new(seq.ops));
+        Ok(seq.id)
+    }
+
+    /// Records `op` when `stream` captures (`Ok(true)`); `Ok(false)` when it does not.
+    pub fn record(&mut self, stream: u64, op: impl FnOnce() -> Op) -> R<bool> {
+        let Some(id) = self.streams.get(&stream) else {
+            return Ok(false);
+        };
+        let seq = self
+            .sequences
+            .get_mut(id)
+            .expect("a capturing stream's sequence");
+        if let Some(why) = &seq.invalid {
+            return Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                format!("capture {}: {why}", seq.id),
+            ));
+        }
+        seq.ops.push(op());
+        Ok(true)
+    }
+
+    /// The capture status of `stream` and its sequence's number.
+    pub fn status(&self, stream: u64) -> (i32, u64) {
+        match self.streams.get(&stream) {
+            None => (CAPTURE_NONE, 0),
+            Some(id) if self.sequences[id].invalid.is_some() => (CAPTURE_INVALIDATED, *id),
+            Some(id) => (CAPTURE_ACTIVE, *id),
+        }
+    }
+
+    /// Refuses `what` on a capturing stream (it cannot be captured) and invalidates the
+    /// capture, as the driver does.
+    pub fn refuse(&mut self, stream: u64, what: &str) -> R<()> {
+        match self.streams.get(&stream) {
+            None => Ok(()),
+            Some(id) => {
+                let seq = self
+                    .sequences
+                    .get_mut(id)
+                    .expect("a capturing stream's sequence");
+                seq.invalid
+                    .get_or_insert_with(|| format!("{what} on the capturing stream"));
+                Err(Fail::new(
+                    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                    format!("{what}: stream {stream:#x} is capturing"),
+                ))
+            }
+        }
+    }
+
+    /// `cuEventRecord` on `stream`: while it captures, the event becomes a dependency
+    /// of the sequence (`Ok(true)`: nothing to run); otherwise it is an event again.
+    pub fn event_record(&mut self, event: u64, stream: u64) -> R<bool> {
+        match self.streams.get(&stream).copied() {
+            Some(id) => {
+                self.events.insert(event, id);
+                Ok(true)
+            }
+            None => {
+                self.events.remove(&event);
+                Ok(false)
+            }
+        }
+    }
+
+    /// `cuStreamWaitEvent`: waiting for an event of a sequence joins `stream` to it
+    /// (`Ok(true)`: nothing to run, the order is the capture's).
+    pub fn wait_event(&mut self, stream: u64, event: u64) -> R<bool> {
+        let Some(&id) = self.events.get(&event) else {
+            // An event of work outside any capture: a capturing stream may not depend
+            // on it.
+            return match self.streams.get(&stream) {
+                None => Ok(false),
+                Some(id) => {
+                    let seq = self
+                        .sequences
+                        .get_mut(id)
+                        .expect("a capturing stream's sequence");
+                    seq.invalid
+                        .get_or_insert_with(|| format!("a wait for uncaptured event {event:#x}"));
+                    Err(Fail::new(
+                        CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                        format!("stream {stream:#x} captures and event {event:#x} does not belong to the capture"),
+                    ))
+                }
+            };
+        };
+        match self.streams.get(&stream) {
+            Some(&s) if s != id => Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_MERGE,
+                format!("stream {stream:#x} and event {event:#x} belong to different captures"),
+            )),
+            _ => {
+                self.streams.insert(stream, id);
+                Ok(true)
+            }
+        }
+    }
+
+    /// `cuEventQuery`, `cuEventSynchronize` on an event recorded during a capture:
+    /// `CUDA_ERROR_CAPTURED_EVENT`, and the capture is invalidated.
+    pub fn check_event(&mut self, event: u64, what: &str) -> R<()> {
+        let Some(id) = self.events.get(&event) else {
+            return Ok(());
+        };
+        if let Some(seq) = self.sequences.get_mut(id) {
+            seq.invalid
+                .get_or_insert_with(|| format!("{what} of event {event:#x}"));
+        }
+        Err(Fail::new(
+            CUDA_ERROR_CAPTURED_EVENT,
+            format!("{what}: event {event:#x} was recorded in a capturing stream"),
+        ))
+    }
+
+    /// `cuGraphCreate`: an empty graph.
+    pub fn create(&mut self) -> u64 {
+        let h = self.number();
+        self.graphs.insert(h, Arc::new(vec![]));
+        h
+    }
+
+    /// The work of graph `graph`.
+    pub fn graph(&self, graph: u64) -> R<Graph> {
+        self.graphs
+            .get(&graph)
+            .cloned()
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph {graph:#x}")))
+    }
+
+    /// `cuGraphDestroy`: the destructors of user objects whose last reference it held.
+    pub fn destroy(&mut self, graph: u64) -> R<Vec<Destructor>> {
+        self.graphs
+            .remove(&graph)
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph {graph:#x}")))?;
+        Ok(self.disown(graph))
+    }
+
+    /// Drops the user-object references `owner` holds.
+    fn disown(&mut self, owner: u64) -> Vec<Destructor> {
+        let refs = self.owned.remove(&owner).unwrap_or_default();
+        refs.into_iter()
+            .filter_map(|(o, n)| self.object_release(o, n).ok().flatten())
+            .collect()
+    }
+
+    /// `cuUserObjectCreate`: a user object with `refs` references.
+    pub fn object_create(&mut self, destructor: Destructor, refs: u32) -> R<u64> {
+        if refs == 0 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                "a user object needs at least one reference",
+            ));
+        }
+        let h = self.number();
+        self.objects.insert(
+            h,
+            UserObject {
+                destructor,
+                refs: refs.into(),
+            },
+        );
+        Ok(h)
+    }
+
+    /// `cuUserObjectRetain`.
+    pub fn object_retain(&mut self, object: u64, n: u32) -> R<()> {
+        let o = self.objects.get_mut(&object).ok_or_else(|| {
+            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("user object {object:#x}"))
+        })?;
+        if n == 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "a count of 0"));
+        }
+        o.refs += u64::from(n);
+        Ok(())
+    }
+
+    /// `cuUserObjectRelease`: the destructor to call when that was the last reference.
+    pub fn object_release(&mut self, object: u64, n: u32) -> R<Option<Destructor>> {
+        let o = self.objects.get_mut(&object).ok_or_else(|| {
+            Fail::new(CUDA_ERROR_INVALID_VALUE, format!("user object {object:#x}"))
+        })?;
+        if n == 0 || u64::from(n) > o.refs {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("releasing {n} of {} references", o.refs),
+            ));
+        }
+        o.refs -= u64::from(n);
+        if o.refs > 0 {
+            return Ok(None);
+        }
+        Ok(self.objects.remove(&object).map(|o| o.destructor))
+    }
+
+    /// `cuGraphRetainUserObject`: the graph takes `n` references (with
+    /// `CU_GRAPH_USER_OBJECT_MOVE`, the caller's own).
+    pub fn graph_retain_object(&mut self, graph: u64, object: u64, n: u32, moved: bool) -> R<()> {
+        self.graph(graph)?;
+        if moved {
+            if !self.objects.contains_key(&object) || n == 0 {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!("user object {object:#x}, count {n}"),
+                ));
+            }
+        } else {
+            self.object_retain(object, n)?;
+        }
+        self.owned.entry(graph).or_default().push((object, n));
+        Ok(())
+    }
+
+    /// `cuGraphReleaseUserObject`.
+    pub fn graph_release_object(
+        &mut self,
+        graph: u64,
+        object: u64,
+        n: u32,
+    ) -> R<Option<Destructor>> {
+        self.graph(graph)?;
+        let held: u32 = self.owned.get(&graph).map_or(0, |v| {
+            v.iter().filter(|(o, _)| *o == object).map(|(_, c)| c).sum()
+        });
+        if n == 0 || n > held {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!(
+                    "graph {graph:#x} holds {held} references of user object {object:#x}, not {n}"
+                ),
+            ));
+        }
+        let refs = self.owned.entry(graph).or_default();
+        refs.retain(|(o, _)| *o != object);
+        if held > n {
+            refs.push((object, held - n));
+        }
+        self.object_release(object, n)
+    }
+
+    /// `cuGraphInstantiateWithFlags`: the executable graph.
+    pub fn instantiate(&mut self, graph: u64, flags: u64) -> R<u64> {
+        let known = INSTANTIATE_AUTO_FREE
+            | INSTANTIATE_UPLOAD
+            | INSTANTIATE_DEVICE_LAUNCH
+            | INSTANTIATE_USE_NODE_PRIORITY;
+        if flags & !known != 0 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("graph instantiate flags {flags:#x}"),
+            ));
+        }
+        if flags & INSTANTIATE_DEVICE_LAUNCH != 0 {
+            return Err(if flags & INSTANTIATE_AUTO_FREE != 0 {
+                Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    "device launch and auto-free on launch exclude each other",
+                )
+            } else {
+                Fail::new(
+                    CUDA_ERROR_NOT_SUPPORTED,
+                    "graphs launched from the device are not supported",
+                )
+            });
+        }
+        let g = self.graph(graph)?;
+        let h = self.number();
+        self.execs.insert(h, g);
+        // The executable graph holds references of its own to the graph's user objects.
+        let refs = self.owned.get(&graph).cloned().unwrap_or_default();
+        for (o, n) in &refs {
+            self.object_retain(*o, *n)?;
+        }
+        self.owned.insert(h, refs);
+        Ok(h)
+    }
+
+    /// The work of executable graph `exec`.
+    pub fn exec(&self, exec: u64) -> R<Graph> {
+        self.execs
+            .get(&exec)
+            .cloned()
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph exec {exec:#x}")))
+    }
+
+    /// `cuGraphExecDestroy`: the destructors of user objects whose last reference it held.
+    pub fn exec_destroy(&mut self, exec: u64) -> R<Vec<Destructor>> {
+        self.execs
+            .remove(&exec)
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph exec {exec:#x}")))?;
+        Ok(self.disown(exec))
+    }
+
+    /// Refuses `what` (a context-wide synchronisation) while any stream captures: it
+    /// would wait for work that does not run. Every capture is invalidated.
+    pub fn refuse_any(&mut self, what: &str) -> R<()> {
+        if self.sequences.is_empty() {
+            return Ok(());
+        }
+        for seq in self.sequences.values_mut() {
+            seq.invalid
+                .get_or_insert_with(|| format!("{what} during the capture"));
+        }
+        Err(Fail::new(
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+            format!("{what}: a stream is capturing"),
+        ))
+    }
+}
