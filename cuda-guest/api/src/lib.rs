@@ -337,6 +337,9 @@ code_enum! {
         AsyncEngineCount = 40,
         /// `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY`.
         ManagedMemory = 83,
+        /// `CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS`: the host and the device may
+        /// use managed memory at the same time.
+        ConcurrentManagedAccess = 89,
         /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`.
         HostRegisterSupported = 99,
         /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` (`cuMemAllocAsync`).
@@ -806,6 +809,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Safety
     /// No pending asynchronous operation uses the range.
     unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()>;
+    /// The device's address of page-locked host memory at `host` (from
+    /// [`Backend::host_alloc`] or [`Backend::host_register`]): what kernels use to reach
+    /// it (`cuMemHostGetDevicePointer`). Provided as not supported, for backends whose
+    /// device cannot reach host memory.
+    fn host_device_pointer(&self, host: *mut u8) -> Result<DevicePtr> {
+        let _ = host;
+        Err(CudaError::builtin(
+            sys::CUDA_ERROR_NOT_SUPPORTED,
+            "cuMemHostGetDevicePointer_v2",
+        )
+        .into())
+    }
+    /// Allocates `bytes` of managed memory (`cuMemAllocManaged`): one address that
+    /// both the host and the device use. Provided as not supported.
+    fn mem_alloc_managed(&self, bytes: usize) -> Result<DevicePtr> {
+        let _ = bytes;
+        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuMemAllocManaged").into())
+    }
 
     // Streams.
     /// Creates a stream in the current context.

@@ -13,7 +13,6 @@ use crate::driver::Driver;
 use crate::fail::{Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
-use vmgpu_cuda_api::DeviceAttribute;
 
 static ENGINE: OnceLock<Result<Driver, Fail>> = OnceLock::new();
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
@@ -1918,6 +1917,7 @@ fn pointer_info(ptr: u64) -> R<Option<crate::driver::PointerInfo>> {
         size,
         buffer_id: base,
         host: true,
+        managed: false,
     }))
 }
 
@@ -1937,26 +1937,41 @@ unsafe fn write_pointer_attribute(
         match attribute {
             // CONTEXT: a CUcontext.
             1 => out(data.cast::<Handle>(), ptr(i.ctx))?,
-            // MEMORY_TYPE: CU_MEMORYTYPE_HOST (1) or _DEVICE (2), an unsigned int.
+            // MEMORY_TYPE: CU_MEMORYTYPE_HOST (1) or _DEVICE (2, managed memory too), an
+            // unsigned int.
             2 => out(data.cast::<c_uint>(), if i.host { 1 } else { 2 })?,
-            // DEVICE_POINTER: device memory's own address (host memory is not mapped).
+            // DEVICE_POINTER: device memory's own address; page-locked memory's mapping.
             3 if !i.host => out(data.cast::<u64>(), at)?,
-            // HOST_POINTER: page-locked memory's own address (device memory has none).
-            4 if i.host => out(data.cast::<*mut c_void>(), at as usize as *mut c_void)?,
+            3 => {
+                let d = driver()?.host_device_pointer(i.ctx, at as usize as *mut u8)?;
+                out(data.cast::<u64>(), d)?
+            }
+            // HOST_POINTER: page-locked and managed memory's own address (device
+            // memory has none).
+            4 if i.host || i.managed => {
+                out(data.cast::<*mut c_void>(), at as usize as *mut c_void)?
+            }
             // SYNC_MEMOPS: off (cuPointerSetAttribute is not supported).
             6 => out(data.cast::<c_int>(), 0)?,
             // BUFFER_ID: an unsigned long long.
             7 => out(data.cast::<u64>(), i.buffer_id)?,
-            // IS_MANAGED: no managed memory here.
-            8 => out(data.cast::<c_int>(), 0)?,
+            // IS_MANAGED.
+            8 => out(data.cast::<c_int>(), i.managed as c_int)?,
             // DEVICE_ORDINAL: device 0.
             9 => out(data.cast::<c_int>(), 0)?,
             // RANGE_START_ADDR and RANGE_SIZE.
             11 => out(data.cast::<u64>(), i.base)?,
             12 => out(data.cast::<usize>(), i.size as usize)?,
-            // MAPPED: device memory is mapped (usable by the device).
-            13 => out(data.cast::<c_int>(), !i.host as c_int)?,
-            3 | 4 => {
+            // MAPPED: usable by the device: device memory, and page-locked memory where
+            // the backend maps it.
+            13 => {
+                let mapped = !i.host
+                    || driver()?
+                        .host_device_pointer(i.ctx, at as usize as *mut u8)
+                        .is_ok();
+                out(data.cast::<c_int>(), mapped as c_int)?
+            }
+            4 => {
                 return Err(Fail::new(
                     CUDA_ERROR_INVALID_VALUE,
                     format!(
@@ -2031,8 +2046,9 @@ entry! {
     /// `cuMemGetAddressRange_v2`: the allocation `p` points into (either output may be
     /// NULL); `CUDA_ERROR_NOT_FOUND` for an address in none.
     fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, p: CUdeviceptr) {
+        let e = driver()?;
         let i = pointer_info(p)?
-            .filter(|i| !i.host)
+            .filter(|i| !i.host || e.host_device_pointer(i.ctx, p as usize as *mut u8).is_ok())
             .ok_or_else(|| Fail::new(CUDA_ERROR_NOT_FOUND, format!("{p:#x} is in no device allocation")))?;
         // SAFETY: each output is optional and written only when non-null.
         unsafe {
@@ -2061,10 +2077,8 @@ entry! {
 }
 
 entry! {
-    /// `cuMemHostGetDevicePointer_v2`: the device address of mapped host memory. No
-    /// device of this library maps host memory (`CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`
-    /// is 0 on the simulator), so, as NVIDIA's driver on such a device, the answer is
-    /// `CUDA_ERROR_INVALID_VALUE`.
+    /// `cuMemHostGetDevicePointer_v2`: the device address of page-locked host memory
+    /// (on the simulator the host address itself: unified addressing).
     fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) {
         if pdptr.is_null() || p.is_null() {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pointer"));
@@ -2072,18 +2086,135 @@ entry! {
         if flags != 0 {
             return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x} (must be 0)")));
         }
-        let e = driver()?;
-        let d = e.ctx_device(current()?)?;
-        let can_map = e.device_attribute(d, DeviceAttribute::CanMapHostMemory.code())?;
-        Err(if can_map == 0 {
-            Fail::new(
-                CUDA_ERROR_INVALID_VALUE,
-                format!("device {d} cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)"),
-            )
-        } else {
-            Fail::new(CUDA_ERROR_NOT_SUPPORTED, format!("mapping host memory into device {d}"))
-        })
+        let d = driver()?.host_device_pointer(current()?, p.cast())?;
+        // SAFETY: checked non-null; a CUdeviceptr slot.
+        unsafe { out(pdptr, d) }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Managed memory.
+
+/// `CU_MEM_ATTACH_GLOBAL`, `_HOST`, `_SINGLE`.
+const MEM_ATTACH_GLOBAL: c_uint = 1;
+const MEM_ATTACH_HOST: c_uint = 2;
+const MEM_ATTACH_SINGLE: c_uint = 4;
+
+entry! {
+    /// `cuMemAllocManaged`: one address for the host and the device (flags
+    /// `CU_MEM_ATTACH_GLOBAL` or `_HOST`; on the simulator both reach it at once).
+    fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) {
+        if dptr.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr"));
+        }
+        if flags != MEM_ATTACH_GLOBAL && flags != MEM_ATTACH_HOST {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("flags {flags:#x} (CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST)"),
+            ));
+        }
+        if bytes == 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "0 bytes"));
+        }
+        let p = driver()?.mem_alloc_managed(current()?, bytes as u64)?;
+        // SAFETY: checked non-null; a CUdeviceptr slot.
+        unsafe { out(dptr, p) }
+    }
+}
+
+/// Checks that `ptr..ptr+count` is managed memory of this driver (for advice,
+/// prefetches and stream attachment, which need no work here: the memory is where both
+/// the host and the device reach it).
+fn managed_range(ptr: CUdeviceptr, count: usize, what: &str) -> R<()> {
+    let i = pointer_info(ptr)?.filter(|i| i.managed).ok_or_else(|| {
+        Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{what}: {ptr:#x} is not managed memory"),
+        )
+    })?;
+    if (ptr - i.base).saturating_add(count as u64) > i.size {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!(
+                "{what}: {ptr:#x}+{count} runs past its allocation ({} bytes)",
+                i.size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemLocation {
+    ty: c_int,
+    id: c_int,
+}
+
+/// `CUmem_advise` values 1..=6 (read mostly, preferred location, accessed by, each set
+/// and unset).
+fn advise(ptr: CUdeviceptr, count: usize, advice: c_int) -> R<()> {
+    if !(1..=6).contains(&advice) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("advice {advice}"),
+        ));
+    }
+    managed_range(ptr, count, "cuMemAdvise")
+}
+
+/// A prefetch: stream-ordered and nothing to move; the stream must be live.
+fn prefetch(ptr: CUdeviceptr, count: usize, s: u64) -> R<()> {
+    managed_range(ptr, count, "cuMemPrefetchAsync")?;
+    driver()?.stream_exists(stream_ctx(s)?, s)
+}
+
+entry! {
+    /// `cuMemAdvise`: a hint; managed memory here is host memory both sides reach.
+    fn cuMemAdvise(ptr: CUdeviceptr, count: usize, advice: c_int, _device: CUdevice) { advise(ptr, count, advice) }
+}
+entry! {
+    /// `cuMemAdvise_v2`.
+    fn cuMemAdvise_v2(ptr: CUdeviceptr, count: usize, advice: c_int, _location: MemLocation) { advise(ptr, count, advice) }
+}
+entry! {
+    /// `cuMemPrefetchAsync`: nothing to move (see `cuMemAdvise`).
+    fn cuMemPrefetchAsync(ptr: CUdeviceptr, count: usize, _device: CUdevice, s: Handle) { prefetch(ptr, count, strm(s, false)) }
+}
+entry! {
+    /// `cuMemPrefetchAsync_ptsz`.
+    fn cuMemPrefetchAsync_ptsz(ptr: CUdeviceptr, count: usize, _device: CUdevice, s: Handle) { prefetch(ptr, count, strm(s, true)) }
+}
+entry! {
+    /// `cuMemPrefetchAsync_v2`.
+    fn cuMemPrefetchAsync_v2(ptr: CUdeviceptr, count: usize, _location: MemLocation, _flags: c_uint, s: Handle) { prefetch(ptr, count, strm(s, false)) }
+}
+entry! {
+    /// `cuMemPrefetchAsync_v2_ptsz`.
+    fn cuMemPrefetchAsync_v2_ptsz(ptr: CUdeviceptr, count: usize, _location: MemLocation, _flags: c_uint, s: Handle) { prefetch(ptr, count, strm(s, true)) }
+}
+
+/// `cuStreamAttachMemAsync`: which streams may use managed memory; here any may, so
+/// only the arguments are checked.
+fn attach_mem(s: u64, ptr: CUdeviceptr, len: usize, flags: c_uint) -> R<()> {
+    if ![MEM_ATTACH_GLOBAL, MEM_ATTACH_HOST, MEM_ATTACH_SINGLE].contains(&flags) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("flags {flags:#x}"),
+        ));
+    }
+    managed_range(ptr, len, "cuStreamAttachMemAsync")?;
+    driver()?.stream_exists(stream_ctx(s)?, s)
+}
+
+entry! {
+    /// `cuStreamAttachMemAsync`.
+    fn cuStreamAttachMemAsync(s: Handle, ptr: CUdeviceptr, len: usize, flags: c_uint) { attach_mem(strm(s, false), ptr, len, flags) }
+}
+entry! {
+    /// `cuStreamAttachMemAsync_ptsz`.
+    fn cuStreamAttachMemAsync_ptsz(s: Handle, ptr: CUdeviceptr, len: usize, flags: c_uint) { attach_mem(strm(s, true), ptr, len, flags) }
 }
 
 fn host_register(p: *mut c_void, bytes: usize, flags: c_uint) -> R<()> {
@@ -2973,9 +3104,6 @@ unsupported! {
     cuLogsUnregisterCallback,
     cuMemAddressFree,
     cuMemAddressReserve,
-    cuMemAdvise,
-    cuMemAdvise_v2,
-    cuMemAllocManaged,
     cuMemAllocPitch_v2,
     cuMemBatchDecompressAsync,
     cuMemBatchDecompressAsync_ptsz,
@@ -2997,10 +3125,6 @@ unsupported! {
     cuMemPoolImportFromShareableHandle,
     cuMemPoolImportPointer,
     cuMemPoolSetAccess,
-    cuMemPrefetchAsync,
-    cuMemPrefetchAsync_ptsz,
-    cuMemPrefetchAsync_v2,
-    cuMemPrefetchAsync_v2_ptsz,
     cuMemRangeGetAttribute,
     cuMemRangeGetAttributes,
     cuMemRelease,
@@ -3087,8 +3211,6 @@ unsupported! {
     cuProfilerInitialize,
     cuSignalExternalSemaphoresAsync,
     cuSignalExternalSemaphoresAsync_ptsz,
-    cuStreamAttachMemAsync,
-    cuStreamAttachMemAsync_ptsz,
     cuStreamBatchMemOp,
     cuStreamBatchMemOp_v2,
     cuStreamBatchMemOp_v2_ptsz,

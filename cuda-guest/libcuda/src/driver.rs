@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vmgpu_cuda_api::{
-    Backend, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
+    Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
     FunctionAttribute, HostAlloc, HostAllocFlags, HostFunc, HostRegisterFlags, LaunchConfig,
     Module, ParamLayout, Stream, StreamFlags,
 };
@@ -63,6 +63,8 @@ struct Tables {
     /// Device allocations made in the context: base to (size, buffer id), for
     /// `cuPointerGetAttribute` and `cuMemGetAddressRange`.
     allocs: BTreeMap<u64, (u64, u64)>,
+    /// Which of them are managed memory (`cuMemAllocManaged`).
+    managed: std::collections::HashSet<u64>,
     /// The limits the program set (`cuCtxSetLimit`); the others are [`LIMITS`]'.
     limits: HashMap<i32, u64>,
 }
@@ -93,6 +95,9 @@ pub struct PointerInfo {
     /// Page-locked host memory (`cuMemHostAlloc`, `cuMemHostRegister`), else device
     /// memory.
     pub host: bool,
+    /// Managed memory (`cuMemAllocManaged`): device memory the host uses at the same
+    /// address.
+    pub managed: bool,
 }
 
 /// One context of the program: the backend's context and what was made in it.
@@ -313,9 +318,22 @@ impl Driver {
     }
 
     pub fn device_attribute(&self, dev: u32, attr: i32) -> R<i32> {
-        Ok(self
-            .backend
-            .device_attribute(self.device(dev)?, DeviceAttribute::from_code(attr))?)
+        let a = DeviceAttribute::from_code(attr);
+        let v = self.backend.device_attribute(self.device(dev)?, a)?;
+        // Forwarded, the device is the server's and the host memory is the guest's:
+        // the protocol carries no mapping of one into the other, so neither mapped
+        // page-locked memory nor managed memory exists for this program, whatever the
+        // server's device can do.
+        let host_memory_features = matches!(
+            a,
+            DeviceAttribute::CanMapHostMemory
+                | DeviceAttribute::ManagedMemory
+                | DeviceAttribute::ConcurrentManagedAccess
+        );
+        if host_memory_features && self.backend.kind() == BackendKind::Remote {
+            return Ok(0);
+        }
+        Ok(v)
     }
 
     pub fn device_total_mem(&self, dev: u32) -> R<u64> {
@@ -648,8 +666,37 @@ impl Driver {
     pub fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
         let c = self.bound(ctx)?;
         self.backend.mem_free(DevicePtr(ptr))?;
-        lock(&c.tables).allocs.remove(&ptr);
+        let mut t = lock(&c.tables);
+        t.allocs.remove(&ptr);
+        t.managed.remove(&ptr);
         Ok(())
+    }
+
+    /// `cuMemAllocManaged`: memory the host and the device use at one address.
+    pub fn mem_alloc_managed(&self, ctx: u64, bytes: u64) -> R<u64> {
+        let c = self.bound(ctx)?;
+        let size = usize::try_from(bytes)
+            .map_err(|_| Fail::new(CUDA_ERROR_OUT_OF_MEMORY, "allocation too large"))?;
+        let p = self.backend.mem_alloc_managed(size)?.0;
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let mut t = lock(&c.tables);
+        t.allocs.insert(p, (bytes, id));
+        t.managed.insert(p);
+        Ok(p)
+    }
+
+    /// `cuMemHostGetDevicePointer`: the device's address of page-locked host memory.
+    pub fn host_device_pointer(&self, ctx: u64, host: *mut u8) -> R<u64> {
+        self.bound(ctx)?;
+        let dev = self.ctx_device(ctx)?;
+        if self.device_attribute(dev, DeviceAttribute::CanMapHostMemory.code())? == 0 {
+            // As NVIDIA's driver answers on a device that cannot map host memory.
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("device {dev} cannot map host memory (CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)"),
+            ));
+        }
+        Ok(self.backend.host_device_pointer(host)?.0)
     }
 
     /// The allocation `ptr` points into: device memory of a live context (an
@@ -672,6 +719,7 @@ impl Driver {
                         size,
                         buffer_id,
                         host: false,
+                        managed: t.managed.contains(&base),
                     });
                 }
             }
@@ -686,6 +734,7 @@ impl Driver {
                             // module, and no allocation starts at it meanwhile).
                             buffer_id: base,
                             host: false,
+                            managed: false,
                         });
                     }
                 }
@@ -699,6 +748,7 @@ impl Driver {
                 size,
                 buffer_id: base as u64,
                 host: true,
+                managed: false,
             })
         })
     }
@@ -741,6 +791,11 @@ impl Driver {
                 (2, Some(s)) => self.backend.memset_d16_async(d, value as u16, n, &s)?,
                 (_, Some(s)) => self.backend.memset_d32_async(d, value, n, &s)?,
             }
+        }
+        // The synchronous form is asynchronous for device memory, but not when the
+        // host reaches the memory (page-locked or managed): it returns once done.
+        if stream.is_none() && self.pointer(dst).is_some_and(|i| i.host || i.managed) {
+            self.backend.stream_synchronize(&Stream::DEFAULT)?;
         }
         Ok(())
     }

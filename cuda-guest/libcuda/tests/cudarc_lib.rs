@@ -56,50 +56,43 @@ const KNOWN: &[(&str, Modes, &str)] = &[
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_memory_global",
-        BOTH,
-        "managed memory (cuMemAllocManaged) is not supported",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_memory_host",
-        BOTH,
-        "managed memory",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_memory_single_stream",
-        BOTH,
-        "managed memory",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_slice_copy_to_views",
-        BOTH,
-        "managed memory",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_slice_split_at",
-        BOTH,
-        "managed memory",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
     (
         "driver::safe::unified_memory::tests::test_unified_slice_views_respect_stream_attachment",
-        BOTH,
-        "managed memory",
+        FORWARDED,
+        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
     ),
 ];
 
-/// Which modes a known failure fails in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Modes {
-    sim: bool,
-    forwarded: bool,
-}
-const BOTH: Modes = Modes {
-    sim: true,
-    forwarded: true,
-};
-const FORWARDED: Modes = Modes {
-    sim: false,
-    forwarded: true,
-};
+/// The known failures that are timings of host memory kinds the simulator does not
+/// model (pinned, pageable and write-combined memory cost the same there): under CPU
+/// contention either may come out either way, so they are reported, not held to.
+const TIMING: &[&str] = &[
+    "driver::safe::core::tests::test_default_pinned_host_reads_are_faster_than_write_combined",
+    "driver::safe::core::tests::test_pinned_copy_is_faster",
+];
 
 fn tests_binary() -> PathBuf {
     std::env::var_os("VMGPU_CUDARC_TESTS")
@@ -164,12 +157,24 @@ fn run_all(env: &[(&str, &str)], forwarded: bool) {
     for (name, why) in &failed {
         println!("  failed: {name}: {why}");
     }
-    let known: Vec<&str> = KNOWN
-        .iter()
-        .filter(|(_, m, _)| if forwarded { m.forwarded } else { m.sim })
-        .map(|(k, _, _)| *k)
+    let timing = TIMING;
+    for t in timing {
+        let verdict = if failed.iter().any(|(f, _)| f == t) {
+            "failed"
+        } else {
+            "passed"
+        };
+        println!("  timing, not held to: {t}: {verdict}");
+    }
+    let known: Vec<&str> = known_in(KNOWN, forwarded)
+        .into_iter()
+        .filter(|k| !timing.contains(k))
         .collect();
-    let failed: Vec<String> = failed.into_iter().map(|(name, _)| name).collect();
+    let failed: Vec<String> = failed
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|f| !timing.contains(&f.as_str()))
+        .collect();
     failures_are_the_known_ones(mode, &failed, &known);
 }
 

@@ -239,6 +239,8 @@ struct State {
     host: HashMap<usize, Layout>,
     /// Registered host ranges: start to length.
     registered: BTreeMap<usize, usize>,
+    /// Page-locked host ranges the device reaches at their own address: start to length.
+    mapped: BTreeMap<u64, u64>,
 }
 
 impl State {
@@ -255,7 +257,7 @@ impl State {
                 .is_some_and(|end| end <= size),
             None => false,
         };
-        within(&self.allocs) || within(&self.variables)
+        within(&self.allocs) || within(&self.variables) || within(&self.mapped)
     }
 }
 
@@ -777,10 +779,13 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::EccEnabled => 0,
         A::UnifiedAddressing => 1,
         A::Integrated => 0,
-        A::CanMapHostMemory => 0,
+        // Page-locked host memory is mapped at its own address, and managed memory is
+        // host memory at one address for both: the host and kernels may use it at once.
+        A::CanMapHostMemory => 1,
         A::ConcurrentKernels => 0,
         A::AsyncEngineCount => 1,
-        A::ManagedMemory => 0,
+        A::ManagedMemory => 1,
+        A::ConcurrentManagedAccess => 1,
         A::HostRegisterSupported => 1,
         // cuMemAllocAsync and cuMemFreeAsync work (as on an H100), from each device's
         // one default pool (libcuda.so.1 answers its cuMemPool* queries).
@@ -1220,23 +1225,89 @@ impl SimContext {
             );
         }
         st.host.insert(p as usize, layout);
+        drop(st);
+        // Mapped for the device at its own address (unified addressing: page-locked
+        // memory is the device's too, as `cuMemHostGetDevicePointer` gives out).
+        // SAFETY: the memory stays allocated until `host_free`, which unmaps it first,
+        // once the device is idle.
+        self.guarded(OP, |sim| unsafe { sim.map_host(p as u64, bytes as u64) })?
+            .map_err(|e| self.fault_error(&fault_of(&e, 0), OP))?;
+        self.shared.state().mapped.insert(p as u64, bytes as u64);
         Ok(HostAlloc::from_raw(self.id, p as usize, bytes))
     }
 
     unsafe fn host_free(&self, mem: HostAlloc) -> Result<()> {
-        self.owned(mem.owner(), "cuMemFreeHost")?;
-        let mut st = self.shared.state();
+        const OP: &str = "cuMemFreeHost";
+        self.owned(mem.owner(), OP)?;
+        let st = self.shared.state();
+        let seq = st.submitted;
+        let mut st = self.wait_for(st, seq, OP)?;
         let Some(layout) = st.host.remove(&(mem.as_ptr() as usize)) else {
             return self.fail(
                 sys::CUDA_ERROR_INVALID_VALUE,
-                "cuMemFreeHost",
+                OP,
                 "not memory from cuMemHostAlloc of this backend".into(),
             );
         };
+        st.mapped.remove(&(mem.as_ptr() as u64));
+        drop(st);
+        // The device is idle (waited for above): no kernel reaches it after this.
+        let _ = self.guarded(OP, |sim| sim.unmap_host(mem.as_ptr() as u64));
         // SAFETY: the address came from `alloc_zeroed(layout)` and was removed from the
-        // map, so it is freed once; the caller guarantees nothing uses it any more.
+        // map, so it is freed once; the caller guarantees nothing uses it any more, and
+        // the device no longer maps it.
         unsafe { std::alloc::dealloc(mem.as_ptr(), layout) };
         Ok(())
+    }
+
+    fn host_device_pointer(&self, host: *mut u8) -> Result<DevicePtr> {
+        const OP: &str = "cuMemHostGetDevicePointer_v2";
+        drop(self.live(OP)?);
+        let addr = host as u64;
+        match self.guarded(OP, |sim| Ok(sim.host_mapped(addr)))? {
+            Ok(true) => Ok(DevicePtr(addr)),
+            _ => self.fail(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                OP,
+                format!("{addr:#x} is not page-locked host memory of this context"),
+            ),
+        }
+    }
+
+    fn mem_alloc_managed(&self, bytes: usize) -> Result<DevicePtr> {
+        const OP: &str = "cuMemAllocManaged";
+        let total = self.shared.config.memory_limit;
+        {
+            let mut st = self.live(OP)?;
+            if bytes == 0 {
+                return self.fail(sys::CUDA_ERROR_INVALID_VALUE, OP, "0 bytes".into());
+            }
+            let used = self.shared.device_used();
+            if used.saturating_add(bytes as u64) > total {
+                let detail = format!(
+                    "{bytes} bytes requested, {used} of the virtual device's {total} in use"
+                );
+                return self.fail(sys::CUDA_ERROR_OUT_OF_MEMORY, OP, detail);
+            }
+            self.shared.charge(&mut st, bytes as u64);
+        }
+        let r = self.guarded(OP, |sim| sim.malloc_managed(bytes as u64));
+        let mut st = self.shared.state();
+        match r {
+            Ok(Ok(p)) => {
+                st.allocs.insert(p.0, bytes as u64);
+                Ok(p)
+            }
+            Ok(Err(e)) => {
+                self.shared.refund(&mut st, bytes as u64);
+                let f = fault_of(&e, 0);
+                self.fail(f.code, OP, f.detail)
+            }
+            Err(e) => {
+                self.shared.refund(&mut st, bytes as u64);
+                Err(e)
+            }
+        }
     }
 
     unsafe fn host_register(
@@ -1271,12 +1342,28 @@ impl SimContext {
             );
         }
         st.registered.insert(start, bytes);
+        drop(st);
+        // Mapped for the device at its own address, as page-locked memory is under
+        // unified addressing. A range the simulator cannot map (it overlaps simulated
+        // device memory) stays registered for copies only.
+        // SAFETY: the caller keeps the range mapped until `host_unregister`, which
+        // unmaps it once the device is idle.
+        if let Ok(Ok(_)) = self.guarded(OP, |sim| unsafe {
+            sim.map_host(start as u64, bytes as u64)
+        }) {
+            self.shared
+                .state()
+                .mapped
+                .insert(start as u64, bytes as u64);
+        }
         Ok(())
     }
 
     unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
         const OP: &str = "cuMemHostUnregister";
-        let mut st = self.live(OP)?;
+        let st = self.live(OP)?;
+        let seq = st.submitted;
+        let mut st = self.wait_for(st, seq, OP)?;
         if st.registered.remove(&(ptr as usize)).is_none() {
             return self.fail(
                 sys::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
@@ -1284,6 +1371,10 @@ impl SimContext {
                 format!("{:#x} is not the start of a registered range", ptr as usize),
             );
         }
+        st.mapped.remove(&(ptr as u64));
+        drop(st);
+        // The device is idle (waited for above): no kernel reaches it after this.
+        let _ = self.guarded(OP, |sim| sim.unmap_host(ptr as u64));
         Ok(())
     }
 
@@ -1974,6 +2065,8 @@ impl Backend for SimBackend {
         unsafe fn host_free(mem: HostAlloc) -> Result<()>;
         unsafe fn host_register(ptr: *mut u8, bytes: usize, flags: HostRegisterFlags) -> Result<()>;
         unsafe fn host_unregister(ptr: *mut u8) -> Result<()>;
+        fn host_device_pointer(host: *mut u8) -> Result<DevicePtr>;
+        fn mem_alloc_managed(bytes: usize) -> Result<DevicePtr>;
         fn stream_create(flags: StreamFlags) -> Result<Stream>;
         fn stream_synchronize(stream: &Stream) -> Result<()>;
         fn stream_query(stream: &Stream) -> Result<bool>;

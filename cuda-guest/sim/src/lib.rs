@@ -832,6 +832,66 @@ impl Simulator {
         Ok(DevicePtr(a.base))
     }
 
+    /// Allocates managed memory (zero-filled): host memory the device reaches at the
+    /// same address, so the returned pointer is both the device's and the host's.
+    pub fn malloc_managed(&mut self, bytes: u64) -> Result<DevicePtr, SimError> {
+        self.check_sticky()?;
+        let oom = |mem: &memory::Memory| SimError::OutOfMemory {
+            requested: bytes,
+            in_use: mem.bytes_live,
+            limit: self.config.memory_limit,
+        };
+        if self.mem.bytes_live.saturating_add(bytes) > self.config.memory_limit {
+            return Err(oom(&self.mem));
+        }
+        let words = memory::Words::zeroed_host(bytes).ok_or_else(|| oom(&self.mem))?;
+        let base = words.host_address().ok_or_else(|| oom(&self.mem))?;
+        let a = self
+            .mem
+            .map_host(base, bytes, words, false)
+            .ok_or_else(|| oom(&self.mem))?;
+        Ok(DevicePtr(a.base))
+    }
+
+    /// Maps the program's host memory `ptr..ptr+len` for the device at its own address
+    /// (page-locked memory under unified addressing); the device pointer is `ptr`.
+    ///
+    /// # Safety
+    /// The range stays valid, readable and writable host memory until
+    /// [`Simulator::unmap_host`] and no kernel touching it runs after that.
+    pub unsafe fn map_host(&mut self, ptr: u64, len: u64) -> Result<DevicePtr, SimError> {
+        let base = ptr & !3;
+        let size = len + (ptr & 3);
+        let refused = |message: &str| SimError::InvalidPointer {
+            ptr: DevicePtr(ptr),
+            len,
+            message: message.into(),
+        };
+        // SAFETY: forwarded from the caller.
+        let words = unsafe { memory::Words::program_host(base, size) }
+            .ok_or_else(|| refused("not a host range"))?;
+        self.mem
+            .map_host(base, size, words, true)
+            .ok_or_else(|| refused("overlaps device memory or another mapped range"))?;
+        Ok(DevicePtr(ptr))
+    }
+
+    /// Whether `addr` lies in host memory mapped by [`Simulator::map_host`].
+    pub fn host_mapped(&self, addr: u64) -> bool {
+        self.mem.find(addr, 1).is_some_and(|(a, _)| a.host_mapped)
+    }
+
+    /// Unmaps host memory mapped by [`Simulator::map_host`] at `ptr`.
+    pub fn unmap_host(&mut self, ptr: u64) -> Result<(), SimError> {
+        self.mem
+            .free(ptr & !3)
+            .map_err(|_| SimError::InvalidPointer {
+                ptr: DevicePtr(ptr),
+                len: 0,
+                message: "not mapped host memory".into(),
+            })
+    }
+
     /// Frees an allocation.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), SimError> {
         self.check_sticky()?;

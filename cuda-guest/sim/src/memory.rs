@@ -1,9 +1,105 @@
 //! Device memory: allocations at tagged 64-bit addresses that are never reused, so a
 //! null, freed or foreign pointer is recognised; contents are relaxed atomics so that
 //! blocks running on several host threads never race in the Rust sense.
+//!
+//! Host memory the device reaches (managed memory, page-locked host memory) is an
+//! allocation too, at its host address (unified addressing: the device pointer is the
+//! host pointer), whose words are the host's bytes.
 
+use std::alloc::Layout;
+use std::ops::Deref;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
+
+/// Where an allocation's words live.
+#[derive(Debug)]
+pub(crate) enum Words {
+    /// The simulator's own memory.
+    Owned(Box<[AtomicU32]>),
+    /// Host memory at the allocation's address: `len` words from `ptr`, freed with
+    /// `free` when the allocation goes (memory the simulator made), or the program's
+    /// (`free` is `None`).
+    Host {
+        ptr: NonNull<AtomicU32>,
+        len: usize,
+        free: Option<Layout>,
+    },
+}
+
+// SAFETY: the host words are only reached as `AtomicU32`s (shared access is what atomics
+// are for), and the memory stays valid while the allocation lives: the simulator's own
+// is freed only when it is dropped, the program's is unmapped (removed from the live
+// list, after the device is idle) before the program may free it.
+unsafe impl Send for Words {}
+// SAFETY: as above.
+unsafe impl Sync for Words {}
+
+impl Deref for Words {
+    type Target = [AtomicU32];
+    fn deref(&self) -> &[AtomicU32] {
+        match self {
+            Words::Owned(b) => b,
+            // SAFETY: `ptr..ptr+len` words are valid, aligned host memory while the
+            // allocation lives (see the `Send` argument), only accessed atomically here.
+            Words::Host { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+        }
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        if let Words::Host {
+            ptr,
+            free: Some(layout),
+            ..
+        } = self
+        {
+            // SAFETY: made by `alloc_zeroed(layout)` in `Words::zeroed_host` and freed
+            // only here, once.
+            unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), *layout) };
+        }
+    }
+}
+
+impl Words {
+    /// Zeroed, page-aligned host memory for `size` bytes that the host reaches at its
+    /// address (managed memory); `None` when the host has none.
+    pub fn zeroed_host(size: u64) -> Option<Words> {
+        let n = usize::try_from(size).ok()?.div_ceil(4).checked_add(1)?;
+        let layout = Layout::from_size_align(n.checked_mul(4)?, 4096).ok()?;
+        // SAFETY: `layout` has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        Some(Words::Host {
+            ptr: NonNull::new(p.cast())?,
+            len: n,
+            free: Some(layout),
+        })
+    }
+
+    /// The program's host memory `base..base+size` (`base` 4-aligned).
+    ///
+    /// # Safety
+    /// The range is valid, readable and writable host memory until the allocation is
+    /// removed from the live list (and the device is idle).
+    pub unsafe fn program_host(base: u64, size: u64) -> Option<Words> {
+        Some(Words::Host {
+            ptr: NonNull::new(base as usize as *mut AtomicU32)?,
+            len: usize::try_from(size).ok()?.div_ceil(4),
+            free: None,
+        })
+    }
+
+    /// Where its words start in the host's address space, for host memory.
+    pub fn host_address(&self) -> Option<u64> {
+        match self {
+            Words::Owned(_) => None,
+            Words::Host { ptr, .. } => Some(ptr.as_ptr() as usize as u64),
+        }
+    }
+}
 
 /// Where device allocations start (a tag per simulator in bits 40..47 tells simulators apart).
 pub(crate) const DEVICE_BASE: u64 = 0x0000_7000_0000_0000;
@@ -17,11 +113,13 @@ pub(crate) struct Alloc {
     pub id: u64,
     pub base: u64,
     pub size: u64,
-    words: Box<[AtomicU32]>,
+    words: Words,
     /// Module variable name, for module-scope `.global`/`.const` variables.
     pub name: Option<String>,
     /// A `.const` variable: kernels may not store to it.
     pub read_only: bool,
+    /// Host memory mapped for the device (not charged to device memory).
+    pub host_mapped: bool,
 }
 
 impl Alloc {
@@ -36,9 +134,10 @@ impl Alloc {
             id,
             base,
             size,
-            words: words.into_boxed_slice(),
+            words: Words::Owned(words.into_boxed_slice()),
             name,
             read_only,
+            host_mapped: false,
         })
     }
 
@@ -256,9 +355,14 @@ impl Memory {
         name: Option<String>,
         read_only: bool,
     ) -> Option<Arc<Alloc>> {
-        let base = self.next;
         let span = size.max(1).div_ceil(256) * 256 + GUARD;
-        let end = base.checked_add(span)?;
+        let mut base = self.next;
+        let mut end = base.checked_add(span)?;
+        // Host memory mapped at its own address may sit in the device range: step over.
+        while let Some(b) = self.overlap(base, end) {
+            base = (b.base + b.size.max(1)).div_ceil(256) * 256 + GUARD;
+            end = base.checked_add(span)?;
+        }
         if end >= (DEVICE_BASE | (self.tag << 40)) + (1 << 40) {
             return None;
         }
@@ -266,7 +370,52 @@ impl Memory {
         self.next = end;
         self.next_id += 1;
         self.bytes_live += size;
-        self.live.push(a.clone()); // bases increase: stays sorted
+        self.insert(a.clone());
+        Some(a)
+    }
+
+    /// A live allocation overlapping `[start, end)`.
+    fn overlap(&self, start: u64, end: u64) -> Option<&Arc<Alloc>> {
+        let i = self.live.partition_point(|a| a.base < end);
+        self.live[..i]
+            .last()
+            .filter(|a| a.base + a.size.max(1) > start)
+    }
+
+    /// Adds `a` to the live list, which stays sorted by base.
+    fn insert(&mut self, a: Arc<Alloc>) {
+        let i = self.live.partition_point(|x| x.base < a.base);
+        self.live.insert(i, a);
+    }
+
+    /// Host memory at its own address `base` (4-aligned), `size` bytes: managed memory
+    /// (charged to device memory) or mapped page-locked memory (`host_mapped`, not
+    /// charged). `None` when it overlaps a live allocation.
+    pub fn map_host(
+        &mut self,
+        base: u64,
+        size: u64,
+        words: Words,
+        host_mapped: bool,
+    ) -> Option<Arc<Alloc>> {
+        let end = base.checked_add(size.max(1))?;
+        if base & 3 != 0 || self.overlap(base, end).is_some() {
+            return None;
+        }
+        let a = Arc::new(Alloc {
+            id: self.next_id,
+            base,
+            size,
+            words,
+            name: None,
+            read_only: false,
+            host_mapped,
+        });
+        self.next_id += 1;
+        if !host_mapped {
+            self.bytes_live += size;
+        }
+        self.insert(a.clone());
         Some(a)
     }
 
@@ -274,7 +423,9 @@ impl Memory {
         match self.live.binary_search_by_key(&base, |a| a.base) {
             Ok(i) => {
                 let a = self.live.remove(i);
-                self.bytes_live -= a.size;
+                if !a.host_mapped {
+                    self.bytes_live -= a.size;
+                }
                 self.freed.push(Freed {
                     id: a.id,
                     base: a.base,

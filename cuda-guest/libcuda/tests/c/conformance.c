@@ -1013,6 +1013,88 @@ static void g_graphs(void) {
   MUST(cuModuleUnload(m));
 }
 
+/* Managed memory and mapped page-locked memory: one address for the host and kernels,
+ * where the device says it has them (MANAGED_MEMORY, CAN_MAP_HOST_MEMORY); where it says
+ * not, the calls fail as the driver's do on such a device. */
+static void g_managed(void) {
+  SETUP();
+  int managed = 0, concurrent = 0, can_map = 0;
+  MUST(cuDeviceGetAttribute(&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, dev));
+  MUST(cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev));
+  MUST(cuDeviceGetAttribute(&can_map, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, dev));
+  printf("managed %d, concurrent %d, can map %d\n", managed, concurrent, can_map);
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "read_counter"));
+  CUdeviceptr u = 0;
+  RES(cuMemAllocManaged(&u, 4096, CU_MEM_ATTACH_GLOBAL), managed ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED);
+  if (managed) {
+    unsigned *hu = (unsigned *)(size_t)u;
+    VAL("managed memory starts zeroed (read by the host)", hu[5], 0);
+    hu[1] = 41;
+    void *args[] = {&u};
+    RES(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    RES(cuCtxSynchronize(), CUDA_SUCCESS);
+    VAL("a kernel's store, read by the host", hu[0], 7);
+    unsigned back = 0;
+    RES(cuMemcpyDtoH(&back, u + 4, 4), CUDA_SUCCESS);
+    VAL("a host store, copied from the device side", back, 41);
+    RES(cuMemsetD32(u + 8, 0x5a5a5a5a, 2), CUDA_SUCCESS);
+    VAL("a synchronous memset, read by the host", hu[3], 0x5a5a5a5a);
+    int is_managed = 0;
+    RES(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, u + 16), CUDA_SUCCESS);
+    VAL("IS_MANAGED", is_managed, 1);
+    void *hp = NULL;
+    RES(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, u), CUDA_SUCCESS);
+    TRUE(hp == (void *)hu, "HOST_POINTER of managed memory %p", hp);
+    CUstream s;
+    MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    RES(cuStreamAttachMemAsync(s, u, 0, CU_MEM_ATTACH_SINGLE), CUDA_SUCCESS);
+    RES(cuMemAdvise(u, 4096, CU_MEM_ADVISE_SET_READ_MOSTLY, dev), CUDA_SUCCESS);
+    RES(cuMemPrefetchAsync(u, 4096, dev, s), CUDA_SUCCESS);
+    RES(cuMemPrefetchAsync(u, 8192, dev, s), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr plain;
+    MUST(cuMemAlloc(&plain, 64));
+    RES(cuMemAdvise(plain, 64, CU_MEM_ADVISE_SET_READ_MOSTLY, dev), CUDA_ERROR_INVALID_VALUE);
+    MUST(cuMemFree(plain));
+    RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+    MUST(cuStreamDestroy(s));
+    RES(cuMemFree(u), CUDA_SUCCESS);
+  }
+  RES(cuMemAllocManaged(&u, 4096, 8), CUDA_ERROR_INVALID_VALUE);
+  /* Mapped page-locked memory: a kernel stores straight into the host's buffer. */
+  void *h = NULL;
+  MUST(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+  CUdeviceptr d = 0;
+  RES(cuMemHostGetDevicePointer(&d, h, 0), can_map ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+  if (can_map) {
+    void *args[] = {&d};
+    RES(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    RES(cuCtxSynchronize(), CUDA_SUCCESS);
+    VAL("a kernel's store into mapped host memory", ((unsigned *)h)[0], 7);
+    RES(cuMemsetD8(d + 100, 0xab, 4), CUDA_SUCCESS);
+    VAL("a synchronous memset of mapped host memory, read at once", ((unsigned char *)h)[103], 0xab);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    RES(cuMemGetAddressRange(&base, &size, d + 10), CUDA_SUCCESS);
+    TRUE(base == d && size == 4096, "address range %#llx+%zu", (unsigned long long)base, size);
+  }
+  RES(cuMemFreeHost(h), CUDA_SUCCESS);
+  /* Registered memory, mapped too. */
+  static unsigned reg[1024] __attribute__((aligned(4096)));
+  RES(cuMemHostRegister(reg, sizeof reg, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
+  RES(cuMemHostGetDevicePointer(&d, reg, 0), can_map ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+  if (can_map) {
+    void *args[] = {&d};
+    RES(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+    RES(cuCtxSynchronize(), CUDA_SUCCESS);
+    VAL("a kernel's store into registered host memory", reg[0], 7);
+  }
+  RES(cuMemHostUnregister(reg), CUDA_SUCCESS);
+  MUST(cuModuleUnload(m));
+}
+
 /* Libraries and kernels (CUDA 12), cuLaunchKernelEx, the default memory pool,
  * cuStreamIsCapturing: what cuda.core and numba-cuda use. */
 static void g_library(void) {
@@ -1172,7 +1254,7 @@ static const struct {
     {"mem_async", g_mem_async},     {"streams", g_streams},
     {"host_func", g_host_func},     {"library", g_library},
     {"occupancy", g_occupancy},     {"limits", g_limits},
-    {"graphs", g_graphs},
+    {"graphs", g_graphs},           {"managed", g_managed},
 };
 
 int main(int argc, char **argv) {

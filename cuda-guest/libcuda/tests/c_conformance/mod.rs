@@ -100,6 +100,7 @@ macro_rules! c_conformance {
             c_occupancy,
             c_limits,
             c_graphs,
+            c_managed,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

@@ -334,6 +334,34 @@ impl Proxy {
 /// A real client's own suite against its list of known failures (`known`, for this
 /// `label`): every test that failed is on the list, and every test on the list still
 /// fails, so the list stays exact.
+/// Which modes a known failure of a real client's suite fails in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    /// In-process on the simulator.
+    pub sim: bool,
+    /// Forwarded to a service.
+    pub forwarded: bool,
+}
+/// Fails in both modes.
+pub const BOTH: Modes = Modes {
+    sim: true,
+    forwarded: true,
+};
+/// Fails forwarded only.
+pub const FORWARDED: Modes = Modes {
+    sim: false,
+    forwarded: true,
+};
+
+/// The names of `known` that fail in the mode (`forwarded` or not).
+pub fn known_in<'a>(known: &[(&'a str, Modes, &str)], forwarded: bool) -> Vec<&'a str> {
+    known
+        .iter()
+        .filter(|(_, m, _)| if forwarded { m.forwarded } else { m.sim })
+        .map(|(k, _, _)| *k)
+        .collect()
+}
+
 pub fn failures_are_the_known_ones(label: &str, failed: &[String], known: &[&str]) {
     let unexpected: Vec<&String> = failed
         .iter()
