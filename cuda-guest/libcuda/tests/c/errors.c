@@ -157,7 +157,8 @@ int main(void) {
   IS(cuCtxSynchronize(), CUDA_SUCCESS);
 
   /* An unsupported entry point. */
-  IS(cuMemAllocManaged(&p, 16, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
+  size_t pitch;
+  IS(cuMemAllocPitch(&p, &pitch, 64, 4, 4), CUDA_ERROR_NOT_SUPPORTED);
 
   IS(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
   printf("errors: %d checks OK\n", checks);

@@ -181,9 +181,10 @@ int main(int argc, char **argv) {
   void *q = NULL;
   EXPECT(gpa1("cuMemAlloc", &q, 12000, 0) == CUDA_SUCCESS && q == dlsym(lib, "cuMemAlloc_v2"));
   /* An unsupported entry point answers CUDA_ERROR_NOT_SUPPORTED. */
-  PFN_cuMemAllocManaged_v6000 managed = resolve("cuMemAllocManaged", 12000, 0);
+  PFN_cuMemAllocPitch_v3020 pitched = resolve("cuMemAllocPitch", 12000, 0);
   CUdeviceptr m;
-  EXPECT(managed(&m, 16, 1) == CUDA_ERROR_NOT_SUPPORTED);
+  size_t pitch;
+  EXPECT(pitched(&m, &pitch, 64, 4, 4) == CUDA_ERROR_NOT_SUPPORTED);
 
   EXPECT(run(argv[2], 0) == 0);
   EXPECT(run(argv[2], 1) == 0);

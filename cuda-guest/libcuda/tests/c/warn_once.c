@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
     EXPECT(cuEventRecordWithFlags(ev, NULL, CU_EVENT_RECORD_EXTERNAL) ==
            CUDA_ERROR_NOT_SUPPORTED);
     CUdeviceptr p;
-    EXPECT(cuMemAllocManaged(&p, 16, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_SUPPORTED);
+    size_t pitch;
+    EXPECT(cuMemAllocPitch(&p, &pitch, 64, 4, 4) == CUDA_ERROR_NOT_SUPPORTED);
   }
   CHECK(cuEventDestroy(ev));
   CHECK(cuModuleUnload(mod));
