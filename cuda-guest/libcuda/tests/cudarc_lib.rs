@@ -35,13 +35,6 @@ const KNOWN: &[(&str, Modes, &str)] = &[
          work after it is never pending (the service cannot call into the guest)",
     ),
     (
-        "driver::safe::launch::tests::test_multi_stream_concurrent_reads",
-        BOTH,
-        "the second stream's kernel must start before the first one's ends: the \
-         simulator runs one kernel at a time per device (its kernels of 1,024 threads \
-         looping 10^6 times take about 11 s each)",
-    ),
-    (
         "driver::safe::launch::tests::test_par_launch",
         BOTH,
         "two streams' kernels must together take less time than on one stream: the \

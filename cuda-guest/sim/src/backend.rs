@@ -25,10 +25,14 @@
 //! device; calls return as soon as the work is queued. Executing in submission order is
 //! one of the schedules CUDA allows: each stream's order holds, and an event a stream
 //! waits for was recorded (submitted) before the wait, so it has been reached when the
-//! waiting stream's later work runs. Streams therefore never overlap on the simulator.
-//! [`Backend::stream_query`] and [`Backend::event_query`] say "not ready" while their
-//! work is queued or running; event timestamps are the host's monotonic clock when the
-//! worker reaches the record.
+//! waiting stream's later work runs. Kernels and copies of different streams therefore
+//! never overlap on the simulator. One exception to submission order keeps what a
+//! program measures across streams true: an event record is taken as soon as its own
+//! stream has reached it (nothing of that stream, no wait of it and no legacy-stream
+//! work queued before it), even while another stream's kernel is still queued or
+//! running, as a GPU takes it. [`Backend::stream_query`] and [`Backend::event_query`]
+//! say "not ready" while work queued before them is queued or running; event timestamps
+//! are the host's monotonic clock when the worker reaches the record.
 //!
 //! # Contexts
 //! As in CUDA: the primary context (made at the first retain, reference counted, never
@@ -148,6 +152,12 @@ enum Op {
     Record {
         event: u64,
     },
+    /// `cuStreamWaitEvent`: the stream's later work follows the event's record, queued
+    /// as operation `after` (which queue order gives); until that is done, the stream's
+    /// later records are not taken ahead of the queue.
+    Wait {
+        after: u64,
+    },
     /// `cuLaunchHostFunc`/`cuStreamAddCallback`: called on the device thread when the
     /// queue reaches it.
     HostFunc(HostCall),
@@ -214,8 +224,13 @@ struct State {
     ops: VecDeque<Queued>,
     /// Sequence number of the last queued operation (0: none yet).
     submitted: u64,
-    /// Sequence number of the last finished operation.
+    /// Sequence number of the last finished operation: every operation up to it is done.
     done: u64,
+    /// Event records taken ahead of the queue ([`take_ready_records`]), whose sequence
+    /// numbers `done` passes once the work queued before them is done.
+    early: std::collections::BTreeSet<u64>,
+    /// The stream of the operation the worker is running, if any.
+    running: Option<u64>,
     shutdown: bool,
     /// Bumped by every reset; handles carry it in their upper 32 bits.
     generation: u32,
@@ -554,12 +569,69 @@ impl Drop for SimContext {
 }
 
 /// The device thread: executes queued operations in order.
+/// Takes the event records whose own stream has reached them: queued behind other
+/// streams' work only (no earlier work of their stream, no wait of it, no work of the
+/// legacy default stream, which every blocking stream follows). Their time is now; their
+/// sequence number joins `early` until the work queued before them is done.
+fn take_ready_records(st: &mut State, now: Instant) {
+    if st.sticky.is_some() {
+        return;
+    }
+    // The operation running, else the one the worker takes next, goes first.
+    let (front, mut i) = match st.running {
+        Some(s) => (s, 0),
+        None => match st.ops.front() {
+            Some(item) => (item.stream, 1),
+            None => return,
+        },
+    };
+    if front == 0 {
+        return;
+    }
+    let mut seen: Vec<u64> = Vec::new();
+    while i < st.ops.len() {
+        let item = &st.ops[i];
+        if item.stream == 0 {
+            return;
+        }
+        let reached = match item.op {
+            Op::Record { .. } => true,
+            // A wait whose event is reached holds nothing back.
+            Op::Wait { after } => after <= st.done || st.early.contains(&after),
+            _ => false,
+        };
+        let ready = reached && front != item.stream && !seen.contains(&item.stream);
+        if !ready {
+            if !seen.contains(&item.stream) {
+                seen.push(item.stream);
+            }
+            i += 1;
+            continue;
+        }
+        let Some(item) = st.ops.remove(i) else {
+            return;
+        };
+        if let Op::Record { event } = item.op {
+            if let Some(e) = st.events.get_mut(&event) {
+                if e.record == Some(item.seq) {
+                    e.time = Some(now);
+                }
+            }
+        }
+        st.early.insert(item.seq);
+    }
+}
+
 fn worker(shared: &Shared) {
     loop {
         let (item, skip) = {
             let mut st = shared.state();
             loop {
+                if st.ops.len() > 1 {
+                    take_ready_records(&mut st, Instant::now());
+                }
                 if let Some(item) = st.ops.pop_front() {
+                    st.running = Some(item.stream);
                     break (item, st.sticky.is_some());
                 }
                 if st.shutdown {
@@ -606,7 +678,13 @@ fn worker(shared: &Shared) {
         };
         let now = Instant::now();
         let mut st = shared.state();
+        st.running = None;
         st.done = item.seq;
+        // Records taken ahead are done once everything queued before them is.
+        while st.early.first() == Some(&(st.done + 1)) {
+            st.early.pop_first();
+            st.done += 1;
+        }
         if let Op::Record { event } = item.op {
             if let Some(e) = st.events.get_mut(&event) {
                 if e.record == Some(item.seq) {
@@ -658,7 +736,7 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
             cfg,
             args,
         } => sim.launch(module, kernel, *cfg, args).map(|_| ()),
-        Op::Record { .. } | Op::HostFunc(_) => Ok(()),
+        Op::Record { .. } | Op::HostFunc(_) | Op::Wait { .. } => Ok(()),
     };
     r.map_err(|e| {
         let f = fault_of(&e, item.stream);
@@ -1425,10 +1503,13 @@ impl SimContext {
         self.owned(stream.owner(), OP)?;
         self.owned(event.owner(), OP)?;
         let mut st = self.live(OP)?;
-        self.stream_id(&st, stream, OP)?;
+        let s = self.stream_id(&st, stream, OP)?;
         // The record the wait refers to is already queued; in-order execution reaches it
-        // before any later work of `stream` (see the module documentation).
-        self.event_state(&mut st, event, OP)?;
+        // before any later work of `stream` (see the module documentation). The marker
+        // keeps the stream's later records from being taken ahead of it.
+        let after = self.event_state(&mut st, event, OP)?.record.unwrap_or(0);
+        self.submit(&mut st, s, Op::Wait { after });
+        take_ready_records(&mut st, Instant::now());
         Ok(())
     }
 
@@ -1471,6 +1552,9 @@ impl SimContext {
         let e = self.event_state(&mut st, event, OP)?;
         e.record = Some(seq);
         e.time = None;
+        // Reached at once when its stream is idle, even while the device runs other
+        // streams' work.
+        take_ready_records(&mut st, Instant::now());
         Ok(())
     }
 

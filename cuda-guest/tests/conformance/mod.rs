@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cuda_guest::driver::sim::SIM_DEVICE_NAME;
 use cuda_guest::driver::{
-    Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, DriverError, EventFlags,
-    Function, HostAllocFlags, HostRegisterFlags, LaunchConfig, LoadOptions, Module, NativeBackend,
-    ParamLayout, Result, SimBackend, Status, Stream, StreamFlags,
+    Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, DriverError, Event,
+    EventFlags, Function, HostAllocFlags, HostRegisterFlags, LaunchConfig, LoadOptions, Module,
+    NativeBackend, ParamLayout, Result, SimBackend, Status, Stream, StreamFlags,
 };
 use cuda_guest::sim::SimConfig;
 
@@ -242,6 +242,7 @@ macro_rules! conformance_suite {
             stream_create_flags_and_idle_query,
             stream_query_before_and_after_work,
             stream_wait_event_orders_two_streams,
+            an_idle_streams_event_is_not_held_behind_another_streams_kernel,
             stream_destroy_lets_pending_work_finish,
             event_query_and_synchronize,
             event_elapsed_time,
@@ -1613,6 +1614,54 @@ pub fn stream_wait_event_orders_two_streams(f: &Fixture) {
     ok(b.stream_destroy(sb), "cuStreamDestroy");
     ok(b.mem_free(flag), "cuMemFree");
     ok(b.mem_free(copy), "cuMemFree");
+    // SAFETY: its launches are done.
+    ok(unsafe { b.module_unload(m) }, "cuModuleUnload");
+}
+
+/// An event recorded in an idle stream is reached no later than the end of a kernel
+/// another stream submitted before it (cudarc's multi-stream tests measure this); a
+/// stream that waits for the kernel's event, and the legacy default stream behind a
+/// blocking stream, reach their records only after the kernel.
+pub fn an_idle_streams_event_is_not_held_behind_another_streams_kernel(f: &Fixture) {
+    let b = f.b();
+    let (m, spin) = kernel(f, KERNELS_PTX, "spin");
+    let flag = upload(f, &[0u8; 4]);
+    let non_blocking = StreamFlags { non_blocking: true };
+    let sa = ok(b.stream_create(StreamFlags::default()), "cuStreamCreate(A)");
+    let sb = ok(b.stream_create(non_blocking), "cuStreamCreate(B)");
+    let sc = ok(b.stream_create(non_blocking), "cuStreamCreate(C)");
+    let ev = || ok(b.event_create(EventFlags::default()), "cuEventCreate");
+    let (end_a, start_b, after_c, legacy) = (ev(), ev(), ev(), ev());
+    launch_spin(f, &spin, &sa, flag, 9);
+    ok(b.event_record(&end_a, &sa), "cuEventRecord(A)");
+    ok(b.event_record(&start_b, &sb), "cuEventRecord(B)");
+    ok(b.stream_wait_event(&sc, &end_a), "cuStreamWaitEvent(C, A)");
+    ok(b.event_record(&after_c, &sc), "cuEventRecord(C)");
+    ok(
+        b.event_record(&legacy, &Stream::DEFAULT),
+        "cuEventRecord(legacy)",
+    );
+    ok(b.context_synchronize(), "cuCtxSynchronize");
+    let ms = |a: &Event, z: &Event| ok(b.event_elapsed_ms(a, z), "cuEventElapsedTime");
+    let idle = ms(&start_b, &end_a);
+    assert!(
+        idle >= 20.0,
+        "B's record {idle} ms before A's kernel ended (~0.1 s kernel)"
+    );
+    let waited = ms(&end_a, &after_c);
+    assert!(waited >= 0.0, "C waited for A: {waited} ms after A's end");
+    let behind = ms(&end_a, &legacy);
+    assert!(
+        behind >= 0.0,
+        "the legacy stream follows A: {behind} ms after A's end"
+    );
+    for e in [end_a, start_b, after_c, legacy] {
+        ok(b.event_destroy(e), "cuEventDestroy");
+    }
+    for s in [sa, sb, sc] {
+        ok(b.stream_destroy(s), "cuStreamDestroy");
+    }
+    ok(b.mem_free(flag), "cuMemFree");
     // SAFETY: its launches are done.
     ok(unsafe { b.module_unload(m) }, "cuModuleUnload");
 }
