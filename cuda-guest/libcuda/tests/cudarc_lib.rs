@@ -41,34 +41,12 @@ const KNOWN: &[(&str, Modes, &str)] = &[
          simulator runs one kernel at a time per device",
     ),
     (
-        "driver::safe::unified_memory::tests::test_unified_memory_global",
-        FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
-    ),
-    (
         "driver::safe::unified_memory::tests::test_unified_memory_host",
         FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
-    ),
-    (
-        "driver::safe::unified_memory::tests::test_unified_memory_single_stream",
-        FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
-    ),
-    (
-        "driver::safe::unified_memory::tests::test_unified_slice_copy_to_views",
-        FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
-    ),
-    (
-        "driver::safe::unified_memory::tests::test_unified_slice_split_at",
-        FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
-    ),
-    (
-        "driver::safe::unified_memory::tests::test_unified_slice_views_respect_stream_attachment",
-        FORWARDED,
-        "managed memory: forwarded, the guest\'s host memory is not the server\'s (no mapping between them: MANAGED_MEMORY is 0)",
+        "forwarded, managed memory is mirrored in the guest and coherent at \
+         synchronisations, so CONCURRENT_MANAGED_ACCESS is 0; cudarc refuses a kernel on \
+         memory attached to the host (CU_MEM_ATTACH_HOST) without concurrent access \
+         (CUDA_ERROR_NOT_PERMITTED)",
     ),
 ];
 

@@ -115,37 +115,6 @@ const CUDADRV_KNOWN: &[(&str, Modes, &str)] = &[
         FORWARDED,
         "mapped host memory",
     ),
-    // Managed memory, forwarded: MANAGED_MEMORY is 0 there, for the same reason.
-    (
-        "test_cuda_memory.TestCudaMemory.test_managed_memory",
-        FORWARDED,
-        "managed memory",
-    ),
-    (
-        "test_deallocations.TestDeallocation.test_del_managed_memory",
-        FORWARDED,
-        "managed memory",
-    ),
-    (
-        "test_managed_alloc.TestManagedAlloc.test_managed_alloc_driver_host_attach",
-        FORWARDED,
-        "managed memory",
-    ),
-    (
-        "test_managed_alloc.TestManagedAlloc.test_managed_alloc_driver_undersubscribe",
-        FORWARDED,
-        "managed memory",
-    ),
-    (
-        "test_managed_alloc.TestManagedAlloc.test_managed_array_attach_global",
-        FORWARDED,
-        "managed memory",
-    ),
-    (
-        "test_managed_alloc.TestManagedAlloc.test_managed_array_attach_host",
-        FORWARDED,
-        "managed memory",
-    ),
     // CuPy is not installed (the test imports it: an environment gap, not ours).
     (
         "test_cuda_ndarray.TestCoreContiguous.test_kernel_with_buffer",

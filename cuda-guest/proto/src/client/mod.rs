@@ -64,6 +64,7 @@
 //! driver's errors for overlapping and unknown ranges.
 
 mod conn;
+mod managed;
 mod transport;
 
 use std::cell::RefCell;
@@ -283,6 +284,8 @@ pub struct RemoteBackend {
     /// The flags of the program's `cuInit`, once it has called it.
     init_flags: OnceLock<u32>,
     state: Mutex<State>,
+    /// Managed memory: the guest's mappings of it and what was last exchanged.
+    managed: managed::Mirrors,
 }
 
 impl RemoteBackend {
@@ -297,6 +300,7 @@ impl RemoteBackend {
             conn: OnceLock::new(),
             init_flags: OnceLock::new(),
             state: Mutex::new(State::default()),
+            managed: managed::Mirrors::default(),
         })
     }
 
@@ -599,6 +603,7 @@ impl RemoteBackend {
         stream: Option<&Stream>,
     ) -> Result<()> {
         run(op, || {
+            self.managed_to_device(op)?;
             let (mut c, _) = self.on(stream.map_or(On::Current, On::Stream), op)?;
             let align = width.bytes();
             if count == 0 {
@@ -622,12 +627,85 @@ impl RemoteBackend {
                 None => c.call(request).map(drop),
                 Some(_) => c.post(request),
             }
-        })
+        })?;
+        if stream.is_none() {
+            run(op, || self.managed_from_device(op))?;
+        }
+        Ok(())
+    }
+
+    /// Sends what the host changed in managed memory to the device, before device work
+    /// (see `managed.rs`).
+    fn managed_to_device(&self, op: &'static str) -> R<()> {
+        self.managed
+            .push(|at, bytes| {
+                self.htod_direct(op, DevicePtr(at), bytes, None)
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|why| {
+                Fail::new(
+                    sys::CUDA_ERROR_UNKNOWN,
+                    format!("managed memory to the device: {why}"),
+                )
+            })
+    }
+
+    /// Brings managed memory back from the device, after a synchronisation.
+    fn managed_from_device(&self, op: &'static str) -> R<()> {
+        self.managed
+            .pull(|at, buf| {
+                // SAFETY: `buf` is a buffer of this call, written only by the copy.
+                unsafe { self.dtoh_direct(op, buf.as_mut_ptr(), DevicePtr(at), buf.len(), None) }
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|why| {
+                Fail::new(
+                    sys::CUDA_ERROR_UNKNOWN,
+                    format!("managed memory from the device: {why}"),
+                )
+            })
+    }
+
+    /// [`RemoteBackend::htod_direct`] after managed memory is sent.
+    fn htod(
+        &self,
+        op: &'static str,
+        dst: DevicePtr,
+        data: &[u8],
+        stream: Option<&Stream>,
+    ) -> Result<()> {
+        run(op, || self.managed_to_device(op))?;
+        self.htod_direct(op, dst, data, stream)?;
+        if stream.is_none() {
+            run(op, || self.managed_from_device(op))?;
+        }
+        Ok(())
+    }
+
+    /// [`RemoteBackend::dtoh_direct`] after managed memory is sent.
+    ///
+    /// # Safety
+    /// As [`RemoteBackend::dtoh_direct`].
+    unsafe fn dtoh(
+        &self,
+        op: &'static str,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: Option<&Stream>,
+    ) -> Result<()> {
+        run(op, || self.managed_to_device(op))?;
+        // SAFETY: the caller's guarantees.
+        unsafe { self.dtoh_direct(op, dst, src, bytes, stream) }?;
+        if stream.is_none() {
+            run(op, || self.managed_from_device(op))?;
+        }
+        Ok(())
     }
 
     /// Host-to-device copies of `data` to `dst`, split at `max_inline`: synchronous
     /// (each chunk waited for) or pipelined on `stream`.
-    fn htod(
+    fn htod_direct(
         &self,
         op: &'static str,
         dst: DevicePtr,
@@ -672,7 +750,7 @@ impl RemoteBackend {
     /// # Safety
     /// `dst..dst+bytes` is writable host memory that nothing else reads or writes until
     /// this call returns (synchronous) or until the stream has passed the copy.
-    unsafe fn dtoh(
+    unsafe fn dtoh_direct(
         &self,
         op: &'static str,
         dst: *mut u8,
@@ -749,6 +827,7 @@ impl RemoteBackend {
         stream: Option<&Stream>,
     ) -> Result<()> {
         run(op, || {
+            self.managed_to_device(op)?;
             let (mut c, _) = self.on(stream.map_or(On::Current, On::Stream), op)?;
             let request = Request::MemcpyDtoD {
                 dst,
@@ -1024,7 +1103,9 @@ impl Backend for RemoteBackend {
         const OP: &str = "cuCtxSynchronize";
         run(OP, || {
             let (mut c, _) = self.on(On::Current, OP)?;
-            c.call(Request::CtxSynchronize).map(drop)
+            c.call(Request::CtxSynchronize)?;
+            drop(c);
+            self.managed_from_device(OP)
         })
     }
 
@@ -1142,8 +1223,48 @@ impl Backend for RemoteBackend {
         const OP: &str = "cuMemFree_v2";
         run(OP, || {
             let (mut c, _) = self.on(On::Current, OP)?;
+            if self.managed.contains(ptr.0) {
+                // The device is done with it before the guest's mapping goes, as
+                // cuMemFree waits for the device.
+                c.call(Request::CtxSynchronize)?;
+                // SAFETY: the program frees it: it no longer uses the memory.
+                let server = unsafe { self.managed.unmap(ptr.0) }.unwrap_or(ptr);
+                return c.call(Request::MemFree { ptr: server }).map(drop);
+            }
             c.call(Request::MemFree { ptr }).map(drop)
         })
+    }
+
+    /// Managed memory: device memory of the server, mapped in this process at the same
+    /// address (page-aligned within the allocation) and kept coherent at
+    /// synchronisations (`managed.rs`). Where that address is taken in this process, the
+    /// allocation is refused (`CUDA_ERROR_OUT_OF_MEMORY`, with the address).
+    fn mem_alloc_managed(&self, bytes: usize) -> Result<DevicePtr> {
+        const OP: &str = "cuMemAllocManaged";
+        if bytes == 0 {
+            return Err(invalid_value("0 bytes").at(OP));
+        }
+        let page = managed::page_size();
+        let total = bytes
+            .checked_add(page)
+            .ok_or_else(|| invalid_value(format!("{bytes} bytes")).at(OP))?;
+        let server = self.mem_alloc(total)?;
+        let at = server.0.div_ceil(page as u64) * page as u64;
+        if let Err(why) = self.managed.map(at, bytes, server) {
+            let _ = self.mem_free(server);
+            return Err(Fail::new(
+                sys::CUDA_ERROR_OUT_OF_MEMORY,
+                format!("managed memory at the device's address {at:#x} cannot be mapped in this process: {why}"),
+            )
+            .at(OP));
+        }
+        // The guest's mapping is zeroed; so is the device's copy.
+        let r = self.memset(OP, DevicePtr(at), 0, MemsetWidth::W8, bytes, None);
+        if let Err(e) = r {
+            let _ = self.mem_free(DevicePtr(at));
+            return Err(e);
+        }
+        Ok(DevicePtr(at))
     }
 
     unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
@@ -1403,8 +1524,9 @@ impl Backend for RemoteBackend {
             let (mut c, _) = self.on(On::Stream(stream), OP)?;
             c.call(Request::StreamSynchronize {
                 stream: StreamId(stream.raw()),
-            })
-            .map(drop)
+            })?;
+            drop(c);
+            self.managed_from_device(OP)
         })
     }
 
@@ -1415,7 +1537,11 @@ impl Backend for RemoteBackend {
             match c.call(Request::StreamQuery {
                 stream: StreamId(stream.raw()),
             }) {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    drop(c);
+                    self.managed_from_device(OP)?;
+                    Ok(true)
+                }
                 Err(f) if not_ready(&f) => Ok(false),
                 Err(f) => Err(f),
             }
@@ -1489,8 +1615,9 @@ impl Backend for RemoteBackend {
             let (mut c, _) = self.on(On::Event(event), OP)?;
             c.call(Request::EventSynchronize {
                 event: EventId(event.raw()),
-            })
-            .map(drop)
+            })?;
+            drop(c);
+            self.managed_from_device(OP)
         })
     }
 
@@ -1501,7 +1628,11 @@ impl Backend for RemoteBackend {
             match c.call(Request::EventQuery {
                 event: EventId(event.raw()),
             }) {
-                Ok(_) => Ok(true),
+                Ok(_) => {
+                    drop(c);
+                    self.managed_from_device(OP)?;
+                    Ok(true)
+                }
                 Err(f) if not_ready(&f) => Ok(false),
                 Err(f) => Err(f),
             }
@@ -1584,6 +1715,7 @@ impl Backend for RemoteBackend {
                     layout.iter().map(|p| p.size).collect::<Vec<_>>()
                 ))
             })?;
+            self.managed_to_device(OP)?;
             let (mut c, ctx) = self.on(On::Stream(stream), OP)?;
             let (_, device) = self.server_of(ctx)?;
             self.check_geometry(&mut c, device, config)?;
