@@ -90,6 +90,8 @@ statuses! {
     ERROR_ECC_UNCORRECTABLE / CUDA_ERROR_ECC_UNCORRECTABLE = 214, sticky, "uncorrectable ECC error encountered";
     /// A `CUlimit` the device does not have.
     ERROR_UNSUPPORTED_LIMIT / CUDA_ERROR_UNSUPPORTED_LIMIT = 215, plain, "limit is not supported on this architecture";
+    /// The two devices cannot reach each other's memory.
+    ERROR_PEER_ACCESS_UNSUPPORTED / CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217, plain, "peer access is not supported between these two devices";
     /// PTX JIT compilation failed; the reply's detail is the JIT log.
     ERROR_INVALID_PTX / CUDA_ERROR_INVALID_PTX = 218, plain, "a PTX JIT compilation failed";
     /// The PTX JIT compiler is missing.
@@ -130,6 +132,8 @@ statuses! {
     ERROR_ILLEGAL_INSTRUCTION / CUDA_ERROR_ILLEGAL_INSTRUCTION = 715, sticky, "an illegal instruction was encountered";
     /// Misaligned address (sticky).
     ERROR_MISALIGNED_ADDRESS / CUDA_ERROR_MISALIGNED_ADDRESS = 716, sticky, "misaligned address";
+    /// Peer access is not enabled for the context.
+    ERROR_PEER_ACCESS_NOT_ENABLED / CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705, plain, "peer access has not been enabled";
     /// Invalid address space (sticky).
     ERROR_INVALID_ADDRESS_SPACE / CUDA_ERROR_INVALID_ADDRESS_SPACE = 717, sticky, "operation not supported on global/shared address space";
     /// Invalid program counter (sticky).

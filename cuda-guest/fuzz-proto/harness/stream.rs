@@ -98,6 +98,7 @@ impl Env {
             memory_limit: 1 << 30,
             // A fuzzed kernel's printf goes nowhere.
             output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
+            devices: 1,
         };
         let config = ServiceConfig {
             quota: Quota {

@@ -16,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
         memory_limit: 1 << 20,
         // A fuzzed kernel's printf goes nowhere.
         output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
+        devices: 1,
     });
     let Ok(m) = s.load_module("fuzz.ptx", &text) else { return };
     let buf = match s.malloc(4096) {

@@ -1958,7 +1958,7 @@ unsafe fn write_pointer_attribute(
             // IS_MANAGED.
             8 => out(data.cast::<c_int>(), i.managed as c_int)?,
             // DEVICE_ORDINAL: device 0.
-            9 => out(data.cast::<c_int>(), 0)?,
+            9 => out(data.cast::<c_int>(), driver()?.ctx_device(i.ctx)? as c_int)?,
             // RANGE_START_ADDR and RANGE_SIZE.
             11 => out(data.cast::<u64>(), i.base)?,
             12 => out(data.cast::<usize>(), i.size as usize)?,
@@ -2089,6 +2089,93 @@ entry! {
         let d = driver()?.host_device_pointer(current()?, p.cast())?;
         // SAFETY: checked non-null; a CUdeviceptr slot.
         unsafe { out(pdptr, d) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Copies between contexts and devices.
+
+fn memcpy_peer(
+    dst: CUdeviceptr,
+    dst_ctx: Handle,
+    src: CUdeviceptr,
+    src_ctx: Handle,
+    n: usize,
+    stream: Option<u64>,
+) -> R<()> {
+    let e = driver()?;
+    if n == 0 {
+        return Ok(());
+    }
+    let (dc, sc) = (
+        nonnull(dst_ctx, "dstContext")?,
+        nonnull(src_ctx, "srcContext")?,
+    );
+    e.ctx_device(dc)?;
+    e.ctx_device(sc)?;
+    let ctx = match stream {
+        Some(s) => stream_ctx(s)?,
+        None => current().unwrap_or(dc),
+    };
+    e.memcpy_peer(ctx, dst, dc, src, sc, n, stream)
+}
+
+entry! {
+    /// `cuMemcpyPeer`: between the memory of two contexts (through the host between
+    /// two devices).
+    fn cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize) {
+        memcpy_peer(dst, dst_ctx, src, src_ctx, n, None)
+    }
+}
+entry! {
+    /// `cuMemcpyPeer_ptds`.
+    fn cuMemcpyPeer_ptds(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize) {
+        memcpy_peer(dst, dst_ctx, src, src_ctx, n, None)
+    }
+}
+entry! {
+    /// `cuMemcpyPeerAsync`: after the stream's work so far (done when it returns).
+    fn cuMemcpyPeerAsync(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle) {
+        memcpy_peer(dst, dst_ctx, src, src_ctx, n, Some(strm(s, false)))
+    }
+}
+entry! {
+    /// `cuMemcpyPeerAsync_ptsz`.
+    fn cuMemcpyPeerAsync_ptsz(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle) {
+        memcpy_peer(dst, dst_ctx, src, src_ctx, n, Some(strm(s, true)))
+    }
+}
+entry! {
+    /// `cuDeviceCanAccessPeer`: 0 between any two devices (separate memories).
+    fn cuDeviceCanAccessPeer(can: *mut c_int, d: CUdevice, peer: CUdevice) {
+        let v = driver()?.can_access_peer(dev(d)?, dev(peer)?)?;
+        // SAFETY: `out` refuses null; an int slot.
+        unsafe { out(can, c_int::from(v)) }
+    }
+}
+entry! {
+    /// `cuCtxEnablePeerAccess`: `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`, as the driver answers
+    /// for devices that cannot reach each other (`cuDeviceCanAccessPeer` is 0).
+    fn cuCtxEnablePeerAccess(peer: Handle, flags: c_uint) {
+        let e = driver()?;
+        let p = nonnull(peer, "peerContext")?;
+        let pd = e.ctx_device(p)?;
+        let d = e.ctx_device(current()?)?;
+        if flags != 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("flags {flags:#x}")));
+        }
+        Err(Fail::new(
+            CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+            format!("device {d} cannot reach device {pd}'s memory (copy with cuMemcpyPeer)"),
+        ))
+    }
+}
+entry! {
+    /// `cuCtxDisablePeerAccess`: never enabled here.
+    fn cuCtxDisablePeerAccess(peer: Handle) {
+        let e = driver()?;
+        e.ctx_device(nonnull(peer, "peerContext")?)?;
+        Err(Fail::new(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access was never enabled"))
     }
 }
 
@@ -2942,8 +3029,6 @@ unsupported! {
     cuCoredumpSetAttributeGlobal,
     cuCtxAttach,
     cuCtxDetach,
-    cuCtxDisablePeerAccess,
-    cuCtxEnablePeerAccess,
     cuCtxFromGreenCtx,
     cuCtxGetDevResource,
     cuCtxGetExecAffinity,
@@ -2958,7 +3043,6 @@ unsupported! {
     cuDestroyExternalSemaphore,
     cuDevResourceGenerateDesc,
     cuDevSmResourceSplitByCount,
-    cuDeviceCanAccessPeer,
     cuDeviceGetDevResource,
     cuDeviceGetExecAffinitySupport,
     cuDeviceGetGraphMemAttribute,
@@ -3166,10 +3250,6 @@ unsupported! {
     cuMemcpyHtoAAsync_v2_ptsz,
     cuMemcpyHtoA_v2,
     cuMemcpyHtoA_v2_ptds,
-    cuMemcpyPeer,
-    cuMemcpyPeerAsync,
-    cuMemcpyPeerAsync_ptsz,
-    cuMemcpyPeer_ptds,
     cuMemcpy_ptds,
     cuMemsetD2D16Async,
     cuMemsetD2D16Async_ptsz,

@@ -26,8 +26,23 @@ use crate::capture::{Captures, Op, RepeatableHostFunc};
 use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 
-/// The handle of device 0's primary context.
+/// The handle of device 0's primary context; device N's is `PRIMARY_CTX + N`, for up to
+/// [`MAX_DEVICES`] devices; contexts made by `cuCtxCreate` are numbered after them.
 const PRIMARY_CTX: u64 = 1;
+/// The most devices the driver state tells apart.
+const MAX_DEVICES: u64 = 64;
+
+/// The handle of device `dev`'s primary context.
+fn primary_id(dev: u32) -> u64 {
+    PRIMARY_CTX + u64::from(dev)
+}
+
+/// The device whose primary context `id` is, if it is one.
+fn primary_device(id: u64) -> Option<u32> {
+    (PRIMARY_CTX..PRIMARY_CTX + MAX_DEVICES)
+        .contains(&id)
+        .then(|| (id - PRIMARY_CTX) as u32)
+}
 /// Bits of a handle below its context number.
 const CTX_SHIFT: u32 = 40;
 /// Handle kinds, in bits 32..40.
@@ -104,6 +119,8 @@ pub struct PointerInfo {
 #[derive(Debug)]
 struct DriverCtx {
     id: u64,
+    /// Its device's ordinal.
+    device: u32,
     ctx: Context,
     /// `CU_CTX_*` flags it was made with (`cuCtxGetFlags`).
     flags: u32,
@@ -111,9 +128,10 @@ struct DriverCtx {
 }
 
 impl DriverCtx {
-    fn new(id: u64, ctx: Context, flags: u32) -> DriverCtx {
+    fn new(id: u64, device: u32, ctx: Context, flags: u32) -> DriverCtx {
         DriverCtx {
             id,
+            device,
             ctx,
             flags,
             tables: Mutex::new(Tables::default()),
@@ -127,8 +145,11 @@ impl DriverCtx {
     }
 }
 
+/// A device's primary context: while retained, its state; its reference count and
+/// flags.
 #[derive(Debug, Default)]
 struct Primary {
+    ctx: Option<Arc<DriverCtx>>,
     refs: u64,
     flags: u32,
 }
@@ -141,9 +162,8 @@ pub struct Driver {
     backend: Arc<dyn Backend>,
     describe: String,
     on_init: Option<OnInit>,
-    /// Device 0's primary context, while the program holds a reference.
-    primary: Mutex<Option<Arc<DriverCtx>>>,
-    primary_state: Mutex<Primary>,
+    /// Each device's primary context.
+    primary: Mutex<HashMap<u32, Primary>>,
     created: Mutex<HashMap<u64, Arc<DriverCtx>>>,
     /// Pinned host allocations, by address, with their context.
     host: Mutex<HashMap<usize, (Arc<DriverCtx>, HostAlloc)>>,
@@ -170,35 +190,38 @@ impl Driver {
             backend,
             describe,
             on_init,
-            primary: Mutex::new(None),
-            primary_state: Mutex::new(Primary::default()),
+            primary: Mutex::new(HashMap::new()),
             created: Mutex::new(HashMap::new()),
             host: Mutex::new(HashMap::new()),
-            next_ctx: AtomicU64::new(2),
+            next_ctx: AtomicU64::new(PRIMARY_CTX + MAX_DEVICES),
             next_handle: AtomicU64::new(1),
             captures: Mutex::new(Captures::default()),
         }
     }
 
     fn device(&self, dev: u32) -> R<Device> {
-        if dev == 0 {
-            Ok(Device::new(0))
+        let n = self.backend.device_count()?;
+        if dev < n && u64::from(dev) < MAX_DEVICES {
+            Ok(Device::new(dev))
         } else {
             Err(Fail::new(
                 CUDA_ERROR_INVALID_DEVICE,
-                format!("device {dev}: the simulator has one device"),
+                format!("device {dev}: there are {n} device(s)"),
             ))
         }
     }
 
     fn ctx(&self, id: u64) -> R<Arc<DriverCtx>> {
-        if id == PRIMARY_CTX {
-            return lock(&self.primary).clone().ok_or_else(|| {
-                Fail::new(
-                    CUDA_ERROR_INVALID_CONTEXT,
-                    "the primary context is not retained",
-                )
-            });
+        if let Some(dev) = primary_device(id) {
+            return lock(&self.primary)
+                .get(&dev)
+                .and_then(|p| p.ctx.clone())
+                .ok_or_else(|| {
+                    Fail::new(
+                        CUDA_ERROR_INVALID_CONTEXT,
+                        format!("device {dev}'s primary context is not retained"),
+                    )
+                });
         }
         lock(&self.created)
             .get(&id)
@@ -341,32 +364,34 @@ impl Driver {
 
     pub fn primary_retain(&self, dev: u32) -> R<u64> {
         let d = self.device(dev)?;
-        let mut st = lock(&self.primary_state);
-        let mut primary = lock(&self.primary);
-        if primary.is_none() {
+        let mut all = lock(&self.primary);
+        let p = all.entry(dev).or_default();
+        if p.ctx.is_none() {
             let ctx = self.backend.primary_context_retain(d)?;
-            *primary = Some(Arc::new(DriverCtx::new(PRIMARY_CTX, ctx, st.flags)));
+            p.ctx = Some(Arc::new(DriverCtx::new(primary_id(dev), dev, ctx, p.flags)));
         }
-        st.refs += 1;
-        Ok(PRIMARY_CTX)
+        p.refs += 1;
+        Ok(primary_id(dev))
     }
 
     pub fn primary_release(&self, dev: u32) -> R<()> {
         self.device(dev)?;
-        let mut st = lock(&self.primary_state);
-        if st.refs == 0 {
+        let mut all = lock(&self.primary);
+        let p = all.entry(dev).or_default();
+        if p.refs == 0 {
             return Err(Fail::new(
                 CUDA_ERROR_INVALID_CONTEXT,
-                "the primary context is not retained",
+                format!("device {dev}'s primary context is not retained"),
             ));
         }
-        st.refs -= 1;
-        if st.refs == 0 {
+        p.refs -= 1;
+        if p.refs == 0 {
             // As in CUDA, the last release resets the primary context: everything made
             // in it goes, and the next retain starts afresh (a sticky error cleared).
-            if let Some(c) = lock(&self.primary).take() {
+            if let Some(c) = p.ctx.take() {
+                drop(all);
                 Driver::clear(&c);
-                lock(&self.host).retain(|_, (owner, _)| owner.id != PRIMARY_CTX);
+                lock(&self.host).retain(|_, (owner, _)| owner.id != c.id);
                 self.backend.primary_context_release(c.ctx)?;
             }
         }
@@ -379,31 +404,31 @@ impl Driver {
         // device address of the context is invalid afterwards, and the driver state
         // forgets its own (the tables are cleared) so none reaches the backend again.
         unsafe { self.backend.primary_context_reset(d) }?;
-        if let Some(c) = lock(&self.primary).as_ref() {
-            Driver::clear(c);
+        if let Some(c) = lock(&self.primary).get(&dev).and_then(|p| p.ctx.clone()) {
+            Driver::clear(&c);
         }
         Ok(())
     }
 
     pub fn primary_state(&self, dev: u32) -> R<(u32, bool)> {
         self.device(dev)?;
-        let st = lock(&self.primary_state);
-        Ok((st.flags, st.refs > 0))
+        let all = lock(&self.primary);
+        Ok(all.get(&dev).map_or((0, false), |p| (p.flags, p.refs > 0)))
     }
 
     pub fn primary_set_flags(&self, dev: u32, flags: u32) -> R<()> {
         self.device(dev)?;
-        lock(&self.primary_state).flags = flags;
+        lock(&self.primary).entry(dev).or_default().flags = flags;
         Ok(())
     }
 
     /// The `CU_CTX_*` flags of context `ctx` (`cuCtxGetFlags`).
     pub fn ctx_flags(&self, ctx: u64) -> R<u32> {
-        if ctx == PRIMARY_CTX {
-            self.ctx(ctx)?;
-            return Ok(lock(&self.primary_state).flags);
+        let c = self.ctx(ctx)?;
+        if primary_device(ctx).is_some() {
+            return Ok(lock(&self.primary).get(&c.device).map_or(0, |p| p.flags));
         }
-        Ok(self.ctx(ctx)?.flags)
+        Ok(c.flags)
     }
 
     /// `cuCtxGetLimit` of the current context.
@@ -438,12 +463,12 @@ impl Driver {
             return Err(Fail::new(CUDA_ERROR_OUT_OF_MEMORY, "too many contexts"));
         }
         let ctx = self.backend.context_create(d)?;
-        lock(&self.created).insert(id, Arc::new(DriverCtx::new(id, ctx, flags)));
+        lock(&self.created).insert(id, Arc::new(DriverCtx::new(id, dev, ctx, flags)));
         Ok(id)
     }
 
     pub fn ctx_destroy(&self, ctx: u64) -> R<()> {
-        if ctx == PRIMARY_CTX {
+        if primary_device(ctx).is_some() {
             return Err(Fail::new(
                 CUDA_ERROR_INVALID_CONTEXT,
                 "the primary context is released, not destroyed",
@@ -461,7 +486,7 @@ impl Driver {
     }
 
     pub fn ctx_device(&self, ctx: u64) -> R<u32> {
-        self.ctx(ctx).map(|_| 0)
+        self.ctx(ctx).map(|c| c.device)
     }
 
     pub fn ctx_synchronize(&self, ctx: u64) -> R<()> {
@@ -704,8 +729,8 @@ impl Driver {
     pub fn pointer(&self, ptr: u64) -> Option<PointerInfo> {
         let inside = |base: u64, size: u64| ptr >= base && ptr - base < size.max(1);
         let contexts: Vec<Arc<DriverCtx>> = lock(&self.primary)
-            .iter()
-            .cloned()
+            .values()
+            .filter_map(|p| p.ctx.clone())
             .chain(lock(&self.created).values().cloned())
             .collect();
         for c in &contexts {
@@ -1127,6 +1152,59 @@ fn log_busy(what: &str, h: u64) {
     crate::log::warn(&format!(
         "{what} {h:#x} destroyed while another thread used it; its simulator object is kept"
     ));
+}
+
+/// Copies between contexts (of one device or of two).
+impl Driver {
+    /// `cuMemcpyPeer[Async]`: `bytes` from `src` in context `src_ctx` to `dst` in
+    /// `dst_ctx`. Within one context a device-to-device copy; between two, through the
+    /// host, as the driver copies between devices without peer access (the simulated
+    /// devices have separate memories). The asynchronous form is ordered after its
+    /// stream's work so far and done when it returns.
+    #[allow(clippy::too_many_arguments)]
+    pub fn memcpy_peer(
+        &self,
+        ctx: u64,
+        dst: u64,
+        dst_ctx: u64,
+        src: u64,
+        src_ctx: u64,
+        bytes: usize,
+        stream: Option<u64>,
+    ) -> R<()> {
+        if dst_ctx == src_ctx {
+            return self.memcpy_dtod(dst_ctx, dst, src, bytes as u64, stream);
+        }
+        if let Some(s) = stream {
+            lock(&self.captures).refuse(s, "cuMemcpyPeerAsync")?;
+            self.stream_synchronize(ctx, s)?;
+        }
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(bytes).map_err(|_| {
+            Fail::new(
+                CUDA_ERROR_OUT_OF_MEMORY,
+                format!("{bytes} bytes of staging"),
+            )
+        })?;
+        buf.resize(bytes, 0u8);
+        self.bound(src_ctx)?;
+        // SAFETY: `buf` is this call's own buffer of `bytes` bytes; the source is device
+        // memory of `src_ctx`, range-checked by the backend.
+        unsafe { self.backend.memcpy_dtoh(&mut buf, DevicePtr(src)) }?;
+        self.bound(dst_ctx)?;
+        // SAFETY: the destination is device memory of `dst_ctx`, range-checked by the
+        // backend; the synchronous copy is done with `buf` when it returns.
+        unsafe { self.backend.memcpy_htod(DevicePtr(dst), &buf) }?;
+        Ok(())
+    }
+
+    /// `cuDeviceCanAccessPeer`: whether kernels on `dev` reach `peer`'s memory: never
+    /// between two devices here (each has memory of its own; `cuMemcpyPeer` copies).
+    pub fn can_access_peer(&self, dev: u32, peer: u32) -> R<bool> {
+        self.device(dev)?;
+        self.device(peer)?;
+        Ok(false)
+    }
 }
 
 /// Stream capture and graphs ([`crate::capture`]).

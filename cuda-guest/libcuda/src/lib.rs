@@ -15,8 +15,8 @@
 //! works). Forward mode connects at the first call that needs the service, not at
 //! `cuInit`, so a process that only loads the library (NVRTC does while it compiles)
 //! opens no session. `VMGPU_CUDA_LOG` sets the log level on standard error (`off`,
-//! `warn`, `info`, `debug`). The simulator reads `VMGPU_SIM_THREADS` and
-//! `VMGPU_SIM_MEMORY`.
+//! `warn`, `info`, `debug`). The simulator reads `VMGPU_SIM_THREADS`,
+//! `VMGPU_SIM_MEMORY` and `VMGPU_SIM_DEVICES`.
 //!
 //! See the crate's README for the exported entry points and how to build the library.
 
@@ -37,7 +37,8 @@ use vmgpu_cuda_proto::client::RemoteBackend;
 use vmgpu_cuda_sim::{SimBackend, SimConfig};
 
 /// The simulator's settings from the environment: `VMGPU_SIM_THREADS` (threads per
-/// launch) and `VMGPU_SIM_MEMORY` (device memory in bytes).
+/// launch), `VMGPU_SIM_MEMORY` (each device's memory in bytes) and `VMGPU_SIM_DEVICES`
+/// (how many devices, 1 to 16).
 fn sim_config_from_env() -> SimConfig {
     let mut config = SimConfig::default();
     if let Some(t) = std::env::var("VMGPU_SIM_THREADS")
@@ -51,6 +52,12 @@ fn sim_config_from_env() -> SimConfig {
         .and_then(|v| v.parse::<u64>().ok())
     {
         config.memory_limit = m;
+    }
+    if let Some(n) = std::env::var("VMGPU_SIM_DEVICES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        config.devices = n.clamp(1, vmgpu_cuda_sim::backend::SIM_MAX_DEVICES);
     }
     config.output = c_stdio();
     config

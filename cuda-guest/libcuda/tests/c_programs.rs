@@ -159,6 +159,21 @@ fn calls_before_cu_init_and_without_a_context_fail_as_in_the_driver() {
 }
 
 #[test]
+fn several_simulated_devices_with_peer_copies() {
+    let exe = compile("multi_device");
+    let env = [
+        ("VMGPU_CUDA_MODE", "sim"),
+        ("VMGPU_SIM_THREADS", "2"),
+        ("VMGPU_SIM_DEVICES", "3"),
+    ];
+    let out = run_ok(&exe, &[&fixture("vector_add.nvrtc.ptx")], &env);
+    assert!(
+        out.contains("multi_device: 3 devices, peer copies OK"),
+        "{out}"
+    );
+}
+
+#[test]
 fn boundary_errors_are_the_drivers() {
     let exe = compile("errors");
     let out = run_ok(&exe, &[], SIM);

@@ -90,10 +90,31 @@ use vmgpu_cuda_api::{
 
 /// The virtual device's name.
 pub const SIM_DEVICE_NAME: &str = "vmgpu PTX simulator (virtual sm_80)";
-/// The virtual device's UUID: the bytes of `vmgpu-sim-dev-00`.
+/// The virtual device's UUID: the bytes of `vmgpu-sim-dev-00` (device N's ends in its
+/// two decimal digits: [`sim_device_uuid`]).
 pub const SIM_DEVICE_UUID: [u8; 16] = *b"vmgpu-sim-dev-00";
-/// The virtual device's PCI address.
+/// The virtual device's PCI address (device N is on bus `0xff - N`: [`sim_pci_bus_id`]).
 pub const SIM_PCI_BUS_ID: &str = "0000:ff:00.0";
+/// The most devices one simulator backend simulates ([`SimConfig::devices`]).
+pub const SIM_MAX_DEVICES: u32 = 16;
+
+/// The UUID of simulated device `dev`.
+pub fn sim_device_uuid(dev: u32) -> [u8; 16] {
+    let mut u = SIM_DEVICE_UUID;
+    u[14] = b'0' + (dev / 10 % 10) as u8;
+    u[15] = b'0' + (dev % 10) as u8;
+    u
+}
+
+/// The PCI bus number of simulated device `dev` (`0xff` for device 0, downwards).
+fn sim_pci_bus(dev: u32) -> u32 {
+    0xff - dev.min(SIM_MAX_DEVICES)
+}
+
+/// The PCI address of simulated device `dev`.
+pub fn sim_pci_bus_id(dev: u32) -> String {
+    format!("0000:{:02x}:00.0", sim_pci_bus(dev))
+}
 /// The CUDA version the simulator reports (`cuDriverGetVersion`): 12.8.
 pub const SIM_DRIVER_VERSION: i32 = 12080;
 /// Largest shared memory (static plus dynamic) one block may use on the virtual device,
@@ -318,6 +339,8 @@ impl Shared {
 #[derive(Debug)]
 struct SimContext {
     id: u32,
+    /// The device's ordinal.
+    device: u32,
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
 }
@@ -327,6 +350,7 @@ impl SimContext {
         config: SimConfig,
         cancel: CancelToken,
         device_used: Arc<AtomicU64>,
+        device: u32,
     ) -> Result<SimContext> {
         let shared = Arc::new(Shared {
             sim: Mutex::new(Simulator::with_cancel(config.clone(), cancel)),
@@ -345,6 +369,7 @@ impl SimContext {
             })?;
         Ok(SimContext {
             id: next_instance_id(),
+            device,
             shared,
             worker: Some(worker),
         })
@@ -392,7 +417,7 @@ impl SimContext {
 
     fn err(&self, code: i32, operation: impl Into<String>) -> CudaError {
         let mut e = CudaError::builtin(code, operation);
-        e.device = Some(0);
+        e.device = Some(self.device);
         e
     }
 
@@ -1878,10 +1903,11 @@ pub struct SimBackend {
     /// Live contexts by id (a context's id is its handle's value and the owner of what
     /// is made in it).
     contexts: Mutex<HashMap<u32, Arc<SimContext>>>,
-    /// The primary context (made at the first retain) and its reference count.
-    primary: Mutex<(Option<u32>, u64)>,
-    /// Device memory in use by all contexts (allocations and module variables).
-    device_used: Arc<AtomicU64>,
+    /// Per device: the primary context (made at the first retain) and its reference
+    /// count.
+    primary: Mutex<HashMap<u32, (Option<u32>, u64)>>,
+    /// Per device: memory in use by all its contexts (allocations and module variables).
+    device_used: Vec<Arc<AtomicU64>>,
 }
 
 impl SimBackend {
@@ -1898,11 +1924,13 @@ impl SimBackend {
     pub fn with_cancel(config: SimConfig, cancel: CancelToken) -> Result<SimBackend> {
         Ok(SimBackend {
             id: next_instance_id(),
-            config,
             cancel,
             contexts: Mutex::new(HashMap::new()),
-            primary: Mutex::new((None, 0)),
-            device_used: Arc::new(AtomicU64::new(0)),
+            primary: Mutex::new(HashMap::new()),
+            device_used: (0..config.devices.clamp(1, SIM_MAX_DEVICES))
+                .map(|_| Arc::new(AtomicU64::new(0)))
+                .collect(),
+            config,
         })
     }
 
@@ -1915,12 +1943,22 @@ impl SimBackend {
         self.contexts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new context (its device thread started).
-    fn make_context(&self) -> Result<Arc<SimContext>> {
+    /// How many devices it simulates.
+    fn devices(&self) -> u32 {
+        self.device_used.len() as u32
+    }
+
+    fn primaries(&self) -> MutexGuard<'_, HashMap<u32, (Option<u32>, u64)>> {
+        self.primary.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new context of device `dev` (its device thread started).
+    fn make_context(&self, dev: u32) -> Result<Arc<SimContext>> {
         let c = Arc::new(SimContext::new(
             self.config.clone(),
             self.cancel.clone(),
-            self.device_used.clone(),
+            self.device_used[dev as usize].clone(),
+            dev,
         )?);
         self.contexts().insert(c.id, c.clone());
         Ok(c)
@@ -1935,7 +1973,7 @@ impl SimBackend {
         if let Some(c) = contexts.get(&id) {
             return Ok(c.clone());
         }
-        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let primary = self.primaries().get(&0).and_then(|p| p.0);
         match primary.and_then(|p| contexts.get(&p)) {
             Some(c) => Ok(c.clone()),
             None => Err(sim_err(
@@ -1958,16 +1996,20 @@ impl SimBackend {
         }
     }
 
-    fn device(&self, dev: Device, op: &'static str) -> Result<()> {
-        if dev.ordinal() == 0 {
-            Ok(())
+    fn device(&self, dev: Device, op: &'static str) -> Result<u32> {
+        let d = dev.ordinal();
+        if d < self.devices() {
+            Ok(d)
         } else {
-            Err(sim_err(sys::CUDA_ERROR_INVALID_DEVICE, op).into())
+            let mut e = sim_err(sys::CUDA_ERROR_INVALID_DEVICE, op);
+            e.device = Some(d);
+            e.detail = Some(format!("the simulator has {} device(s)", self.devices()));
+            Err(e.into())
         }
     }
 }
 
-/// An error of the simulated device (ordinal 0).
+/// An error of a simulated device (ordinal 0 unless set).
 fn sim_err(code: i32, operation: impl Into<String>) -> CudaError {
     let mut e = CudaError::builtin(code, operation);
     e.device = Some(0);
@@ -2010,7 +2052,7 @@ impl Backend for SimBackend {
     }
 
     fn device_count(&self) -> Result<u32> {
-        Ok(1)
+        Ok(self.devices())
     }
 
     fn device_name(&self, dev: Device) -> Result<String> {
@@ -2019,17 +2061,18 @@ impl Backend for SimBackend {
     }
 
     fn device_uuid(&self, dev: Device) -> Result<[u8; 16]> {
-        self.device(dev, "cuDeviceGetUuid")?;
-        Ok(SIM_DEVICE_UUID)
+        Ok(sim_device_uuid(self.device(dev, "cuDeviceGetUuid")?))
     }
 
     fn device_pci_bus_id(&self, dev: Device) -> Result<String> {
-        self.device(dev, "cuDeviceGetPCIBusId")?;
-        Ok(SIM_PCI_BUS_ID.into())
+        Ok(sim_pci_bus_id(self.device(dev, "cuDeviceGetPCIBusId")?))
     }
 
     fn device_attribute(&self, dev: Device, attr: DeviceAttribute) -> Result<i32> {
-        self.device(dev, "cuDeviceGetAttribute")?;
+        let d = self.device(dev, "cuDeviceGetAttribute")?;
+        if attr == DeviceAttribute::PciBusId {
+            return Ok(sim_pci_bus(d) as i32);
+        }
         match attribute(attr) {
             Some(v) => Ok(v),
             None => {
@@ -2049,12 +2092,13 @@ impl Backend for SimBackend {
     }
 
     fn primary_context_retain(&self, dev: Device) -> Result<Context> {
-        self.device(dev, "cuDevicePrimaryCtxRetain")?;
-        let mut p = self.primary.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.device(dev, "cuDevicePrimaryCtxRetain")?;
+        let mut all = self.primaries();
+        let p = all.entry(d).or_insert((None, 0));
         let id = match p.0 {
             Some(id) => id,
             None => {
-                let id = self.make_context()?.id;
+                let id = self.make_context(d)?.id;
                 p.0 = Some(id);
                 id
             }
@@ -2065,21 +2109,24 @@ impl Backend for SimBackend {
 
     fn primary_context_release(&self, ctx: Context) -> Result<()> {
         vmgpu_cuda_api::check_owner(ctx.owner(), self.id, "cuDevicePrimaryCtxRelease")?;
-        let mut p = self.primary.lock().unwrap_or_else(|e| e.into_inner());
-        if p.0.map(u64::from) != Some(ctx.raw()) || p.1 == 0 {
+        let mut all = self.primaries();
+        let Some(p) = all
+            .values_mut()
+            .find(|p| p.0.map(u64::from) == Some(ctx.raw()) && p.1 > 0)
+        else {
             return Err(DriverError::InvalidArgument {
                 operation: "cuDevicePrimaryCtxRelease",
                 reason: "no reference on this context is held through this backend (released \
                          more often than retained?)"
                     .into(),
             });
-        }
+        };
         p.1 -= 1;
         if p.1 == 0 {
             // As in CUDA, the last release resets the primary context: everything made
             // in it is freed, and the next retain starts afresh.
             let primary = p.0;
-            drop(p);
+            drop(all);
             if let Some(c) = primary.and_then(|id| self.contexts().get(&id).cloned()) {
                 c.reset()?;
             }
@@ -2088,8 +2135,8 @@ impl Backend for SimBackend {
     }
 
     unsafe fn primary_context_reset(&self, dev: Device) -> Result<()> {
-        self.device(dev, "cuDevicePrimaryCtxReset_v2")?;
-        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let d = self.device(dev, "cuDevicePrimaryCtxReset_v2")?;
+        let primary = self.primaries().get(&d).and_then(|p| p.0);
         match primary.and_then(|id| self.contexts().get(&id).cloned()) {
             Some(c) => c.reset(),
             None => Ok(()),
@@ -2097,16 +2144,16 @@ impl Backend for SimBackend {
     }
 
     fn context_create(&self, dev: Device) -> Result<Context> {
-        self.device(dev, "cuCtxCreate_v3")?;
-        let c = self.make_context()?;
+        let d = self.device(dev, "cuCtxCreate_v3")?;
+        let c = self.make_context(d)?;
         SIM_CURRENT.with(|cur| cur.set(c.id));
         Ok(Context::from_raw(self.id, c.id.into()))
     }
 
     unsafe fn context_destroy(&self, ctx: Context) -> Result<()> {
         let c = self.context(&ctx, "cuCtxDestroy_v2")?;
-        let primary = self.primary.lock().unwrap_or_else(|e| e.into_inner()).0;
-        if primary == Some(c.id) {
+        let primary = self.primaries().values().any(|p| p.0 == Some(c.id));
+        if primary {
             return Err(DriverError::InvalidArgument {
                 operation: "cuCtxDestroy_v2",
                 reason: "the primary context is released, not destroyed".into(),

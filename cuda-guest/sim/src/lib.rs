@@ -164,6 +164,9 @@ pub struct SimConfig {
     /// Where device `printf` output and failed-assertion lines go (the process's
     /// stdout and stderr by default), written when a launch ends.
     pub output: Output,
+    /// How many devices [`SimBackend`] simulates (1 to [`SIM_MAX_DEVICES`]), each with
+    /// [`SimConfig::memory_limit`] of memory of its own.
+    pub devices: u32,
 }
 
 /// The stream a kernel's text goes to.
@@ -220,6 +223,7 @@ impl Default for SimConfig {
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 16 << 30,
             output: Output::default(),
+            devices: 1,
         }
     }
 }
