@@ -344,15 +344,12 @@ impl Driver {
         let a = DeviceAttribute::from_code(attr);
         let v = self.backend.device_attribute(self.device(dev)?, a)?;
         // Forwarded, the device is the server's and the host memory is the guest's:
-        // the protocol carries no mapping of one into the other, so page-locked memory
-        // is not mapped for kernels, and managed memory (mirrored in the guest, coherent
-        // at synchronisations) may not be used by the host while kernels run, whatever
-        // the server's device can do.
-        let host_memory_features = matches!(
-            a,
-            DeviceAttribute::CanMapHostMemory | DeviceAttribute::ConcurrentManagedAccess
-        );
-        if host_memory_features && self.backend.kind() == BackendKind::Remote {
+        // managed and mapped memory are mirrored in the guest and coherent at
+        // synchronisations, so the host may not use them while kernels run, whatever the
+        // server's device can do.
+        if a == DeviceAttribute::ConcurrentManagedAccess
+            && self.backend.kind() == BackendKind::Remote
+        {
             return Ok(0);
         }
         Ok(v)

@@ -77,45 +77,6 @@ fn numba_kernels_forwarded() {
 /// other failure fails this test, and so does one of these passing (the list stays
 /// exact).
 const CUDADRV_KNOWN: &[(&str, Modes, &str)] = &[
-    // Mapped (zero-copy) host memory, forwarded: the guest's host memory is not the
-    // server's (CAN_MAP_HOST_MEMORY is 0 there; cuMemHostGetDevicePointer answers
-    // INVALID_VALUE, as the driver does on such a device).
-    (
-        "test_cuda_memory.TestCudaMemory.test_host_alloc",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_cuda_memory.TestCudaMemory.test_pinned_memory",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_deallocations.TestDeallocation.test_del_mapped_contextmanager",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_deallocations.TestDeallocation.test_del_mapped_memory",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_host_alloc.TestHostAlloc.test_host_alloc_driver",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_host_alloc.TestHostAlloc.test_host_alloc_mapped",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    (
-        "test_host_alloc.TestHostAlloc.test_host_operators",
-        FORWARDED,
-        "mapped host memory",
-    ),
-    // CuPy is not installed (the test imports it: an environment gap, not ours).
     (
         "test_cuda_ndarray.TestCoreContiguous.test_kernel_with_buffer",
         BOTH,

@@ -1,9 +1,12 @@
-//! Managed memory over the protocol: one address for the guest's host code and the
-//! server's kernels.
+//! Managed memory and mapped page-locked memory over the protocol: host memory of the
+//! guest that the server's kernels use.
 //!
-//! The server holds plain device memory; the guest holds an anonymous mapping at the
-//! same address (the device address, page-aligned), so the program's host pointer and
-//! device pointer are one value. The two copies are kept coherent at the points where a
+//! The server holds plain device memory. For managed memory (and `cuMemHostAlloc` with
+//! `DEVICEMAP`), the guest holds an anonymous mapping at the same address (the device
+//! address, page-aligned), so the program's host pointer and device pointer are one
+//! value; for registered memory (`cuMemHostRegister` with `DEVICEMAP`), the program's
+//! own range is paired with a device address of its own. The two copies are kept
+//! coherent at the points where a
 //! program without concurrent managed access (`CONCURRENT_MANAGED_ACCESS` 0) may switch
 //! sides:
 //! - before device work is sent, what the host changed since the last exchange is copied
@@ -21,14 +24,17 @@ use vmgpu_cuda_api::DevicePtr;
 /// The granularity of the comparison with the shadow.
 const CHUNK: usize = 4096;
 
-/// One managed allocation.
+/// One mirrored range.
 #[derive(Debug)]
 pub(crate) struct Mirror {
-    /// The address the program uses on both sides (page-aligned).
+    /// Its device address.
     pub at: u64,
+    /// Its host address: `at` for a mapping made here.
+    host: u64,
     /// Its size in bytes.
     pub len: usize,
-    /// The length of the guest's mapping (whole pages).
+    /// The length of the guest's mapping made here (whole pages; 0 for the program's
+    /// own memory).
     map_len: usize,
     /// The server's allocation (it starts at or before `at`).
     pub server: DevicePtr,
@@ -83,6 +89,7 @@ impl Mirrors {
         }
         self.list().push(Mirror {
             at,
+            host: at,
             len,
             map_len,
             server,
@@ -90,6 +97,42 @@ impl Mirrors {
         });
         self.any.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Pairs the program's host range `host..host+len` with device memory at `at` (of
+    /// the server's allocation `server`, zeroed): the first push sends its contents.
+    ///
+    /// # Safety
+    /// The range stays valid host memory until [`Mirrors::unmap`] of `at`.
+    pub unsafe fn register(&self, host: u64, len: usize, at: u64, server: DevicePtr) {
+        self.list().push(Mirror {
+            at,
+            host,
+            len,
+            map_len: 0,
+            server,
+            shadow: vec![0; len],
+        });
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// The device address of host address `host`, inside a mirrored range.
+    pub fn device_address(&self, host: u64) -> Option<u64> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.list()
+            .iter()
+            .find(|m| host >= m.host && host - m.host < m.len as u64)
+            .map(|m| m.at + (host - m.host))
+    }
+
+    /// The device address of the range that starts at host address `host`.
+    pub fn by_host(&self, host: u64) -> Option<u64> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.list().iter().find(|m| m.host == host).map(|m| m.at)
     }
 
     /// Forgets and unmaps the managed allocation at `at`; its server allocation.
@@ -101,8 +144,11 @@ impl Mirrors {
         let i = list.iter().position(|m| m.at == at)?;
         let m = list.remove(i);
         self.any.store(!list.is_empty(), Ordering::Release);
-        // SAFETY: the mapping made in `map`, which nothing uses any more (the caller).
-        unsafe { libc::munmap(m.at as usize as *mut libc::c_void, m.map_len) };
+        if m.map_len > 0 {
+            // SAFETY: the mapping made in `map`, which nothing uses any more (the
+            // caller).
+            unsafe { libc::munmap(m.host as usize as *mut libc::c_void, m.map_len) };
+        }
         Some(m.server)
     }
 
@@ -122,10 +168,10 @@ impl Mirrors {
         }
         let mut list = self.list();
         for m in list.iter_mut() {
-            // SAFETY: the mapping of `len` bytes made in `map`, alive while it is
-            // listed; the program does not write it during this call (no concurrent
-            // managed access).
-            let host = unsafe { std::slice::from_raw_parts(m.at as usize as *const u8, m.len) };
+            // SAFETY: the mapping of `len` bytes made in `map` (or the program's range
+            // given to `register`), alive while it is listed; the program does not write
+            // it during this call (no concurrent managed access).
+            let host = unsafe { std::slice::from_raw_parts(m.host as usize as *const u8, m.len) };
             let mut k = 0;
             while k < m.len {
                 let end = (k + CHUNK).min(m.len);
@@ -165,7 +211,7 @@ impl Mirrors {
             fetch(m.at, &mut device)?;
             // SAFETY: as in `push`, and the program does not read or write the memory
             // during the synchronisation call this runs in.
-            let host = unsafe { std::slice::from_raw_parts_mut(m.at as usize as *mut u8, m.len) };
+            let host = unsafe { std::slice::from_raw_parts_mut(m.host as usize as *mut u8, m.len) };
             for ((h, s), d) in host
                 .chunks_mut(CHUNK)
                 .zip(m.shadow.chunks_mut(CHUNK))

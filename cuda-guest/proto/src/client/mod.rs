@@ -634,6 +634,48 @@ impl RemoteBackend {
         Ok(())
     }
 
+    /// `bytes` of the server's device memory mapped in this process at the same
+    /// address (page-aligned within the allocation), zeroed on both sides.
+    fn mirrored(&self, op: &'static str, bytes: usize) -> Result<DevicePtr> {
+        let page = managed::page_size();
+        let total = bytes
+            .checked_add(page)
+            .ok_or_else(|| invalid_value(format!("{bytes} bytes")).at(op))?;
+        let server = self.mem_alloc(total)?;
+        let at = server.0.div_ceil(page as u64) * page as u64;
+        if let Err(why) = self.managed.map(at, bytes, server) {
+            let _ = self.mem_free(server);
+            return Err(Fail::new(
+                sys::CUDA_ERROR_OUT_OF_MEMORY,
+                format!("the device's address {at:#x} cannot be mapped in this process: {why}"),
+            )
+            .at(op));
+        }
+        // The guest's mapping is zeroed; so is the device's copy.
+        let r = self.memset(op, DevicePtr(at), 0, MemsetWidth::W8, bytes, None);
+        if let Err(e) = r {
+            let _ = self.mem_free(DevicePtr(at));
+            return Err(e);
+        }
+        Ok(DevicePtr(at))
+    }
+
+    /// Stops mirroring the range at device address `at` (after the device is done
+    /// with it and its bytes came back) and frees its device memory.
+    fn unmirror(&self, op: &'static str, at: u64) -> Result<()> {
+        run(op, || {
+            let (mut c, _) = self.on(On::Current, op)?;
+            c.call(Request::CtxSynchronize)?;
+            drop(c);
+            self.managed_from_device(op)?;
+            // SAFETY: the program frees or unregisters it: it no longer uses the range
+            // through this backend.
+            let server = unsafe { self.managed.unmap(at) }.unwrap_or(DevicePtr(at));
+            let (mut c, _) = self.on(On::Current, op)?;
+            c.call(Request::MemFree { ptr: server }).map(drop)
+        })
+    }
+
     /// Sends what the host changed in managed memory to the device, before device work
     /// (see `managed.rs`).
     fn managed_to_device(&self, op: &'static str) -> R<()> {
@@ -1244,27 +1286,20 @@ impl Backend for RemoteBackend {
         if bytes == 0 {
             return Err(invalid_value("0 bytes").at(OP));
         }
-        let page = managed::page_size();
-        let total = bytes
-            .checked_add(page)
-            .ok_or_else(|| invalid_value(format!("{bytes} bytes")).at(OP))?;
-        let server = self.mem_alloc(total)?;
-        let at = server.0.div_ceil(page as u64) * page as u64;
-        if let Err(why) = self.managed.map(at, bytes, server) {
-            let _ = self.mem_free(server);
-            return Err(Fail::new(
-                sys::CUDA_ERROR_OUT_OF_MEMORY,
-                format!("managed memory at the device's address {at:#x} cannot be mapped in this process: {why}"),
-            )
-            .at(OP));
+        self.mirrored(OP, bytes)
+    }
+
+    fn host_device_pointer(&self, host: *mut u8) -> Result<DevicePtr> {
+        const OP: &str = "cuMemHostGetDevicePointer_v2";
+        match self.managed.device_address(host as u64) {
+            Some(d) => Ok(DevicePtr(d)),
+            None => Err(invalid_value(format!(
+                "{:#x} is not mapped for the device (allocate it with CU_MEMHOSTALLOC_DEVICEMAP \
+                 or register it with CU_MEMHOSTREGISTER_DEVICEMAP)",
+                host as usize
+            ))
+            .at(OP)),
         }
-        // The guest's mapping is zeroed; so is the device's copy.
-        let r = self.memset(OP, DevicePtr(at), 0, MemsetWidth::W8, bytes, None);
-        if let Err(e) = r {
-            let _ = self.mem_free(DevicePtr(at));
-            return Err(e);
-        }
-        Ok(DevicePtr(at))
     }
 
     unsafe fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize) -> Result<()> {
@@ -1412,8 +1447,13 @@ impl Backend for RemoteBackend {
         self.dtod("cuMemcpyDtoDAsync_v2", dst, src, bytes, Some(stream))
     }
 
-    fn host_alloc(&self, bytes: usize, _flags: HostAllocFlags) -> Result<HostAlloc> {
+    fn host_alloc(&self, bytes: usize, flags: HostAllocFlags) -> Result<HostAlloc> {
         const OP: &str = "cuMemHostAlloc";
+        if flags.device_map && bytes > 0 {
+            // Mapped for kernels: mirrored device memory, one address on both sides.
+            let at = self.mirrored(OP, bytes)?;
+            return Ok(HostAlloc::from_raw(self.id, at.0 as usize, bytes));
+        }
         run(OP, || {
             self.require_current(OP)?;
             let layout = match std::alloc::Layout::from_size_align(bytes, 4096) {
@@ -1435,8 +1475,11 @@ impl Backend for RemoteBackend {
 
     unsafe fn host_free(&self, mem: HostAlloc) -> Result<()> {
         const OP: &str = "cuMemFreeHost";
+        check_owner(mem.owner(), self.id, OP)?;
+        if let Some(at) = self.managed.by_host(mem.as_ptr() as u64) {
+            return self.unmirror(OP, at);
+        }
         run(OP, || {
-            check_owner(mem.owner(), self.id, OP)?;
             let layout = self
                 .state()
                 .host
@@ -1453,7 +1496,7 @@ impl Backend for RemoteBackend {
         &self,
         ptr: *mut u8,
         bytes: usize,
-        _flags: HostRegisterFlags,
+        flags: HostRegisterFlags,
     ) -> Result<()> {
         const OP: &str = "cuMemHostRegister_v2";
         run(OP, || {
@@ -1481,11 +1524,32 @@ impl Backend for RemoteBackend {
             }
             st.registered.insert(start, bytes);
             Ok(())
-        })
+        })?;
+        if flags.device_map {
+            // Mapped for kernels: device memory paired with the range, coherent at
+            // synchronisations.
+            let registered = self.mem_alloc(bytes).and_then(|d| {
+                self.memset(OP, d, 0, MemsetWidth::W8, bytes, None)?;
+                Ok(d)
+            });
+            match registered {
+                // SAFETY: the caller keeps the range mapped until it unregisters it,
+                // which stops the mirror first.
+                Ok(d) => unsafe { self.managed.register(ptr as u64, bytes, d.0, d) },
+                Err(e) => {
+                    self.state().registered.remove(&(ptr as usize));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     unsafe fn host_unregister(&self, ptr: *mut u8) -> Result<()> {
         const OP: &str = "cuMemHostUnregister";
+        if let Some(at) = self.managed.by_host(ptr as u64) {
+            self.unmirror(OP, at)?;
+        }
         run(OP, || {
             self.require_current(OP)?;
             self.state()
