@@ -1,0 +1,817 @@
+//! The exported runtime API (C ABI, the names and prototypes of `cuda_runtime_api.h`
+//! 13 and the registration hooks nvcc's generated code calls). Every entry point catches
+//! panics (`cudaErrorUnknown`), records its error as the thread's last error, and
+//! reaches the device through the driver ([`crate::driver`]).
+
+#![allow(non_upper_case_globals)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::driver::{CUdeviceptr, Handle};
+use crate::errors::*;
+use crate::log;
+use crate::state::{self, cu, runtime, CallConfig, Fail, Runtime, R};
+
+/// `dim3`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Dim3 {
+    x: c_uint,
+    y: c_uint,
+    z: c_uint,
+}
+
+impl Dim3 {
+    fn arr(self) -> [u32; 3] {
+        [self.x, self.y, self.z]
+    }
+}
+
+/// Runs an entry point's body: panics become `cudaErrorUnknown`; a failure is logged at
+/// debug level and becomes the thread's last error.
+fn call(name: &'static str, f: impl FnOnce() -> R<()>) -> CudaError {
+    let code = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return cudaSuccess,
+        Ok(Err(fail)) => {
+            if fail.code != cudaErrorNotReady {
+                log::debug(&format!("{name}: {} ({})", fail.detail, fail.code));
+            }
+            fail.code
+        }
+        Err(_) => {
+            log::warn(&format!("{name}: internal error (panic); cudaErrorUnknown"));
+            cudaErrorUnknown
+        }
+    };
+    if code != cudaErrorNotReady {
+        state::set_last(code);
+    }
+    code
+}
+
+macro_rules! rt {
+    ($(#[doc = $doc:expr])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        /// The arguments are what `cuda_runtime_api.h` describes for this entry point.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CudaError {
+            call(stringify!($name), || $body)
+        }
+    };
+}
+
+/// Writes `v` to the program's `p`.
+///
+/// # Safety
+/// `p` is null or valid for writing a `T`.
+unsafe fn out<T>(p: *mut T, v: T) -> R<()> {
+    if p.is_null() {
+        return Err(Fail::new(cudaErrorInvalidValue, "null output pointer"));
+    }
+    // SAFETY: non-null, and the caller guarantees it is valid for a write of `T`.
+    unsafe { p.write_unaligned(v) };
+    Ok(())
+}
+
+/// The runtime with this thread's device's context current.
+fn bound() -> R<&'static Runtime> {
+    let rt = runtime()?;
+    rt.bind()?;
+    Ok(rt)
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration (nvcc's generated constructors) and launches.
+
+/// `__cudaRegisterFatBinary`: the fatbin is read when a kernel or variable of it is first
+/// used (the device is not touched in the program's constructors).
+///
+/// # Safety
+/// `fat` is the wrapper nvcc's registration code passes.
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFatBinary(fat: *mut c_void) -> *mut *mut c_void {
+    // SAFETY: the caller's guarantee.
+    match unsafe { state::fatbin_of(fat) } {
+        Ok(data) => {
+            let n = state::register_fatbin(data);
+            Box::into_raw(Box::new(n as *mut c_void))
+        }
+        Err(f) => {
+            log::warn(&format!("__cudaRegisterFatBinary: {}", f.detail));
+            Box::into_raw(Box::new(usize::MAX as *mut c_void))
+        }
+    }
+}
+
+/// The fatbin number behind a registration handle.
+///
+/// # Safety
+/// `h` is a handle `__cudaRegisterFatBinary` returned.
+unsafe fn fatbin_number(h: *mut *mut c_void) -> Option<usize> {
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: the handle is the box made in `__cudaRegisterFatBinary`, never freed.
+    let n = unsafe { *h } as usize;
+    (n != usize::MAX).then_some(n)
+}
+
+/// `__cudaRegisterFatBinaryEnd`: nothing to do (modules load when first needed).
+#[no_mangle]
+pub extern "C" fn __cudaRegisterFatBinaryEnd(_handle: *mut *mut c_void) {}
+
+/// `__cudaUnregisterFatBinary`: at the program's exit; its modules go with the process.
+#[no_mangle]
+pub extern "C" fn __cudaUnregisterFatBinary(_handle: *mut *mut c_void) {}
+
+/// `__cudaInitModule`: the module loads when first needed; success.
+#[no_mangle]
+pub extern "C" fn __cudaInitModule(_handle: *mut *mut c_void) -> c_char {
+    1
+}
+
+/// `__cudaRegisterFunction`: kernel `host_fun` (the host stub's address) of the fatbin,
+/// named `device_name` on the device.
+///
+/// # Safety
+/// The arguments are nvcc's registration code's: a live handle, NUL-terminated names.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn __cudaRegisterFunction(
+    handle: *mut *mut c_void,
+    host_fun: *const c_char,
+    _device_fun: *mut c_char,
+    device_name: *const c_char,
+    _thread_limit: c_int,
+    _tid: *mut c_void,
+    _bid: *mut c_void,
+    _bdim: *mut c_void,
+    _gdim: *mut c_void,
+    _wsize: *mut c_int,
+) {
+    // SAFETY: the caller's guarantees.
+    let Some(n) = (unsafe { fatbin_number(handle) }) else {
+        return;
+    };
+    if device_name.is_null() {
+        return;
+    }
+    // SAFETY: NUL-terminated (the caller).
+    let name = unsafe { CStr::from_ptr(device_name) }.to_owned();
+    state::register_kernel(n, host_fun as usize, name);
+}
+
+/// `__cudaRegisterVar`: variable `host_var` (its host shadow's address) of the fatbin,
+/// named `device_name` on the device, `size` bytes.
+///
+/// # Safety
+/// As `__cudaRegisterFunction`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn __cudaRegisterVar(
+    handle: *mut *mut c_void,
+    host_var: *mut c_char,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+    _ext: c_int,
+    size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    // SAFETY: the caller's guarantees.
+    let Some(n) = (unsafe { fatbin_number(handle) }) else {
+        return;
+    };
+    if device_name.is_null() {
+        return;
+    }
+    // SAFETY: NUL-terminated (the caller).
+    let name = unsafe { CStr::from_ptr(device_name) }.to_owned();
+    state::register_var(n, host_var as usize, name, size);
+}
+
+/// `__cudaPushCallConfiguration`: `<<<grid, block, shared, stream>>>`; 0 (the stub then
+/// runs).
+#[no_mangle]
+pub extern "C" fn __cudaPushCallConfiguration(
+    grid: Dim3,
+    block: Dim3,
+    shared: usize,
+    stream: Handle,
+) -> c_uint {
+    state::push_config(CallConfig {
+        grid: grid.arr(),
+        block: block.arr(),
+        shared,
+        stream,
+    });
+    0
+}
+
+rt! {
+    /// `__cudaPopCallConfiguration`: the configuration the stub launches with.
+    fn __cudaPopCallConfiguration(grid: *mut Dim3, block: *mut Dim3, shared: *mut usize, stream: *mut Handle) {
+        let c = state::pop_config().ok_or_else(|| {
+            Fail::new(cudaErrorMissingConfiguration, "no <<<...>>> configuration was pushed")
+        })?;
+        let d = |a: [u32; 3]| Dim3 { x: a[0], y: a[1], z: a[2] };
+        // SAFETY: the stub's own locals.
+        unsafe {
+            out(grid, d(c.grid))?;
+            out(block, d(c.block))?;
+            out(shared, c.shared)?;
+            out(stream, c.stream)
+        }
+    }
+}
+
+rt! {
+    /// `__cudaGetKernel` (CUDA 13): a kernel's handle is its host stub's address.
+    fn __cudaGetKernel(kernel: *mut *const c_void, func: *const c_void) {
+        // SAFETY: the stub's own static.
+        unsafe { out(kernel, func) }
+    }
+}
+
+/// Launches the kernel whose host stub is `func`.
+///
+/// # Safety
+/// `args` holds one pointer per kernel parameter, each to that parameter's bytes.
+unsafe fn launch(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: Handle,
+) -> R<()> {
+    let rt = bound()?;
+    let f = rt.function(func as usize)?;
+    let shared = u32::try_from(shared).map_err(|_| {
+        Fail::new(
+            cudaErrorInvalidValue,
+            format!("{shared} bytes of shared memory"),
+        )
+    })?;
+    cu!(
+        rt.d,
+        cuLaunchKernel(
+            f,
+            grid.x,
+            grid.y,
+            grid.z,
+            block.x,
+            block.y,
+            block.z,
+            shared,
+            stream,
+            args,
+            std::ptr::null_mut()
+        )
+    )
+    .map_err(|e| match e.code {
+        // The runtime's name for a bad geometry.
+        cudaErrorInvalidValue => Fail::new(cudaErrorInvalidConfiguration, e.detail),
+        _ => e,
+    })
+}
+
+rt! {
+    /// `__cudaLaunchKernel` (CUDA 13's `<<<>>>` path).
+    fn __cudaLaunchKernel(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the stub's argument array.
+        unsafe { launch(kernel, grid, block, args, shared, stream) }
+    }
+}
+rt! {
+    /// `__cudaLaunchKernel_ptsz`.
+    fn __cudaLaunchKernel_ptsz(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the stub's argument array.
+        unsafe { launch(kernel, grid, block, args, shared, per_thread(stream)) }
+    }
+}
+rt! {
+    /// `cudaLaunchKernel`.
+    fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the program's argument array.
+        unsafe { launch(func, grid, block, args, shared, stream) }
+    }
+}
+rt! {
+    /// `cudaLaunchKernel_ptsz`.
+    fn cudaLaunchKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the program's argument array.
+        unsafe { launch(func, grid, block, args, shared, per_thread(stream)) }
+    }
+}
+
+/// The null stream of a `_ptsz` variant is the per-thread stream.
+fn per_thread(s: Handle) -> Handle {
+    if s.is_null() {
+        2 as Handle
+    } else {
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors.
+
+rt! {
+    /// `cudaGetLastError`: the thread's last error, reset (unless sticky).
+    fn cudaGetLastError() {
+        match state::take_last() {
+            cudaSuccess => Ok(()),
+            e => Err(Fail::new(e, "the last error")),
+        }
+    }
+}
+rt! {
+    /// `cudaPeekAtLastError`: the thread's last error, kept.
+    fn cudaPeekAtLastError() {
+        match state::peek_last() {
+            cudaSuccess => Ok(()),
+            e => Err(Fail::new(e, "the last error")),
+        }
+    }
+}
+
+/// `cudaGetErrorString`.
+#[no_mangle]
+pub extern "C" fn cudaGetErrorString(e: CudaError) -> *const c_char {
+    description(e)
+        .unwrap_or("unrecognized error code\0")
+        .as_ptr()
+        .cast()
+}
+
+/// `cudaGetErrorName`.
+#[no_mangle]
+pub extern "C" fn cudaGetErrorName(e: CudaError) -> *const c_char {
+    name(e).unwrap_or("cudaErrorUnknown\0").as_ptr().cast()
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices.
+
+/// The CUDA version this runtime implements (13.0).
+pub const RUNTIME_VERSION: c_int = 13000;
+
+rt! {
+    /// `cudaRuntimeGetVersion`.
+    fn cudaRuntimeGetVersion(v: *mut c_int) {
+        // SAFETY: the program's int.
+        unsafe { out(v, RUNTIME_VERSION) }
+    }
+}
+rt! {
+    /// `cudaDriverGetVersion`: the driver's; 0 without one, as the runtime answers.
+    fn cudaDriverGetVersion(v: *mut c_int) {
+        let n = match runtime() {
+            Ok(rt) => {
+                let mut n = 0;
+                cu!(rt.d, cuDriverGetVersion(&mut n))?;
+                n
+            }
+            Err(_) => 0,
+        };
+        // SAFETY: the program's int.
+        unsafe { out(v, n) }
+    }
+}
+rt! {
+    /// `cudaGetDeviceCount`.
+    fn cudaGetDeviceCount(n: *mut c_int) {
+        let rt = runtime()?;
+        // SAFETY: the program's int.
+        unsafe { out(n, rt.devices) }
+    }
+}
+rt! {
+    /// `cudaSetDevice`: this thread's device (its primary context becomes current).
+    fn cudaSetDevice(d: c_int) {
+        let rt = runtime()?;
+        if !(0..rt.devices).contains(&d) {
+            return Err(Fail::new(cudaErrorInvalidDevice, format!("device {d} of {}", rt.devices)));
+        }
+        state::set_device(d);
+        rt.bind()
+    }
+}
+rt! {
+    /// `cudaGetDevice`.
+    fn cudaGetDevice(d: *mut c_int) {
+        runtime()?;
+        // SAFETY: the program's int.
+        unsafe { out(d, state::device()) }
+    }
+}
+rt! {
+    /// `cudaDeviceSynchronize`.
+    fn cudaDeviceSynchronize() {
+        let rt = bound()?;
+        cu!(rt.d, cuCtxSynchronize())
+    }
+}
+rt! {
+    /// `cudaDeviceReset`: the device's primary context is reset; its modules load again
+    /// when next needed.
+    fn cudaDeviceReset() {
+        let rt = bound()?;
+        let _ = cu!(rt.d, cuCtxSynchronize());
+        cu!(rt.d, cuDevicePrimaryCtxReset_v2(state::device()))?;
+        rt.forget_device();
+        Ok(())
+    }
+}
+rt! {
+    /// `cudaDeviceGetAttribute`: `cudaDeviceAttr` numbers are the driver's.
+    fn cudaDeviceGetAttribute(v: *mut c_int, attr: c_int, d: c_int) {
+        let rt = runtime()?;
+        if v.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null value"));
+        }
+        cu!(rt.d, cuDeviceGetAttribute(v, attr, d)).map_err(|e| match e.code {
+            cudaErrorInvalidValue if !(0..rt.devices).contains(&d) => Fail::new(cudaErrorInvalidDevice, e.detail),
+            _ => e,
+        })
+    }
+}
+rt! {
+    /// `cudaMemGetInfo`.
+    fn cudaMemGetInfo(free: *mut usize, total: *mut usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemGetInfo_v2(free, total))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory.
+
+rt! {
+    /// `cudaMalloc`.
+    fn cudaMalloc(p: *mut *mut c_void, bytes: usize) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null devPtr"));
+        }
+        let mut d: CUdeviceptr = 0;
+        if bytes > 0 {
+            cu!(rt.d, cuMemAlloc_v2(&mut d, bytes))?;
+        }
+        // SAFETY: checked non-null; the program's pointer slot.
+        unsafe { out(p, d as usize as *mut c_void) }
+    }
+}
+rt! {
+    /// `cudaFree`: a null pointer is success (it also starts the runtime).
+    fn cudaFree(p: *mut c_void) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Ok(());
+        }
+        cu!(rt.d, cuMemFree_v2(p as usize as CUdeviceptr))
+    }
+}
+rt! {
+    /// `cudaMallocHost`.
+    fn cudaMallocHost(p: *mut *mut c_void, bytes: usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemAllocHost_v2(p, bytes))
+    }
+}
+rt! {
+    /// `cudaHostAlloc` (`cudaHostAlloc*` flags are the driver's `CU_MEMHOSTALLOC_*`).
+    fn cudaHostAlloc(p: *mut *mut c_void, bytes: usize, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemHostAlloc(p, bytes, flags))
+    }
+}
+rt! {
+    /// `cudaFreeHost`.
+    fn cudaFreeHost(p: *mut c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemFreeHost(p))
+    }
+}
+rt! {
+    /// `cudaHostGetDevicePointer`.
+    fn cudaHostGetDevicePointer(d: *mut *mut c_void, h: *mut c_void, flags: c_uint) {
+        let rt = bound()?;
+        let mut p: CUdeviceptr = 0;
+        cu!(rt.d, cuMemHostGetDevicePointer_v2(&mut p, h, flags))?;
+        // SAFETY: the program's pointer slot.
+        unsafe { out(d, p as usize as *mut c_void) }
+    }
+}
+rt! {
+    /// `cudaHostRegister`.
+    fn cudaHostRegister(p: *mut c_void, bytes: usize, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemHostRegister_v2(p, bytes, flags))
+    }
+}
+rt! {
+    /// `cudaHostUnregister`.
+    fn cudaHostUnregister(p: *mut c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemHostUnregister(p))
+    }
+}
+rt! {
+    /// `cudaMallocManaged`.
+    fn cudaMallocManaged(p: *mut *mut c_void, bytes: usize, flags: c_uint) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null devPtr"));
+        }
+        let mut d: CUdeviceptr = 0;
+        cu!(rt.d, cuMemAllocManaged(&mut d, bytes, flags))?;
+        // SAFETY: checked non-null; the program's pointer slot.
+        unsafe { out(p, d as usize as *mut c_void) }
+    }
+}
+
+/// `cudaMemcpyKind`.
+const HOST_TO_HOST: c_int = 0;
+const HOST_TO_DEVICE: c_int = 1;
+const DEVICE_TO_HOST: c_int = 2;
+const DEVICE_TO_DEVICE: c_int = 3;
+const DEFAULT: c_int = 4;
+
+/// Whether `p` is device memory (managed memory counts as device memory): what
+/// `cudaMemcpyDefault` asks the driver.
+fn is_device(rt: &Runtime, p: *const c_void) -> bool {
+    let mut t: c_uint = 0;
+    // CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2): CU_MEMORYTYPE_DEVICE is 2.
+    cu!(
+        rt.d,
+        cuPointerGetAttribute((&mut t as *mut c_uint).cast(), 2, p as usize as CUdeviceptr)
+    )
+    .is_ok()
+        && t == 2
+}
+
+/// A copy of `n` bytes of `kind` (`cudaMemcpyDefault` resolved by the pointers), on
+/// `stream` when given.
+///
+/// # Safety
+/// The pointers are valid for `n` bytes as `kind` says.
+unsafe fn memcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    n: usize,
+    kind: c_int,
+    stream: Option<Handle>,
+) -> R<()> {
+    let rt = bound()?;
+    if n == 0 {
+        return Ok(());
+    }
+    let kind = match kind {
+        DEFAULT => match (is_device(rt, dst), is_device(rt, src)) {
+            (true, true) => DEVICE_TO_DEVICE,
+            (true, false) => HOST_TO_DEVICE,
+            (false, true) => DEVICE_TO_HOST,
+            (false, false) => HOST_TO_HOST,
+        },
+        k @ HOST_TO_HOST..=DEVICE_TO_DEVICE => k,
+        k => {
+            return Err(Fail::new(
+                cudaErrorInvalidMemcpyDirection,
+                format!("cudaMemcpyKind {k}"),
+            ))
+        }
+    };
+    let (d, s) = (dst as usize as CUdeviceptr, src as usize as CUdeviceptr);
+    match (kind, stream) {
+        (HOST_TO_DEVICE, None) => cu!(rt.d, cuMemcpyHtoD_v2(d, src, n)),
+        (DEVICE_TO_HOST, None) => cu!(rt.d, cuMemcpyDtoH_v2(dst, s, n)),
+        (DEVICE_TO_DEVICE, None) => cu!(rt.d, cuMemcpyDtoD_v2(d, s, n)),
+        (HOST_TO_DEVICE, Some(st)) => cu!(rt.d, cuMemcpyHtoDAsync_v2(d, src, n, st)),
+        (DEVICE_TO_HOST, Some(st)) => cu!(rt.d, cuMemcpyDtoHAsync_v2(dst, s, n, st)),
+        (DEVICE_TO_DEVICE, Some(st)) => cu!(rt.d, cuMemcpyDtoDAsync_v2(d, s, n, st)),
+        _ => {
+            if dst.is_null() || src.is_null() {
+                return Err(Fail::new(cudaErrorInvalidValue, "a null pointer"));
+            }
+            if let Some(st) = stream {
+                cu!(rt.d, cuStreamSynchronize(st))?;
+            }
+            // SAFETY: host memory valid for `n` bytes (the caller); `copy` allows overlap.
+            unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), n) };
+            Ok(())
+        }
+    }
+}
+
+rt! {
+    /// `cudaMemcpy`.
+    fn cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) {
+        // SAFETY: the program's buffers.
+        unsafe { memcpy(dst, src, n, kind, None) }
+    }
+}
+rt! {
+    /// `cudaMemcpyAsync`.
+    fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int, stream: Handle) {
+        // SAFETY: the program's buffers.
+        unsafe { memcpy(dst, src, n, kind, Some(stream)) }
+    }
+}
+rt! {
+    /// `cudaMemset`.
+    fn cudaMemset(p: *mut c_void, v: c_int, n: usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemsetD8_v2(p as usize as CUdeviceptr, v as u8, n))
+    }
+}
+rt! {
+    /// `cudaMemsetAsync`.
+    fn cudaMemsetAsync(p: *mut c_void, v: c_int, n: usize, stream: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemsetD8Async(p as usize as CUdeviceptr, v as u8, n, stream))
+    }
+}
+
+/// The device range `offset..offset+n` of variable `symbol`, checked.
+fn symbol_range(
+    symbol: *const c_void,
+    n: usize,
+    offset: usize,
+) -> R<(&'static Runtime, CUdeviceptr)> {
+    let rt = bound()?;
+    let (p, size) = rt.symbol(symbol as usize)?;
+    if offset.checked_add(n).is_none_or(|end| end > size) {
+        return Err(Fail::new(
+            cudaErrorInvalidValue,
+            format!("{n} bytes at offset {offset} of a {size}-byte variable"),
+        ));
+    }
+    Ok((rt, p + offset as u64))
+}
+
+rt! {
+    /// `cudaMemcpyToSymbol`.
+    fn cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int) {
+        let (_, p) = symbol_range(symbol, n, offset)?;
+        let kind = if kind == DEFAULT { DEFAULT } else if kind == DEVICE_TO_DEVICE { DEVICE_TO_DEVICE } else { HOST_TO_DEVICE };
+        // SAFETY: the program's source of `n` bytes; the variable's range, checked.
+        unsafe { memcpy(p as usize as *mut c_void, src, n, kind, None) }
+    }
+}
+rt! {
+    /// `cudaMemcpyFromSymbol`.
+    fn cudaMemcpyFromSymbol(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int) {
+        let (_, p) = symbol_range(symbol, n, offset)?;
+        let kind = if kind == DEFAULT { DEFAULT } else if kind == DEVICE_TO_DEVICE { DEVICE_TO_DEVICE } else { DEVICE_TO_HOST };
+        // SAFETY: the program's destination of `n` bytes; the variable's range, checked.
+        unsafe { memcpy(dst, p as usize as *const c_void, n, kind, None) }
+    }
+}
+rt! {
+    /// `cudaGetSymbolAddress`.
+    fn cudaGetSymbolAddress(d: *mut *mut c_void, symbol: *const c_void) {
+        let (_, p) = symbol_range(symbol, 0, 0)?;
+        // SAFETY: the program's pointer slot.
+        unsafe { out(d, p as usize as *mut c_void) }
+    }
+}
+rt! {
+    /// `cudaGetSymbolSize`.
+    fn cudaGetSymbolSize(n: *mut usize, symbol: *const c_void) {
+        let rt = bound()?;
+        let (_, size) = rt.symbol(symbol as usize)?;
+        // SAFETY: the program's size slot.
+        unsafe { out(n, size) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams and events.
+
+rt! {
+    /// `cudaStreamCreate`.
+    fn cudaStreamCreate(s: *mut Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamCreate(s, 0))
+    }
+}
+rt! {
+    /// `cudaStreamCreateWithFlags` (`cudaStreamNonBlocking` is the driver's flag).
+    fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamCreate(s, flags))
+    }
+}
+rt! {
+    /// `cudaStreamDestroy`.
+    fn cudaStreamDestroy(s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamDestroy_v2(s))
+    }
+}
+rt! {
+    /// `cudaStreamSynchronize`.
+    fn cudaStreamSynchronize(s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamSynchronize(s))
+    }
+}
+rt! {
+    /// `cudaStreamQuery`: `cudaErrorNotReady` while busy.
+    fn cudaStreamQuery(s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamQuery(s))
+    }
+}
+rt! {
+    /// `cudaStreamWaitEvent`.
+    fn cudaStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamWaitEvent(s, e, flags))
+    }
+}
+rt! {
+    /// `cudaLaunchHostFunc`.
+    fn cudaLaunchHostFunc(s: Handle, f: Option<unsafe extern "C" fn(*mut c_void)>, data: *mut c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuLaunchHostFunc(s, f, data))
+    }
+}
+rt! {
+    /// `cudaEventCreate`.
+    fn cudaEventCreate(e: *mut Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventCreate(e, 0))
+    }
+}
+rt! {
+    /// `cudaEventCreateWithFlags` (the flags are the driver's).
+    fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventCreate(e, flags))
+    }
+}
+rt! {
+    /// `cudaEventRecord`.
+    fn cudaEventRecord(e: Handle, s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventRecord(e, s))
+    }
+}
+rt! {
+    /// `cudaEventSynchronize`.
+    fn cudaEventSynchronize(e: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventSynchronize(e))
+    }
+}
+rt! {
+    /// `cudaEventQuery`.
+    fn cudaEventQuery(e: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventQuery(e))
+    }
+}
+rt! {
+    /// `cudaEventElapsedTime`.
+    fn cudaEventElapsedTime(ms: *mut f32, a: Handle, b: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventElapsedTime(ms, a, b))
+    }
+}
+rt! {
+    /// `cudaEventDestroy`.
+    fn cudaEventDestroy(e: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventDestroy_v2(e))
+    }
+}
+
+/// `cudaChannelFormatDesc`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ChannelFormatDesc {
+    x: c_int,
+    y: c_int,
+    z: c_int,
+    w: c_int,
+    f: c_int,
+}
+
+/// `cudaCreateChannelDesc`: the descriptor of its arguments (it returns a struct, so it
+/// cannot be one of the `cudaErrorNotSupported` stubs).
+#[no_mangle]
+pub extern "C" fn cudaCreateChannelDesc(
+    x: c_int,
+    y: c_int,
+    z: c_int,
+    w: c_int,
+    f: c_int,
+) -> ChannelFormatDesc {
+    ChannelFormatDesc { x, y, z, w, f }
+}

@@ -1,0 +1,129 @@
+//! The driver API the runtime is a layer over: `libcuda.so.1` found by the dynamic
+//! loader (vmgpu's in a guest or on a machine without a GPU, so the simulator and
+//! forward modes and their environment variables are the driver's; NVIDIA's where that
+//! is the one installed). Each entry point used is named once, in [`driver_api!`].
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+
+/// `CUresult`.
+pub type CUresult = c_int;
+/// `CUdeviceptr`.
+pub type CUdeviceptr = u64;
+/// An opaque driver handle (`CUcontext`, `CUmodule`, `CUfunction`, `CUstream`,
+/// `CUevent`).
+pub type Handle = *mut c_void;
+
+macro_rules! driver_api {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        /// The driver's entry points this library calls.
+        #[allow(non_snake_case)]
+        #[derive(Debug)]
+        pub struct Driver {
+            $(
+                #[doc = concat!("`", stringify!($name), "`.")]
+                pub $name: unsafe extern "C" fn($($ty),*) -> CUresult,
+            )*
+        }
+
+        impl Driver {
+            /// Resolves every entry point in `lib` (a `dlopen` handle).
+            ///
+            /// # Safety
+            /// `lib` is a live handle of a library whose symbols of these names have
+            /// these C prototypes (cuda.h's).
+            unsafe fn resolve(lib: *mut c_void) -> Result<Driver, String> {
+                Ok(Driver {
+                    $($name: {
+                        let name = concat!(stringify!($name), "\0");
+                        // SAFETY: a live handle and a NUL-terminated name.
+                        let p = unsafe { libc::dlsym(lib, name.as_ptr().cast()) };
+                        if p.is_null() {
+                            return Err(format!("libcuda.so.1 has no {}", stringify!($name)));
+                        }
+                        // SAFETY: the symbol is the driver's function of this prototype
+                        // (the caller's guarantee); function and data pointers have the
+                        // same size here.
+                        unsafe {
+                            std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> CUresult>(p)
+                        }
+                    },)*
+                })
+            }
+        }
+    };
+}
+
+driver_api! {
+    cuInit(flags: c_uint);
+    cuDriverGetVersion(v: *mut c_int);
+    cuDeviceGetCount(n: *mut c_int);
+    cuDeviceGet(d: *mut c_int, ordinal: c_int);
+    cuDeviceGetName(name: *mut c_char, len: c_int, d: c_int);
+    cuDeviceGetAttribute(v: *mut c_int, attr: c_int, d: c_int);
+    cuDeviceTotalMem_v2(bytes: *mut usize, d: c_int);
+    cuDevicePrimaryCtxRetain(ctx: *mut Handle, d: c_int);
+    cuDevicePrimaryCtxReset_v2(d: c_int);
+    cuCtxSetCurrent(ctx: Handle);
+    cuCtxSynchronize();
+    cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
+    cuModuleLoadData(m: *mut Handle, image: *const c_void);
+    cuModuleGetFunction(f: *mut Handle, m: Handle, name: *const c_char);
+    cuModuleGetGlobal_v2(p: *mut CUdeviceptr, bytes: *mut usize, m: Handle, name: *const c_char);
+    cuFuncGetAttribute(v: *mut c_int, attr: c_int, f: Handle);
+    cuFuncSetAttribute(f: Handle, attr: c_int, v: c_int);
+    cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, s: Handle, params: *mut *mut c_void, extra: *mut *mut c_void);
+    cuMemAlloc_v2(p: *mut CUdeviceptr, bytes: usize);
+    cuMemFree_v2(p: CUdeviceptr);
+    cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize);
+    cuMemHostAlloc(p: *mut *mut c_void, bytes: usize, flags: c_uint);
+    cuMemFreeHost(p: *mut c_void);
+    cuMemHostGetDevicePointer_v2(d: *mut CUdeviceptr, p: *mut c_void, flags: c_uint);
+    cuMemHostRegister_v2(p: *mut c_void, bytes: usize, flags: c_uint);
+    cuMemHostUnregister(p: *mut c_void);
+    cuMemAllocManaged(p: *mut CUdeviceptr, bytes: usize, flags: c_uint);
+    cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize);
+    cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize);
+    cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize);
+    cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, s: Handle);
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, s: Handle);
+    cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle);
+    cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize);
+    cuMemsetD8Async(dst: CUdeviceptr, v: u8, n: usize, s: Handle);
+    cuPointerGetAttribute(data: *mut c_void, attr: c_int, p: CUdeviceptr);
+    cuStreamCreate(s: *mut Handle, flags: c_uint);
+    cuStreamDestroy_v2(s: Handle);
+    cuStreamSynchronize(s: Handle);
+    cuStreamQuery(s: Handle);
+    cuStreamWaitEvent(s: Handle, e: Handle, flags: c_uint);
+    cuEventCreate(e: *mut Handle, flags: c_uint);
+    cuEventRecord(e: Handle, s: Handle);
+    cuEventSynchronize(e: Handle);
+    cuEventQuery(e: Handle);
+    cuEventElapsedTime(ms: *mut f32, a: Handle, b: Handle);
+    cuEventDestroy_v2(e: Handle);
+    cuLaunchHostFunc(s: Handle, f: Option<unsafe extern "C" fn(*mut c_void)>, data: *mut c_void);
+}
+
+/// Opens `libcuda.so.1` and resolves the driver.
+pub fn load() -> Result<Driver, String> {
+    const NAME: &CStr = c"libcuda.so.1";
+    // SAFETY: dlopen with a NUL-terminated name; the handle is kept for the process
+    // (never closed), so the function pointers stay valid.
+    let lib = unsafe { libc::dlopen(NAME.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if lib.is_null() {
+        // SAFETY: dlerror returns null or a NUL-terminated message of the loader's.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            "not found".to_string()
+        } else {
+            // SAFETY: non-null, NUL-terminated (above).
+            unsafe { CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(format!("cannot load libcuda.so.1: {why}"));
+    }
+    // SAFETY: a live handle of a library that is a CUDA driver (its name says so); the
+    // prototypes are cuda.h's.
+    unsafe { Driver::resolve(lib) }
+}

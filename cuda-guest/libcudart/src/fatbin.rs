@@ -1,0 +1,297 @@
+//! The fat binaries nvcc embeds in a program (`.nv_fatbin`), as `__cudaRegisterFatBinary`
+//! receives them: a wrapper (`__fatBinC_Wrapper_t`: magic `0x466243b1`, a version, a
+//! pointer to the fatbin), then the fatbin (magic `0xBA55ED50`, a 16-byte header, its
+//! size) holding entries of PTX or machine code for one architecture each. An entry's
+//! payload may be compressed: zstd (nvcc 13's default; a standard frame), LZ4 (block
+//! format, `-compress-mode=speed`) or not at all (`--no-compress`).
+//!
+//! Only the PTX entries are of use here; machine code is for a real GPU's driver.
+
+use std::fmt;
+
+/// `__fatBinC_Wrapper_t`'s magic.
+pub const WRAPPER_MAGIC: u32 = 0x466243b1;
+/// A fatbin's magic.
+pub const FATBIN_MAGIC: u32 = 0xBA55ED50;
+/// An entry of PTX.
+const KIND_PTX: u16 = 1;
+/// Entry flag: the payload is LZ4-compressed.
+const FLAG_LZ4: u64 = 0x2000;
+/// Entry flag: the payload is zstd-compressed.
+const FLAG_ZSTD: u64 = 0x8000;
+/// The largest decompressed PTX taken (a bound against a corrupt size).
+const MAX_PTX: usize = 256 << 20;
+
+/// Why a fatbin could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FatbinError {
+    /// The wrapper or the fatbin has the wrong magic.
+    BadMagic {
+        /// What was read.
+        found: u32,
+        /// What was expected.
+        expected: u32,
+    },
+    /// A size or offset points past the data.
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+    },
+    /// The fatbin holds no PTX (only machine code, which the simulator cannot run).
+    NoPtx {
+        /// The architectures of its machine code.
+        sm: Vec<u32>,
+    },
+    /// A payload does not decompress.
+    Decompress {
+        /// The entry's architecture.
+        sm: u32,
+        /// What the decoder said.
+        reason: String,
+    },
+}
+
+impl fmt::Display for FatbinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FatbinError::BadMagic { found, expected } => {
+                write!(f, "magic {found:#x}, expected {expected:#x}")
+            }
+            FatbinError::Truncated { what } => write!(f, "{what} runs past the fatbin"),
+            FatbinError::NoPtx { sm } => write!(
+                f,
+                "no PTX in the fatbin, only machine code for {sm:?} (build with \
+                 -gencode arch=compute_XX,code=compute_XX to embed PTX)"
+            ),
+            FatbinError::Decompress { sm, reason } => {
+                write!(f, "the PTX for sm_{sm} does not decompress: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FatbinError {}
+
+/// One PTX entry: its architecture and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxEntry {
+    /// `sm_XX` as XX.
+    pub sm: u32,
+    /// The PTX.
+    pub ptx: String,
+}
+
+fn u16_at(b: &[u8], at: usize, what: &'static str) -> Result<u16, FatbinError> {
+    b.get(at..at + 2)
+        .map(|s| u16::from_le_bytes([s[0], s[1]]))
+        .ok_or(FatbinError::Truncated { what })
+}
+
+fn u32_at(b: &[u8], at: usize, what: &'static str) -> Result<u32, FatbinError> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or(FatbinError::Truncated { what })
+}
+
+fn u64_at(b: &[u8], at: usize, what: &'static str) -> Result<u64, FatbinError> {
+    b.get(at..at + 8)
+        .map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+        .ok_or(FatbinError::Truncated { what })
+}
+
+/// The fatbin's whole length (its 16-byte header and entries) from its first 16 bytes.
+pub fn fatbin_len(header: &[u8]) -> Result<usize, FatbinError> {
+    let magic = u32_at(header, 0, "the fatbin header")?;
+    if magic != FATBIN_MAGIC {
+        return Err(FatbinError::BadMagic {
+            found: magic,
+            expected: FATBIN_MAGIC,
+        });
+    }
+    let header_size = u16_at(header, 6, "the fatbin header")? as usize;
+    let size = u64_at(header, 8, "the fatbin header")?;
+    usize::try_from(size)
+        .ok()
+        .and_then(|s| s.checked_add(header_size))
+        .ok_or(FatbinError::Truncated { what: "the fatbin" })
+}
+
+/// The PTX entries of fatbin `b` (its header first), decompressed, in the fatbin's order.
+pub fn ptx_entries(b: &[u8]) -> Result<Vec<PtxEntry>, FatbinError> {
+    let total = fatbin_len(b)?;
+    let b = b
+        .get(..total)
+        .ok_or(FatbinError::Truncated { what: "the fatbin" })?;
+    let mut at = u16_at(b, 6, "the fatbin header")? as usize;
+    let (mut out, mut machine) = (Vec::new(), Vec::new());
+    while at < b.len() {
+        let kind = u16_at(b, at, "an entry header")?;
+        let header_size = u32_at(b, at + 4, "an entry header")? as usize;
+        let padded = u64_at(b, at + 8, "an entry header")? as usize;
+        let compressed = u32_at(b, at + 0x10, "an entry header")? as usize;
+        let sm = u32_at(b, at + 0x1c, "an entry header")?;
+        let flags = u64_at(b, at + 0x28, "an entry header")?;
+        let plain = u64_at(b, at + 0x38, "an entry header")? as usize;
+        if header_size < 0x40 {
+            return Err(FatbinError::Truncated {
+                what: "an entry header",
+            });
+        }
+        let start = at + header_size;
+        let next = start
+            .checked_add(padded)
+            .ok_or(FatbinError::Truncated { what: "an entry" })?;
+        if kind == KIND_PTX {
+            let len = if flags & (FLAG_LZ4 | FLAG_ZSTD) != 0 {
+                compressed
+            } else {
+                padded
+            };
+            let payload = b
+                .get(start..start + len)
+                .ok_or(FatbinError::Truncated { what: "a payload" })?;
+            let bytes = decompress(payload, flags, plain, sm)?;
+            // PTX is text; a NUL ends it (the payload is padded).
+            let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+            out.push(PtxEntry {
+                sm,
+                ptx: String::from_utf8_lossy(&bytes[..end]).into_owned(),
+            });
+        } else {
+            machine.push(sm);
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    if out.is_empty() {
+        return Err(FatbinError::NoPtx { sm: machine });
+    }
+    Ok(out)
+}
+
+fn decompress(payload: &[u8], flags: u64, plain: usize, sm: u32) -> Result<Vec<u8>, FatbinError> {
+    let fail = |reason: String| FatbinError::Decompress { sm, reason };
+    if plain > MAX_PTX {
+        return Err(fail(format!("{plain} bytes decompressed is too large")));
+    }
+    if payload.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) || flags & FLAG_ZSTD != 0 {
+        use std::io::Read;
+        let mut d =
+            ruzstd::decoding::StreamingDecoder::new(payload).map_err(|e| fail(e.to_string()))?;
+        let mut out = Vec::with_capacity(plain.min(MAX_PTX));
+        d.by_ref()
+            .take(MAX_PTX as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| fail(e.to_string()))?;
+        return Ok(out);
+    }
+    if flags & FLAG_LZ4 != 0 {
+        return lz4_flex::block::decompress(payload, plain).map_err(|e| fail(e.to_string()));
+    }
+    Ok(payload.to_vec())
+}
+
+/// The best PTX for the simulator (a virtual sm_80): the newest architecture at or below
+/// 80, else the oldest.
+pub fn pick(entries: &[PtxEntry]) -> Option<&PtxEntry> {
+    entries
+        .iter()
+        .filter(|e| e.sm <= 80)
+        .max_by_key(|e| e.sm)
+        .or_else(|| entries.iter().min_by_key(|e| e.sm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry header of 0x50 bytes for `payload` (compressed to `compressed` bytes when
+    /// `flags` says so).
+    fn entry(kind: u16, sm: u32, flags: u64, payload: &[u8], plain: usize) -> Vec<u8> {
+        let mut h = vec![0u8; 0x50];
+        h[0..2].copy_from_slice(&kind.to_le_bytes());
+        h[4..8].copy_from_slice(&0x50u32.to_le_bytes());
+        let padded = payload.len().div_ceil(8) * 8;
+        h[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
+        h[0x10..0x14].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        h[0x1c..0x20].copy_from_slice(&sm.to_le_bytes());
+        h[0x28..0x30].copy_from_slice(&flags.to_le_bytes());
+        h[0x38..0x40].copy_from_slice(&(plain as u64).to_le_bytes());
+        h.extend_from_slice(payload);
+        h.resize(0x50 + padded, 0);
+        h
+    }
+
+    fn fatbin(entries: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = entries.concat();
+        let mut b = Vec::new();
+        b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&16u16.to_le_bytes());
+        b.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        b.extend_from_slice(&body);
+        b
+    }
+
+    const PTX: &str = ".version 8.0\n.target sm_80\n.address_size 64\n";
+
+    #[test]
+    fn plain_lz4_and_machine_code_entries() {
+        let lz4 = lz4_flex::block::compress(PTX.as_bytes());
+        let b = fatbin(&[
+            entry(2, 90, 0, &[0xde; 24], 24),
+            entry(KIND_PTX, 75, 0, PTX.as_bytes(), PTX.len()),
+            entry(KIND_PTX, 80, FLAG_LZ4, &lz4, PTX.len()),
+        ]);
+        let e = ptx_entries(&b).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(
+            e[0],
+            PtxEntry {
+                sm: 75,
+                ptx: PTX.into()
+            }
+        );
+        assert_eq!(
+            e[1],
+            PtxEntry {
+                sm: 80,
+                ptx: PTX.into()
+            }
+        );
+        assert_eq!(pick(&e).unwrap().sm, 80);
+    }
+
+    #[test]
+    fn machine_code_only_is_named_with_its_architectures() {
+        let b = fatbin(&[entry(2, 90, 0, &[1; 8], 8)]);
+        assert_eq!(ptx_entries(&b), Err(FatbinError::NoPtx { sm: vec![90] }));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        assert!(matches!(
+            ptx_entries(&[0; 16]),
+            Err(FatbinError::BadMagic { .. })
+        ));
+        let mut b = fatbin(&[entry(KIND_PTX, 80, 0, PTX.as_bytes(), PTX.len())]);
+        b.truncate(b.len() - 20);
+        assert!(ptx_entries(&b).is_err());
+        let b = fatbin(&[entry(KIND_PTX, 80, FLAG_ZSTD, &[1, 2, 3, 4], 100)]);
+        assert!(matches!(
+            ptx_entries(&b),
+            Err(FatbinError::Decompress { sm: 80, .. })
+        ));
+        // Every prefix and every byte flipped: no panic.
+        let good = fatbin(&[entry(KIND_PTX, 80, 0, PTX.as_bytes(), PTX.len())]);
+        for n in 0..good.len() {
+            let _ = ptx_entries(&good[..n]);
+            let mut bad = good.clone();
+            bad[n] ^= 0xff;
+            let _ = ptx_entries(&bad);
+        }
+    }
+}

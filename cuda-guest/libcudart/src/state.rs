@@ -1,0 +1,360 @@
+//! The runtime's state over the driver: the driver (loaded and initialised once), each
+//! device's primary context (retained at its first use, as the runtime does), the
+//! calling thread's device, last error and launch configurations, and what the
+//! program's fatbins registered: kernels and variables by their host address, each
+//! fatbin's PTX loaded as a module per device when first needed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::driver::{self, CUdeviceptr, Driver, Handle};
+use crate::errors::*;
+use crate::fatbin;
+
+/// A failed call: the `cudaError_t` and why (logged at debug level).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fail {
+    /// The error.
+    pub code: CudaError,
+    /// Why.
+    pub detail: String,
+}
+
+impl Fail {
+    /// A failure with `code` and a reason.
+    pub fn new(code: CudaError, detail: impl Into<String>) -> Fail {
+        Fail {
+            code,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Results of the runtime.
+pub type R<T> = Result<T, Fail>;
+
+/// Calls a driver entry point: its `CUresult` as the runtime's error, naming the call.
+macro_rules! cu {
+    ($d:expr, $name:ident($($arg:expr),* $(,)?)) => {{
+        // SAFETY: the arguments are what cuda.h's prototype of this entry point takes,
+        // prepared by the caller from the program's arguments.
+        let r = unsafe { ($d.$name)($($arg),*) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err($crate::state::Fail::new(
+                $crate::errors::from_driver(r),
+                format!("{} returned {}", stringify!($name), r),
+            ))
+        }
+    }};
+}
+pub(crate) use cu;
+
+/// The `<<<grid, block, shared, stream>>>` of a launch being made.
+#[derive(Debug, Clone, Copy)]
+pub struct CallConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared: usize,
+    pub stream: Handle,
+}
+
+thread_local! {
+    /// The device of this thread (`cudaSetDevice`).
+    static DEVICE: Cell<i32> = const { Cell::new(0) };
+    /// The last error of this thread (`cudaGetLastError`).
+    static LAST: Cell<CudaError> = const { Cell::new(0) };
+    /// Launch configurations pushed by `<<<...>>>`, popped by the kernel's stub.
+    static CONFIGS: RefCell<Vec<CallConfig>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records `e` as this thread's last error (a sticky error stays).
+pub fn set_last(e: CudaError) {
+    if e != cudaSuccess {
+        LAST.with(|l| {
+            if !is_sticky(l.get()) {
+                l.set(e)
+            }
+        });
+    }
+}
+
+/// This thread's last error, reset to success unless it is sticky.
+pub fn take_last() -> CudaError {
+    LAST.with(|l| {
+        let e = l.get();
+        if !is_sticky(e) {
+            l.set(cudaSuccess);
+        }
+        e
+    })
+}
+
+/// This thread's last error, kept.
+pub fn peek_last() -> CudaError {
+    LAST.with(|l| l.get())
+}
+
+/// This thread's device.
+pub fn device() -> i32 {
+    DEVICE.with(|d| d.get())
+}
+
+/// Sets this thread's device.
+pub fn set_device(d: i32) {
+    DEVICE.with(|c| c.set(d))
+}
+
+/// Pushes a launch configuration (`__cudaPushCallConfiguration`).
+pub fn push_config(c: CallConfig) {
+    CONFIGS.with(|s| s.borrow_mut().push(c))
+}
+
+/// Pops the launch configuration of the launch being made.
+pub fn pop_config() -> Option<CallConfig> {
+    CONFIGS.with(|s| s.borrow_mut().pop())
+}
+
+/// A registered fatbin: where it is, and its PTX once read.
+#[derive(Debug)]
+struct Fatbin {
+    data: usize,
+    ptx: Option<Result<CString, Fail>>,
+}
+
+/// A registered kernel or variable: its fatbin and device-side name.
+#[derive(Debug, Clone)]
+struct Symbol {
+    fatbin: usize,
+    name: CString,
+    size: usize,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    fatbins: Vec<Fatbin>,
+    kernels: HashMap<usize, Symbol>,
+    vars: HashMap<usize, Symbol>,
+    /// (device, fatbin) to its module.
+    modules: HashMap<(i32, usize), usize>,
+    /// (device, host function) to its `CUfunction`.
+    functions: HashMap<(i32, usize), usize>,
+    /// Each device's primary context.
+    contexts: HashMap<i32, usize>,
+}
+
+/// The runtime.
+#[derive(Debug)]
+pub struct Runtime {
+    pub d: Driver,
+    pub devices: i32,
+    registry: Mutex<Registry>,
+}
+
+static RUNTIME: OnceLock<Result<Runtime, Fail>> = OnceLock::new();
+static PENDING: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The runtime, started at the first call that needs the device (the driver loaded and
+/// `cuInit` called once).
+pub fn runtime() -> R<&'static Runtime> {
+    let r = RUNTIME.get_or_init(|| {
+        let d = driver::load().map_err(|e| Fail::new(cudaErrorInsufficientDriver, e))?;
+        cu!(d, cuInit(0))?;
+        let mut n = 0;
+        cu!(d, cuDeviceGetCount(&mut n))?;
+        if n == 0 {
+            return Err(Fail::new(cudaErrorNoDevice, "the driver has no device"));
+        }
+        Ok(Runtime {
+            d,
+            devices: n,
+            registry: Mutex::new(Registry::default()),
+        })
+    });
+    r.as_ref().map_err(Fail::clone)
+}
+
+/// Registers a fatbin before the runtime starts (`__cudaRegisterFatBinary` runs in the
+/// program's constructors): its number.
+pub fn register_fatbin(data: usize) -> usize {
+    let mut p = lock(&PENDING);
+    p.push(data);
+    p.len() - 1
+}
+
+/// Registers kernel `host` of fatbin `fatbin` with device-side name `name`.
+pub fn register_kernel(fatbin: usize, host: usize, name: CString) {
+    lock(&REGISTERED).kernels.insert(
+        host,
+        Symbol {
+            fatbin,
+            name,
+            size: 0,
+        },
+    );
+}
+
+/// Registers variable `host` of fatbin `fatbin` (`size` bytes) named `name`.
+pub fn register_var(fatbin: usize, host: usize, name: CString, size: usize) {
+    lock(&REGISTERED)
+        .vars
+        .insert(host, Symbol { fatbin, name, size });
+}
+
+/// What the program registered (kept apart from the runtime, which starts later).
+static REGISTERED: std::sync::LazyLock<Mutex<Registry>> =
+    std::sync::LazyLock::new(|| Mutex::new(Registry::default()));
+
+impl Runtime {
+    /// Makes this thread's device's primary context current (retained at its first use).
+    pub fn bind(&self) -> R<()> {
+        let dev = device();
+        let ctx = {
+            let mut reg = lock(&self.registry);
+            match reg.contexts.get(&dev) {
+                Some(&c) => c,
+                None => {
+                    let mut c: Handle = std::ptr::null_mut();
+                    cu!(self.d, cuDevicePrimaryCtxRetain(&mut c, dev))?;
+                    reg.contexts.insert(dev, c as usize);
+                    c as usize
+                }
+            }
+        };
+        cu!(self.d, cuCtxSetCurrent(ctx as Handle))
+    }
+
+    /// The module of fatbin `fatbin` on this thread's device (bound), loaded when first
+    /// needed.
+    fn module(&self, fatbin: usize) -> R<Handle> {
+        let dev = device();
+        let mut reg = lock(&self.registry);
+        if let Some(&m) = reg.modules.get(&(dev, fatbin)) {
+            return Ok(m as Handle);
+        }
+        let ptx = {
+            let data = *lock(&PENDING).get(fatbin).ok_or_else(|| {
+                Fail::new(cudaErrorInvalidResourceHandle, format!("fatbin {fatbin}"))
+            })?;
+            while reg.fatbins.len() <= fatbin {
+                reg.fatbins.push(Fatbin { data: 0, ptx: None });
+            }
+            let f = &mut reg.fatbins[fatbin];
+            f.data = data;
+            f.ptx.get_or_insert_with(|| read_ptx(data)).clone()?
+        };
+        let mut m: Handle = std::ptr::null_mut();
+        cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast()))?;
+        reg.modules.insert((dev, fatbin), m as usize);
+        Ok(m)
+    }
+
+    /// The `CUfunction` of the kernel whose host stub is `host`, on this thread's device
+    /// (bound).
+    pub fn function(&self, host: usize) -> R<Handle> {
+        let dev = device();
+        if let Some(&f) = lock(&self.registry).functions.get(&(dev, host)) {
+            return Ok(f as Handle);
+        }
+        let sym = lock(&REGISTERED)
+            .kernels
+            .get(&host)
+            .cloned()
+            .ok_or_else(|| {
+                Fail::new(
+                    cudaErrorInvalidDeviceFunction,
+                    format!("{host:#x} is not a registered kernel"),
+                )
+            })?;
+        let m = self.module(sym.fatbin)?;
+        let mut f: Handle = std::ptr::null_mut();
+        cu!(self.d, cuModuleGetFunction(&mut f, m, sym.name.as_ptr()))?;
+        lock(&self.registry)
+            .functions
+            .insert((dev, host), f as usize);
+        Ok(f)
+    }
+
+    /// The device address and size of the variable whose host shadow is `host`.
+    pub fn symbol(&self, host: usize) -> R<(CUdeviceptr, usize)> {
+        let sym = lock(&REGISTERED).vars.get(&host).cloned().ok_or_else(|| {
+            Fail::new(
+                cudaErrorInvalidSymbol,
+                format!("{host:#x} is not a registered __device__ or __constant__ variable"),
+            )
+        })?;
+        let m = self.module(sym.fatbin)?;
+        let (mut p, mut n) = (0u64, 0usize);
+        cu!(
+            self.d,
+            cuModuleGetGlobal_v2(&mut p, &mut n, m, sym.name.as_ptr())
+        )?;
+        Ok((p, if n == 0 { sym.size } else { n }))
+    }
+
+    /// Forgets this thread's device's modules and functions (its primary context was
+    /// reset).
+    pub fn forget_device(&self) {
+        let dev = device();
+        let mut reg = lock(&self.registry);
+        reg.modules.retain(|(d, _), _| *d != dev);
+        reg.functions.retain(|(d, _), _| *d != dev);
+    }
+}
+
+/// The PTX of the fatbin whose wrapper or fatbin is at `data`, NUL-terminated.
+fn read_ptx(data: usize) -> R<CString> {
+    let bad = |e: fatbin::FatbinError| {
+        Fail::new(
+            cudaErrorInvalidKernelImage,
+            format!("the program's fatbin at {data:#x}: {e}"),
+        )
+    };
+    // SAFETY: `data` is the fatbin nvcc embedded in the program (given to
+    // `__cudaRegisterFatBinary`): its 16-byte header is readable, and it is as long as
+    // the header says, in the program's read-only data for the process's life.
+    let header = unsafe { std::slice::from_raw_parts(data as *const u8, 16) };
+    let len = fatbin::fatbin_len(header).map_err(bad)?;
+    // SAFETY: as above, `len` bytes from its start.
+    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
+    let entries = fatbin::ptx_entries(bytes).map_err(bad)?;
+    let e = fatbin::pick(&entries).expect("ptx_entries returns at least one");
+    CString::new(e.ptx.clone()).map_err(|_| {
+        Fail::new(
+            cudaErrorInvalidPtx,
+            format!("the PTX for sm_{} holds a NUL byte", e.sm),
+        )
+    })
+}
+
+/// The fatbin of a `__fatBinC_Wrapper_t` (or a bare fatbin) at `p`.
+///
+/// # Safety
+/// `p` is what nvcc's registration code passes to `__cudaRegisterFatBinary`.
+pub unsafe fn fatbin_of(p: *const c_void) -> R<usize> {
+    if p.is_null() {
+        return Err(Fail::new(cudaErrorInvalidKernelImage, "a null fatbin"));
+    }
+    // SAFETY: the wrapper or fatbin starts with a readable 4-byte magic.
+    let magic = unsafe { (p as *const u32).read_unaligned() };
+    match magic {
+        fatbin::WRAPPER_MAGIC => {
+            // SAFETY: a `__fatBinC_Wrapper_t`: magic, version, then the fatbin's address
+            // at offset 8.
+            let data = unsafe { (p as *const u8).add(8).cast::<usize>().read_unaligned() };
+            Ok(data)
+        }
+        fatbin::FATBIN_MAGIC => Ok(p as usize),
+        m => Err(Fail::new(
+            cudaErrorInvalidKernelImage,
+            format!("a fatbin wrapper with magic {m:#x}"),
+        )),
+    }
+}
