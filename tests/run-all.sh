@@ -62,6 +62,18 @@ VMGPU_CUDARC_TESTS=$(cd "target/$cudarc" && CARGO_TARGET_DIR=../cudarc-target ca
   python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")][-1])')
 export VMGPU_CUDARC_TESTS
 
+# NVIDIA's nvcc 13, from PyPI into one folder under target/ (every wheel pinned), to build
+# real runtime-API programs (cuda-guest/libcudart/tests/nvcc_programs.rs) with Debian's gcc.
+nvcc_dir=target/nvcc13
+nvcc_pins=(nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88
+  nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85)
+if [ ! -x "$nvcc_dir/py/nvidia/cu13/bin/nvcc" ]; then
+  PIP_CACHE_DIR=target/pip-cache python3 -m pip install -q --disable-pip-version-check \
+    --target "$nvcc_dir/py" "${nvcc_pins[@]}"
+fi
+ln -sf libcudart.so.13 "$nvcc_dir/py/nvidia/cu13/lib/libcudart.so"
+export VMGPU_NVCC=$PWD/$nvcc_dir/py/nvidia/cu13/bin/nvcc
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Every feature too (vm-passthrough's iommufd and fake, cuda-guest's service).
@@ -78,7 +90,8 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 # that need an NVIDIA GPU stay ignored: they are the skipped ones.
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
   cargo test -p vmgpu --locked --test cli_cuda -- --ignored &&
-  cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored; } 2>&1 |
+  cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored &&
+  cargo test -p vmgpu-libcudart --locked --test nvcc_programs -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu

@@ -320,23 +320,16 @@ fn per_thread(s: Handle) -> Handle {
 // ---------------------------------------------------------------------------------------
 // Errors.
 
-rt! {
-    /// `cudaGetLastError`: the thread's last error, reset (unless sticky).
-    fn cudaGetLastError() {
-        match state::take_last() {
-            cudaSuccess => Ok(()),
-            e => Err(Fail::new(e, "the last error")),
-        }
-    }
+/// `cudaGetLastError`: the thread's last error, reset (unless sticky).
+#[no_mangle]
+pub extern "C" fn cudaGetLastError() -> CudaError {
+    state::take_last()
 }
-rt! {
-    /// `cudaPeekAtLastError`: the thread's last error, kept.
-    fn cudaPeekAtLastError() {
-        match state::peek_last() {
-            cudaSuccess => Ok(()),
-            e => Err(Fail::new(e, "the last error")),
-        }
-    }
+
+/// `cudaPeekAtLastError`: the thread's last error, kept.
+#[no_mangle]
+pub extern "C" fn cudaPeekAtLastError() -> CudaError {
+    state::peek_last()
 }
 
 /// `cudaGetErrorString`.

@@ -1,7 +1,7 @@
 //! The driver API the runtime is a layer over: `libcuda.so.1` found by the dynamic
 //! loader (vmgpu's in a guest or on a machine without a GPU, so the simulator and
 //! forward modes and their environment variables are the driver's; NVIDIA's where that
-//! is the one installed). Each entry point used is named once, in [`driver_api!`].
+//! is the one installed). Each entry point used is named once, in the `driver_api!` table below.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 

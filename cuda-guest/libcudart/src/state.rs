@@ -312,10 +312,12 @@ impl Runtime {
 /// The PTX of the fatbin whose wrapper or fatbin is at `data`, NUL-terminated.
 fn read_ptx(data: usize) -> R<CString> {
     let bad = |e: fatbin::FatbinError| {
-        Fail::new(
-            cudaErrorInvalidKernelImage,
-            format!("the program's fatbin at {data:#x}: {e}"),
-        )
+        let code = match e {
+            // Machine code only, for a real GPU: the runtime's "no image for this device".
+            fatbin::FatbinError::NoPtx { .. } => cudaErrorNoKernelImageForDevice,
+            _ => cudaErrorInvalidKernelImage,
+        };
+        Fail::new(code, format!("the program's fatbin at {data:#x}: {e}"))
     };
     // SAFETY: `data` is the fatbin nvcc embedded in the program (given to
     // `__cudaRegisterFatBinary`): its 16-byte header is readable, and it is as long as

@@ -1,0 +1,207 @@
+// What real programs do with the CUDA runtime, each result checked against what a GPU
+// gives: <<<>>> launches, __device__ and __constant__ variables, memory of every kind,
+// streams, events, host functions, errors (sticky and not), device printf. Prints one
+// line per check and a summary; exits 1 on a failed check.
+#include <cstdio>
+#include <cstring>
+#include <cuda_runtime.h>
+
+static int checks, failures;
+#define CHECK(what, cond)                                                          \
+  do {                                                                             \
+    checks++;                                                                      \
+    if (cond) {                                                                    \
+      printf("ok   %s\n", what);                                                   \
+    } else {                                                                       \
+      failures++;                                                                  \
+      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
+    }                                                                              \
+  } while (0)
+#define OK(call) CHECK(#call, (call) == cudaSuccess)
+
+__device__ int counter;
+__constant__ float coeff[4];
+
+__global__ void saxpy(int n, const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = coeff[0] * x[i] + y[i];
+  if (i == 0) atomicAdd(&counter, 1);
+}
+
+__global__ void block_sum(const int *in, int *out) {
+  __shared__ int s[256];
+  s[threadIdx.x] = in[blockIdx.x * 256 + threadIdx.x];
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+
+__global__ void fill(int *p, int v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = v + i;
+}
+
+__global__ void hello(int v) { printf("hello from the device: %d\n", v); }
+
+static int host_calls;
+static void CUDART_CB on_host(void *p) { host_calls += *(int *)p; }
+
+int main() {
+  int count = 0;
+  OK(cudaGetDeviceCount(&count));
+  CHECK("one device or more", count >= 1);
+  OK(cudaSetDevice(0));
+  int dev = -1;
+  OK(cudaGetDevice(&dev));
+  CHECK("device 0", dev == 0);
+  int warp = 0;
+  OK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, 0));
+  CHECK("warp size 32", warp == 32);
+  int rt = 0;
+  OK(cudaRuntimeGetVersion(&rt));
+  CHECK("runtime version 13.0", rt == 13000);
+
+  // saxpy with a __constant__ coefficient and a __device__ counter.
+  const int n = 1 << 12;
+  float *x = new float[n], *y = new float[n];
+  for (int i = 0; i < n; i++) { x[i] = (float)i; y[i] = 1.0f; }
+  float *dx, *dy;
+  OK(cudaMalloc(&dx, n * sizeof(float)));
+  OK(cudaMalloc(&dy, n * sizeof(float)));
+  OK(cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice));
+  OK(cudaMemcpy(dy, y, n * sizeof(float), cudaMemcpyDefault));
+  float c[4] = {3.0f, 0, 0, 0};
+  OK(cudaMemcpyToSymbol(coeff, c, sizeof c));
+  int zero = 0;
+  OK(cudaMemcpyToSymbol(counter, &zero, sizeof zero));
+  saxpy<<<(n + 255) / 256, 256>>>(n, dx, dy);
+  OK(cudaGetLastError());
+  saxpy<<<(n + 255) / 256, 256>>>(n, dx, dy);
+  OK(cudaDeviceSynchronize());
+  OK(cudaMemcpy(y, dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int i = 0; i < n; i++) bad += y[i] != 6.0f * i + 1.0f;
+  CHECK("saxpy twice: y = 6x + 1", bad == 0);
+  int launches = 0;
+  OK(cudaMemcpyFromSymbol(&launches, counter, sizeof launches));
+  CHECK("the __device__ counter saw two launches", launches == 2);
+  void *sym = nullptr;
+  OK(cudaGetSymbolAddress(&sym, counter));
+  size_t sym_size = 0;
+  OK(cudaGetSymbolSize(&sym_size, coeff));
+  CHECK("sizeof coeff", sym_size == sizeof c);
+
+  // Shared memory and __syncthreads: a block reduction.
+  const int blocks = 16;
+  int *in = new int[blocks * 256], sums[blocks];
+  for (int i = 0; i < blocks * 256; i++) in[i] = i % 7;
+  int *din, *dout;
+  OK(cudaMalloc(&din, sizeof(int) * blocks * 256));
+  OK(cudaMalloc(&dout, sizeof sums));
+  OK(cudaMemcpy(din, in, sizeof(int) * blocks * 256, cudaMemcpyHostToDevice));
+  block_sum<<<blocks, 256>>>(din, dout);
+  OK(cudaMemcpy(sums, dout, sizeof sums, cudaMemcpyDeviceToHost));
+  bad = 0;
+  for (int b = 0; b < blocks; b++) {
+    int want = 0;
+    for (int t = 0; t < 256; t++) want += in[b * 256 + t];
+    bad += sums[b] != want;
+  }
+  CHECK("block sums", bad == 0);
+
+  // Streams, async copies from pinned memory, events, a host function.
+  cudaStream_t s;
+  OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int *pinned;
+  OK(cudaMallocHost(&pinned, sizeof(int) * 1024));
+  int *dfill;
+  OK(cudaMalloc(&dfill, sizeof(int) * 1024));
+  cudaEvent_t start, stop;
+  OK(cudaEventCreate(&start));
+  OK(cudaEventCreate(&stop));
+  OK(cudaEventRecord(start, s));
+  OK(cudaMemsetAsync(dfill, 0, sizeof(int) * 1024, s));
+  fill<<<4, 256, 0, s>>>(dfill, 100, 1024);
+  OK(cudaMemcpyAsync(pinned, dfill, sizeof(int) * 1024, cudaMemcpyDeviceToHost, s));
+  int add = 5;
+  OK(cudaLaunchHostFunc(s, on_host, &add));
+  OK(cudaEventRecord(stop, s));
+  OK(cudaStreamSynchronize(s));
+  CHECK("the stream's copy", pinned[0] == 100 && pinned[1023] == 1123);
+  CHECK("the host function ran once", host_calls == 5);
+  OK(cudaEventQuery(stop));
+  float ms = -1;
+  OK(cudaEventElapsedTime(&ms, start, stop));
+  CHECK("elapsed time >= 0", ms >= 0.0f);
+  OK(cudaStreamQuery(s));
+
+  // Managed memory: the host and kernels use one pointer.
+  int *m;
+  OK(cudaMallocManaged(&m, sizeof(int) * 256));
+  for (int i = 0; i < 256; i++) m[i] = -1;
+  fill<<<1, 256>>>(m, 7, 256);
+  OK(cudaDeviceSynchronize());
+  CHECK("managed memory written by a kernel, read by the host", m[0] == 7 && m[255] == 262);
+  OK(cudaFree(m));
+
+  // Mapped (zero-copy) host memory.
+  int *h, *hd;
+  OK(cudaHostAlloc(&h, sizeof(int) * 64, cudaHostAllocMapped));
+  OK(cudaHostGetDevicePointer((void **)&hd, h, 0));
+  fill<<<1, 64>>>(hd, 1000, 64);
+  OK(cudaDeviceSynchronize());
+  CHECK("mapped host memory written by a kernel", h[0] == 1000 && h[63] == 1063);
+  OK(cudaFreeHost(h));
+
+  // cudaMemset, cudaMemGetInfo, cudaFree(nullptr).
+  OK(cudaMemset(dfill, 0xff, sizeof(int) * 1024));
+  int word = 0;
+  OK(cudaMemcpy(&word, dfill, sizeof word, cudaMemcpyDeviceToHost));
+  CHECK("memset 0xff", word == -1);
+  size_t free_b = 0, total_b = 0;
+  OK(cudaMemGetInfo(&free_b, &total_b));
+  CHECK("free <= total", free_b > 0 && free_b <= total_b);
+  OK(cudaFree(nullptr));
+
+  // Device printf.
+  hello<<<1, 1>>>(42);
+  OK(cudaDeviceSynchronize());
+  fflush(stdout);
+
+  // Errors that are not sticky: a bad launch configuration, a bad copy kind.
+  fill<<<1, 2048>>>(dfill, 0, 1);
+  CHECK("a block of 2048 threads: cudaErrorInvalidConfiguration",
+        cudaGetLastError() == cudaErrorInvalidConfiguration);
+  CHECK("the last error is reset", cudaGetLastError() == cudaSuccess);
+  CHECK("a bad copy kind", cudaMemcpy(dx, x, 4, (cudaMemcpyKind)9) == cudaErrorInvalidMemcpyDirection);
+  CHECK("peek keeps the error", cudaPeekAtLastError() == cudaErrorInvalidMemcpyDirection &&
+                                    cudaGetLastError() == cudaErrorInvalidMemcpyDirection);
+  CHECK("an unregistered kernel", cudaLaunchKernel((const void *)main, dim3(1), dim3(1), nullptr, 0, 0) ==
+                                     cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+  CHECK("error names", strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
+  CHECK("error strings", strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);
+  CHECK("an unsupported entry point", cudaDeviceSetLimit(cudaLimitStackSize, 4096) == cudaErrorNotSupported);
+  cudaGetLastError();
+
+  OK(cudaStreamDestroy(s));
+  OK(cudaEventDestroy(start));
+  OK(cudaEventDestroy(stop));
+  OK(cudaFreeHost(pinned));
+  OK(cudaFree(dx));
+  OK(cudaFree(dy));
+  OK(cudaFree(din));
+  OK(cudaFree(dout));
+
+  // Last: an illegal address is sticky.
+  fill<<<1, 1>>>((int *)0x10, 0, 1);
+  cudaError_t e = cudaDeviceSynchronize();
+  CHECK("an illegal address", e == cudaErrorIllegalAddress);
+  CHECK("sticky: every later call", cudaMalloc(&dx, 4) == cudaErrorIllegalAddress);
+
+  printf("runtime_api: %d checks, %d failed\n", checks, failures);
+  return failures != 0;
+}
