@@ -434,6 +434,33 @@ rt! {
     }
 }
 rt! {
+    /// `cudaGetDeviceProperties` (CUDA 13's `struct cudaDeviceProp`): the name, UUID and
+    /// memory of the device, every other field from its driver attribute (0 where the
+    /// driver has none).
+    fn cudaGetDeviceProperties(prop: *mut crate::props::DeviceProp, d: c_int) {
+        let rt = runtime()?;
+        if prop.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null prop"));
+        }
+        if !(0..rt.devices).contains(&d) {
+            return Err(Fail::new(cudaErrorInvalidDevice, format!("device {d} of {}", rt.devices)));
+        }
+        let mut p = crate::props::DeviceProp::zeroed();
+        cu!(rt.d, cuDeviceGetName(p.name.as_mut_ptr(), p.name.len() as c_int - 1, d))?;
+        cu!(rt.d, cuDeviceGetUuid(p.uuid.as_mut_ptr(), d))?;
+        cu!(rt.d, cuDeviceTotalMem_v2(&mut p.totalGlobalMem, d))?;
+        // An attribute the driver does not have (newer than it) is 0, as on a device
+        // without the feature.
+        p.fill(|attr| {
+            let mut v = 0;
+            cu!(rt.d, cuDeviceGetAttribute(&mut v, attr, d)).map_or(0, |()| v)
+        });
+        // SAFETY: checked non-null; the program's `struct cudaDeviceProp`.
+        unsafe { out(prop, p) }
+    }
+}
+
+rt! {
     /// `cudaMemGetInfo`.
     fn cudaMemGetInfo(free: *mut usize, total: *mut usize) {
         let rt = bound()?;

@@ -59,6 +59,7 @@ driver_api! {
     cuDeviceGetCount(n: *mut c_int);
     cuDeviceGet(d: *mut c_int, ordinal: c_int);
     cuDeviceGetName(name: *mut c_char, len: c_int, d: c_int);
+    cuDeviceGetUuid(uuid: *mut u8, d: c_int);
     cuDeviceGetAttribute(v: *mut c_int, attr: c_int, d: c_int);
     cuDeviceTotalMem_v2(bytes: *mut usize, d: c_int);
     cuDevicePrimaryCtxRetain(ctx: *mut Handle, d: c_int);

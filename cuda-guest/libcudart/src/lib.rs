@@ -19,5 +19,6 @@ pub mod driver;
 pub mod errors;
 pub mod fatbin;
 mod log;
+mod props;
 mod state;
 mod unsupported;

@@ -107,7 +107,6 @@ unsupported! {
     cudaGLUnregisterBufferObject,
     cudaGetChannelDesc,
     cudaGetDeviceFlags,
-    cudaGetDeviceProperties,
     cudaGetDriverEntryPoint,
     cudaGetDriverEntryPointByVersion,
     cudaGetDriverEntryPointByVersion_ptsz,

@@ -164,7 +164,7 @@ pub struct SimConfig {
     /// Where device `printf` output and failed-assertion lines go (the process's
     /// stdout and stderr by default), written when a launch ends.
     pub output: Output,
-    /// How many devices [`SimBackend`] simulates (1 to [`SIM_MAX_DEVICES`]), each with
+    /// How many devices [`SimBackend`] simulates (1 to [`backend::SIM_MAX_DEVICES`]), each with
     /// [`SimConfig::memory_limit`] of memory of its own.
     pub devices: u32,
 }

@@ -60,6 +60,24 @@ int main() {
   int warp = 0;
   OK(cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, 0));
   CHECK("warp size 32", warp == 32);
+  cudaDeviceProp prop;
+  memset(&prop, 0xee, sizeof prop);
+  OK(cudaGetDeviceProperties(&prop, 0));
+  int major = -1, sms = -1;
+  OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK("properties: a name", prop.name[0] != 0 && strlen(prop.name) < sizeof prop.name);
+  CHECK("properties: major as the attribute", prop.major == major && major >= 7);
+  CHECK("properties: SMs as the attribute", prop.multiProcessorCount == sms && sms > 0);
+  CHECK("properties: warp, block and grid limits",
+        prop.warpSize == 32 && prop.maxThreadsPerBlock == 1024 && prop.maxThreadsDim[0] == 1024 &&
+            prop.maxThreadsDim[2] == 64 && prop.maxGridSize[0] == 2147483647 && prop.maxGridSize[1] == 65535);
+  CHECK("properties: memory", prop.totalGlobalMem > 0 && prop.sharedMemPerBlock == 49152 &&
+                                  prop.totalConstMem == 65536);
+  CHECK("properties: the reserved tail is zeroed", prop.reserved[55] == 0);
+  CHECK("properties of a device that is not there",
+        cudaGetDeviceProperties(&prop, 99) == cudaErrorInvalidDevice);
+  cudaGetLastError();
   int rt = 0;
   OK(cudaRuntimeGetVersion(&rt));
   CHECK("runtime version 13.0", rt == 13000);
