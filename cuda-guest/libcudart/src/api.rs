@@ -835,3 +835,358 @@ pub extern "C" fn cudaCreateChannelDesc(
 ) -> ChannelFormatDesc {
     ChannelFormatDesc { x, y, z, w, f }
 }
+
+// ---------------------------------------------------------------------------------------
+// Kernels' attributes and occupancy.
+
+/// `struct cudaFuncAttributes` (CUDA 13).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FuncAttributes {
+    shared_size_bytes: usize,
+    const_size_bytes: usize,
+    local_size_bytes: usize,
+    max_threads_per_block: c_int,
+    num_regs: c_int,
+    ptx_version: c_int,
+    binary_version: c_int,
+    cache_mode_ca: c_int,
+    max_dynamic_shared_size_bytes: c_int,
+    preferred_shmem_carveout: c_int,
+    cluster_dim_must_be_set: c_int,
+    required_cluster_width: c_int,
+    required_cluster_height: c_int,
+    required_cluster_depth: c_int,
+    cluster_scheduling_policy_preference: c_int,
+    non_portable_cluster_size_allowed: c_int,
+    reserved: [c_int; 16],
+}
+
+rt! {
+    /// `cudaFuncGetAttributes`: each field from the driver's `CU_FUNC_ATTRIBUTE_*` of
+    /// the same meaning.
+    fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        let get = |a: c_int| -> R<c_int> {
+            let mut v = 0;
+            cu!(rt.d, cuFuncGetAttribute(&mut v, a, f))?;
+            Ok(v)
+        };
+        let a = FuncAttributes {
+            max_threads_per_block: get(0)?,
+            shared_size_bytes: get(1)? as usize,
+            const_size_bytes: get(2)? as usize,
+            local_size_bytes: get(3)? as usize,
+            num_regs: get(4)?,
+            ptx_version: get(5)?,
+            binary_version: get(6)?,
+            cache_mode_ca: get(7)?,
+            max_dynamic_shared_size_bytes: get(8)?,
+            preferred_shmem_carveout: get(9)?,
+            cluster_dim_must_be_set: get(10).unwrap_or(0),
+            required_cluster_width: get(11).unwrap_or(0),
+            required_cluster_height: get(12).unwrap_or(0),
+            required_cluster_depth: get(13).unwrap_or(0),
+            non_portable_cluster_size_allowed: get(14).unwrap_or(0),
+            cluster_scheduling_policy_preference: get(15).unwrap_or(0),
+            reserved: [0; 16],
+        };
+        // SAFETY: the program's `struct cudaFuncAttributes`.
+        unsafe { out(attr, a) }
+    }
+}
+rt! {
+    /// `cudaFuncSetAttribute`: `cudaFuncAttribute` numbers are the driver's.
+    fn cudaFuncSetAttribute(func: *const c_void, attr: c_int, value: c_int) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        cu!(rt.d, cuFuncSetAttribute(f, attr, value))
+    }
+}
+rt! {
+    /// `cudaFuncSetCacheConfig`: a hint, taken (the kernel must be registered).
+    fn cudaFuncSetCacheConfig(func: *const c_void, _config: c_int) {
+        bound()?.function(func as usize).map(drop)
+    }
+}
+rt! {
+    /// `cudaOccupancyMaxActiveBlocksPerMultiprocessor`.
+    fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(n: *mut c_int, func: *const c_void, block: c_int, shared: usize) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        cu!(rt.d, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, shared, 0))
+    }
+}
+rt! {
+    /// `cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`.
+    fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n: *mut c_int, func: *const c_void, block: c_int, shared: usize, flags: c_uint) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        cu!(rt.d, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, shared, flags))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// More of streams, events, memory and devices: each the driver call of the same meaning.
+
+rt! {
+    /// `cudaStreamAddCallback` (`cudaStreamCallback_t` has the driver callback's shape;
+    /// the status passed is the driver's code, which the runtime shares).
+    fn cudaStreamAddCallback(s: Handle, cb: Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>, data: *mut c_void, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamAddCallback(s, cb, data, flags))
+    }
+}
+rt! {
+    /// `cudaStreamCreateWithPriority`.
+    fn cudaStreamCreateWithPriority(s: *mut Handle, flags: c_uint, priority: c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamCreateWithPriority(s, flags, priority))
+    }
+}
+rt! {
+    /// `cudaDeviceGetStreamPriorityRange`.
+    fn cudaDeviceGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuCtxGetStreamPriorityRange(least, greatest))
+    }
+}
+rt! {
+    /// `cudaEventRecordWithFlags`.
+    fn cudaEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuEventRecordWithFlags(e, s, flags))
+    }
+}
+rt! {
+    /// `cudaMallocAsync`: from the device's memory pool, in stream order.
+    fn cudaMallocAsync(p: *mut *mut c_void, bytes: usize, s: Handle) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null devPtr"));
+        }
+        let mut d: CUdeviceptr = 0;
+        cu!(rt.d, cuMemAllocAsync(&mut d, bytes, s))?;
+        // SAFETY: checked non-null; the program's pointer slot.
+        unsafe { out(p, d as usize as *mut c_void) }
+    }
+}
+rt! {
+    /// `cudaFreeAsync`.
+    fn cudaFreeAsync(p: *mut c_void, s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemFreeAsync(p as usize as CUdeviceptr, s))
+    }
+}
+rt! {
+    /// `cudaMemcpyToSymbolAsync`.
+    fn cudaMemcpyToSymbolAsync(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) {
+        let (_, p) = symbol_range(symbol, n, offset)?;
+        let kind = if kind == DEFAULT || kind == DEVICE_TO_DEVICE { kind } else { HOST_TO_DEVICE };
+        // SAFETY: the program's source of `n` bytes; the variable's range, checked.
+        unsafe { memcpy(p as usize as *mut c_void, src, n, kind, Some(s)) }
+    }
+}
+rt! {
+    /// `cudaMemcpyFromSymbolAsync`.
+    fn cudaMemcpyFromSymbolAsync(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) {
+        let (_, p) = symbol_range(symbol, n, offset)?;
+        let kind = if kind == DEFAULT || kind == DEVICE_TO_DEVICE { kind } else { DEVICE_TO_HOST };
+        // SAFETY: the program's destination of `n` bytes; the variable's range, checked.
+        unsafe { memcpy(dst, p as usize as *const c_void, n, kind, Some(s)) }
+    }
+}
+rt! {
+    /// `cudaMemPrefetchAsync` (CUDA 13: a `cudaMemLocation`).
+    fn cudaMemPrefetchAsync(p: *const c_void, n: usize, location: crate::driver::MemLocation, flags: c_uint, s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemPrefetchAsync_v2(p as usize as CUdeviceptr, n, location, flags, s))
+    }
+}
+rt! {
+    /// `cudaMemAdvise` (CUDA 13: a `cudaMemLocation`).
+    fn cudaMemAdvise(p: *const c_void, n: usize, advice: c_int, location: crate::driver::MemLocation) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemAdvise_v2(p as usize as CUdeviceptr, n, advice, location))
+    }
+}
+rt! {
+    /// `cudaDeviceGetLimit` (`cudaLimit` numbers are the driver's).
+    fn cudaDeviceGetLimit(v: *mut usize, limit: c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuCtxGetLimit(v, limit))
+    }
+}
+rt! {
+    /// `cudaDeviceSetLimit`.
+    fn cudaDeviceSetLimit(limit: c_int, v: usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuCtxSetLimit(limit, v))
+    }
+}
+rt! {
+    /// `cudaDeviceGetPCIBusId`.
+    fn cudaDeviceGetPCIBusId(id: *mut c_char, len: c_int, d: c_int) {
+        let rt = runtime()?;
+        cu!(rt.d, cuDeviceGetPCIBusId(id, len, d))
+    }
+}
+rt! {
+    /// `cudaDeviceCanAccessPeer`.
+    fn cudaDeviceCanAccessPeer(can: *mut c_int, d: c_int, peer: c_int) {
+        let rt = runtime()?;
+        cu!(rt.d, cuDeviceCanAccessPeer(can, d, peer))
+    }
+}
+rt! {
+    /// `cudaDeviceEnablePeerAccess`: for this thread's device, to `peer`'s memory.
+    fn cudaDeviceEnablePeerAccess(peer: c_int, flags: c_uint) {
+        let rt = bound()?;
+        let p = rt.context_of(peer)?;
+        cu!(rt.d, cuCtxEnablePeerAccess(p, flags))
+    }
+}
+rt! {
+    /// `cudaMemcpyPeer`: between the memory of two devices.
+    fn cudaMemcpyPeer(dst: *mut c_void, dst_dev: c_int, src: *const c_void, src_dev: c_int, n: usize) {
+        let rt = bound()?;
+        let (dc, sc) = (rt.context_of(dst_dev)?, rt.context_of(src_dev)?);
+        cu!(rt.d, cuMemcpyPeer(dst as usize as CUdeviceptr, dc, src as usize as CUdeviceptr, sc, n))
+    }
+}
+rt! {
+    /// `cudaMemcpyPeerAsync`.
+    fn cudaMemcpyPeerAsync(dst: *mut c_void, dst_dev: c_int, src: *const c_void, src_dev: c_int, n: usize, s: Handle) {
+        let rt = bound()?;
+        let (dc, sc) = (rt.context_of(dst_dev)?, rt.context_of(src_dev)?);
+        cu!(rt.d, cuMemcpyPeerAsync(dst as usize as CUdeviceptr, dc, src as usize as CUdeviceptr, sc, n, s))
+    }
+}
+rt! {
+    /// `cudaSetDeviceFlags`: taken (scheduling and mapping hints; mapping is always on).
+    fn cudaSetDeviceFlags(_flags: c_uint) {
+        runtime().map(drop)
+    }
+}
+rt! {
+    /// `cudaDeviceSetCacheConfig`: a hint, taken.
+    fn cudaDeviceSetCacheConfig(_config: c_int) {
+        runtime().map(drop)
+    }
+}
+rt! {
+    /// `cudaProfilerStart`: no profiler is attached; success, as without one.
+    fn cudaProfilerStart() {
+        runtime().map(drop)
+    }
+}
+rt! {
+    /// `cudaProfilerStop`.
+    fn cudaProfilerStop() {
+        runtime().map(drop)
+    }
+}
+
+/// `struct cudaPointerAttributes`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PointerAttributes {
+    ty: c_int,
+    device: c_int,
+    device_pointer: *mut c_void,
+    host_pointer: *mut c_void,
+}
+
+rt! {
+    /// `cudaPointerGetAttributes`: host memory the driver did not make is
+    /// `cudaMemoryTypeUnregistered`, as the runtime answers.
+    fn cudaPointerGetAttributes(attr: *mut PointerAttributes, p: *const c_void) {
+        let rt = bound()?;
+        let get = |a: c_int, out: *mut c_void| cu!(rt.d, cuPointerGetAttribute(out, a, p as usize as CUdeviceptr));
+        let mut mem_type: c_uint = 0;
+        let mut a = PointerAttributes {
+            ty: 0,
+            device: -2,
+            device_pointer: std::ptr::null_mut(),
+            host_pointer: std::ptr::null_mut(),
+        };
+        if get(2, (&mut mem_type as *mut c_uint).cast()).is_ok() {
+            let mut managed: c_int = 0;
+            let _ = get(8, (&mut managed as *mut c_int).cast());
+            let mut ordinal: c_int = 0;
+            let _ = get(9, (&mut ordinal as *mut c_int).cast());
+            let mut dp: CUdeviceptr = 0;
+            let _ = get(3, (&mut dp as *mut CUdeviceptr).cast());
+            let mut hp: *mut c_void = std::ptr::null_mut();
+            let _ = get(4, (&mut hp as *mut *mut c_void).cast());
+            // cudaMemoryTypeHost 1, Device 2, Managed 3.
+            a.ty = if managed != 0 { 3 } else { mem_type as c_int };
+            a.device = ordinal;
+            a.device_pointer = dp as usize as *mut c_void;
+            a.host_pointer = hp;
+        }
+        // SAFETY: the program's `struct cudaPointerAttributes`.
+        unsafe { out(attr, a) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stream capture and graphs (the driver's, which records above every backend).
+
+rt! {
+    /// `cudaStreamBeginCapture` (`cudaStreamCaptureMode` numbers are the driver's).
+    fn cudaStreamBeginCapture(s: Handle, mode: c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamBeginCapture_v2(s, mode))
+    }
+}
+rt! {
+    /// `cudaStreamEndCapture`.
+    fn cudaStreamEndCapture(s: Handle, g: *mut Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamEndCapture(s, g))
+    }
+}
+rt! {
+    /// `cudaStreamIsCapturing`.
+    fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamIsCapturing(s, status))
+    }
+}
+rt! {
+    /// `cudaGraphInstantiate` (CUDA 12 and later: flags).
+    fn cudaGraphInstantiate(x: *mut Handle, g: Handle, flags: u64) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphInstantiateWithFlags(x, g, flags))
+    }
+}
+rt! {
+    /// `cudaGraphInstantiateWithFlags`.
+    fn cudaGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphInstantiateWithFlags(x, g, flags))
+    }
+}
+rt! {
+    /// `cudaGraphLaunch`.
+    fn cudaGraphLaunch(x: Handle, s: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphLaunch(x, s))
+    }
+}
+rt! {
+    /// `cudaGraphExecDestroy`.
+    fn cudaGraphExecDestroy(x: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphExecDestroy(x))
+    }
+}
+rt! {
+    /// `cudaGraphDestroy`.
+    fn cudaGraphDestroy(g: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphDestroy(g))
+    }
+}

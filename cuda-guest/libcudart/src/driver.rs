@@ -103,6 +103,39 @@ driver_api! {
     cuEventElapsedTime(ms: *mut f32, a: Handle, b: Handle);
     cuEventDestroy_v2(e: Handle);
     cuLaunchHostFunc(s: Handle, f: Option<unsafe extern "C" fn(*mut c_void)>, data: *mut c_void);
+    cuStreamAddCallback(s: Handle, cb: Option<unsafe extern "C" fn(Handle, CUresult, *mut c_void)>, data: *mut c_void, flags: c_uint);
+    cuStreamCreateWithPriority(s: *mut Handle, flags: c_uint, priority: c_int);
+    cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int);
+    cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n: *mut c_int, f: Handle, block: c_int, shared: usize, flags: c_uint);
+    cuMemAllocAsync(p: *mut CUdeviceptr, bytes: usize, s: Handle);
+    cuMemFreeAsync(p: CUdeviceptr, s: Handle);
+    cuEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint);
+    cuStreamBeginCapture_v2(s: Handle, mode: c_int);
+    cuStreamEndCapture(s: Handle, g: *mut Handle);
+    cuStreamIsCapturing(s: Handle, status: *mut c_int);
+    cuGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64);
+    cuGraphLaunch(x: Handle, s: Handle);
+    cuGraphExecDestroy(x: Handle);
+    cuGraphDestroy(g: Handle);
+    cuCtxGetLimit(v: *mut usize, limit: c_int);
+    cuCtxSetLimit(limit: c_int, v: usize);
+    cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize);
+    cuMemcpyPeerAsync(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle);
+    cuDeviceCanAccessPeer(can: *mut c_int, d: c_int, peer: c_int);
+    cuCtxEnablePeerAccess(peer: Handle, flags: c_uint);
+    cuDeviceGetPCIBusId(id: *mut c_char, len: c_int, d: c_int);
+    cuMemPrefetchAsync_v2(p: CUdeviceptr, n: usize, location: MemLocation, flags: c_uint, s: Handle);
+    cuMemAdvise_v2(p: CUdeviceptr, n: usize, advice: c_int, location: MemLocation);
+}
+
+/// `CUmemLocation` (and the runtime's `cudaMemLocation`, the same layout).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemLocation {
+    /// `CUmemLocationType`.
+    pub ty: c_int,
+    /// The device ordinal (or NUMA node).
+    pub id: c_int,
 }
 
 /// Opens `libcuda.so.1` and resolves the driver.

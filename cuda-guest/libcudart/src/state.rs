@@ -215,20 +215,26 @@ static REGISTERED: std::sync::LazyLock<Mutex<Registry>> =
 impl Runtime {
     /// Makes this thread's device's primary context current (retained at its first use).
     pub fn bind(&self) -> R<()> {
-        let dev = device();
-        let ctx = {
-            let mut reg = lock(&self.registry);
-            match reg.contexts.get(&dev) {
-                Some(&c) => c,
-                None => {
-                    let mut c: Handle = std::ptr::null_mut();
-                    cu!(self.d, cuDevicePrimaryCtxRetain(&mut c, dev))?;
-                    reg.contexts.insert(dev, c as usize);
-                    c as usize
-                }
-            }
-        };
-        cu!(self.d, cuCtxSetCurrent(ctx as Handle))
+        let ctx = self.context_of(device())?;
+        cu!(self.d, cuCtxSetCurrent(ctx))
+    }
+
+    /// Device `dev`'s primary context (retained at its first use).
+    pub fn context_of(&self, dev: i32) -> R<Handle> {
+        if !(0..self.devices).contains(&dev) {
+            return Err(Fail::new(
+                cudaErrorInvalidDevice,
+                format!("device {dev} of {}", self.devices),
+            ));
+        }
+        let mut reg = lock(&self.registry);
+        if let Some(&c) = reg.contexts.get(&dev) {
+            return Ok(c as Handle);
+        }
+        let mut c: Handle = std::ptr::null_mut();
+        cu!(self.d, cuDevicePrimaryCtxRetain(&mut c, dev))?;
+        reg.contexts.insert(dev, c as usize);
+        Ok(c)
     }
 
     /// The module of fatbin `fatbin` on this thread's device (bound), loaded when first

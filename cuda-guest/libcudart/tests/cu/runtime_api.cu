@@ -202,8 +202,58 @@ int main() {
   cudaGetLastError();
   CHECK("error names", strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
   CHECK("error strings", strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);
-  CHECK("an unsupported entry point", cudaDeviceSetLimit(cudaLimitStackSize, 4096) == cudaErrorNotSupported);
+  CHECK("an unsupported entry point", cudaMemcpy2D(dx, 64, x, 64, 64, 2, cudaMemcpyHostToDevice) == cudaErrorNotSupported);
   cudaGetLastError();
+
+  // Kernel attributes and occupancy.
+  cudaFuncAttributes fa;
+  memset(&fa, 0, sizeof fa);
+  OK(cudaFuncGetAttributes(&fa, block_sum));
+  CHECK("block_sum: 1 KiB of static shared memory", fa.sharedSizeBytes == 1024);
+  CHECK("block_sum: up to 1024 threads, some registers", fa.maxThreadsPerBlock == 1024 && fa.numRegs > 0);
+  int per_sm = 0;
+  OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, block_sum, 256, 0));
+  CHECK("occupancy: blocks per SM", per_sm >= 1 && per_sm <= 32);
+  OK(cudaFuncSetAttribute(fill, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+  size_t stack = 0;
+  OK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+  CHECK("the stack limit", stack == 1024);
+
+  // Stream-ordered allocation, a stream callback, a captured graph launched twice.
+  cudaStream_t g;
+  OK(cudaStreamCreate(&g));
+  int *pool = nullptr;
+  OK(cudaMallocAsync(&pool, sizeof(int) * 256, g));
+  OK(cudaStreamBeginCapture(g, cudaStreamCaptureModeThreadLocal));
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  OK(cudaStreamIsCapturing(g, &cs));
+  CHECK("capturing", cs == cudaStreamCaptureStatusActive);
+  fill<<<1, 256, 0, g>>>(pool, 50, 256);
+  cudaGraph_t graph;
+  OK(cudaStreamEndCapture(g, &graph));
+  cudaGraphExec_t exec;
+  OK(cudaGraphInstantiate(&exec, graph, 0));
+  OK(cudaMemsetAsync(pool, 0, sizeof(int) * 256, g));
+  OK(cudaGraphLaunch(exec, g));
+  OK(cudaGraphLaunch(exec, g));
+  int got[256];
+  OK(cudaMemcpyAsync(got, pool, sizeof got, cudaMemcpyDeviceToHost, g));
+  OK(cudaStreamSynchronize(g));
+  CHECK("the graph's kernel ran", got[0] == 50 && got[255] == 305);
+  OK(cudaGraphExecDestroy(exec));
+  OK(cudaGraphDestroy(graph));
+  OK(cudaFreeAsync(pool, g));
+  OK(cudaStreamSynchronize(g));
+  OK(cudaStreamDestroy(g));
+
+  // What pointers are.
+  cudaPointerAttributes pa;
+  OK(cudaPointerGetAttributes(&pa, dx));
+  CHECK("device memory", pa.type == cudaMemoryTypeDevice && pa.device == 0 && pa.devicePointer == dx);
+  OK(cudaPointerGetAttributes(&pa, pinned));
+  CHECK("pinned host memory", pa.type == cudaMemoryTypeHost && pa.hostPointer == pinned);
+  OK(cudaPointerGetAttributes(&pa, x));
+  CHECK("unregistered host memory", pa.type == cudaMemoryTypeUnregistered);
 
   OK(cudaStreamDestroy(s));
   OK(cudaEventDestroy(start));
