@@ -1190,3 +1190,48 @@ rt! {
         cu!(rt.d, cuGraphDestroy(g))
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Per-thread default stream variants (`nvcc --default-stream per-thread`): the `_ptsz`
+// forms take the null stream as the calling thread's default stream; the `_ptds` forms
+// of synchronous calls are their legacy forms (which order at least as strongly).
+
+macro_rules! per_thread {
+    ($($name:ident => $base:ident($($arg:ident: $ty:ty),*) $(stream $s:ident)?;)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: `", stringify!($base), "` on the per-thread default stream.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($base), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CudaError {
+            $(let $s = per_thread($s);)?
+            // SAFETY: the caller's arguments, as the base entry point takes them.
+            unsafe { $base($($arg),*) }
+        }
+    )*};
+}
+
+per_thread! {
+    cudaMemcpyAsync_ptsz => cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int, s: Handle) stream s;
+    cudaMemsetAsync_ptsz => cudaMemsetAsync(p: *mut c_void, v: c_int, n: usize, s: Handle) stream s;
+    cudaStreamSynchronize_ptsz => cudaStreamSynchronize(s: Handle) stream s;
+    cudaStreamQuery_ptsz => cudaStreamQuery(s: Handle) stream s;
+    cudaStreamWaitEvent_ptsz => cudaStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) stream s;
+    cudaEventRecord_ptsz => cudaEventRecord(e: Handle, s: Handle) stream s;
+    cudaEventRecordWithFlags_ptsz => cudaEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) stream s;
+    cudaLaunchHostFunc_ptsz => cudaLaunchHostFunc(s: Handle, f: Option<unsafe extern "C" fn(*mut c_void)>, data: *mut c_void) stream s;
+    cudaStreamAddCallback_ptsz => cudaStreamAddCallback(s: Handle, cb: Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>, data: *mut c_void, flags: c_uint) stream s;
+    cudaMallocAsync_ptsz => cudaMallocAsync(p: *mut *mut c_void, bytes: usize, s: Handle) stream s;
+    cudaFreeAsync_ptsz => cudaFreeAsync(p: *mut c_void, s: Handle) stream s;
+    cudaMemcpyToSymbolAsync_ptsz => cudaMemcpyToSymbolAsync(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) stream s;
+    cudaMemcpyFromSymbolAsync_ptsz => cudaMemcpyFromSymbolAsync(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) stream s;
+    cudaMemPrefetchAsync_ptsz => cudaMemPrefetchAsync(p: *const c_void, n: usize, location: crate::driver::MemLocation, flags: c_uint, s: Handle) stream s;
+    cudaGraphLaunch_ptsz => cudaGraphLaunch(x: Handle, s: Handle) stream s;
+    cudaStreamBeginCapture_ptsz => cudaStreamBeginCapture(s: Handle, mode: c_int) stream s;
+    cudaStreamEndCapture_ptsz => cudaStreamEndCapture(s: Handle, g: *mut Handle) stream s;
+    cudaStreamIsCapturing_ptsz => cudaStreamIsCapturing(s: Handle, status: *mut c_int) stream s;
+    cudaMemcpy_ptds => cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int);
+    cudaMemset_ptds => cudaMemset(p: *mut c_void, v: c_int, n: usize);
+    cudaMemcpyToSymbol_ptds => cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int);
+    cudaMemcpyFromSymbol_ptds => cudaMemcpyFromSymbol(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int);
+}

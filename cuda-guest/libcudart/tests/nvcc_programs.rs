@@ -144,6 +144,25 @@ fn runtime_api_program_forwarded() {
 
 #[test]
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn runtime_api_program_with_per_thread_default_streams() {
+    let flags = [PTX80[0], PTX80[1], "--default-stream", "per-thread"];
+    let exe = build("runtime_api", "per-thread", &flags);
+    let out = run(&exe, SIM);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runtime_api: 122 checks, 0 failed"),
+        "{stdout}"
+    );
+    // The program called the `_ptsz`/`_ptds` entry points.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cudaMemcpy2D_ptds is not supported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn every_way_nvcc_stores_ptx() {
     let ways: [(&str, &[&str]); 4] = [
         ("zstd", PTX80),
