@@ -257,7 +257,17 @@ impl Runtime {
             f.ptx.get_or_insert_with(|| read_ptx(data)).clone()?
         };
         let mut m: Handle = std::ptr::null_mut();
-        cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast()))?;
+        // A kernel image that does not load fails every launch of its kernels; said
+        // once at warning level, since `<<<>>>` launches return no error to check.
+        cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast())).inspect_err(|e| {
+            crate::log::warn_once(
+                &format!("module {fatbin}"),
+                &format!(
+                    "the kernels of fatbin {fatbin} cannot be loaded: {} ({})",
+                    e.detail, e.code
+                ),
+            )
+        })?;
         reg.modules.insert((dev, fatbin), m as usize);
         Ok(m)
     }

@@ -284,6 +284,15 @@ pub(crate) enum Op {
         args: ArgSrc,
         ret: Option<ArgSrc>,
     },
+    /// `call (ret), malloc, (size)`: `size` bytes of the device heap, or null.
+    Malloc {
+        size: ArgSrc,
+        ret: ArgSrc,
+    },
+    /// `call free, (ptr)`: back to the device heap.
+    Free {
+        ptr: ArgSrc,
+    },
     Shfl {
         mode: ShflMode,
         d: R,
@@ -353,6 +362,8 @@ pub(crate) struct Program {
     pub prologue: Vec<Inst>,
     /// `.maxnreg`: the most registers per thread the kernel may be given.
     pub max_regs: Option<u32>,
+    /// It calls `malloc` or `free` (the device heap is made before it runs).
+    pub uses_heap: bool,
 }
 
 /// Most registers a kernel may declare (with inlined calls).
@@ -2054,7 +2065,7 @@ pub(crate) enum ArgSrc {
 
 impl Dec<'_> {
     /// The system calls a kernel makes without a body in its module (`vprintf`,
-    /// `__assertfail`), as operations; `None` for any other callee.
+    /// `__assertfail`, `malloc`, `free`), as operations; `None` for any other callee.
     fn builtin(
         &mut self,
         fname: &str,
@@ -2068,6 +2079,8 @@ impl Dec<'_> {
         let (want_args, want_rets) = match fname {
             "__assertfail" => (5, 0..=0),
             "vprintf" => (2, 0..=1),
+            "malloc" => (1, 1..=1),
+            "free" => (1, 0..=0),
             _ => return Ok(None),
         };
         if args.len() != want_args || !want_rets.contains(&rets.len()) {
@@ -2101,6 +2114,15 @@ impl Dec<'_> {
                 format: src(&args[0])?,
                 args: src(&args[1])?,
                 ret: rets.first().map(&mut src).transpose()?,
+            }
+        } else if fname == "malloc" {
+            Op::Malloc {
+                size: src(&args[0])?,
+                ret: src(&rets[0])?,
+            }
+        } else if fname == "free" {
+            Op::Free {
+                ptr: src(&args[0])?,
             }
         } else {
             Op::Assert {
@@ -2531,6 +2553,10 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
             "shared memory or local memory (512 KiB per thread) too large",
         );
     }
+    let uses_heap = d
+        .insts
+        .iter()
+        .any(|i| matches!(i.op, Op::Malloc { .. } | Op::Free { .. }));
     let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
     consts.push((d.dyn_reg, shared_static));
     Ok(Program {
@@ -2551,5 +2577,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
             .filter(|(name, v)| name == ".maxnreg" && !v.is_empty())
             .map(|(_, v)| v[0])
             .min(),
+        uses_heap,
     })
 }

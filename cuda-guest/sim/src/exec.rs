@@ -74,6 +74,8 @@ struct Launch<'a> {
     workers: u32,
     /// Device `printf` output, in the order threads printed (at most [`PRINTF_FIFO`]).
     printed: Mutex<Vec<u8>>,
+    /// The device heap (`malloc`, `free`).
+    heap: Option<&'a crate::memory::DeviceHeap>,
 }
 
 /// The most `printf` output one launch keeps, as a GPU's default printf FIFO
@@ -1473,6 +1475,46 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
+            Op::Malloc { size, ret } => {
+                let mut got = vec![];
+                each_lane!(mask, lane, {
+                    let t = ThreadMem {
+                        ex: self,
+                        w,
+                        wid,
+                        lane,
+                        pc,
+                        ls,
+                    };
+                    let n = t.arg(*size, 8);
+                    got.push((lane, self.l.heap.map_or(0, |h| h.alloc(n))));
+                });
+                for (lane, p) in got {
+                    match *ret {
+                        ArgSrc::Reg(r) => w.regs[r as usize * 32 + lane] = p,
+                        ArgSrc::Local(o) => write_le(&mut w.local, lane * ls + o as usize, 8, p),
+                    }
+                }
+            }
+            Op::Free { ptr } => {
+                each_lane!(mask, lane, {
+                    let t = ThreadMem {
+                        ex: self,
+                        w,
+                        wid,
+                        lane,
+                        pc,
+                        ls,
+                    };
+                    let p = t.arg(*ptr, 8);
+                    if p != 0 && !self.l.heap.is_some_and(|h| h.free(p)) {
+                        // As a GPU's heap: freeing what malloc did not give is undefined;
+                        // here it is ignored and said.
+                        let at = self.location(wid, lane, pc);
+                        log::warn!("device free: {at}: {p:#x} is not a block of the device heap");
+                    }
+                });
+            }
             Op::Redux { d, a, op, signed } => {
                 let av = lanes(&w.regs, *a);
                 let mut acc: Option<u32> = None;
@@ -1948,6 +1990,7 @@ pub(crate) fn launch(
         error: Mutex::new(None),
         workers,
         printed: Mutex::new(Vec::new()),
+        heap: mem.heap.as_deref(),
     };
     let next = AtomicU64::new(0);
     if workers == 1 {

@@ -1006,6 +1006,19 @@ impl Simulator {
             });
         }
         let params = build_params(&k.prog, args)?;
+        if k.prog.uses_heap && self.mem.heap.is_none() {
+            // The device heap, from device memory (as a GPU reserves it at the first
+            // launch that needs it).
+            let a = self
+                .mem
+                .alloc(memory::HEAP_SIZE, Some("device malloc heap".into()), false)
+                .ok_or(SimError::OutOfMemory {
+                    requested: memory::HEAP_SIZE,
+                    in_use: self.mem.bytes_live,
+                    limit: self.config.memory_limit,
+                })?;
+            self.mem.heap = Some(Arc::new(memory::DeviceHeap::new(a.base, memory::HEAP_SIZE)));
+        }
         let threads: u64 = cfg.block.iter().map(|&x| x as u64).product();
         let blocks: u64 = cfg.grid.iter().map(|&x| x as u64).product();
         if threads == 0

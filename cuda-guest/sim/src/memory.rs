@@ -313,6 +313,80 @@ impl Alloc {
     }
 }
 
+/// The device heap kernels `malloc` from (`cudaLimitMallocHeapSize`): one allocation of
+/// device memory, carved first-fit in 16-byte units; a request it cannot meet is null,
+/// as on a GPU.
+#[derive(Debug)]
+pub(crate) struct DeviceHeap {
+    base: u64,
+    size: u64,
+    /// Free ranges (offset to length) and blocks in use (offset to length).
+    state: Mutex<(
+        std::collections::BTreeMap<u64, u64>,
+        std::collections::HashMap<u64, u64>,
+    )>,
+}
+
+/// The device heap's size: CUDA's default `cudaLimitMallocHeapSize`.
+pub(crate) const HEAP_SIZE: u64 = 8 << 20;
+
+impl DeviceHeap {
+    /// A heap over the allocation at `base` of `size` bytes.
+    pub fn new(base: u64, size: u64) -> DeviceHeap {
+        DeviceHeap {
+            base,
+            size,
+            state: Mutex::new((
+                std::iter::once((0, size)).collect(),
+                std::collections::HashMap::new(),
+            )),
+        }
+    }
+
+    /// `malloc(n)`: an address, or 0.
+    pub fn alloc(&self, n: u64) -> u64 {
+        if n == 0 || n > self.size {
+            return 0;
+        }
+        let n = n.div_ceil(16) * 16;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((&off, &len)) = st.0.iter().find(|(_, &len)| len >= n) else {
+            return 0;
+        };
+        st.0.remove(&off);
+        if len > n {
+            st.0.insert(off + n, len - n);
+        }
+        st.1.insert(off, n);
+        self.base + off
+    }
+
+    /// `free(p)`: whether `p` was a block of the heap (then it is free again).
+    pub fn free(&self, p: u64) -> bool {
+        let Some(off) = p.checked_sub(self.base) else {
+            return false;
+        };
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(n) = st.1.remove(&off) else {
+            return false;
+        };
+        // Joined with free neighbours.
+        let (mut start, mut len) = (off, n);
+        if let Some((&o, &l)) = st.0.range(..off).next_back() {
+            if o + l == off {
+                st.0.remove(&o);
+                start = o;
+                len += l;
+            }
+        }
+        if let Some(l) = st.0.remove(&(off + n)) {
+            len += l;
+        }
+        st.0.insert(start, len);
+        true
+    }
+}
+
 /// A freed allocation, kept to name it in fault reports.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Freed {
@@ -333,6 +407,8 @@ pub(crate) struct Memory {
     pub bytes_live: u64,
     /// Locks for 64-bit atomics (striped by address).
     pub locks64: Arc<[Mutex<()>; 64]>,
+    /// The device heap, made at the first launch of a kernel that calls `malloc`.
+    pub heap: Option<Arc<DeviceHeap>>,
 }
 
 impl Memory {
@@ -346,6 +422,7 @@ impl Memory {
             freed: vec![],
             bytes_live: 0,
             locks64: Arc::new(std::array::from_fn(|_| Mutex::new(()))),
+            heap: None,
         }
     }
 
@@ -455,5 +532,33 @@ pub(crate) fn find_in(live: &[Arc<Alloc>], addr: u64, len: u64) -> Option<(&Arc<
         Some((a, off))
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod heap_tests {
+    use super::DeviceHeap;
+
+    #[test]
+    fn first_fit_in_16_byte_units_null_when_full_and_freed_blocks_joined() {
+        let h = DeviceHeap::new(0x1000, 256);
+        let a = h.alloc(1);
+        let b = h.alloc(100);
+        assert_eq!((a, b), (0x1000, 0x1010));
+        assert_eq!(h.alloc(0), 0, "malloc(0) is null");
+        assert_eq!(h.alloc(1000), 0, "more than the heap");
+        let c = h.alloc(256 - 16 - 112);
+        assert_eq!(c, 0x1080);
+        assert_eq!(h.alloc(1), 0, "full");
+        assert!(h.free(b));
+        assert!(!h.free(b), "twice");
+        assert!(!h.free(0x1008), "not a block's start");
+        assert!(!h.free(0x10), "below the heap");
+        assert!(h.free(a));
+        // a and b joined: 128 bytes at the start again.
+        assert_eq!(h.alloc(128), 0x1000);
+        assert!(h.free(c));
+        assert!(h.free(0x1000));
+        assert_eq!(h.alloc(256), 0x1000, "everything joined");
     }
 }

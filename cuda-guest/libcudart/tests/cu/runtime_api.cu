@@ -46,6 +46,22 @@ __global__ void fill(int *p, int v, int n) {
 
 __global__ void hello(int v) { printf("hello from the device: %d\n", v); }
 
+// Device-side new/delete and malloc/free: each thread's own block, written and read back.
+__global__ void heap_user(int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int *p = new int[8];
+  int *q = (int *)malloc(sizeof(int) * 4);
+  if (p == nullptr || q == nullptr) {
+    if (i < n) out[i] = -1;
+    return;
+  }
+  for (int k = 0; k < 8; k++) p[k] = i + k;
+  q[3] = 2 * i;
+  if (i < n) out[i] = p[7] + q[3];
+  delete[] p;
+  free(q);
+}
+
 static int host_calls;
 static void CUDART_CB on_host(void *p) { host_calls += *(int *)p; }
 
@@ -188,6 +204,19 @@ int main() {
   hello<<<1, 1>>>(42);
   OK(cudaDeviceSynchronize());
   fflush(stdout);
+
+  // The device heap.
+  heap_user<<<4, 128>>>(dfill, 512);
+  OK(cudaDeviceSynchronize());
+  int heap_out[512];
+  OK(cudaMemcpy(heap_out, dfill, sizeof heap_out, cudaMemcpyDeviceToHost));
+  bad = 0;
+  for (int i = 0; i < 512; i++) bad += heap_out[i] != 3 * i + 7;
+  CHECK("new/delete and malloc/free in kernels", bad == 0);
+  heap_user<<<4, 128>>>(dfill, 512);
+  OK(cudaDeviceSynchronize());
+  OK(cudaMemcpy(heap_out, dfill, sizeof heap_out, cudaMemcpyDeviceToHost));
+  CHECK("the heap is reused after delete and free", heap_out[511] == 3 * 511 + 7);
 
   // Errors that are not sticky: a bad launch configuration, a bad copy kind.
   fill<<<1, 2048>>>(dfill, 0, 1);
