@@ -1235,3 +1235,128 @@ per_thread! {
     cudaMemcpyToSymbol_ptds => cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int);
     cudaMemcpyFromSymbol_ptds => cudaMemcpyFromSymbol(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int);
 }
+
+// ---------------------------------------------------------------------------------------
+// Pitched memory: 2-D copies and memsets, row by row over the 1-D calls.
+
+/// The pitch `cudaMallocPitch` gives: rows aligned to the device's texture pitch
+/// alignment (512 bytes here, as on NVIDIA's GPUs).
+const PITCH_ALIGN: usize = 512;
+
+rt! {
+    /// `cudaMallocPitch`: `height` rows of `width` bytes, each row at a multiple of 512.
+    fn cudaMallocPitch(p: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) {
+        let rt = bound()?;
+        if p.is_null() || pitch.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null devPtr or pitch"));
+        }
+        let row = width.max(1).div_ceil(PITCH_ALIGN) * PITCH_ALIGN;
+        let bytes = row
+            .checked_mul(height.max(1))
+            .ok_or_else(|| Fail::new(cudaErrorMemoryAllocation, format!("{height} rows of {row} bytes")))?;
+        let mut d: CUdeviceptr = 0;
+        cu!(rt.d, cuMemAlloc_v2(&mut d, bytes))?;
+        // SAFETY: checked non-null; the program's slots.
+        unsafe {
+            out(p, d as usize as *mut c_void)?;
+            out(pitch, row)
+        }
+    }
+}
+
+/// A 2-D copy: `height` rows of `width` bytes, rows `spitch`/`dpitch` apart.
+///
+/// # Safety
+/// The pointers are valid for the rows as `kind` says.
+#[allow(clippy::too_many_arguments)]
+unsafe fn memcpy_2d(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+    stream: Option<Handle>,
+) -> R<()> {
+    if width > dpitch || width > spitch {
+        return Err(Fail::new(
+            cudaErrorInvalidPitchValue,
+            format!("width {width} wider than a pitch ({dpitch}, {spitch})"),
+        ));
+    }
+    if width == dpitch && width == spitch {
+        // SAFETY: one contiguous block of the same bytes (the caller).
+        return unsafe { memcpy(dst, src, width * height, kind, stream) };
+    }
+    for r in 0..height {
+        let (d, s) = (
+            (dst as usize + r * dpitch) as *mut c_void,
+            (src as usize + r * spitch) as *const c_void,
+        );
+        // SAFETY: row `r` of each side (the caller).
+        unsafe { memcpy(d, s, width, kind, stream) }?;
+    }
+    Ok(())
+}
+
+rt! {
+    /// `cudaMemcpy2D`.
+    fn cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int) {
+        // SAFETY: the program's rows.
+        unsafe { memcpy_2d(dst, dpitch, src, spitch, width, height, kind, None) }
+    }
+}
+rt! {
+    /// `cudaMemcpy2DAsync`.
+    fn cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int, s: Handle) {
+        // SAFETY: the program's rows.
+        unsafe { memcpy_2d(dst, dpitch, src, spitch, width, height, kind, Some(s)) }
+    }
+}
+
+/// A 2-D memset: `height` rows of `width` bytes, `pitch` apart.
+fn memset_2d(
+    p: *mut c_void,
+    pitch: usize,
+    v: c_int,
+    width: usize,
+    height: usize,
+    stream: Option<Handle>,
+) -> R<()> {
+    let rt = bound()?;
+    if width > pitch {
+        return Err(Fail::new(
+            cudaErrorInvalidPitchValue,
+            format!("width {width} wider than the pitch {pitch}"),
+        ));
+    }
+    for r in 0..height {
+        let row = p as usize as CUdeviceptr + (r * pitch) as u64;
+        match stream {
+            None => cu!(rt.d, cuMemsetD8_v2(row, v as u8, width))?,
+            Some(s) => cu!(rt.d, cuMemsetD8Async(row, v as u8, width, s))?,
+        }
+    }
+    Ok(())
+}
+
+rt! {
+    /// `cudaMemset2D`.
+    fn cudaMemset2D(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize) {
+        memset_2d(p, pitch, v, width, height, None)
+    }
+}
+rt! {
+    /// `cudaMemset2DAsync`.
+    fn cudaMemset2DAsync(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize, s: Handle) {
+        memset_2d(p, pitch, v, width, height, Some(s))
+    }
+}
+
+per_thread! {
+    cudaMemcpy2DAsync_ptsz => cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int, s: Handle) stream s;
+    cudaMemset2DAsync_ptsz => cudaMemset2DAsync(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize, s: Handle) stream s;
+    cudaMemcpy2D_ptds => cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
+    cudaMemset2D_ptds => cudaMemset2D(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize);
+}

@@ -112,7 +112,7 @@ fn runtime_api(env: &[(&str, &str)], forwarded: bool) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
     assert!(
-        stdout.contains("runtime_api: 128 checks, 0 failed"),
+        stdout.contains("runtime_api: 136 checks, 0 failed"),
         "{fails:#?}\n{stdout}"
     );
     // A kernel's printf reaches the program in-process; forwarded it is printed by the
@@ -124,7 +124,7 @@ fn runtime_api(env: &[(&str, &str)], forwarded: bool) {
     // Only the unsupported entry point the program calls on purpose is logged.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("warning").count(), 1, "{stderr}");
-    assert!(stderr.contains("cudaMemcpy2D is not supported"), "{stderr}");
+    assert!(stderr.contains("cudaMemcpy3D is not supported"), "{stderr}");
 }
 
 #[test]
@@ -150,13 +150,13 @@ fn runtime_api_program_with_per_thread_default_streams() {
     let out = run(&exe, SIM);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("runtime_api: 128 checks, 0 failed"),
+        stdout.contains("runtime_api: 136 checks, 0 failed"),
         "{stdout}"
     );
     // The program called the `_ptsz`/`_ptds` entry points.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("cudaMemcpy2D_ptds is not supported"),
+        stderr.contains("cudaMemcpy3D_ptds is not supported"),
         "{stderr}"
     );
 }

@@ -205,6 +205,23 @@ int main() {
   OK(cudaDeviceSynchronize());
   fflush(stdout);
 
+  // Pitched memory: 8 rows of 100 ints.
+  int *pm;
+  size_t pitch = 0;
+  OK(cudaMallocPitch((void **)&pm, &pitch, 100 * sizeof(int), 8));
+  CHECK("the pitch is 512-aligned", pitch == 512);
+  int rows[8][100], back[8][100];
+  for (int r = 0; r < 8; r++)
+    for (int c2 = 0; c2 < 100; c2++) rows[r][c2] = r * 1000 + c2;
+  OK(cudaMemcpy2D(pm, pitch, rows, sizeof rows[0], sizeof rows[0], 8, cudaMemcpyHostToDevice));
+  OK(cudaMemset2D((char *)pm + pitch * 2, pitch, 0, sizeof rows[0], 1));
+  OK(cudaMemcpy2D(back, sizeof back[0], pm, pitch, sizeof back[0], 8, cudaMemcpyDeviceToHost));
+  CHECK("2-D copies and a row cleared", back[7][99] == 7099 && back[2][50] == 0 && back[3][0] == 3000);
+  CHECK("a width wider than the pitch", cudaMemcpy2D(back, 4, pm, pitch, 8, 1, cudaMemcpyDeviceToHost) ==
+                                            cudaErrorInvalidPitchValue);
+  cudaGetLastError();
+  OK(cudaFree(pm));
+
   // The device heap.
   heap_user<<<4, 128>>>(dfill, 512);
   OK(cudaDeviceSynchronize());
@@ -231,7 +248,7 @@ int main() {
   cudaGetLastError();
   CHECK("error names", strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
   CHECK("error strings", strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);
-  CHECK("an unsupported entry point", cudaMemcpy2D(dx, 64, x, 64, 64, 2, cudaMemcpyHostToDevice) == cudaErrorNotSupported);
+  CHECK("an unsupported entry point", cudaMemcpy3D(nullptr) == cudaErrorNotSupported);
   cudaGetLastError();
 
   // Kernel attributes and occupancy.
