@@ -38,6 +38,9 @@ pub enum FatbinError {
         /// What was being read.
         what: &'static str,
     },
+    /// The fatbin holds no entry at all: a program built with `-rdc=true`, whose device
+    /// code is linked at run time from `__nv_relfatbin` (not read yet).
+    Empty,
     /// The fatbin holds no PTX (only machine code, which the simulator cannot run).
     NoPtx {
         /// The architectures of its machine code.
@@ -59,6 +62,10 @@ impl fmt::Display for FatbinError {
                 write!(f, "magic {found:#x}, expected {expected:#x}")
             }
             FatbinError::Truncated { what } => write!(f, "{what} runs past the fatbin"),
+            FatbinError::Empty => f.write_str(
+                "the registered fatbin is empty: the program was built with -rdc=true, whose \
+                 relocatable device code (__nv_relfatbin) this library does not link yet",
+            ),
             FatbinError::NoPtx { sm } => write!(
                 f,
                 "no PTX in the fatbin, only machine code for {sm:?} (build with \
@@ -167,7 +174,11 @@ pub fn ptx_entries(b: &[u8]) -> Result<Vec<PtxEntry>, FatbinError> {
         at = next;
     }
     if out.is_empty() {
-        return Err(FatbinError::NoPtx { sm: machine });
+        return Err(if machine.is_empty() {
+            FatbinError::Empty
+        } else {
+            FatbinError::NoPtx { sm: machine }
+        });
     }
     Ok(out)
 }
@@ -263,6 +274,11 @@ mod tests {
             }
         );
         assert_eq!(pick(&e).unwrap().sm, 80);
+    }
+
+    #[test]
+    fn an_empty_fatbin_is_named_as_relocatable_device_code() {
+        assert_eq!(ptx_entries(&fatbin(&[])), Err(FatbinError::Empty));
     }
 
     #[test]

@@ -330,7 +330,9 @@ fn read_ptx(data: usize) -> R<CString> {
     let bad = |e: fatbin::FatbinError| {
         let code = match e {
             // Machine code only, for a real GPU: the runtime's "no image for this device".
-            fatbin::FatbinError::NoPtx { .. } => cudaErrorNoKernelImageForDevice,
+            fatbin::FatbinError::NoPtx { .. } | fatbin::FatbinError::Empty => {
+                cudaErrorNoKernelImageForDevice
+            }
             _ => cudaErrorInvalidKernelImage,
         };
         Fail::new(code, format!("the program's fatbin at {data:#x}: {e}"))
