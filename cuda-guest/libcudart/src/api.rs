@@ -96,7 +96,9 @@ pub unsafe extern "C" fn __cudaRegisterFatBinary(fat: *mut c_void) -> *mut *mut 
     // SAFETY: the caller's guarantee.
     match unsafe { state::fatbin_of(fat) } {
         Ok(data) => {
-            let n = state::register_fatbin(data);
+            // SAFETY: the caller's guarantee.
+            let relocatable = unsafe { state::relocatable_of(fat) };
+            let n = state::register_fatbin(data, relocatable);
             Box::into_raw(Box::new(n as *mut c_void))
         }
         Err(f) => {

@@ -126,6 +126,10 @@ driver_api! {
     cuDeviceGetPCIBusId(id: *mut c_char, len: c_int, d: c_int);
     cuMemPrefetchAsync_v2(p: CUdeviceptr, n: usize, location: MemLocation, flags: c_uint, s: Handle);
     cuMemAdvise_v2(p: CUdeviceptr, n: usize, advice: c_int, location: MemLocation);
+    cuLinkCreate_v2(n: c_uint, options: *mut c_int, values: *mut *mut c_void, state: *mut Handle);
+    cuLinkAddData_v2(state: Handle, kind: c_int, data: *mut c_void, size: usize, name: *const c_char, n: c_uint, options: *mut c_int, values: *mut *mut c_void);
+    cuLinkComplete(state: Handle, image: *mut *mut c_void, size: *mut usize);
+    cuLinkDestroy(state: Handle);
 }
 
 /// `CUmemLocation` (and the runtime's `cudaMemLocation`, the same layout).

@@ -21,4 +21,5 @@ pub mod fatbin;
 mod log;
 mod props;
 mod state;
+mod units;
 mod unsupported;

@@ -118,11 +118,18 @@ pub fn pop_config() -> Option<CallConfig> {
     CONFIGS.with(|s| s.borrow_mut().pop())
 }
 
-/// A registered fatbin: where it is, and its PTX once read.
+/// A registered fatbin's device code once read.
 #[derive(Debug)]
 struct Fatbin {
-    data: usize,
-    ptx: Option<Result<CString, Fail>>,
+    image: Option<Result<Image, Fail>>,
+}
+
+/// What a module is loaded from: a fatbin's PTX, or relocatable PTX units to link
+/// (`-rdc=true`).
+#[derive(Debug, Clone)]
+enum Image {
+    Ptx(CString),
+    Units(Vec<CString>),
 }
 
 /// A registered kernel or variable: its fatbin and device-side name.
@@ -155,7 +162,9 @@ pub struct Runtime {
 }
 
 static RUNTIME: OnceLock<Result<Runtime, Fail>> = OnceLock::new();
-static PENDING: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Registered fatbins: the fatbin, and the relocatable fatbins of a program built with
+/// `-rdc=true` (`__cudaPrelinkedFatbins`, whose PTX is linked at load).
+static PENDING: Mutex<Vec<(usize, Vec<usize>)>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -183,9 +192,9 @@ pub fn runtime() -> R<&'static Runtime> {
 
 /// Registers a fatbin before the runtime starts (`__cudaRegisterFatBinary` runs in the
 /// program's constructors): its number.
-pub fn register_fatbin(data: usize) -> usize {
+pub fn register_fatbin(data: usize, relocatable: Vec<usize>) -> usize {
     let mut p = lock(&PENDING);
-    p.push(data);
+    p.push((data, relocatable));
     p.len() - 1
 }
 
@@ -245,30 +254,84 @@ impl Runtime {
         if let Some(&m) = reg.modules.get(&(dev, fatbin)) {
             return Ok(m as Handle);
         }
-        let ptx = {
-            let data = *lock(&PENDING).get(fatbin).ok_or_else(|| {
+        let image = {
+            let (data, relocatable) = lock(&PENDING).get(fatbin).cloned().ok_or_else(|| {
                 Fail::new(cudaErrorInvalidResourceHandle, format!("fatbin {fatbin}"))
             })?;
             while reg.fatbins.len() <= fatbin {
-                reg.fatbins.push(Fatbin { data: 0, ptx: None });
+                reg.fatbins.push(Fatbin { image: None });
             }
-            let f = &mut reg.fatbins[fatbin];
-            f.data = data;
-            f.ptx.get_or_insert_with(|| read_ptx(data)).clone()?
+            // The device-side names the program registered for this fatbin, which choose
+            // the relocatable units to link.
+            let roots: Vec<String> = {
+                let r = lock(&REGISTERED);
+                r.kernels
+                    .values()
+                    .chain(r.vars.values())
+                    .filter(|s| s.fatbin == fatbin)
+                    .map(|s| s.name.to_string_lossy().into_owned())
+                    .collect()
+            };
+            reg.fatbins[fatbin]
+                .image
+                .get_or_insert_with(|| read_image(data, &relocatable, &roots))
+                .clone()?
         };
-        let mut m: Handle = std::ptr::null_mut();
         // A kernel image that does not load fails every launch of its kernels; said
         // once at warning level, since `<<<>>>` launches return no error to check.
-        cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast())).inspect_err(|e| {
-            crate::log::warn_once(
-                &format!("module {fatbin}"),
-                &format!(
-                    "the kernels of fatbin {fatbin} cannot be loaded: {} ({})",
-                    e.detail, e.code
-                ),
-            )
-        })?;
-        reg.modules.insert((dev, fatbin), m as usize);
+        self.load(&image)
+            .inspect_err(|e| {
+                crate::log::warn_once(
+                    &format!("module {fatbin}"),
+                    &format!(
+                        "the kernels of fatbin {fatbin} cannot be loaded: {} ({})",
+                        e.detail, e.code
+                    ),
+                )
+            })
+            .map(|m| {
+                reg.modules.insert((dev, fatbin), m as usize);
+                m
+            })
+    }
+
+    /// Loads `image` as a module of the current context: PTX as it is, relocatable units
+    /// through the driver's linker.
+    fn load(&self, image: &Image) -> R<Handle> {
+        let mut m: Handle = std::ptr::null_mut();
+        match image {
+            Image::Ptx(ptx) => cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast()))?,
+            Image::Units(units) => {
+                let mut state: Handle = std::ptr::null_mut();
+                let none = std::ptr::null_mut();
+                cu!(self.d, cuLinkCreate_v2(0, none, none.cast(), &mut state))?;
+                let linked = (|| {
+                    for (i, u) in units.iter().enumerate() {
+                        let name = CString::new(format!("relocatable-{i}.ptx")).expect("no NUL");
+                        // CU_JIT_INPUT_PTX (1), with its NUL.
+                        cu!(
+                            self.d,
+                            cuLinkAddData_v2(
+                                state,
+                                1,
+                                u.as_ptr() as *mut c_void,
+                                u.as_bytes_with_nul().len(),
+                                name.as_ptr(),
+                                0,
+                                none,
+                                none.cast()
+                            )
+                        )?;
+                    }
+                    let (mut img, mut size): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
+                    cu!(self.d, cuLinkComplete(state, &mut img, &mut size))?;
+                    // The image lives until the link state is destroyed, after the load.
+                    cu!(self.d, cuModuleLoadData(&mut m, img))
+                })();
+                let _ = cu!(self.d, cuLinkDestroy(state));
+                linked?;
+            }
+        }
         Ok(m)
     }
 
@@ -325,6 +388,31 @@ impl Runtime {
     }
 }
 
+/// The device code of a registered fatbin: its PTX, or, when it has none and the
+/// program was built with `-rdc=true`, the PTX units of its relocatable fatbins.
+fn read_image(data: usize, relocatable: &[usize], roots: &[String]) -> R<Image> {
+    match read_ptx(data) {
+        Ok(p) => Ok(Image::Ptx(p)),
+        Err(e) if !relocatable.is_empty() && e.code == cudaErrorNoKernelImageForDevice => {
+            // The relocatable fatbins holding PTX (libcudadevrt's hold machine code only).
+            let units: Vec<CString> = relocatable
+                .iter()
+                .filter_map(|&r| read_ptx(r).ok())
+                .collect();
+            if units.is_empty() {
+                return Err(e);
+            }
+            let texts: Vec<&str> = units.iter().map(|u| u.to_str().unwrap_or("")).collect();
+            let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
+            let keep = crate::units::needed(&texts, &roots);
+            Ok(Image::Units(
+                keep.into_iter().map(|i| units[i].clone()).collect(),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The PTX of the fatbin whose wrapper or fatbin is at `data`, NUL-terminated.
 fn read_ptx(data: usize) -> R<CString> {
     let bad = |e: fatbin::FatbinError| {
@@ -352,6 +440,42 @@ fn read_ptx(data: usize) -> R<CString> {
             format!("the PTX for sm_{} holds a NUL byte", e.sm),
         )
     })
+}
+
+/// The relocatable fatbins a version-2 wrapper lists (`-rdc=true`: its third field is
+/// the NULL-terminated `__cudaPrelinkedFatbins`, filled before registration).
+///
+/// # Safety
+/// `p` is a `__fatBinC_Wrapper_t` nvcc's registration code passes.
+pub unsafe fn relocatable_of(p: *const c_void) -> Vec<usize> {
+    if p.is_null() {
+        return vec![];
+    }
+    // SAFETY: a wrapper: magic, version (u32 at 4), fatbin (at 8), list (at 16).
+    let (magic, version, list) = unsafe {
+        (
+            (p as *const u32).read_unaligned(),
+            (p as *const u32).add(1).read_unaligned(),
+            (p as *const u8)
+                .add(16)
+                .cast::<*const usize>()
+                .read_unaligned(),
+        )
+    };
+    if magic != fatbin::WRAPPER_MAGIC || version != 2 || list.is_null() {
+        return vec![];
+    }
+    let mut out = vec![];
+    // A bound against a list that is not NULL-terminated.
+    for i in 0..4096 {
+        // SAFETY: the NULL-terminated array of the program's link stub.
+        let e = unsafe { list.add(i).read_unaligned() };
+        if e == 0 {
+            break;
+        }
+        out.push(e);
+    }
+    out
 }
 
 /// The fatbin of a `__fatBinC_Wrapper_t` (or a bare fatbin) at `p`.

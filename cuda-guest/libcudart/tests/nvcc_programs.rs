@@ -55,9 +55,16 @@ fn build(name: &str, tag: &str, flags: &[&str]) -> PathBuf {
 }
 
 fn nvcc_build(name: &str, tag: &str, flags: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/cu")
-        .join(format!("{name}.cu"));
+    // `a+b` builds `a.cu` and `b.cu` into one program.
+    let sources: Vec<PathBuf> = name
+        .split('+')
+        .map(|n| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/cu")
+                .join(format!("{n}.cu"))
+        })
+        .collect();
+    let name = name.replace('+', "-");
     let nvcc = nvcc();
     let libs = nvcc
         .parent()
@@ -69,14 +76,14 @@ fn nvcc_build(name: &str, tag: &str, flags: &[&str]) -> PathBuf {
         .args(["-cudart", "shared", "-L"])
         .arg(&libs)
         .args(flags)
-        .arg(&src)
+        .args(&sources)
         .arg("-o")
         .arg(&out)
         .output()
         .expect("run nvcc");
     assert!(
         o.status.success(),
-        "nvcc {name}.cu {flags:?}: {}{}",
+        "nvcc {sources:?} {flags:?}: {}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
@@ -219,4 +226,28 @@ fn machine_code_only_is_no_kernel_image_named_in_the_log() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no PTX in the fatbin"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn separate_compilation_links_the_relocatable_ptx() {
+    let flags = [PTX80[0], PTX80[1], "-rdc=true"];
+    let exe = build("rdc_main+rdc_lib", "rdc", &flags);
+    for env in [SIM.to_vec()] {
+        let out = run(&exe, &env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("rdc: cudaSuccess, 0 of 1000 wrong"),
+            "{stdout}"
+        );
+    }
+    // runtime_api.cu built the same way: its one unit, linked (libcudadevrt's unit, which
+    // needs the device runtime, left out).
+    let exe = build("runtime_api", "rdc", &flags);
+    let out = run(&exe, SIM);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("runtime_api: 136 checks, 0 failed"),
+        "{stdout}"
+    );
 }

@@ -192,6 +192,9 @@ pub struct VarDecl {
     pub align: Option<u32>,
     /// `.extern` linkage.
     pub is_extern: bool,
+    /// Linked outside its unit (`.visible`, `.weak`, `.common` or `.extern`); a
+    /// module-scope variable without it is the unit's own.
+    pub linked: bool,
     /// Initializer values (integers or float bits as written), if any.
     pub init: Vec<Operand>,
     /// Source line.
@@ -248,6 +251,9 @@ pub struct Function {
     pub body: Option<Vec<Statement>>,
     /// Performance directives (`.maxntid`, `.reqntid`...) as (name, values).
     pub directives: Vec<(String, Vec<u32>)>,
+    /// Linked outside its unit (`.visible`, `.weak`, `.common` or `.extern`); without it
+    /// the function is the unit's own.
+    pub linked: bool,
     /// Source line of the directive.
     pub line: u32,
 }

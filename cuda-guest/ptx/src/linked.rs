@@ -8,8 +8,8 @@
 //! `LEN` bytes of PTX. Being PTX comments, its header lines keep it a valid C string
 //! and harmless to anything that looks at it as PTX text.
 
-use crate::{parse, Module, ParseError, ParseErrorKind, Space};
-use std::collections::HashMap;
+use crate::{parse, Module, Operand, ParseError, ParseErrorKind, Space, Statement};
+use std::collections::{HashMap, HashSet};
 
 /// The functions CUDA's device runtime provides (declared `.extern` by every unit that
 /// calls them, defined by none).
@@ -129,8 +129,30 @@ pub fn parse_any(name: &str, text: &str) -> Result<Module, ParseError> {
 /// twice, or a declaration no unit defines (other than the calls the device runtime
 /// answers, such as `vprintf`), is an error naming it and its unit. `.extern .shared`
 /// arrays (dynamic shared memory) stay as they are.
-pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
+pub fn link(name: &str, mut modules: Vec<Module>) -> Result<Module, ParseError> {
     let err = |module: &str, line: u32, message: String| error(module, line, "link", message);
+    // A unit's own symbols (neither `.visible` nor `.extern`: NVVM's `$str` format
+    // strings, `static` variables and functions) are renamed where another unit defines
+    // the same name, so each unit keeps its own.
+    let names: Vec<HashSet<String>> = modules.iter().map(defined_names).collect();
+    for (k, m) in modules.iter_mut().enumerate() {
+        let renames: HashMap<String, String> = own_names(m)
+            .into_iter()
+            .filter(|n| {
+                names
+                    .iter()
+                    .enumerate()
+                    .any(|(j, s)| j != k && s.contains(n))
+            })
+            .map(|n| {
+                let to = format!("{n}$unit{k}");
+                (n, to)
+            })
+            .collect();
+        if !renames.is_empty() {
+            rename(m, &renames);
+        }
+    }
     let mut out = Module::empty(name);
     // Where each name is defined: (unit, line).
     let mut defined: HashMap<String, (String, u32)> = HashMap::new();
@@ -207,6 +229,74 @@ pub fn link(name: &str, modules: Vec<Module>) -> Result<Module, ParseError> {
     Ok(out)
 }
 
+/// The names `m` defines at module scope.
+fn defined_names(m: &Module) -> HashSet<String> {
+    m.variables
+        .iter()
+        .filter(|v| !v.is_extern)
+        .map(|v| v.name.clone())
+        .chain(
+            m.functions
+                .iter()
+                .filter(|f| f.body.is_some())
+                .map(|f| f.name.clone()),
+        )
+        .collect()
+}
+
+/// The names `m` defines that are its own (not linked outside it).
+fn own_names(m: &Module) -> Vec<String> {
+    m.variables
+        .iter()
+        .filter(|v| !v.linked && v.space != Space::Shared)
+        .map(|v| v.name.clone())
+        .chain(
+            m.functions
+                .iter()
+                .filter(|f| !f.linked && f.body.is_some())
+                .map(|f| f.name.clone()),
+        )
+        .collect()
+}
+
+/// Renames module-scope symbols of `m`, where defined and wherever used.
+fn rename(m: &mut Module, to: &HashMap<String, String>) {
+    let name = |n: &mut String| {
+        if let Some(t) = to.get(n.as_str()) {
+            *n = t.clone();
+        }
+    };
+    fn operand(o: &mut Operand, name: &dyn Fn(&mut String)) {
+        match o {
+            Operand::Name(n) | Operand::NameOffset(n, _) => name(n),
+            Operand::Address { base: Some(b), .. } => name(b),
+            Operand::Vector(v) | Operand::List(v) => v.iter_mut().for_each(|o| operand(o, name)),
+            Operand::Not(o) => operand(o, name),
+            _ => {}
+        }
+    }
+    fn statements(body: &mut [Statement], name: &dyn Fn(&mut String)) {
+        for s in body {
+            match s {
+                Statement::Inst(i) => i.operands.iter_mut().for_each(|o| operand(o, name)),
+                Statement::Block(b) => statements(b, name),
+                Statement::Decl(d) => d.init.iter_mut().for_each(|o| operand(o, name)),
+                Statement::Label(..) => {}
+            }
+        }
+    }
+    for v in &mut m.variables {
+        name(&mut v.name);
+        v.init.iter_mut().for_each(|o| operand(o, &name));
+    }
+    for f in &mut m.functions {
+        name(&mut f.name);
+        if let Some(body) = &mut f.body {
+            statements(body, &name);
+        }
+    }
+}
+
 /// A linked image's error: in `module` (a unit, or the image) at `line`.
 fn error(module: &str, line: u32, construct: &str, message: String) -> ParseError {
     ParseError {
@@ -227,6 +317,44 @@ mod tests {
 
     fn unit(body: &str) -> String {
         format!("{HEAD}{body}")
+    }
+
+    #[test]
+    fn each_unit_keeps_its_own_symbols_and_visible_ones_still_clash() {
+        let a = unit(
+            ".global .align 1 .b8 $str[3] = {97, 0, 0};\n\
+             .func (.param .b32 r) own() { st.param.b32 [r], 1; ret; }\n\
+             .visible .entry ka(.param .u64 p) { .reg .b64 %rd<2>; mov.u64 %rd1, $str; ret; }",
+        );
+        let b = unit(
+            ".global .align 1 .b8 $str[3] = {98, 0, 0};\n\
+             .func (.param .b32 r) own() { st.param.b32 [r], 2; ret; }\n\
+             .visible .entry kb(.param .u64 p) { .reg .b64 %rd<2>; mov.u64 %rd1, $str; ret; }",
+        );
+        let m = link(
+            "img",
+            vec![parse("a.ptx", &a).unwrap(), parse("b.ptx", &b).unwrap()],
+        )
+        .unwrap();
+        let vars: Vec<&str> = m.variables.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(vars, ["$str$unit0", "$str$unit1"]);
+        let funcs: Vec<&str> = m.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(funcs, ["own$unit0", "ka", "own$unit1", "kb"]);
+        // Each kernel reads its own unit's string.
+        let kb = m.functions.iter().find(|f| f.name == "kb").unwrap();
+        let text = format!("{:?}", kb.body);
+        assert!(
+            text.contains("$str$unit1") && !text.contains("$str$unit0"),
+            "{text}"
+        );
+        // Two visible definitions of one name are still an error.
+        let c = unit(".visible .global .u32 g;");
+        let e = link(
+            "img",
+            vec![parse("c1.ptx", &c).unwrap(), parse("c2.ptx", &c).unwrap()],
+        )
+        .unwrap_err();
+        assert!(e.message.contains("g is defined twice"), "{e}");
     }
 
     #[test]

@@ -397,19 +397,25 @@ impl<'a> Parser<'a> {
                 }
                 _ => {
                     // Linkage attributes, then .entry/.func or a variable.
-                    let mut is_extern = false;
+                    let (mut is_extern, mut linked) = (false, false);
                     while let Tok::Word(a @ (".visible" | ".extern" | ".weak" | ".common")) =
                         self.peek()
                     {
                         is_extern |= a == ".extern";
+                        linked = true;
                         self.bump();
                     }
                     match self.peek() {
-                        Tok::Word(".entry") => m.functions.push(self.function(true)?),
-                        Tok::Word(".func") => m.functions.push(self.function(false)?),
+                        Tok::Word(".entry" | ".func") => {
+                            let is_entry = matches!(self.peek(), Tok::Word(".entry"));
+                            let mut f = self.function(is_entry)?;
+                            f.linked = linked;
+                            m.functions.push(f);
+                        }
                         Tok::Word(".global" | ".const" | ".shared" | ".local") => {
                             let mut v = self.var_decl()?;
                             v.is_extern = is_extern;
+                            v.linked = linked;
                             m.variables.push(v);
                             m.variables.append(&mut self.pending_decls);
                         }
@@ -508,6 +514,7 @@ impl<'a> Parser<'a> {
             body,
             directives,
             line,
+            linked: false,
         })
     }
 
@@ -680,6 +687,7 @@ impl<'a> Parser<'a> {
                 array,
                 align,
                 is_extern: false,
+                linked: false,
                 init,
                 line,
             });
