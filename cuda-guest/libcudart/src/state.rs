@@ -289,9 +289,8 @@ impl Runtime {
                     ),
                 )
             })
-            .map(|m| {
+            .inspect(|&m| {
                 reg.modules.insert((dev, fatbin), m as usize);
-                m
             })
     }
 
