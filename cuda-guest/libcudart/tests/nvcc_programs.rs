@@ -233,14 +233,18 @@ fn machine_code_only_is_no_kernel_image_named_in_the_log() {
 fn separate_compilation_links_the_relocatable_ptx() {
     let flags = [PTX80[0], PTX80[1], "-rdc=true"];
     let exe = build("rdc_main+rdc_lib", "rdc", &flags);
-    for env in [SIM.to_vec()] {
-        let out = run(&exe, &env);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             stdout.contains("rdc: cudaSuccess, 0 of 1000 wrong"),
-            "{stdout}"
+            "{env:?}: {stdout}"
         );
     }
+    server.wait_idle();
     // runtime_api.cu built the same way: its one unit, linked (libcudadevrt's unit, which
     // needs the device runtime, left out).
     let exe = build("runtime_api", "rdc", &flags);
