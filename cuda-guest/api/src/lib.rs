@@ -81,6 +81,7 @@ macro_rules! code_enum {
 pub mod error;
 mod fault;
 pub mod occupancy;
+pub mod shim_log;
 pub mod status;
 pub mod sys;
 

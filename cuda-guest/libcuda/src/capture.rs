@@ -73,6 +73,12 @@ impl std::fmt::Debug for Op {
     }
 }
 
+/// A handle of kind `what` that names nothing live: `CUDA_ERROR_INVALID_VALUE`, as the
+/// driver answers for graphs.
+fn unknown(what: &str, h: u64) -> Fail {
+    Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{what} {h:#x}"))
+}
+
 /// `CUstreamCaptureStatus`.
 pub const CAPTURE_NONE: i32 = 0;
 /// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
@@ -323,14 +329,14 @@ impl Captures {
         self.graphs
             .get(&graph)
             .cloned()
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph {graph:#x}")))
+            .ok_or_else(|| unknown("graph", graph))
     }
 
     /// `cuGraphDestroy`: the destructors of user objects whose last reference it held.
     pub fn destroy(&mut self, graph: u64) -> R<Vec<Destructor>> {
         self.graphs
             .remove(&graph)
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph {graph:#x}")))?;
+            .ok_or_else(|| unknown("graph", graph))?;
         Ok(self.disown(graph))
     }
 
@@ -478,14 +484,14 @@ impl Captures {
         self.execs
             .get(&exec)
             .cloned()
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph exec {exec:#x}")))
+            .ok_or_else(|| unknown("graph exec", exec))
     }
 
     /// `cuGraphExecDestroy`: the destructors of user objects whose last reference it held.
     pub fn exec_destroy(&mut self, exec: u64) -> R<Vec<Destructor>> {
         self.execs
             .remove(&exec)
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("graph exec {exec:#x}")))?;
+            .ok_or_else(|| unknown("graph exec", exec))?;
         Ok(self.disown(exec))
     }
 

@@ -5,70 +5,38 @@
 //! the CUDA runtime). The library's crates (the simulator, the protocol client) log
 //! through the `log` crate; [`install`] routes that to the same place, at the same level.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use vmgpu_cuda_api::shim_log::{level, Level, ShimLog};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Level {
-    Off,
-    Warn,
-    Info,
-    Debug,
-}
-
-fn level() -> Level {
-    static LEVEL: OnceLock<Level> = OnceLock::new();
-    *LEVEL.get_or_init(|| match std::env::var("VMGPU_CUDA_LOG").as_deref() {
-        Ok("off") | Ok("0") | Ok("none") => Level::Off,
-        Ok("info") => Level::Info,
-        Ok("debug") | Ok("trace") | Ok("1") => Level::Debug,
-        _ => Level::Warn,
-    })
-}
+/// This library's log.
+const LOG: ShimLog = ShimLog::new("libcuda");
 
 fn emit(l: Level, tag: &str, msg: &str) {
-    if level() >= l {
-        use std::io::Write;
-        // Never `eprintln!`: it panics when stderr is closed, and these calls run at
-        // the C boundary.
-        let _ = writeln!(std::io::stderr().lock(), "vmgpu libcuda: {tag}: {msg}");
-    }
+    LOG.emit(l, tag, msg);
 }
 
 /// A warning.
 pub fn warn(msg: &str) {
-    emit(Level::Warn, "warning", msg);
+    LOG.warn(msg);
 }
 
-/// A warning logged once per process for each `key` (later ones with the same key are
-/// dropped): for what a program may call in a loop, such as an unsupported entry point
-/// or attribute.
+/// A warning logged once per process for each `key`.
 pub fn warn_once(key: &str, msg: &str) {
-    static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-    if level() < Level::Warn {
-        return;
-    }
-    let first = crate::fail::lock(&SEEN)
-        .get_or_insert_with(HashSet::new)
-        .insert(key.to_string());
-    if first {
-        warn(msg);
-    }
+    LOG.warn_once(key, msg);
 }
 
 /// Information.
 pub fn info(msg: &str) {
-    emit(Level::Info, "info", msg);
+    LOG.info(msg);
 }
 
 /// Debugging detail.
 pub fn debug(msg: &str) {
-    emit(Level::Debug, "debug", msg);
+    LOG.debug(msg);
 }
 
 /// Whether debug messages are shown (to skip formatting them otherwise).
 pub fn debug_enabled() -> bool {
-    level() >= Level::Debug
+    LOG.debug_enabled()
 }
 
 /// Routes the `log` crate's records (of the simulator and the protocol client) to this
