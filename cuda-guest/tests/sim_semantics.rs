@@ -314,10 +314,47 @@ fn match_sync_groups_lanes_by_value() {
         &[0u32; 32][..],
         "match.all.sync of unequal values"
     );
-    // WARP_SZ (32: lane 5 alone) as the membermask, one value: the set 0x20 and true (+1).
-    assert_eq!(
-        &got[96..],
-        &[0x21u32; 32][..],
-        "match.all.sync of one value"
+    // WARP_SZ (32: lane 5 alone) as the membermask, one value: for lane 5 the set 0x20
+    // and true (+1); the other lanes are outside their own membermask (undefined in PTX;
+    // here: nothing and false).
+    let lane5: Vec<u32> = (0..32).map(|l| if l == 5 { 0x21 } else { 0 }).collect();
+    assert_eq!(&got[96..], &lane5[..], "match.all.sync of one value");
+}
+
+#[test]
+fn redux_and_vote_sync_reduce_within_each_lanes_membermask() {
+    // Lanes labelled l % 4 (cooperative groups' labeled_partition: match.any gives each
+    // lane its group's mask); in one instruction each group reduces and votes apart, as
+    // on a GPU (cuda-samples' warpAggregatedAtomicsCG checks this).
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<10>; .reg .b64 %rd<4>; .reg .pred %p<3>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %laneid;\n rem.u32 %r2, %r1, 4;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n\
+         match.any.sync.b32 %r3, %r2, -1;\n\
+         redux.sync.max.s32 %r4, %r1, %r3;\n st.global.u32 [%rd3], %r4;\n\
+         redux.sync.add.u32 %r5, %r1, %r3;\n st.global.u32 [%rd3+128], %r5;\n\
+         setp.lt.u32 %p1, %r1, 16;\n vote.sync.ballot.b32 %r6, %p1, %r3;\n st.global.u32 [%rd3+256], %r6;\n\
+         setp.lt.u32 %p2, %r2, 2;\n vote.sync.all.pred %p1, %p2, %r3;\n selp.u32 %r7, 1, 0, %p1;\n\
+         st.global.u32 [%rd3+384], %r7;\n ret;\n}}\n"
     );
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("groups.ptx", &ptx).unwrap();
+        let out = s.malloc(4 * 128).unwrap();
+        s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+            .unwrap();
+        let got = read_u32(&mut s, out, 128);
+        let group = |l: u32| (0..32u32).filter(move |k| k % 4 == l % 4);
+        let max: Vec<u32> = (0..32).map(|l| 28 + l % 4).collect();
+        let sum: Vec<u32> = (0..32).map(|l| group(l).sum()).collect();
+        let ballot: Vec<u32> = (0..32)
+            .map(|l| group(l).filter(|k| *k < 16).map(|k| 1 << k).sum())
+            .collect();
+        // Groups 0 and 1 all have label < 2; groups 2 and 3 none.
+        let all: Vec<u32> = (0..32).map(|l| u32::from(l % 4 < 2)).collect();
+        assert_eq!(&got[..32], &max[..], "redux.sync.max per group");
+        assert_eq!(&got[32..64], &sum[..], "redux.sync.add per group");
+        assert_eq!(&got[64..96], &ballot[..], "vote.sync.ballot per group");
+        assert_eq!(&got[96..], &all[..], "vote.sync.all per group");
+    }
 }

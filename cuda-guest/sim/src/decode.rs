@@ -306,14 +306,19 @@ pub(crate) enum Op {
         d: u32,
         src: P,
         neg: bool,
+        /// `membermask` of `vote.sync` (each lane votes with the lanes its mask names);
+        /// `None` for the legacy `vote` (the active lanes).
+        member: Option<R>,
     },
     Activemask(R),
-    /// `redux.sync.op.type d, a, membermask`: op 0 add, 1 min, 2 max, 3 and, 4 or, 5 xor.
+    /// `redux.sync.op.type d, a, membermask`: op 0 add, 1 min, 2 max, 3 and, 4 or, 5 xor;
+    /// each lane reduces over the active lanes its `membermask` names.
     Redux {
         d: R,
         a: R,
         op: u8,
         signed: bool,
+        member: R,
     },
     /// `match.any.sync`/`match.all.sync` (`.b32`/`.b64`) `d[|p], a, membermask`: the
     /// lanes (active and in `membermask`) whose `a` equals this lane's (`any`), or all of
@@ -1745,7 +1750,17 @@ impl<'a> Dec<'a> {
                 } else {
                     self.pred(&ops[0], line)?.0
                 };
-                Op::Vote { mode, d, src, neg }
+                let member = match ops.get(2) {
+                    Some(m) if i.has("sync") => Some(self.src_typed(m, ScalarType::B32, line)?),
+                    _ => None,
+                };
+                Op::Vote {
+                    mode,
+                    d,
+                    src,
+                    neg,
+                    member,
+                }
             }
             "redux" => {
                 need(2)?;
@@ -1768,13 +1783,16 @@ impl<'a> Dec<'a> {
                 if t.size() != 4 || matches!(t, ScalarType::F32) {
                     return derr(line, "redux.sync needs a 32-bit integer type");
                 }
+                need(3)?;
                 let d = self.dst(&ops[0], line)?;
                 let a = self.src(&ops[1], line)?;
+                let member = self.src_typed(&ops[2], ScalarType::B32, line)?;
                 Op::Redux {
                     d,
                     a,
                     op,
                     signed: t == ScalarType::S32,
+                    member,
                 }
             }
             "dp4a" | "dp2a" => {
@@ -2197,6 +2215,15 @@ fn written(op: &Op) -> Vec<R> {
             vec![*d]
         }
         Op::Unpack { parts, .. } => parts.clone(),
+        Op::Redux { d, .. } => vec![*d],
+        Op::Malloc {
+            ret: ArgSrc::Reg(r),
+            ..
+        }
+        | Op::Printf {
+            ret: Some(ArgSrc::Reg(r)),
+            ..
+        } => vec![*r],
         Op::Ld { n, d, .. } | Op::LdParam { n, d, .. } => d[..*n as usize].to_vec(),
         Op::Atom { d, .. } => d.iter().copied().collect(),
         Op::Vote {

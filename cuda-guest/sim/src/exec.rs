@@ -1348,21 +1348,43 @@ impl<'a, 'b> Exec<'a, 'b> {
                     *pd = (*pd & !mask) | (pbits & mask);
                 }
             }
-            Op::Vote { mode, d, src, neg } => {
+            Op::Vote {
+                mode,
+                d,
+                src,
+                neg,
+                member,
+            } => {
                 let ps = (w.preds[*src as usize] ^ if *neg { FULL } else { 0 }) & mask;
+                // Each lane votes with the active lanes its membermask names (lanes of
+                // different labelled groups vote apart in one instruction).
+                let groups: [u32; 32] = match member {
+                    Some(m) => {
+                        let mv = lanes(&w.regs, *m);
+                        std::array::from_fn(|l| mask & mv[l] as u32)
+                    }
+                    None => [mask; 32],
+                };
                 match mode {
                     VoteMode::Ballot => {
-                        let out = [ps as u64; 32];
+                        let out: Lanes = std::array::from_fn(|l| (ps & groups[l]) as u64);
                         write(&mut w.regs, *d, &out, mask);
                     }
                     m => {
-                        let r = match m {
-                            VoteMode::All => ps == mask,
-                            VoteMode::Any => ps != 0,
-                            _ => ps == 0 || ps == mask,
-                        };
+                        let mut yes = 0u32;
+                        each_lane!(mask, l, {
+                            let (g, p) = (groups[l], ps & groups[l]);
+                            let r = match m {
+                                VoteMode::All => p == g,
+                                VoteMode::Any => p != 0,
+                                _ => p == 0 || p == g,
+                            };
+                            if r {
+                                yes |= 1 << l;
+                            }
+                        });
                         let pd = &mut w.preds[*d as usize];
-                        *pd = (*pd & !mask) | if r { mask } else { 0 };
+                        *pd = (*pd & !mask) | yes;
                     }
                 }
             }
@@ -1375,26 +1397,36 @@ impl<'a, 'b> Exec<'a, 'b> {
                 w64,
             } => {
                 let av = lanes(&w.regs, *a);
+                let mv = lanes(&w.regs, *member);
                 let width = if *w64 { u64::MAX } else { u32::MAX as u64 };
-                let first = mask.trailing_zeros() as usize;
-                let set = mask & lanes(&w.regs, *member)[first.min(31)] as u32;
                 let mut out: Lanes = [0; 32];
-                let mut same = true;
-                each_lane!(set, l, {
+                let mut all_same = 0u32;
+                // Each lane matches among the active lanes its membermask names.
+                each_lane!(mask, l, {
+                    // A lane outside its own membermask is undefined in PTX; here it
+                    // matches nothing.
+                    let set = mask & mv[l] as u32;
+                    let set = if set & (1 << l) == 0 { 0 } else { set };
                     let mut peers = 0u32;
                     each_lane!(set, k, {
                         if av[k] & width == av[l] & width {
                             peers |= 1 << k;
                         }
                     });
-                    same &= peers == set;
-                    out[l] = peers as u64;
+                    if *all {
+                        let same = set != 0 && peers == set;
+                        out[l] = if same { set as u64 } else { 0 };
+                        if same {
+                            all_same |= 1 << l;
+                        }
+                    } else {
+                        out[l] = peers as u64;
+                    }
                 });
                 if *all {
-                    out = [if same { set as u64 } else { 0 }; 32];
                     if let Some(p) = p {
                         let pd = &mut w.preds[*p as usize];
-                        *pd = (*pd & !mask) | if same { mask } else { 0 };
+                        *pd = (*pd & !mask) | all_same;
                     }
                 }
                 write(&mut w.regs, *d, &out, mask);
@@ -1515,26 +1547,50 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 });
             }
-            Op::Redux { d, a, op, signed } => {
+            Op::Redux {
+                d,
+                a,
+                op,
+                signed,
+                member,
+            } => {
                 let av = lanes(&w.regs, *a);
-                let mut acc: Option<u32> = None;
-                each_lane!(mask, l, {
-                    let v = av[l] as u32;
-                    acc = Some(match acc {
-                        None => v,
-                        Some(x) => match (op, signed) {
-                            (0, _) => x.wrapping_add(v),
-                            (1, true) => (x as i32).min(v as i32) as u32,
-                            (2, true) => (x as i32).max(v as i32) as u32,
-                            (1, false) => x.min(v),
-                            (2, false) => x.max(v),
-                            (3, _) => x & v,
-                            (4, _) => x | v,
-                            _ => x ^ v,
-                        },
+                let mv = lanes(&w.regs, *member);
+                // Each lane reduces over the active lanes its membermask names: lanes of
+                // different labelled groups reduce apart in one instruction.
+                let reduce = |group: u32| {
+                    let mut acc: Option<u32> = None;
+                    each_lane!(group, l, {
+                        let v = av[l] as u32;
+                        acc = Some(match acc {
+                            None => v,
+                            Some(x) => match (op, signed) {
+                                (0, _) => x.wrapping_add(v),
+                                (1, true) => (x as i32).min(v as i32) as u32,
+                                (2, true) => (x as i32).max(v as i32) as u32,
+                                (1, false) => x.min(v),
+                                (2, false) => x.max(v),
+                                (3, _) => x & v,
+                                (4, _) => x | v,
+                                _ => x ^ v,
+                            },
+                        });
                     });
+                    acc.unwrap_or(0) as u64
+                };
+                let mut out: Lanes = [0; 32];
+                let mut done: Vec<(u32, u64)> = Vec::new();
+                each_lane!(mask, l, {
+                    let g = mask & mv[l] as u32;
+                    out[l] = match done.iter().find(|(k, _)| *k == g) {
+                        Some(&(_, v)) => v,
+                        None => {
+                            let v = reduce(g);
+                            done.push((g, v));
+                            v
+                        }
+                    };
                 });
-                let out = [acc.unwrap_or(0) as u64; 32];
                 write(&mut w.regs, *d, &out, mask);
             }
             Op::Activemask(d) => {
