@@ -53,7 +53,19 @@ pub(crate) const SPECIALS: &[&str] = &[
     "%total_smem_size",
     "%tid",
     "%ntid",
+    // Reserved shared memory (cooperative groups' scratch, PTX 7.6+): a region after
+    // the kernel's static and dynamic shared memory, [`RESERVED_SMEM`] bytes.
+    "%reserved_smem_offset_begin",
+    "%reserved_smem_offset_end",
+    "%reserved_smem_offset_cap",
+    "%reserved_smem_offset_0",
+    "%reserved_smem_offset_1",
 ];
+
+/// The index in [`SPECIALS`] of `%reserved_smem_offset_begin`.
+pub(crate) const RESERVED_SMEM_SPECIAL: usize = 27;
+/// The bytes of reserved shared memory a block gets when its kernel names it.
+pub(crate) const RESERVED_SMEM: u32 = 1024;
 pub(crate) const NSPECIAL: u32 = SPECIALS.len() as u32;
 
 /// Memory state space of a load/store.
@@ -369,6 +381,9 @@ pub(crate) struct Program {
     pub max_regs: Option<u32>,
     /// It calls `malloc` or `free` (the device heap is made before it runs).
     pub uses_heap: bool,
+    /// It reads `%reserved_smem_offset_*`: each block gets [`RESERVED_SMEM`] more bytes
+    /// of shared memory, after the static and dynamic ones.
+    pub reserved_smem: bool,
 }
 
 /// Most registers a kernel may declare (with inlined calls).
@@ -455,6 +470,8 @@ struct Dec<'a> {
     dyn_reg: R,
     /// The [`weight`] of the kernel's body and of every body inlined so far.
     weight: u64,
+    /// A `%reserved_smem_offset_*` register is read.
+    reserved_smem: bool,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -731,6 +748,7 @@ impl<'a> Dec<'a> {
                 Some(Sym::KParam(off, _)) => self.konst(PARAM_WINDOW + off as u64),
                 None => {
                     if let Some(i) = SPECIALS.iter().position(|s| s == n) {
+                        self.reserved_smem |= i >= RESERVED_SMEM_SPECIAL;
                         i as R
                     } else if n == "WARP_SZ" {
                         // PTX's predefined constant: the warp size.
@@ -1847,6 +1865,16 @@ impl<'a> Dec<'a> {
                 Op::Activemask(self.dst(&ops[0], line)?)
             }
             "pmevent" | "nanosleep" | "prefetch" | "prefetchu" => Op::Nop,
+            // The asynchronous copy completes at once (a completion the wait allows);
+            // committing and waiting for groups has nothing left to do.
+            "cp" if i.has("async")
+                && (i.has("commit_group") || i.has("wait_group") || i.has("wait_all")) =>
+            {
+                Op::Nop
+            }
+            "cp" if i.has("async") && i.has("shared") && i.has("global") && !i.has("bulk") => {
+                self.cp_async(i, guard, line)?
+            }
             "trap" | "brkpt" => Op::Trap,
             o => {
                 return derr(
@@ -1858,6 +1886,84 @@ impl<'a> Dec<'a> {
         self.emit(op, guard, line);
         let _ = ftz;
         Ok(())
+    }
+
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}`: the copy, done
+    /// at once as a load (emitted here) and a store (returned); bytes past `src-size`
+    /// are zero, as the instruction fills them.
+    fn cp_async(&mut self, i: &Instruction, guard: Option<(P, bool)>, line: u32) -> DResult<Op> {
+        let ops = &i.operands;
+        if ops.len() < 3 {
+            return derr(line, format!("`{}` needs 3 operands", i.full_name()));
+        }
+        let size = match &ops[2] {
+            Operand::Int(n @ (4 | 8 | 16)) => *n as u32,
+            _ => return derr(line, "cp.async: the copy size must be 4, 8 or 16"),
+        };
+        // An explicit source size: only the full one (the zero-filling forms are not
+        // modelled yet), or 0 (nothing read: all zero).
+        // `.L2::cache_hint` adds a cache-policy operand last.
+        let hinted = i.modifiers.iter().any(|m| m.starts_with("L2"));
+        let src_op = if ops.len() == 5 || (ops.len() == 4 && !hinted) {
+            ops.get(3)
+        } else {
+            None
+        };
+        let src_size = match src_op {
+            None => size,
+            Some(Operand::Int(n)) if *n as u32 == size || *n == 0 => *n as u32,
+            Some(_) => {
+                return derr(
+                    line,
+                    "cp.async with a run-time source size is not supported",
+                )
+            }
+        };
+        let (words, n) = if size == 16 {
+            (4u32, 4u8)
+        } else {
+            (size / 4, (size / 4) as u8)
+        };
+        let regs: Vec<R> = (0..words).map(|_| self.new_reg()).collect();
+        let mut d = [0; 4];
+        d[..regs.len()].copy_from_slice(&regs);
+        let (sa, soff, _) = self.addr(&ops[1], line)?;
+        let (da, doff, _) = self.addr(&ops[0], line)?;
+        if src_size == 0 {
+            let z = self.konst(0);
+            let mut s = [0; 4];
+            s[..n as usize].fill(z);
+            return Ok(Op::St {
+                sp: Sp::Shared,
+                size: 4,
+                n,
+                s,
+                a: da,
+                off: doff,
+            });
+        }
+        self.emit(
+            Op::Ld {
+                sp: Sp::Global,
+                size: 4,
+                sext: false,
+                n,
+                d,
+                a: sa,
+                off: soff,
+                dmask: mask_of(32),
+            },
+            guard,
+            line,
+        );
+        Ok(Op::St {
+            sp: Sp::Shared,
+            size: 4,
+            n,
+            s: d,
+            a: da,
+            off: doff,
+        })
     }
 
     fn mem(&mut self, i: &Instruction, types: &[ScalarType], line: u32) -> DResult<Op> {
@@ -2539,6 +2645,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         fixups: vec![],
         instance: 0,
         next_instance: 0,
+        reserved_smem: false,
         depth: 0,
         ret_label: None,
         dyn_reg: NSPECIAL,
@@ -2605,5 +2712,6 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
             .map(|(_, v)| v[0])
             .min(),
         uses_heap,
+        reserved_smem: d.reserved_smem,
     })
 }

@@ -1625,6 +1625,9 @@ impl<'a, 'b> Exec<'a, 'b> {
             (lin / (gx as u64 * gy as u64)) as u32,
         ];
         self.shared_len = prog.shared_static as usize + l.cfg.shared_bytes as usize;
+        if prog.reserved_smem {
+            self.shared_len = reserved_base(prog, &l.cfg) as usize + RESERVED_SMEM as usize;
+        }
         self.shared.clear();
         self.shared.resize(self.shared_len.div_ceil(4) + 1, 0);
         for (wi, w) in warps.iter_mut().enumerate() {
@@ -1800,6 +1803,12 @@ fn read_le(buf: &[u8], o: usize, size: u8) -> u64 {
 }
 
 #[inline(always)]
+/// Where a block's reserved shared memory starts: after its static and dynamic shared
+/// memory, 16-aligned.
+fn reserved_base(prog: &Program, cfg: &LaunchConfig) -> u32 {
+    (prog.shared_static + cfg.shared_bytes).next_multiple_of(16)
+}
+
 fn write_le(buf: &mut [u8], o: usize, size: u8, v: u64) {
     match size {
         1 => buf[o] = v as u8,
@@ -1946,6 +1955,15 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         ];
         for (k, v) in vals.iter().enumerate() {
             regs[k * 32 + lane as usize] = *v;
+        }
+        // %reserved_smem_offset_begin, _end, _cap, _0, _1.
+        let base = reserved_base(prog, &l.cfg) as u64;
+        let size = RESERVED_SMEM as u64;
+        for (k, v) in [base, base + size, size, base, base + size / 2]
+            .into_iter()
+            .enumerate()
+        {
+            regs[(RESERVED_SMEM_SPECIAL + k) * 32 + lane as usize] = v;
         }
     }
     Warp {
