@@ -1362,3 +1362,59 @@ per_thread! {
     cudaMemcpy2D_ptds => cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
     cudaMemset2D_ptds => cudaMemset2D(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize);
 }
+
+// ---------------------------------------------------------------------------------------
+// Memory pools (the driver's; `cudaMemPoolAttr` numbers are the driver's).
+
+rt! {
+    /// `cudaDeviceGetDefaultMemPool`.
+    fn cudaDeviceGetDefaultMemPool(pool: *mut Handle, d: c_int) {
+        let rt = runtime()?;
+        cu!(rt.d, cuDeviceGetDefaultMemPool(pool, d))
+    }
+}
+rt! {
+    /// `cudaDeviceGetMemPool`.
+    fn cudaDeviceGetMemPool(pool: *mut Handle, d: c_int) {
+        let rt = runtime()?;
+        cu!(rt.d, cuDeviceGetMemPool(pool, d))
+    }
+}
+rt! {
+    /// `cudaMemPoolSetAttribute`.
+    fn cudaMemPoolSetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemPoolSetAttribute(pool, attr, value))
+    }
+}
+rt! {
+    /// `cudaMemPoolGetAttribute`.
+    fn cudaMemPoolGetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemPoolGetAttribute(pool, attr, value))
+    }
+}
+rt! {
+    /// `cudaMemPoolTrimTo`.
+    fn cudaMemPoolTrimTo(pool: Handle, keep: usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuMemPoolTrimTo(pool, keep))
+    }
+}
+rt! {
+    /// `cudaMallocFromPoolAsync`.
+    fn cudaMallocFromPoolAsync(p: *mut *mut c_void, bytes: usize, pool: Handle, s: Handle) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null ptr"));
+        }
+        let mut d: CUdeviceptr = 0;
+        cu!(rt.d, cuMemAllocFromPoolAsync(&mut d, bytes, pool, s))?;
+        // SAFETY: checked non-null; the program's pointer slot.
+        unsafe { out(p, d as usize as *mut c_void) }
+    }
+}
+
+per_thread! {
+    cudaMallocFromPoolAsync_ptsz => cudaMallocFromPoolAsync(p: *mut *mut c_void, bytes: usize, pool: Handle, s: Handle) stream s;
+}

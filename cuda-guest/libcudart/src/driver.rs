@@ -130,6 +130,12 @@ driver_api! {
     cuLinkAddData_v2(state: Handle, kind: c_int, data: *mut c_void, size: usize, name: *const c_char, n: c_uint, options: *mut c_int, values: *mut *mut c_void);
     cuLinkComplete(state: Handle, image: *mut *mut c_void, size: *mut usize);
     cuLinkDestroy(state: Handle);
+    cuDeviceGetDefaultMemPool(pool: *mut Handle, d: c_int);
+    cuDeviceGetMemPool(pool: *mut Handle, d: c_int);
+    cuMemPoolSetAttribute(pool: Handle, attr: c_int, value: *mut c_void);
+    cuMemPoolGetAttribute(pool: Handle, attr: c_int, value: *mut c_void);
+    cuMemPoolTrimTo(pool: Handle, keep: usize);
+    cuMemAllocFromPoolAsync(p: *mut CUdeviceptr, bytes: usize, pool: Handle, s: Handle);
 }
 
 /// `CUmemLocation` (and the runtime's `cudaMemLocation`, the same layout).

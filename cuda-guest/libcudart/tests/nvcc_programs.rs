@@ -119,7 +119,7 @@ fn runtime_api(env: &[(&str, &str)], forwarded: bool) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
     assert!(
-        stdout.contains("runtime_api: 136 checks, 0 failed"),
+        stdout.contains("runtime_api: 140 checks, 0 failed"),
         "{fails:#?}\n{stdout}"
     );
     // A kernel's printf reaches the program in-process; forwarded it is printed by the
@@ -157,7 +157,7 @@ fn runtime_api_program_with_per_thread_default_streams() {
     let out = run(&exe, SIM);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("runtime_api: 136 checks, 0 failed"),
+        stdout.contains("runtime_api: 140 checks, 0 failed"),
         "{stdout}"
     );
     // The program called the `_ptsz`/`_ptds` entry points.
@@ -251,7 +251,7 @@ fn separate_compilation_links_the_relocatable_ptx() {
     let out = run(&exe, SIM);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("runtime_api: 136 checks, 0 failed"),
+        stdout.contains("runtime_api: 140 checks, 0 failed"),
         "{stdout}"
     );
 }

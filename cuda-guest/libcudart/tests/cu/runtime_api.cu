@@ -289,6 +289,13 @@ int main() {
   OK(cudaGraphExecDestroy(exec));
   OK(cudaGraphDestroy(graph));
   OK(cudaFreeAsync(pool, g));
+  cudaMemPool_t mp;
+  OK(cudaDeviceGetDefaultMemPool(&mp, 0));
+  unsigned long long threshold = ~0ull;
+  OK(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &threshold));
+  int *from_pool = nullptr;
+  OK(cudaMallocFromPoolAsync((void **)&from_pool, 64, mp, g));
+  OK(cudaFreeAsync(from_pool, g));
   OK(cudaStreamSynchronize(g));
   OK(cudaStreamDestroy(g));
 
