@@ -232,3 +232,79 @@ impl Mirrors {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device side of `n` bytes at `at`, as the closures of push and pull see it.
+    struct Device {
+        at: u64,
+        bytes: Vec<u8>,
+        sent: Vec<(u64, usize)>,
+    }
+
+    impl Device {
+        fn push(&mut self, m: &Mirrors) {
+            m.push(|at, data| {
+                let o = (at - self.at) as usize;
+                self.bytes[o..o + data.len()].copy_from_slice(data);
+                self.sent.push((at, data.len()));
+                Ok(())
+            })
+            .unwrap();
+        }
+        fn pull(&self, m: &Mirrors) {
+            m.pull(|at, buf| {
+                let o = (at - self.at) as usize;
+                buf.copy_from_slice(&self.bytes[o..o + buf.len()]);
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn only_changed_chunks_go_and_host_changes_survive_a_pull() {
+        let n = 3 * CHUNK + 100;
+        let mut host = vec![0u8; n];
+        let at = 0x7000_0000_0000;
+        let m = Mirrors::default();
+        // SAFETY: `host` outlives the mirror (unmapped below) and is only touched
+        // between the calls, as a program without concurrent access does.
+        unsafe { m.register(host.as_mut_ptr() as u64, n, at, DevicePtr(at)) };
+        assert_eq!(m.device_address(host.as_ptr() as u64 + 5), Some(at + 5));
+        let mut dev = Device {
+            at,
+            bytes: vec![0; n],
+            sent: vec![],
+        };
+        // Nothing changed: nothing sent.
+        dev.push(&m);
+        assert!(dev.sent.is_empty());
+        // Two bytes in chunk 1 and one in the short last chunk: two runs sent.
+        host[CHUNK + 7] = 1;
+        host[CHUNK + 9] = 2;
+        host[3 * CHUNK + 50] = 3;
+        dev.push(&m);
+        assert_eq!(
+            dev.sent,
+            [(at + CHUNK as u64, CHUNK), (at + 3 * CHUNK as u64, 100)]
+        );
+        assert_eq!(dev.bytes[CHUNK + 9], 2);
+        // The device writes byte 10 and byte CHUNK + 7; the host writes byte 11 meanwhile.
+        dev.bytes[10] = 10;
+        dev.bytes[CHUNK + 7] = 70;
+        host[11] = 11;
+        dev.pull(&m);
+        assert_eq!((host[10], host[11], host[CHUNK + 7]), (10, 11, 70));
+        // The host's byte 11 goes at the next push; the device's byte 10 stays.
+        dev.sent.clear();
+        dev.push(&m);
+        assert_eq!(dev.sent, [(at, CHUNK)]);
+        assert_eq!((dev.bytes[10], dev.bytes[11]), (10, 11));
+        // SAFETY: the program's range, registered above; not used through it any more.
+        assert_eq!(unsafe { m.unmap(at) }, Some(DevicePtr(at)));
+        assert!(!m.contains(at));
+    }
+}
