@@ -1703,7 +1703,13 @@ fn memset(dst: CUdeviceptr, value: u32, width: u32, n: usize, stream: Option<u64
             format!("{dst:#x} is not aligned to {width} bytes"),
         ));
     }
-    e.memset(c, dst, value, width, n as u64, stream)
+    e.memset(c, dst, value, width, n as u64, stream)?;
+    // Registered page-locked memory (which the driver state does not hold) is as
+    // host-reachable as allocated: the synchronous form returns once done.
+    if stream.is_none() && is_pinned(dst as usize, n.saturating_mul(width as usize)) {
+        e.stream_synchronize(c, 0)?;
+    }
+    Ok(())
 }
 
 macro_rules! memsets {

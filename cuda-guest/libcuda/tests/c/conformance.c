@@ -1090,6 +1090,8 @@ static void g_managed(void) {
     RES(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
     RES(cuCtxSynchronize(), CUDA_SUCCESS);
     VAL("a kernel's store into registered host memory", reg[0], 7);
+    RES(cuMemsetD8(d + 64, 0x3c, 8), CUDA_SUCCESS);
+    VAL("a synchronous memset of registered memory, read at once", ((unsigned char *)reg)[71], 0x3c);
   }
   RES(cuMemHostUnregister(reg), CUDA_SUCCESS);
   MUST(cuModuleUnload(m));
