@@ -410,3 +410,47 @@ fn cp_async_copies_to_shared_and_reserved_shared_memory_follows_the_kernels() {
     assert_eq!(&got[8..12], &[64, 64 + 1024, 1024, 64 + 512]);
     assert_eq!(got[12], 77);
 }
+
+#[test]
+fn mbarrier_waits_let_the_arriving_warps_run() {
+    // Warp 0 waits on a shared-memory mbarrier that warp 1's 32 threads arrive at after
+    // writing `buf`: the waiting warp must yield to its sibling (it runs first here), and
+    // what it reads after the wait is what warp 1 wrote. The state `arrive` returns is the
+    // phase arrived in (0); after the phase completes, `test_wait` with that state is true.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n\
+         .shared .align 8 .b64 bar;\n .shared .align 4 .b32 buf[32];\n\
+         .reg .b32 %r<12>; .reg .b64 %rd<8>; .reg .pred %p<4>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n\
+         setp.ne.u32 %p1, %r1, 0;\n @%p1 bra SKIP;\n mov.u32 %r2, 32;\n\
+         mbarrier.init.shared.b64 [bar], %r2;\n\
+         SKIP:\n bar.sync 0;\n setp.lt.u32 %p1, %r1, 32;\n @%p1 bra CONSUMER;\n\
+         sub.u32 %r3, %r1, 32;\n mul.lo.u32 %r4, %r3, 7;\n mov.u32 %r5, buf;\n\
+         shl.b32 %r6, %r3, 2;\n add.u32 %r5, %r5, %r6;\n st.shared.u32 [%r5], %r4;\n\
+         mbarrier.arrive.shared.b64 %rd2, [bar];\n\
+         shr.u64 %rd3, %rd2, 63;\n cvt.u32.u64 %r7, %rd3;\n\
+         mul.wide.u32 %rd4, %r1, 4;\n add.s64 %rd5, %rd1, %rd4;\n st.global.u32 [%rd5], %r7;\n\
+         ret;\n\
+         CONSUMER:\n\
+         WAIT:\n mbarrier.try_wait.parity.shared.b64 %p2, [bar], 0;\n @!%p2 bra WAIT;\n\
+         mov.u64 %rd6, 0;\n mbarrier.test_wait.shared.b64 %p3, [bar], %rd6;\n\
+         selp.u32 %r8, 1, 0, %p3;\n\
+         mov.u32 %r5, buf;\n shl.b32 %r6, %r1, 2;\n add.u32 %r5, %r5, %r6;\n ld.shared.u32 %r9, [%r5];\n\
+         add.u32 %r9, %r9, %r8;\n\
+         mul.wide.u32 %rd4, %r1, 4;\n add.s64 %rd5, %rd1, %rd4;\n st.global.u32 [%rd5], %r9;\n\
+         ret;\n}}\n"
+    );
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("mbarrier.ptx", &ptx).unwrap();
+        let out = s.malloc(4 * 64).unwrap();
+        s.memset_d8(out, 0xff, 4 * 64).unwrap();
+        s.launch(&m, "k", cfg(1, 64), &[KernelArg::Ptr(out)])
+            .unwrap();
+        let got = read_u32(&mut s, out, 64);
+        // What warp 1 wrote, plus 1 for the completed phase `test_wait` saw.
+        let want: Vec<u32> = (0..32).map(|l| l * 7 + 1).collect();
+        assert_eq!(&got[..32], &want[..], "{threads} thread(s)");
+        assert_eq!(&got[32..], &[0; 32], "arrivals in phase 0");
+    }
+}

@@ -305,6 +305,35 @@ pub(crate) enum Op {
     Free {
         ptr: ArgSrc,
     },
+    /// `mbarrier.init [a+off], count`: a barrier object (8 bytes: pending arrivals in
+    /// bits 0..31, expected ones in 32..62, the phase in 63).
+    MbarInit {
+        sp: Sp,
+        a: R,
+        off: i64,
+        count: R,
+    },
+    /// `mbarrier.arrive[_drop] state, [a+off]{, count}` (and `cp.async.mbarrier.arrive
+    /// .noinc`): each thread arrives `count` times; `d` gets the phase it arrived in.
+    MbarArrive {
+        sp: Sp,
+        a: R,
+        off: i64,
+        count: Option<R>,
+        d: Option<R>,
+        drop: bool,
+    },
+    /// `mbarrier.{test,try}_wait[.parity] p, [a+off], state`: whether the phase of
+    /// `state` (or the parity) is complete; a `try_wait` no lane of which completes
+    /// lets the warp's siblings run (they are the ones to arrive).
+    MbarWait {
+        sp: Sp,
+        a: R,
+        off: i64,
+        p: P,
+        state: R,
+        parity: bool,
+    },
     Shfl {
         mode: ShflMode,
         d: R,
@@ -1865,6 +1894,28 @@ impl<'a> Dec<'a> {
                 Op::Activemask(self.dst(&ops[0], line)?)
             }
             "pmevent" | "nanosleep" | "prefetch" | "prefetchu" => Op::Nop,
+            "mbarrier" => self.mbarrier(i, line)?,
+            "cp" if i.has("async") && i.has("mbarrier") && i.has("arrive") => {
+                // The copies complete at once: a plain arrival, or, without `.noinc`
+                // (which counted the copies in), nothing.
+                if i.has("noinc") {
+                    let (a, off, sp) = self.addr(&ops[0], line)?;
+                    Op::MbarArrive {
+                        sp: sp.unwrap_or(if i.has("shared") {
+                            Sp::Shared
+                        } else {
+                            Sp::Generic
+                        }),
+                        a,
+                        off,
+                        count: None,
+                        d: None,
+                        drop: false,
+                    }
+                } else {
+                    Op::Nop
+                }
+            }
             // The asynchronous copy completes at once (a completion the wait allows);
             // committing and waiting for groups has nothing left to do.
             "cp" if i.has("async")
@@ -1886,6 +1937,68 @@ impl<'a> Dec<'a> {
         self.emit(op, guard, line);
         let _ = ftz;
         Ok(())
+    }
+
+    /// The `mbarrier` instructions of shared-memory barrier objects.
+    fn mbarrier(&mut self, i: &Instruction, line: u32) -> DResult<Op> {
+        let ops = &i.operands;
+        let shared = i.modifiers.iter().any(|m| m.starts_with("shared"));
+        let space = |spo: Option<Sp>| spo.unwrap_or(if shared { Sp::Shared } else { Sp::Generic });
+        if i.has("inval") {
+            return Ok(Op::Nop);
+        }
+        if i.has("init") {
+            if ops.len() != 2 {
+                return derr(line, "mbarrier.init needs 2 operands");
+            }
+            let (a, off, spo) = self.addr(&ops[0], line)?;
+            let count = self.src_typed(&ops[1], ScalarType::B32, line)?;
+            return Ok(Op::MbarInit {
+                sp: space(spo),
+                a,
+                off,
+                count,
+            });
+        }
+        if i.has("arrive") || i.has("arrive_drop") {
+            if ops.len() < 2 || ops.len() > 3 || i.has("expect_tx") {
+                return derr(line, format!("`{}` is not supported", i.full_name()));
+            }
+            let d = match &ops[0] {
+                Operand::Name(n) if n == "_" => None,
+                o => Some(self.dst(o, line)?),
+            };
+            let (a, off, spo) = self.addr(&ops[1], line)?;
+            let count = match ops.get(2) {
+                Some(o) => Some(self.src_typed(o, ScalarType::B32, line)?),
+                None => None,
+            };
+            return Ok(Op::MbarArrive {
+                sp: space(spo),
+                a,
+                off,
+                count,
+                d,
+                drop: i.has("arrive_drop"),
+            });
+        }
+        if i.has("test_wait") || i.has("try_wait") {
+            if ops.len() < 3 {
+                return derr(line, format!("`{}` needs 3 operands", i.full_name()));
+            }
+            let (p, _) = self.pred(&ops[0], line)?;
+            let (a, off, spo) = self.addr(&ops[1], line)?;
+            let state = self.src_typed(&ops[2], ScalarType::B64, line)?;
+            return Ok(Op::MbarWait {
+                sp: space(spo),
+                a,
+                off,
+                p,
+                state,
+                parity: i.has("parity"),
+            });
+        }
+        derr(line, format!("`{}` is not supported", i.full_name()))
     }
 
     /// `cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}`: the copy, done
@@ -2322,6 +2435,7 @@ fn written(op: &Op) -> Vec<R> {
         }
         Op::Unpack { parts, .. } => parts.clone(),
         Op::Redux { d, .. } => vec![*d],
+        Op::MbarArrive { d: Some(d), .. } => vec![*d],
         Op::Malloc {
             ret: ArgSrc::Reg(r),
             ..

@@ -51,6 +51,8 @@ struct Warp {
 enum Stop {
     Barrier,
     Done,
+    /// Waiting on an mbarrier: the other warps run first.
+    Yield,
 }
 
 /// What all workers of a launch share.
@@ -141,6 +143,8 @@ struct Exec<'a, 'b> {
     /// Per instruction: the allocation its last global access hit.
     cache: Vec<u32>,
     count: u64,
+    /// Set by a `try_wait` no lane of which completed: the warp yields to its siblings.
+    yield_now: bool,
 }
 
 fn lanes(regs: &[u64], r: R) -> &Lanes {
@@ -189,6 +193,45 @@ enum Target {
 }
 
 impl<'a, 'b> Exec<'a, 'b> {
+    /// Reads the 8-byte mbarrier word at `addr` and writes `f` of it back; the old value.
+    #[allow(clippy::too_many_arguments)]
+    fn mbar_rmw(
+        &mut self,
+        sp: Sp,
+        addr: u64,
+        w: &mut Warp,
+        wid: u32,
+        lane: usize,
+        pc: u32,
+        ls: usize,
+        f: impl Fn(u64) -> u64,
+    ) -> Result<u64, SimError> {
+        let t = self.resolve(sp, addr, 8, 8, true, wid, lane, pc, ls)?;
+        Ok(match t {
+            Target::Shared(so) => {
+                let old = sh_read(&self.shared, so, 8);
+                sh_write(&mut self.shared, so, 8, f(old));
+                old
+            }
+            Target::Global(i, o) => {
+                let al = &self.l.live[i];
+                let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let old = al.load(o, 8);
+                al.store(o, 8, f(old));
+                old
+            }
+            Target::Local(lo) => {
+                let old = read_le(&w.local, lo, 8);
+                write_le(&mut w.local, lo, 8, f(old));
+                old
+            }
+            // `resolve` refuses a write to the parameters.
+            Target::Param(o) => read_le(self.l.params, o, 8),
+        })
+    }
+
     fn location(&self, warp: u32, lane: usize, pc: u32) -> Location {
         let [bx, by, _] = self.l.cfg.block;
         let t = warp * 32 + lane as u32;
@@ -569,7 +612,10 @@ impl<'a, 'b> Exec<'a, 'b> {
             let (fmask, rpc) = (top.mask, top.rpc);
             let mut pc = top.pc;
             while let Some(inst) = insts.get(pc as usize) {
-                if matches!(inst.op, Op::Bra { .. } | Op::Exit | Op::Bar { .. }) {
+                if matches!(
+                    inst.op,
+                    Op::Bra { .. } | Op::Exit | Op::Bar { .. } | Op::MbarWait { .. }
+                ) {
                     break;
                 }
                 let mut mask = fmask;
@@ -689,6 +735,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                         };
                     }
                     return Ok(Stop::Barrier);
+                }
+                Op::MbarWait { .. } => {
+                    if mask != 0 {
+                        self.exec(&inst.op, w, mask, wid, pc, ls)?;
+                    }
+                    w.stack.last_mut().expect("frame").pc = pc + 1;
+                    if std::mem::take(&mut self.yield_now) {
+                        return Ok(Stop::Yield);
+                    }
                 }
                 op => {
                     if mask != 0 {
@@ -1547,6 +1602,55 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 });
             }
+            Op::MbarInit { sp, a, off, count } => {
+                let cv: Lanes = *lanes(&w.regs, *count);
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let n = cv[l] & 0x7fff_ffff;
+                    self.mbar_rmw(*sp, addr, w, wid, l, pc, ls, |_| (n << 32) | n)?;
+                });
+            }
+            Op::MbarArrive {
+                sp,
+                a,
+                off,
+                count,
+                d,
+                drop,
+            } => {
+                let cv: Option<Lanes> = count.map(|c| *lanes(&w.regs, c));
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let c = cv.map_or(1, |v| v[l] & 0xffff_ffff);
+                    let old =
+                        self.mbar_rmw(*sp, addr, w, wid, l, pc, ls, |x| mbar_arrive(x, c, *drop))?;
+                    if let Some(d) = d {
+                        w.regs[*d as usize * 32 + l] = old & (1 << 63);
+                    }
+                });
+            }
+            Op::MbarWait {
+                sp,
+                a,
+                off,
+                p,
+                state,
+                parity,
+            } => {
+                let sv: Lanes = *lanes(&w.regs, *state);
+                let mut done = 0u32;
+                each_lane!(mask, l, {
+                    let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
+                    let cur = self.mbar_rmw(*sp, addr, w, wid, l, pc, ls, |x| x)? >> 63;
+                    let want = if *parity { sv[l] & 1 } else { sv[l] >> 63 };
+                    if cur != want {
+                        done |= 1 << l;
+                    }
+                });
+                let pd = &mut w.preds[*p as usize];
+                *pd = (*pd & !mask) | done;
+                self.yield_now = done == 0;
+            }
             Op::Redux {
                 d,
                 a,
@@ -1660,8 +1764,14 @@ impl<'a, 'b> Exec<'a, 'b> {
                     match self.run_warp(w, wi as u32)? {
                         Stop::Barrier => w.state = WState::Bar,
                         Stop::Done => w.state = WState::Done,
+                        Stop::Yield => {}
                     }
                 }
+            }
+            // Warps waiting on an mbarrier run again before any bar.sync is released
+            // (the time limit ends a wait nothing will satisfy).
+            if warps.iter().any(|w| w.state == WState::Run) {
+                continue;
             }
             // Every waiting warp must wait at the same barrier instruction.
             let mut first: Option<(usize, u32)> = None;
@@ -1800,6 +1910,23 @@ fn read_le(buf: &[u8], o: usize, size: u8) -> u64 {
         4 => u32::from_le_bytes(buf[o..o + 4].try_into().expect("4 bytes")) as u64,
         _ => u64::from_le_bytes(buf[o..o + 8].try_into().expect("8 bytes")),
     }
+}
+
+/// One arrival of `c` at an mbarrier word (pending in bits 0..31, expected in 32..62,
+/// phase in 63): the last pending one completes the phase (the phase flips and the
+/// expected count is pending again); `drop` also leaves the barrier for later phases.
+fn mbar_arrive(x: u64, c: u64, drop: bool) -> u64 {
+    let (mut pending, mut expected, mut phase) =
+        (x & 0xffff_ffff, (x >> 32) & 0x7fff_ffff, x >> 63);
+    pending = pending.saturating_sub(c);
+    if drop {
+        expected = expected.saturating_sub(1);
+    }
+    if pending == 0 {
+        phase ^= 1;
+        pending = expected;
+    }
+    (phase << 63) | (expected << 32) | pending
 }
 
 #[inline(always)]
@@ -1989,6 +2116,7 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         shared_len: 0,
         cache: vec![0; l.prog.insts.len()],
         count: 0,
+        yield_now: false,
     };
     // Hoisted launch/warp invariants, once per register file.
     for (wi, w) in warps.iter_mut().enumerate() {
