@@ -59,4 +59,22 @@ else
   fail killed_by_sigkill "exit status $rc, want 137"
 fi
 run after_kill
+
+# An unmodified nvcc-built runtime-API program (-cudart shared) on vmgpu's libcudart.so.13,
+# forwarded over the same port: its own 140 checks of what a GPU gives.
+echo "GUEST: run runtime_api (nvcc 13, libcudart.so.13)"
+if ldd_out=$(/lib64/ld-linux-x86-64.so.2 --list /bin/runtime_api 2>&1) && echo "$ldd_out" | grep -q "libcudart.so.13 => /usr/lib/vmgpu/libcudart.so.13"; then
+  pass cudart_linked "$(echo "$ldd_out" | grep libcudart | sed 's/^[[:space:]]*//; s/ (0x.*//')"
+else
+  fail cudart_linked "$(echo "$ldd_out" | tr '\n' ' ')"
+fi
+rt_out=$(/bin/runtime_api 2>&1)
+rc=$?
+echo "$rt_out" | grep -E '^FAIL|checks,'
+summary=$(echo "$rt_out" | grep -E '^runtime_api: [0-9]+ checks, [0-9]+ failed$')
+if [ "$rc" -eq 0 ] && [ "$summary" = "runtime_api: 140 checks, 0 failed" ]; then
+  pass nvcc_runtime_api "$summary, exit 0"
+else
+  fail nvcc_runtime_api "exit $rc, '${summary:-no summary line}'; $(echo "$rt_out" | tail -n 5 | tr '\n' ' ')"
+fi
 finish

@@ -3,7 +3,8 @@
 # virtio-serial port named vmgpu.cuda whose host side is a `-chardev socket` connected to
 # the host's `vmgpu cuda serve --backend sim`. In the guest, cuda-serial-guest (C, written
 # against the stock cuda.h, linked with -lcuda against vmgpu's libcuda.so.1) runs once per
-# mode with VMGPU_CUDA_SERVER=port:/dev/vportNpM (see init.sh and guest.c). The server's
+# mode with VMGPU_CUDA_SERVER=port:/dev/vportNpM (see init.sh and guest.c), and so does a
+# runtime-API program built by nvcc 13 on vmgpu's libcudart.so.13. The server's
 # log is checked on the host: one session per guest process, releases, clean shutdown.
 #
 # Prints the guest's and the host's PASS/FAIL lines and, as its last line,
@@ -14,7 +15,8 @@
 #              target/cuda-serial), VFIO_EDU_CACHE (the kernel and busybox .debs, shared
 #              with tests/vfio-edu; default target/vfio-edu), VFIO_EDU_KERNEL_PKG,
 #              VMGPU_CUDA_INCLUDE (directory of cuda.h; default: the nvidia-cuda-runtime-cu12
-#              wheel's).
+#              wheel's), VMGPU_NVCC (nvcc 13; default target/nvcc13, as tests/run-all.sh
+#              installs it).
 set -euo pipefail
 
 suite_start=$EPOCHREALTIME
@@ -60,18 +62,33 @@ strip --strip-debug -o "$shimdir/libcuda.so.1" "$shim" ||
 ln -s libcuda.so.1 "$shimdir/libcuda.so"
 cc -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I"$include" "$here/guest.c" \
   -L"$shimdir" -lcuda -o "$cache/cuda-serial-guest" || setup_failed "compiling guest.c failed"
+# A runtime-API program built by NVIDIA's nvcc 13 (-cudart shared), run in the guest on
+# vmgpu's libcudart.so.13 over the same port (tests/run-all.sh installs nvcc from PyPI).
+nvcc=${VMGPU_NVCC:-$root/target/nvcc13/py/nvidia/cu13/bin/nvcc}
+[ -x "$nvcc" ] || setup_failed "no nvcc 13 at $nvcc (tests/run-all.sh installs it from PyPI; or set VMGPU_NVCC)"
+cudart=""
+for f in "$root"/target/debug/deps/lib*cudart*.so; do
+  readelf -d "$f" 2>/dev/null | grep -q 'SONAME.*\[libcudart\.so\.13\]' && cudart=$f
+done
+[ -n "$cudart" ] || setup_failed "cargo test --no-run made no library with the soname libcudart.so.13 in target/debug/deps"
+strip --strip-debug -o "$shimdir/libcudart.so.13" "$cudart" || setup_failed "cannot strip $cudart"
+"$nvcc" -cudart shared -L"$(dirname "$(dirname "$nvcc")")/lib" -gencode arch=compute_80,code=compute_80 \
+  "$root/cuda-guest/libcudart/tests/cu/runtime_api.cu" -o "$cache/runtime_api" ||
+  setup_failed "nvcc could not build runtime_api.cu"
 build_s=$(elapsed "$build_start" "$EPOCHREALTIME")s
 
 # ---- initramfs ----
 initrd=$cache/initrd
 new_initrd "$initrd" "$here/init.sh" etc ptx usr/lib/vmgpu
 cp "$cache/cuda-serial-guest" "$initrd/bin/"
-cp "$shimdir/libcuda.so.1" "$initrd/usr/lib/vmgpu/"
+cp "$cache/runtime_api" "$initrd/bin/"
+cp "$shimdir/libcuda.so.1" "$shimdir/libcudart.so.13" "$initrd/usr/lib/vmgpu/"
 cp "$root/fixtures/ptx/vector_add.nvrtc.ptx" "$root/fixtures/ptx/oob_write.nvrtc.ptx" "$initrd/ptx/"
 echo "$quota" >"$initrd/etc/vmgpu-quota"
 # The C library and what the shim needs, at the paths the loader resolved on this host
 # (the guest runs the same binaries), and the loader itself.
-libs=$(LD_LIBRARY_PATH=$shimdir ldd "$cache/cuda-serial-guest" "$shimdir/libcuda.so.1" |
+libs=$(LD_LIBRARY_PATH=$shimdir ldd "$cache/cuda-serial-guest" "$shimdir/libcuda.so.1" \
+  "$cache/runtime_api" "$shimdir/libcudart.so.13" |
   awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u | grep -v "^$shimdir/" || true)
 [ -n "$libs" ] || setup_failed "ldd found no libraries"
 for l in $libs; do
