@@ -15,6 +15,9 @@ dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 # clang-14 and NVRTC are the two compilers the PTX corpus (fixtures/ptx/) comes from: the
 # suite recompiles every kernel with both and checks the committed PTX is what they emit.
 command -v clang-14 >/dev/null || missing+=(clang-14)
+# clang-19 compiles CUDA 12 programs (PyPI's CUDA 12 nvcc has no cudafe++), which run on
+# vmgpu's libcudart.so.12 (cuda-guest/libcudart/tests/clang_cuda12.rs).
+command -v clang++-19 >/dev/null || missing+=(clang-19)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]}"
   bash tests/apt-install.sh "${missing[@]}"
@@ -73,6 +76,12 @@ if [ ! -x "$nvcc_dir/py/nvidia/cu13/bin/nvcc" ]; then
 fi
 ln -sf libcudart.so.13 "$nvcc_dir/py/nvidia/cu13/lib/libcudart.so"
 export VMGPU_NVCC=$PWD/$nvcc_dir/py/nvidia/cu13/bin/nvcc
+# A CUDA 12.9 installation for clang-19 (--cuda-path): the numba venv's cu12 wheels plus
+# nvcc 13's fatbinary (cuda-guest/libcudart/tests/cu12/make-cuda-path.sh).
+cu12_wheels=$("$numba_venv/bin/python" -c 'import nvidia.cuda_runtime as m, os; print(os.path.dirname(list(m.__path__)[0]))')
+sh cuda-guest/libcudart/tests/cu12/make-cuda-path.sh "$PWD/target/cuda12" "$cu12_wheels" \
+  "$PWD/$nvcc_dir/py/nvidia/cu13/bin/fatbinary"
+export VMGPU_CUDA12_PATH=$PWD/target/cuda12 VMGPU_CLANG_CUDA=clang++-19
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -91,7 +100,7 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
   cargo test -p vmgpu --locked --test cli_cuda -- --ignored &&
   cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored &&
-  cargo test -p vmgpu-libcudart --locked --test nvcc_programs -- --ignored; } 2>&1 |
+  cargo test -p vmgpu-libcudart --locked --test nvcc_programs --test clang_cuda12 -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu

@@ -1,25 +1,92 @@
-//! `libcudart.so.13` for guests and machines without a GPU: the CUDA runtime API that
-//! programs built with `nvcc -cudart shared` call, so they run unchanged on vmgpu.
-//!
-//! The runtime is a layer over the driver API, as NVIDIA's is: it finds `libcuda.so.1`
-//! with the dynamic loader and calls its `cu*` entry points ([`driver`]). With vmgpu's
-//! `libcuda.so.1` that is the PTX simulator in-process or the vmgpu CUDA service
-//! (`VMGPU_CUDA_MODE`, `VMGPU_CUDA_SERVER` and the simulator's variables are the
-//! driver's); the runtime and the driver API of one process share the primary contexts,
-//! as with NVIDIA's libraries.
-//!
-//! What it adds to the driver: the registration of the program's fatbins, kernels and
-//! variables by nvcc's generated constructors (the PTX entries of each fatbin are read,
-//! decompressed, and loaded as a module per device when first needed: [`fatbin`]),
-//! `<<<...>>>` launches, the implicit primary context of the thread's device, the
-//! thread's last error, and `cudaError_t` ([`errors`]).
+//! `libcudart.so.13`: [`vmgpu_libcudart_core`]'s runtime (every entry point whose ABI
+//! CUDA 12 and 13 share, exported from this library as from an upstream crate) with the
+//! soname and symbol version `libcudart.so.13` (`build.rs`, `libcudart.map`) and the
+//! entry points whose prototype or struct is CUDA 13's.
 
-mod api;
-pub mod driver;
-pub mod errors;
-pub mod fatbin;
-mod log;
-mod props;
-mod state;
-mod units;
-mod unsupported;
+use std::ffi::{c_int, c_uint, c_void};
+
+use vmgpu_libcudart_core::driver::{Handle, MemLocation};
+use vmgpu_libcudart_core::errors::CudaError;
+use vmgpu_libcudart_core::props::DeviceProp13;
+use vmgpu_libcudart_core::{
+    get_device_properties, mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+};
+
+/// The CUDA version this library implements (13.0).
+pub const RUNTIME_VERSION: c_int = 13000;
+
+/// `cudaRuntimeGetVersion`: 13.0.
+///
+/// # Safety
+/// `v` is null or the program's int.
+#[no_mangle]
+pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
+    // SAFETY: the caller's int.
+    unsafe { runtime_get_version(v, RUNTIME_VERSION) }
+}
+
+/// `cudaGetDeviceProperties` (CUDA 13's `struct cudaDeviceProp`).
+///
+/// # Safety
+/// `prop` is null or the program's `struct cudaDeviceProp`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties(prop: *mut DeviceProp13, d: c_int) -> CudaError {
+    // SAFETY: the caller's struct.
+    unsafe { get_device_properties("cudaGetDeviceProperties", prop, d) }
+}
+
+/// `cudaMemPrefetchAsync` (CUDA 13: a `cudaMemLocation`).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 13 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync(
+    p: *const c_void,
+    n: usize,
+    location: MemLocation,
+    flags: c_uint,
+    s: Handle,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe { mem_prefetch_async("cudaMemPrefetchAsync", p, n, location, flags, s) }
+}
+
+/// `cudaMemPrefetchAsync_ptsz`: on the per-thread default stream.
+///
+/// # Safety
+/// As `cudaMemPrefetchAsync`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync_ptsz(
+    p: *const c_void,
+    n: usize,
+    location: MemLocation,
+    flags: c_uint,
+    s: Handle,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        mem_prefetch_async(
+            "cudaMemPrefetchAsync_ptsz",
+            p,
+            n,
+            location,
+            flags,
+            per_thread(s),
+        )
+    }
+}
+
+/// `cudaMemAdvise` (CUDA 13: a `cudaMemLocation`).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 13 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemAdvise(
+    p: *const c_void,
+    n: usize,
+    advice: c_int,
+    location: MemLocation,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe { mem_advise("cudaMemAdvise", p, n, advice, location) }
+}

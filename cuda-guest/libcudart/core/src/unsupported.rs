@@ -1,13 +1,17 @@
 //! Every other `cuda*` entry point NVIDIA's `libcudart.so.13` exports: each answers
 //! `cudaErrorNotSupported`, logged once, so programs that link against any of them load
-//! and learn at the call what is missing. `gen-unsupported.sh` regenerates the list.
+//! and learn at the call what is missing. `gen-unsupported.sh` regenerates the list (and
+//! `so12`'s list of the names only `libcudart.so.12` exports). A stub reads no argument,
+//! so the names whose prototype 12 and 13 differ in (graph edges, batched copies) are
+//! served by the same stub in both.
 
 use crate::errors::{cudaErrorNotSupported, CudaError};
 use crate::log;
 
 /// Logs an unsupported entry point once; `cudaErrorNotSupported`, also the thread's last
 /// error.
-fn unsupported(name: &'static str) -> CudaError {
+#[doc(hidden)]
+pub fn unsupported(name: &'static str) -> CudaError {
     log::warn_once(
         name,
         &format!("{name} is not supported: cudaErrorNotSupported"),
@@ -16,18 +20,19 @@ fn unsupported(name: &'static str) -> CudaError {
     cudaErrorNotSupported
 }
 
+/// Defines each named entry point as answering `cudaErrorNotSupported` (logged once): the
+/// list below for every soname, and each soname's crate's own for the names only its
+/// version exports.
+#[macro_export]
 macro_rules! unsupported {
     ($($name:ident),* $(,)?) => {
         $(
             #[doc = concat!("`", stringify!($name), "`: not supported (`cudaErrorNotSupported`, logged once).")]
             #[no_mangle]
-            pub extern "C" fn $name() -> CudaError {
-                unsupported(stringify!($name))
+            pub extern "C" fn $name() -> $crate::errors::CudaError {
+                $crate::unsupported::unsupported(stringify!($name))
             }
         )*
-        /// The unsupported entry points' names.
-        #[allow(dead_code)]
-        pub(crate) const UNSUPPORTED: &[&str] = &[$(stringify!($name)),*];
     };
 }
 
@@ -95,7 +100,6 @@ unsupported! {
     cudaGetDriverEntryPointByVersion_ptsz,
     cudaGetDriverEntryPoint_ptsz,
     cudaGetExportTable,
-    cudaGetFuncBySymbol,
     cudaGetKernel,
     cudaGetMipmappedArrayLevel,
     cudaGetSurfaceObjectResourceDesc,

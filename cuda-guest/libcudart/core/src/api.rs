@@ -1,5 +1,7 @@
-//! The exported runtime API (C ABI, the names and prototypes of `cuda_runtime_api.h`
-//! 13 and the registration hooks nvcc's generated code calls). Every entry point catches
+//! The exported runtime API (C ABI, the names and prototypes `cuda_runtime_api.h` 12.9
+//! and 13.0 share, and the registration hooks nvcc's and clang's generated code calls;
+//! the entry points whose ABI differs are functions here that each soname's crate
+//! exports in its version's form). Every entry point catches
 //! panics (`cudaErrorUnknown`), records its error as the thread's last error, and
 //! reaches the device through the driver ([`crate::driver`]).
 
@@ -311,7 +313,7 @@ rt! {
 }
 
 /// The null stream of a `_ptsz` variant is the per-thread stream.
-fn per_thread(s: Handle) -> Handle {
+pub fn per_thread(s: Handle) -> Handle {
     if s.is_null() {
         2 as Handle
     } else {
@@ -352,15 +354,14 @@ pub extern "C" fn cudaGetErrorName(e: CudaError) -> *const c_char {
 // ---------------------------------------------------------------------------------------
 // Devices.
 
-/// The CUDA version this runtime implements (13.0).
-pub const RUNTIME_VERSION: c_int = 13000;
-
-rt! {
-    /// `cudaRuntimeGetVersion`.
-    fn cudaRuntimeGetVersion(v: *mut c_int) {
-        // SAFETY: the program's int.
-        unsafe { out(v, RUNTIME_VERSION) }
-    }
+/// `cudaRuntimeGetVersion`, for the soname's version (`13000` for 13.0): each soname's
+/// crate exports it.
+///
+/// # Safety
+/// `v` is null or the program's int.
+pub unsafe fn runtime_get_version(v: *mut c_int, version: c_int) -> CudaError {
+    // SAFETY: the caller's int.
+    call("cudaRuntimeGetVersion", || unsafe { out(v, version) })
 }
 rt! {
     /// `cudaDriverGetVersion`: the driver's; 0 without one, as the runtime answers.
@@ -435,31 +436,49 @@ rt! {
         })
     }
 }
-rt! {
-    /// `cudaGetDeviceProperties` (CUDA 13's `struct cudaDeviceProp`): the name, UUID and
-    /// memory of the device, every other field from its driver attribute (0 where the
-    /// driver has none).
-    fn cudaGetDeviceProperties(prop: *mut crate::props::DeviceProp, d: c_int) {
+/// `cudaGetDeviceProperties` for a version's `struct cudaDeviceProp` (each soname's
+/// crate exports its own, as `name`): the name, UUID and memory of the device, every
+/// other field from its driver attribute (0 where the driver has none).
+///
+/// # Safety
+/// `prop` is null or the program's `struct cudaDeviceProp` of that version.
+pub unsafe fn get_device_properties<P: crate::props::DeviceProp>(
+    name: &'static str,
+    prop: *mut P,
+    d: c_int,
+) -> CudaError {
+    call(name, || {
         let rt = runtime()?;
         if prop.is_null() {
             return Err(Fail::new(cudaErrorInvalidValue, "null prop"));
         }
         if !(0..rt.devices).contains(&d) {
-            return Err(Fail::new(cudaErrorInvalidDevice, format!("device {d} of {}", rt.devices)));
+            return Err(Fail::new(
+                cudaErrorInvalidDevice,
+                format!("device {d} of {}", rt.devices),
+            ));
         }
-        let mut p = crate::props::DeviceProp::zeroed();
-        cu!(rt.d, cuDeviceGetName(p.name.as_mut_ptr(), p.name.len() as c_int - 1, d))?;
-        cu!(rt.d, cuDeviceGetUuid(p.uuid.as_mut_ptr(), d))?;
-        cu!(rt.d, cuDeviceTotalMem_v2(&mut p.totalGlobalMem, d))?;
+        let mut id = crate::props::Identity {
+            name: [0; 256],
+            uuid: [0; 16],
+            total_mem: 0,
+        };
+        cu!(
+            rt.d,
+            cuDeviceGetName(id.name.as_mut_ptr(), id.name.len() as c_int - 1, d)
+        )?;
+        cu!(rt.d, cuDeviceGetUuid(id.uuid.as_mut_ptr(), d))?;
+        cu!(rt.d, cuDeviceTotalMem_v2(&mut id.total_mem, d))?;
+        let mut p = P::zeroed();
         // An attribute the driver does not have (newer than it) is 0, as on a device
         // without the feature.
-        p.fill(|attr| {
+        p.fill(&id, &mut |attr| {
             let mut v = 0;
             cu!(rt.d, cuDeviceGetAttribute(&mut v, attr, d)).map_or(0, |()| v)
         });
-        // SAFETY: checked non-null; the program's `struct cudaDeviceProp`.
+        // SAFETY: checked non-null; the program's `struct cudaDeviceProp` (the caller).
         unsafe { out(prop, p) }
-    }
+    })
 }
 
 rt! {
@@ -865,6 +884,17 @@ pub struct FuncAttributes {
 }
 
 rt! {
+    /// `cudaGetFuncBySymbol`: the driver's `CUfunction` of a registered kernel (loading
+    /// its module on the current device if not yet loaded).
+    fn cudaGetFuncBySymbol(f: *mut Handle, symbol: *const c_void) {
+        let rt = bound()?;
+        let h = rt.function(symbol as usize)?;
+        // SAFETY: the program's `cudaFunction_t` to fill.
+        unsafe { out(f, h) }
+    }
+}
+
+rt! {
     /// `cudaFuncGetAttributes`: each field from the driver's `CU_FUNC_ATTRIBUTE_*` of
     /// the same meaning.
     fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) {
@@ -999,20 +1029,79 @@ rt! {
         unsafe { memcpy(dst, p as usize as *const c_void, n, kind, Some(s)) }
     }
 }
-rt! {
-    /// `cudaMemPrefetchAsync` (CUDA 13: a `cudaMemLocation`).
-    fn cudaMemPrefetchAsync(p: *const c_void, n: usize, location: crate::driver::MemLocation, flags: c_uint, s: Handle) {
+/// `cudaMemPrefetchAsync` in CUDA 13's form (a `cudaMemLocation`; CUDA 12's
+/// `cudaMemPrefetchAsync_v2`), under the exported `name`.
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 13 describes.
+pub unsafe fn mem_prefetch_async(
+    name: &'static str,
+    p: *const c_void,
+    n: usize,
+    location: crate::driver::MemLocation,
+    flags: c_uint,
+    s: Handle,
+) -> CudaError {
+    call(name, || {
         let rt = bound()?;
-        cu!(rt.d, cuMemPrefetchAsync_v2(p as usize as CUdeviceptr, n, location, flags, s))
+        check_location(rt, location)?;
+        cu!(
+            rt.d,
+            cuMemPrefetchAsync_v2(p as usize as CUdeviceptr, n, location, flags, s)
+        )
+    })
+}
+
+/// `cudaMemAdvise` in CUDA 13's form (a `cudaMemLocation`; CUDA 12's `cudaMemAdvise_v2`),
+/// under the exported `name`.
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 13 describes.
+pub unsafe fn mem_advise(
+    name: &'static str,
+    p: *const c_void,
+    n: usize,
+    advice: c_int,
+    location: crate::driver::MemLocation,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        // cudaMemAdviseSetPreferredLocation 3, SetAccessedBy 5, UnsetAccessedBy 6 name a
+        // location; the other advice ignores it.
+        if matches!(advice, 3 | 5 | 6) {
+            check_location(rt, location)?;
+        }
+        cu!(
+            rt.d,
+            cuMemAdvise_v2(p as usize as CUdeviceptr, n, advice, location)
+        )
+    })
+}
+
+/// A device location names a device there is (`cudaErrorInvalidDevice`, as the runtime
+/// answers; the driver does not look).
+fn check_location(rt: &Runtime, location: crate::driver::MemLocation) -> R<()> {
+    // cudaMemLocationTypeDevice.
+    if location.ty == 1 && !(0..rt.devices).contains(&location.id) {
+        return Err(Fail::new(
+            cudaErrorInvalidDevice,
+            format!("device {} of {}", location.id, rt.devices),
+        ));
+    }
+    Ok(())
+}
+
+/// The `cudaMemLocation` CUDA 12's device-number forms mean: `cudaCpuDeviceId` (-1) is
+/// the host, a device number that device (any other number is passed on, and the driver
+/// refuses it as an invalid device).
+pub fn device_location(device: c_int) -> crate::driver::MemLocation {
+    // cudaMemLocationTypeDevice 1, cudaMemLocationTypeHost 2.
+    match device {
+        -1 => crate::driver::MemLocation { ty: 2, id: 0 },
+        d => crate::driver::MemLocation { ty: 1, id: d },
     }
 }
-rt! {
-    /// `cudaMemAdvise` (CUDA 13: a `cudaMemLocation`).
-    fn cudaMemAdvise(p: *const c_void, n: usize, advice: c_int, location: crate::driver::MemLocation) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemAdvise_v2(p as usize as CUdeviceptr, n, advice, location))
-    }
-}
+
 rt! {
     /// `cudaDeviceGetLimit` (`cudaLimit` numbers are the driver's).
     fn cudaDeviceGetLimit(v: *mut usize, limit: c_int) {
@@ -1227,7 +1316,6 @@ per_thread! {
     cudaFreeAsync_ptsz => cudaFreeAsync(p: *mut c_void, s: Handle) stream s;
     cudaMemcpyToSymbolAsync_ptsz => cudaMemcpyToSymbolAsync(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) stream s;
     cudaMemcpyFromSymbolAsync_ptsz => cudaMemcpyFromSymbolAsync(dst: *mut c_void, symbol: *const c_void, n: usize, offset: usize, kind: c_int, s: Handle) stream s;
-    cudaMemPrefetchAsync_ptsz => cudaMemPrefetchAsync(p: *const c_void, n: usize, location: crate::driver::MemLocation, flags: c_uint, s: Handle) stream s;
     cudaGraphLaunch_ptsz => cudaGraphLaunch(x: Handle, s: Handle) stream s;
     cudaStreamBeginCapture_ptsz => cudaStreamBeginCapture(s: Handle, mode: c_int) stream s;
     cudaStreamEndCapture_ptsz => cudaStreamEndCapture(s: Handle, g: *mut Handle) stream s;

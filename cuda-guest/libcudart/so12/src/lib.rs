@@ -1,0 +1,199 @@
+//! `libcudart.so.12`: [`vmgpu_libcudart_core`]'s runtime (every entry point whose ABI CUDA 12
+//! and 13 share, exported from this library as from an upstream crate) with the soname
+//! and symbol version `libcudart.so.12` (`../build.rs`, `libcudart.map`) and the entry points whose
+//! prototype or struct is CUDA 12's: each converts to CUDA 13's form and calls the shared
+//! implementation. `../abi-diff.py` lists the differences between the 12.9 and 13.0
+//! headers.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use vmgpu_libcudart_core::driver::{Handle, MemLocation};
+use vmgpu_libcudart_core::errors::CudaError;
+use vmgpu_libcudart_core::legacy::*;
+use vmgpu_libcudart_core::props::DeviceProp12;
+use vmgpu_libcudart_core::{
+    device_location, get_device_properties, mem_advise, mem_prefetch_async, per_thread,
+    runtime_get_version,
+};
+
+/// The CUDA version this library implements (12.9, the headers its entry points follow).
+pub const RUNTIME_VERSION: c_int = 12090;
+
+/// `cudaRuntimeGetVersion`: 12.9.
+///
+/// # Safety
+/// `v` is null or the program's int.
+#[no_mangle]
+pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
+    // SAFETY: the caller's int.
+    unsafe { runtime_get_version(v, RUNTIME_VERSION) }
+}
+
+/// `cudaGetDeviceProperties_v2`, what CUDA 12's header calls `cudaGetDeviceProperties`
+/// (12's `struct cudaDeviceProp`, 1,032 bytes).
+///
+/// # Safety
+/// `prop` is null or the program's `struct cudaDeviceProp` of CUDA 12.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties_v2(
+    prop: *mut DeviceProp12,
+    d: c_int,
+) -> CudaError {
+    // SAFETY: the caller's struct.
+    unsafe { get_device_properties("cudaGetDeviceProperties_v2", prop, d) }
+}
+
+/// `cudaGetDeviceProperties`, the name no CUDA 12 header declares (NVIDIA's library keeps
+/// it for callers that look it up by name): 12's struct too.
+///
+/// # Safety
+/// As `cudaGetDeviceProperties_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDeviceProperties(prop: *mut DeviceProp12, d: c_int) -> CudaError {
+    // SAFETY: the caller's struct.
+    unsafe { get_device_properties("cudaGetDeviceProperties", prop, d) }
+}
+
+/// `cudaMemPrefetchAsync` (CUDA 12: a device number, `cudaCpuDeviceId` for the host).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 12 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync(
+    p: *const c_void,
+    n: usize,
+    device: c_int,
+    s: Handle,
+) -> CudaError {
+    let at = device_location(device);
+    // SAFETY: the caller's arguments.
+    unsafe { mem_prefetch_async("cudaMemPrefetchAsync", p, n, at, 0, s) }
+}
+
+/// `cudaMemPrefetchAsync_ptsz` (CUDA 12's form) on the per-thread default stream.
+///
+/// # Safety
+/// As `cudaMemPrefetchAsync`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync_ptsz(
+    p: *const c_void,
+    n: usize,
+    device: c_int,
+    s: Handle,
+) -> CudaError {
+    let (at, s) = (device_location(device), per_thread(s));
+    // SAFETY: the caller's arguments.
+    unsafe { mem_prefetch_async("cudaMemPrefetchAsync_ptsz", p, n, at, 0, s) }
+}
+
+/// `cudaMemPrefetchAsync_v2` (CUDA 13's `cudaMemPrefetchAsync`).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 12 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync_v2(
+    p: *const c_void,
+    n: usize,
+    location: MemLocation,
+    flags: c_uint,
+    s: Handle,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe { mem_prefetch_async("cudaMemPrefetchAsync_v2", p, n, location, flags, s) }
+}
+
+/// `cudaMemPrefetchAsync_v2_ptsz`.
+///
+/// # Safety
+/// As `cudaMemPrefetchAsync_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemPrefetchAsync_v2_ptsz(
+    p: *const c_void,
+    n: usize,
+    location: MemLocation,
+    flags: c_uint,
+    s: Handle,
+) -> CudaError {
+    let s = per_thread(s);
+    // SAFETY: the caller's arguments.
+    unsafe { mem_prefetch_async("cudaMemPrefetchAsync_v2_ptsz", p, n, location, flags, s) }
+}
+
+/// `cudaMemAdvise` (CUDA 12: a device number, `cudaCpuDeviceId` for the host).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 12 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemAdvise(
+    p: *const c_void,
+    n: usize,
+    advice: c_int,
+    device: c_int,
+) -> CudaError {
+    let at = device_location(device);
+    // SAFETY: the caller's arguments.
+    unsafe { mem_advise("cudaMemAdvise", p, n, advice, at) }
+}
+
+/// `cudaMemAdvise_v2` (CUDA 13's `cudaMemAdvise`).
+///
+/// # Safety
+/// The arguments are what `cuda_runtime_api.h` 12 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemAdvise_v2(
+    p: *const c_void,
+    n: usize,
+    advice: c_int,
+    location: MemLocation,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe { mem_advise("cudaMemAdvise_v2", p, n, advice, location) }
+}
+
+/// Names CUDA 13 removed, each another name of an entry point both versions have.
+macro_rules! aliases {
+    ($($name:ident => $base:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: `", stringify!($base), "`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($base), "`.")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CudaError {
+            // SAFETY: the caller's arguments, as the base entry point takes them.
+            unsafe { $base($($arg),*) }
+        }
+    )*};
+}
+
+aliases! {
+    cudaEventElapsedTime_v2 => cudaEventElapsedTime(ms: *mut f32, a: Handle, b: Handle);
+    cudaThreadSynchronize => cudaDeviceSynchronize();
+    cudaThreadExit => cudaDeviceReset();
+    cudaThreadGetLimit => cudaDeviceGetLimit(v: *mut usize, limit: c_int);
+    cudaThreadSetLimit => cudaDeviceSetLimit(limit: c_int, v: usize);
+    cudaThreadSetCacheConfig => cudaDeviceSetCacheConfig(config: c_int);
+}
+
+// Generated by ../gen-unsupported.sh (NVIDIA's libcudart.so.12 against this library).
+vmgpu_libcudart_core::unsupported! {
+    cudaGraphAddDependencies_v2,
+    cudaGraphAddNode_v2,
+    cudaGraphGetEdges_v2,
+    cudaGraphNodeGetDependencies_v2,
+    cudaGraphNodeGetDependentNodes_v2,
+    cudaGraphRemoveDependencies_v2,
+    cudaLaunchCooperativeKernelMultiDevice,
+    cudaSetDoubleForDevice,
+    cudaSetDoubleForHost,
+    cudaSignalExternalSemaphoresAsync_v2,
+    cudaSignalExternalSemaphoresAsync_v2_ptsz,
+    cudaStreamGetCaptureInfo_v2,
+    cudaStreamGetCaptureInfo_v2_ptsz,
+    cudaStreamGetCaptureInfo_v3,
+    cudaStreamGetCaptureInfo_v3_ptsz,
+    cudaStreamUpdateCaptureDependencies_v2,
+    cudaStreamUpdateCaptureDependencies_v2_ptsz,
+    cudaThreadGetCacheConfig,
+    cudaWaitExternalSemaphoresAsync_v2,
+    cudaWaitExternalSemaphoresAsync_v2_ptsz,
+}
