@@ -141,6 +141,41 @@ fn cuda12_programs_forwarded() {
 
 #[test]
 #[ignore = "needs clang-19 and CUDA 12's headers: VMGPU_CLANG_CUDA, VMGPU_CUDA12_PATH (tests/run-all.sh)"]
+fn cuda12_program_with_per_thread_default_streams() {
+    // What nvcc's `--default-stream per-thread` does: the `_ptsz`/`_ptds` entry points,
+    // among them 12's `cudaMemPrefetchAsync_ptsz` (a device number) and 13's form as
+    // `cudaMemPrefetchAsync_v2_ptsz`.
+    let flags = [
+        "-fgpu-default-stream=per-thread",
+        "-DCUDA_API_PER_THREAD_DEFAULT_STREAM",
+    ];
+    let exe = build("cu12/cuda12_api.cu", "api-per-thread", &flags);
+    let dynamic = Command::new("objdump")
+        .arg("-T")
+        .arg(&exe)
+        .output()
+        .expect("run objdump (binutils)");
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    for name in [
+        "cudaMemPrefetchAsync_ptsz",
+        "cudaMemPrefetchAsync_v2_ptsz",
+        "cudaMemcpy_ptds",
+    ] {
+        assert!(
+            dynamic.lines().any(|l| l.ends_with(&format!(" {name}"))),
+            "{name}: {dynamic}"
+        );
+    }
+    let out = run(&exe, SIM);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("cuda12_api: 98 checks, 0 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs clang-19 and CUDA 12's headers: VMGPU_CLANG_CUDA, VMGPU_CUDA12_PATH (tests/run-all.sh)"]
 fn machine_code_only_is_no_kernel_image() {
     // Clang's fatbin without the PTX: sm_80 machine code only, which the simulator
     // cannot run; the launch's error says so.

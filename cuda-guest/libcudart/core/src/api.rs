@@ -1092,8 +1092,8 @@ fn check_location(rt: &Runtime, location: crate::driver::MemLocation) -> R<()> {
 }
 
 /// The `cudaMemLocation` CUDA 12's device-number forms mean: `cudaCpuDeviceId` (-1) is
-/// the host, a device number that device (any other number is passed on, and the driver
-/// refuses it as an invalid device).
+/// the host, a device number that device (any other number too, which the prefetch or
+/// advice then refuses: `cudaErrorInvalidDevice`).
 pub fn device_location(device: c_int) -> crate::driver::MemLocation {
     // cudaMemLocationTypeDevice 1, cudaMemLocationTypeHost 2.
     match device {
@@ -1505,4 +1505,23 @@ rt! {
 
 per_thread! {
     cudaMallocFromPoolAsync_ptsz => cudaMallocFromPoolAsync(p: *mut *mut c_void, bytes: usize, pool: Handle, s: Handle) stream s;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_12s_device_numbers_are_locations() {
+        // cudaCpuDeviceId (-1) is the host (cudaMemLocationTypeHost 2); a device number
+        // a device (cudaMemLocationTypeDevice 1), cudaInvalidDeviceId (-2) too (refused).
+        let at = |d| {
+            let l = device_location(d);
+            (l.ty, l.id)
+        };
+        assert_eq!(at(-1), (2, 0));
+        assert_eq!(at(0), (1, 0));
+        assert_eq!(at(3), (1, 3));
+        assert_eq!(at(-2), (1, -2));
+    }
 }
