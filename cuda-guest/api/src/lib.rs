@@ -852,6 +852,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         f(r.as_ref().map(|_| ()));
         r
     }
+    /// Whether [`Backend::stream_host_func`] runs the function in the caller (the
+    /// provided one does): then `libcuda.so.1` holds a non-blocking stream's later work
+    /// behind the function itself, so the caller goes on as with a GPU.
+    fn host_funcs_block_caller(&self) -> bool {
+        true
+    }
 
     // Events.
     /// Creates an event in the current context.

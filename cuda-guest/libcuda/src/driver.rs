@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use vmgpu_cuda_api::{
     Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
@@ -25,6 +25,7 @@ use vmgpu_cuda_api::{
 use crate::capture::{Captures, Op, RepeatableHostFunc};
 use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
+use crate::holds::{self, Held, Holds};
 
 /// The handle of device 0's primary context; device N's is `PRIMARY_CTX + N`, for up to
 /// [`MAX_DEVICES`] devices; contexts made by `cuCtxCreate` are numbered after them.
@@ -171,6 +172,10 @@ pub struct Driver {
     next_handle: AtomicU64,
     /// Stream captures in progress and the graphs made.
     captures: Mutex<Captures>,
+    /// Streams held behind a host function (a backend that runs host functions in the
+    /// caller), and the condition their progress signals.
+    holds: Mutex<Holds>,
+    held_progress: Condvar,
 }
 
 impl std::fmt::Debug for Driver {
@@ -196,6 +201,99 @@ impl Driver {
             next_ctx: AtomicU64::new(PRIMARY_CTX + MAX_DEVICES),
             next_handle: AtomicU64::new(1),
             captures: Mutex::new(Captures::default()),
+            holds: Mutex::new(Holds::default()),
+            held_progress: Condvar::new(),
+        }
+    }
+
+    /// Whether stream-ordered work `op` on `stream` is recorded by a capture or queued
+    /// behind a held stream's host function (true: nothing to submit now).
+    fn divert(&self, stream: u64, op: impl FnOnce() -> Op) -> R<bool> {
+        let mut op = Some(op);
+        if lock(&self.captures).record(stream, || (op.take().expect("made once"))())? {
+            return Ok(true);
+        }
+        Ok(lock(&self.holds).queue(stream, || Held::Op((op.take().expect("made once"))())))
+    }
+
+    /// Waits until `done` holds of the held streams.
+    fn settle(&self, done: impl Fn(&Holds) -> bool) {
+        let mut h = lock(&self.holds);
+        while !done(&h) {
+            h = self
+                .held_progress
+                .wait(h)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Submits the held work of `stream`, in order, until none is left (the thread a
+    /// held stream's host function starts).
+    fn submit_held(&'static self, stream: u64) {
+        holds::submitting();
+        loop {
+            let next = lock(&self.holds).next(stream);
+            let Some((ctx, work)) = next else { break };
+            let r = match work {
+                Held::Op(op) => self.submit(ctx, stream, op),
+                Held::Record(e) => {
+                    let r = self.event_record(ctx, e, stream);
+                    lock(&self.holds).recorded(e);
+                    r
+                }
+                Held::Wait(e) => self.stream_wait_event(ctx, stream, e, 0),
+            };
+            if let Err(f) = r {
+                crate::log::warn(&format!(
+                    "held work of stream {stream:#x}, submitted after its host function: {} ({})",
+                    f.detail, f.code
+                ));
+                lock(&self.holds).fail(stream, f);
+            }
+            self.held_progress.notify_all();
+        }
+        self.held_progress.notify_all();
+    }
+
+    /// Submits one recorded or held operation to `stream`.
+    fn submit(&'static self, ctx: u64, stream: u64, op: Op) -> R<()> {
+        match op {
+            Op::Memset {
+                dst,
+                value,
+                width,
+                count,
+            } => self.memset(ctx, dst, value, width, count, Some(stream)),
+            Op::HtoD {
+                dst,
+                src,
+                bytes,
+                pinned,
+            } => {
+                // SAFETY: the program keeps the host buffers of its captured or queued
+                // copies alive and unused until the stream has done them (a memcpy
+                // node's and an asynchronous copy's rule).
+                unsafe { self.memcpy_htod(ctx, dst, src as *const u8, bytes, Some(stream), pinned) }
+            }
+            Op::DtoH {
+                dst,
+                src,
+                bytes,
+                pinned,
+            } => {
+                // SAFETY: as above, for the destination.
+                unsafe { self.memcpy_dtoh(ctx, dst as *mut u8, src, bytes, Some(stream), pinned) }
+            }
+            Op::DtoD { dst, src, bytes } => self.memcpy_dtod(ctx, dst, src, bytes, Some(stream)),
+            Op::Launch {
+                function,
+                config,
+                args,
+            } => {
+                let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                self.launch(ctx, function, config, stream, &args)
+            }
+            Op::HostFunc(f) => self.stream_host_func(ctx, stream, f),
         }
     }
 
@@ -397,6 +495,7 @@ impl Driver {
 
     pub fn primary_reset(&self, dev: u32) -> R<()> {
         let d = self.device(dev)?;
+        self.settle(|h| !h.any());
         // SAFETY: the program asked for the reset; as with the driver, every handle and
         // device address of the context is invalid afterwards, and the driver state
         // forgets its own (the tables are cleared) so none reaches the backend again.
@@ -471,6 +570,7 @@ impl Driver {
                 "the primary context is released, not destroyed",
             ));
         }
+        self.settle(|h| !h.any());
         let c = lock(&self.created)
             .remove(&ctx)
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_CONTEXT, format!("context {ctx:#x}")))?;
@@ -489,6 +589,7 @@ impl Driver {
     pub fn ctx_synchronize(&self, ctx: u64) -> R<()> {
         let c = self.bound(ctx)?;
         lock(&self.captures).refuse_any("cuCtxSynchronize")?;
+        self.settle(|h| !h.any());
         let r = self.backend.context_synchronize();
         lock(&c.tables).keepalive.clear();
         Ok(r?)
@@ -540,6 +641,8 @@ impl Driver {
 
     pub fn module_unload(&self, _ctx: u64, module: u64) -> R<()> {
         let c = self.owner(module, TAG_MODULE)?;
+        // Held launches of its kernels run first.
+        self.settle(|h| !h.any());
         let m = {
             let mut t = lock(&c.tables);
             let m = t.modules.remove(&module).ok_or_else(|| {
@@ -659,7 +762,7 @@ impl Driver {
     ) -> R<()> {
         let (c, f) = self.function(function)?;
         let s = self.stream(&c, stream)?;
-        if lock(&self.captures).record(stream, || Op::Launch {
+        if self.divert(stream, || Op::Launch {
             function,
             config,
             args: args.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
@@ -686,6 +789,8 @@ impl Driver {
 
     pub fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
         let c = self.bound(ctx)?;
+        // Held work may use it (the driver's cuMemFree waits for the device too).
+        self.settle(|h| !h.any());
         self.backend.mem_free(DevicePtr(ptr))?;
         let mut t = lock(&c.tables);
         t.allocs.remove(&ptr);
@@ -792,7 +897,7 @@ impl Driver {
             None => None,
         };
         if let Some(s) = stream {
-            if lock(&self.captures).record(s, || Op::Memset {
+            if self.divert(s, || Op::Memset {
                 dst,
                 value,
                 width,
@@ -832,7 +937,7 @@ impl Driver {
     ) -> R<()> {
         let c = self.bound(ctx)?;
         if let Some(s) = stream {
-            if lock(&self.captures).record(s, || Op::HtoD {
+            if self.divert(s, || Op::HtoD {
                 dst,
                 src: src as usize,
                 bytes,
@@ -886,7 +991,7 @@ impl Driver {
     ) -> R<()> {
         let c = self.bound(ctx)?;
         if let Some(s) = stream {
-            if lock(&self.captures).record(s, || Op::DtoH {
+            if self.divert(s, || Op::DtoH {
                 dst: dst as usize,
                 src,
                 bytes,
@@ -932,7 +1037,7 @@ impl Driver {
         let n = usize::try_from(bytes)
             .map_err(|_| Fail::new(CUDA_ERROR_INVALID_VALUE, "copy too large"))?;
         if let Some(s) = stream {
-            if lock(&self.captures).record(s, || Op::DtoD { dst, src, bytes })? {
+            if self.divert(s, || Op::DtoD { dst, src, bytes })? {
                 return Ok(());
             }
         }
@@ -969,6 +1074,7 @@ impl Driver {
     }
 
     pub unsafe fn host_free(&self, ptr: *mut u8) -> R<()> {
+        self.settle(|h| !h.any());
         let (c, h) = lock(&self.host)
             .remove(&(ptr as usize))
             .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "not memory from cuMemHostAlloc"))?;
@@ -992,6 +1098,7 @@ impl Driver {
 
     pub unsafe fn host_unregister(&self, ctx: u64, ptr: *mut u8) -> R<()> {
         self.bound(ctx)?;
+        self.settle(|h| !h.any());
         // SAFETY: the caller guarantees no pending operation uses the range.
         unsafe { self.backend.host_unregister(ptr) }?;
         Ok(())
@@ -1003,12 +1110,16 @@ impl Driver {
             non_blocking: flags & CU_STREAM_NON_BLOCKING != 0,
         })?;
         let h = self.handle(ctx, TAG_STREAM);
+        lock(&self.holds).stream_created(h, flags & CU_STREAM_NON_BLOCKING != 0);
         lock(&c.tables).streams.insert(h, Arc::new(s));
         Ok(h)
     }
 
     pub fn stream_destroy(&self, _ctx: u64, stream: u64) -> R<()> {
         let c = self.owner(stream, TAG_STREAM)?;
+        // Its held work still runs, as its pending work does.
+        self.settle(|h| !h.held(stream));
+        lock(&self.holds).stream_destroyed(stream);
         let s = lock(&c.tables)
             .streams
             .remove(&stream)
@@ -1023,7 +1134,11 @@ impl Driver {
     pub fn stream_synchronize(&self, ctx: u64, stream: u64) -> R<()> {
         let (c, s) = self.stream_in(ctx, stream)?;
         lock(&self.captures).refuse(stream, "cuStreamSynchronize")?;
+        self.settle(|h| !h.held(stream));
         let r = self.backend.stream_synchronize(&s);
+        if let Some(f) = lock(&self.holds).take_failure(stream) {
+            return Err(f);
+        }
         let default = stream <= STREAM_PER_THREAD;
         lock(&c.tables).keepalive.retain(|(ks, _)| {
             if default {
@@ -1036,10 +1151,31 @@ impl Driver {
     }
 
     /// `cuLaunchHostFunc`, `cuStreamAddCallback`: `f` after the stream's work so far.
-    pub fn stream_host_func(&self, ctx: u64, stream: u64, f: RepeatableHostFunc) -> R<()> {
+    pub fn stream_host_func(&'static self, ctx: u64, stream: u64, f: RepeatableHostFunc) -> R<()> {
         let (_, s) = self.stream_in(ctx, stream)?;
-        if lock(&self.captures).record(stream, || Op::HostFunc(f.clone()))? {
+        if self.divert(stream, || Op::HostFunc(f.clone()))? {
             return Ok(());
+        }
+        if self.backend.host_funcs_block_caller() {
+            let mut h = lock(&self.holds);
+            if h.may_hold(stream) {
+                h.hold(ctx, stream, Op::HostFunc(f.clone()));
+                // Started under the lock: nothing is queued behind the function until
+                // its thread exists.
+                let started = std::thread::Builder::new()
+                    .name("vmgpu-held-stream".into())
+                    .spawn(move || self.submit_held(stream));
+                match started {
+                    Ok(_) => return Ok(()),
+                    Err(e) => {
+                        crate::log::warn(&format!(
+                            "cannot start a thread for a host function ({e}): it runs in the caller"
+                        ));
+                        h.next(stream);
+                        h.next(stream);
+                    }
+                }
+            }
         }
         let once: HostFunc = Box::new(move |r| f(r));
         Ok(self.backend.stream_host_func(&s, once)?)
@@ -1053,6 +1189,9 @@ impl Driver {
     pub fn stream_query(&self, ctx: u64, stream: u64) -> R<bool> {
         let (_, s) = self.stream_in(ctx, stream)?;
         lock(&self.captures).refuse(stream, "cuStreamQuery")?;
+        if lock(&self.holds).held(stream) {
+            return Ok(false);
+        }
         Ok(self.backend.stream_query(&s)?)
     }
 
@@ -1061,6 +1200,11 @@ impl Driver {
         if lock(&self.captures).wait_event(stream, event)? {
             return Ok(());
         }
+        if lock(&self.holds).queue(stream, || Held::Wait(event)) {
+            return Ok(());
+        }
+        // A record still held behind another stream's host function is waited for here.
+        self.settle(|h| !h.event_pending(event));
         if stream > STREAM_PER_THREAD && stream >> CTX_SHIFT != c.id {
             // A stream of another context: it waits for this one's event. On the
             // simulator every context runs its work in submission order, so waiting for
@@ -1099,6 +1243,9 @@ impl Driver {
         if lock(&self.captures).event_record(event, stream)? {
             return Ok(());
         }
+        if lock(&self.holds).queue(stream, || Held::Record(event)) {
+            return Ok(());
+        }
         self.backend.event_record(&e, &s)?;
         Ok(())
     }
@@ -1107,6 +1254,7 @@ impl Driver {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
         lock(&self.captures).check_event(event, "cuEventSynchronize")?;
+        self.settle(|h| !h.event_pending(event));
         self.backend.event_synchronize(&e)?;
         Ok(())
     }
@@ -1115,6 +1263,9 @@ impl Driver {
         let c = self.owner(event, TAG_EVENT)?;
         let e = self.event(&c, event)?;
         lock(&self.captures).check_event(event, "cuEventQuery")?;
+        if lock(&self.holds).event_pending(event) {
+            return Ok(false);
+        }
         Ok(self.backend.event_query(&e)?)
     }
 
@@ -1236,54 +1387,11 @@ impl Driver {
     }
 
     /// `cuGraphLaunch`: the executable graph's work, in order, on `stream`.
-    pub fn graph_launch(&self, ctx: u64, exec: u64, stream: u64) -> R<()> {
+    pub fn graph_launch(&'static self, ctx: u64, exec: u64, stream: u64) -> R<()> {
         let ops = lock(&self.captures).exec(exec)?;
         self.stream_in(ctx, stream)?;
         for op in ops.iter() {
-            match op.clone() {
-                Op::Memset {
-                    dst,
-                    value,
-                    width,
-                    count,
-                } => self.memset(ctx, dst, value, width, count, Some(stream))?,
-                Op::HtoD {
-                    dst,
-                    src,
-                    bytes,
-                    pinned,
-                } => {
-                    // SAFETY: the program keeps the host buffers its captured copies
-                    // name alive and unused while it launches the graph (a memcpy
-                    // node's rule).
-                    unsafe {
-                        self.memcpy_htod(ctx, dst, src as *const u8, bytes, Some(stream), pinned)?
-                    }
-                }
-                Op::DtoH {
-                    dst,
-                    src,
-                    bytes,
-                    pinned,
-                } => {
-                    // SAFETY: as above, for the destination.
-                    unsafe {
-                        self.memcpy_dtoh(ctx, dst as *mut u8, src, bytes, Some(stream), pinned)?
-                    }
-                }
-                Op::DtoD { dst, src, bytes } => {
-                    self.memcpy_dtod(ctx, dst, src, bytes, Some(stream))?
-                }
-                Op::Launch {
-                    function,
-                    config,
-                    args,
-                } => {
-                    let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-                    self.launch(ctx, function, config, stream, &args)?
-                }
-                Op::HostFunc(f) => self.stream_host_func(ctx, stream, f)?,
-            }
+            self.submit(ctx, stream, op.clone())?;
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ mod capture;
 mod driver;
 mod fail;
 mod ffi;
+mod holds;
 mod link;
 mod log;
 mod procaddr;

@@ -29,12 +29,6 @@ const KNOWN: &[(&str, Modes, &str)] = &[
          the simulator (no DMA engine)",
     ),
     (
-        "driver::safe::core::tests::test_event_try_is_complete",
-        FORWARDED,
-        "forwarded, a host function runs in the caller once the stream is done, so the \
-         work after it is never pending (the service cannot call into the guest)",
-    ),
-    (
         "driver::safe::launch::tests::test_par_launch",
         BOTH,
         "two streams' kernels must together take less time than on one stream: the \

@@ -2043,6 +2043,11 @@ impl Backend for SimBackend {
         BackendKind::Simulator
     }
 
+    /// Host functions run from the device's queue, in stream order.
+    fn host_funcs_block_caller(&self) -> bool {
+        false
+    }
+
     fn instance_id(&self) -> u32 {
         self.id
     }

@@ -19,6 +19,8 @@ CUresult CUDAAPI cuProfilerStop(void);
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static int checks, failures;
 static const char *group = "?";
@@ -857,8 +859,52 @@ static void CUDA_CB callback(CUstream s, CUresult status, void *data) {
   callback_stream = s;
   *(int *)data += 10;
 }
+/* A host function that waits until the caller releases it (at most 20 s), then writes
+ * the (page-locked) word the copy after it sends to the device. */
+static volatile int host_release;
+static void CUDA_CB wait_for_release(void *data) {
+  time_t until = time(NULL) + 20;
+  while (!__atomic_load_n(&host_release, __ATOMIC_ACQUIRE) && time(NULL) < until) usleep(1000);
+  *(unsigned *)data = 77;
+}
 static void g_host_func(void) {
   SETUP();
+  {
+    /* The caller goes on while the host function runs; the stream's later work waits
+     * for it (here copies, from and to page-locked memory, of what it writes), and so
+     * do the stream's queries. */
+    CUstream hs;
+    MUST(cuStreamCreate(&hs, CU_STREAM_NON_BLOCKING));
+    CUevent ev;
+    MUST(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    CUdeviceptr w;
+    MUST(cuMemAlloc(&w, 4));
+    MUST(cuMemsetD32(w, 0, 1));
+    unsigned *held_word, *back;
+    MUST(cuMemAllocHost((void **)&held_word, 8));
+    back = held_word + 1;
+    *held_word = 1;
+    *back = 0;
+    time_t t0 = time(NULL);
+    RES(cuLaunchHostFunc(hs, wait_for_release, held_word), CUDA_SUCCESS);
+    TRUE(time(NULL) - t0 < 10, "cuLaunchHostFunc returned before the function did (%ld s)",
+         (long)(time(NULL) - t0));
+    RES(cuMemcpyHtoDAsync(w, held_word, 4, hs), CUDA_SUCCESS);
+    RES(cuMemcpyDtoHAsync(back, w, 4, hs), CUDA_SUCCESS);
+    RES(cuEventRecord(ev, hs), CUDA_SUCCESS);
+    RES(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    RES(cuStreamQuery(hs), CUDA_ERROR_NOT_READY);
+    __atomic_store_n(&host_release, 1, __ATOMIC_RELEASE);
+    RES(cuEventSynchronize(ev), CUDA_SUCCESS);
+    RES(cuEventQuery(ev), CUDA_SUCCESS);
+    VAL("the word copied after the host function (it wrote 77)", *back, 77);
+    RES(cuStreamSynchronize(hs), CUDA_SUCCESS);
+    RES(cuStreamQuery(hs), CUDA_SUCCESS);
+    MUST(cuMemFree(w));
+    MUST(cuMemFreeHost(held_word));
+    MUST(cuEventDestroy(ev));
+    RES(cuStreamDestroy(hs), CUDA_SUCCESS);
+  }
   CUstream s;
   MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUdeviceptr p;
