@@ -2,7 +2,7 @@
 //! host/device copies at every alignment, device-to-device copies (overlapping ones
 //! behave as `memmove`), memsets, fallible huge allocations and the byte count.
 
-use cuda_guest::sim::{DevicePtr, SimConfig, SimError, Simulator};
+use cuda_guest::sim::{DevicePtr, LaunchConfig, SimConfig, SimError, Simulator};
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
@@ -231,6 +231,60 @@ fn module_variables_are_device_memory_until_unloaded() {
     let m = s.load_module("g3.ptx", GLOBALS).unwrap();
     assert_eq!(s.bytes_in_use(), before + 1_000_016);
     s.unload_module(&m).unwrap();
+}
+
+/// nvcc's PTX for `__managed__ int x = 7; __managed__ int arr[8];`, a plain `__device__`
+/// variable and a kernel that updates the managed ones.
+const MANAGED: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n\
+.global .attribute(.managed) .align 4 .u32 x = 7;\n\
+.global .attribute(.managed) .align 4 .b8 arr[32];\n\
+.global .align 4 .u32 plain;\n\n\
+.visible .entry bump()\n{\n\t.reg .b32 %r<6>;\n\t.reg .b64 %rd<4>;\n\
+\tatom.global.add.u32 %r1, [x], 1;\n\
+\tmov.u32 %r3, %tid.x;\n\tmul.wide.u32 %rd1, %r3, 4;\n\tmov.u64 %rd2, arr;\n\
+\tadd.s64 %rd3, %rd2, %rd1;\n\tld.global.u32 %r4, [%rd3];\n\tshl.b32 %r5, %r4, 1;\n\
+\tst.global.u32 [%rd3], %r5;\n\tret;\n}\n";
+
+#[test]
+fn a_managed_module_variable_is_host_memory_at_its_address() {
+    let mut s = Simulator::new(SimConfig::default());
+    let m = s.load_module("managed.ptx", MANAGED).unwrap();
+    let (x, xn) = m.variable("x").unwrap();
+    let (arr, an) = m.variable("arr").unwrap();
+    assert_eq!((xn, an), (4, 32));
+    // Managed variables count as device memory, like the plain one.
+    assert_eq!(s.bytes_in_use(), 4 + 32 + 4);
+    let (hx, harr) = (x.0 as usize as *mut u32, arr.0 as usize as *mut u32);
+    // SAFETY: the simulator placed the managed variables in host memory at these
+    // addresses (4 and 32 bytes, 4-aligned), alive until the module is unloaded; no
+    // kernel runs while the host touches them.
+    unsafe {
+        assert_eq!(hx.read(), 7, "the initialiser is in the host's memory");
+        hx.write(40);
+        for i in 0..8 {
+            harr.add(i).write(i as u32 + 1);
+        }
+    }
+    let cfg = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [8, 1, 1],
+        shared_bytes: 0,
+    };
+    s.launch(&m, "bump", cfg, &[]).unwrap();
+    // Eight threads added 1 to x; each doubled its own element.
+    // SAFETY: as above; the launch has returned.
+    let (vx, varr): (u32, Vec<u32>) =
+        unsafe { (hx.read(), (0..8).map(|i| harr.add(i).read()).collect()) };
+    assert_eq!(vx, 48);
+    assert_eq!(varr, [2, 4, 6, 8, 10, 12, 14, 16]);
+    // The device's copies see what the host sees.
+    assert_eq!(read(&mut s, arr, 8), [2, 0, 0, 0, 4, 0, 0, 0]);
+    assert!(
+        !s.host_mapped(x.0),
+        "managed, not mapped page-locked memory"
+    );
+    s.unload_module(&m).unwrap();
+    assert_eq!(s.bytes_in_use(), 0);
 }
 
 #[test]

@@ -197,6 +197,9 @@ pub struct VarDecl {
     pub linked: bool,
     /// Initializer values (integers or float bits as written), if any.
     pub init: Vec<Operand>,
+    /// `.attribute(.managed)`: a `.global` in managed memory (nvcc's `__managed__`),
+    /// which the host reaches at the address `cuModuleGetGlobal` gives.
+    pub managed: bool,
     /// Source line.
     pub line: u32,
 }

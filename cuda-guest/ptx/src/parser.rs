@@ -619,8 +619,22 @@ impl<'a> Parser<'a> {
         let mut ty = None;
         let mut align = None;
         let mut vector = 1;
+        let mut managed = false;
         loop {
             match self.peek() {
+                Tok::Word(".attribute") => {
+                    // `.attribute(.managed)` (the only variable attribute nvcc emits).
+                    self.bump();
+                    self.expect_punct(b'(')?;
+                    match self.bump() {
+                        Tok::Word(".managed") => managed = true,
+                        Tok::Word(w) => {
+                            return Err(self.err(format!("unknown variable attribute `{w}`")))
+                        }
+                        _ => return Err(self.err("expected a variable attribute")),
+                    }
+                    self.expect_punct(b')')?;
+                }
                 Tok::Word(".align") => {
                     self.bump();
                     align = Some(self.expect_u32("an alignment")?);
@@ -689,6 +703,7 @@ impl<'a> Parser<'a> {
                 is_extern: false,
                 linked: false,
                 init,
+                managed,
                 line,
             });
             if !self.eat_punct(b',') {

@@ -682,14 +682,26 @@ impl Simulator {
                             limit: self.config.memory_limit,
                         });
                     }
-                    let a = self
-                        .mem
-                        .alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const)
-                        .ok_or(SimError::OutOfMemory {
-                            requested: size,
-                            in_use: self.mem.bytes_live,
-                            limit: self.config.memory_limit,
-                        })?;
+                    let oom = |mem: &memory::Memory| SimError::OutOfMemory {
+                        requested: size,
+                        in_use: mem.bytes_live,
+                        limit: self.config.memory_limit,
+                    };
+                    let a = if v.managed && v.space == Space::Global {
+                        // `.attribute(.managed)` (`__managed__`): managed memory, host
+                        // memory at its own address as `malloc_managed`'s, so the
+                        // address `cuModuleGetGlobal` gives is the host's too.
+                        let words = memory::Words::zeroed_host(size.max(1))
+                            .ok_or_else(|| oom(&self.mem))?;
+                        let base = words.host_address().ok_or_else(|| oom(&self.mem))?;
+                        self.mem
+                            .map_host(base, size.max(1), words, false, Some(v.name.clone()))
+                            .ok_or_else(|| oom(&self.mem))?
+                    } else {
+                        self.mem
+                            .alloc(size.max(1), Some(v.name.clone()), v.space == Space::Const)
+                            .ok_or_else(|| oom(&self.mem))?
+                    };
                     placed.push(a.base);
                     globals.insert(v.name.clone(), a.base);
                     allocs.push((v, a));
@@ -852,7 +864,7 @@ impl Simulator {
         let base = words.host_address().ok_or_else(|| oom(&self.mem))?;
         let a = self
             .mem
-            .map_host(base, bytes, words, false)
+            .map_host(base, bytes, words, false, None)
             .ok_or_else(|| oom(&self.mem))?;
         Ok(DevicePtr(a.base))
     }
@@ -875,7 +887,7 @@ impl Simulator {
         let words = unsafe { memory::Words::program_host(base, size) }
             .ok_or_else(|| refused("not a host range"))?;
         self.mem
-            .map_host(base, size, words, true)
+            .map_host(base, size, words, true, None)
             .ok_or_else(|| refused("overlaps device memory or another mapped range"))?;
         Ok(DevicePtr(ptr))
     }

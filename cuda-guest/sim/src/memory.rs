@@ -466,14 +466,16 @@ impl Memory {
     }
 
     /// Host memory at its own address `base` (4-aligned), `size` bytes: managed memory
-    /// (charged to device memory) or mapped page-locked memory (`host_mapped`, not
-    /// charged). `None` when it overlaps a live allocation.
+    /// (charged to device memory; `name` for a module's `.managed` variable) or mapped
+    /// page-locked memory (`host_mapped`, not charged). `None` when it overlaps a live
+    /// allocation.
     pub fn map_host(
         &mut self,
         base: u64,
         size: u64,
         words: Words,
         host_mapped: bool,
+        name: Option<String>,
     ) -> Option<Arc<Alloc>> {
         let end = base.checked_add(size.max(1))?;
         if base & 3 != 0 || self.overlap(base, end).is_some() {
@@ -484,7 +486,7 @@ impl Memory {
             base,
             size,
             words,
-            name: None,
+            name,
             read_only: false,
             host_mapped,
         });
