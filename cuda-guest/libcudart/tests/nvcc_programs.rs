@@ -66,6 +66,41 @@ fn runtime_api_program_with_per_thread_default_streams() {
     );
 }
 
+/// `managed_var.cu` (with `managed_var_lib.cu`): `__managed__` variables that the host
+/// and kernels share, on the simulator (host memory at the variable's address) and
+/// forwarded (mirrored in the program's process at the device address).
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn managed_variables_on_the_simulator_and_forwarded() {
+    let exe = build("managed_var+managed_var_lib", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("managed_var: 34 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("warning"), "{env:?}: {stderr}");
+    }
+    server.wait_idle();
+    // Built with -rdc=true: the variables are registered against the empty fatbin and
+    // found in the linked relocatable PTX.
+    let flags = [PTX80[0], PTX80[1], "-rdc=true"];
+    let exe = build("managed_var+managed_var_lib", "rdc", &flags);
+    let out = run(&exe, SIM);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("managed_var: 34 checks, 0 failed"),
+        "rdc: {stdout}"
+    );
+}
+
 #[test]
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn every_way_nvcc_stores_ptx() {

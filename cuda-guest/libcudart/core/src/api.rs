@@ -131,10 +131,65 @@ pub extern "C" fn __cudaRegisterFatBinaryEnd(_handle: *mut *mut c_void) {}
 #[no_mangle]
 pub extern "C" fn __cudaUnregisterFatBinary(_handle: *mut *mut c_void) {}
 
-/// `__cudaInitModule`: the module loads when first needed; success.
+/// `__cudaInitModule`: nvcc's code calls it (`__nv_init_managed_rt`) before the host
+/// first touches a `__managed__` variable of the fatbin: the module is loaded on this
+/// thread's device and the variables' pointers set (`Runtime::init_module`); 1.
+///
+/// The generated code dereferences the pointers right after, whatever this returns, so
+/// a fatbin whose variables cannot be set ends the program with an error naming them
+/// (instead of the host writing through a null pointer).
+///
+/// # Safety
+/// `handle` is a handle `__cudaRegisterFatBinary` returned.
 #[no_mangle]
-pub extern "C" fn __cudaInitModule(_handle: *mut *mut c_void) -> c_char {
-    1
+pub unsafe extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
+    // SAFETY: the caller's guarantee.
+    let Some(n) = (unsafe { fatbin_number(handle) }) else {
+        return 0;
+    };
+    let r = catch_unwind(|| bound().and_then(|rt| rt.init_module(n)));
+    let why = match r {
+        Ok(Ok(())) => return 1,
+        Ok(Err(f)) => format!("{} ({})", f.detail, f.code),
+        Err(_) => "internal error (panic)".to_string(),
+    };
+    log::fatal(&format!(
+        "__cudaInitModule: the __managed__ variables of fatbin {n} ({}) cannot be reached \
+         from the host: {why}; exiting",
+        state::managed_names(n).join(", ")
+    ));
+    std::process::exit(1)
+}
+
+/// `__cudaRegisterManagedVar`: `__managed__` variable `device_name` (`size` bytes) of
+/// the fatbin, whose address the program reads from `*host_var_ptr` once
+/// `__cudaInitModule` has set it.
+///
+/// # Safety
+/// As `__cudaRegisterFunction`; `host_var_ptr` is the program's writable pointer
+/// variable, alive for the process.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn __cudaRegisterManagedVar(
+    handle: *mut *mut c_void,
+    host_var_ptr: *mut *mut c_void,
+    _device_address: *mut c_char,
+    device_name: *const c_char,
+    _ext: c_int,
+    size: usize,
+    _constant: c_int,
+    _global: c_int,
+) {
+    // SAFETY: the caller's guarantees.
+    let Some(n) = (unsafe { fatbin_number(handle) }) else {
+        return;
+    };
+    if device_name.is_null() || host_var_ptr.is_null() {
+        return;
+    }
+    // SAFETY: NUL-terminated (the caller).
+    let name = unsafe { CStr::from_ptr(device_name) }.to_owned();
+    state::register_managed_var(n, host_var_ptr as usize, name, size);
 }
 
 /// `__cudaRegisterFunction`: kernel `host_fun` (the host stub's address) of the fatbin,
@@ -414,13 +469,13 @@ rt! {
 }
 rt! {
     /// `cudaDeviceReset`: the device's primary context is reset; its modules load again
-    /// when next needed.
+    /// when next needed (at once for those with `__managed__` variables the host has
+    /// used, whose pointers must stay valid).
     fn cudaDeviceReset() {
         let rt = bound()?;
         let _ = cu!(rt.d, cuCtxSynchronize());
         cu!(rt.d, cuDevicePrimaryCtxReset_v2(state::device()))?;
-        rt.forget_device();
-        Ok(())
+        rt.forget_device()
     }
 }
 rt! {

@@ -20,3 +20,9 @@ pub fn warn_once(key: &str, msg: &str) {
 pub fn debug(msg: &str) {
     LOG.debug(msg);
 }
+
+/// An error that ends the program, written whatever the level (`Level::Off` is the
+/// lowest, so every level includes it).
+pub fn fatal(msg: &str) {
+    LOG.emit(vmgpu_cuda_api::shim_log::Level::Off, "error", msg);
+}

@@ -140,11 +140,26 @@ struct Symbol {
     size: usize,
 }
 
+/// A registered `__managed__` variable: the program's pointer to it
+/// (`hostVarPtrAddress`, null until [`Runtime::init_module`] points it at the device's
+/// copy) and the variable.
+#[derive(Debug, Clone)]
+struct Managed {
+    pointer: usize,
+    sym: Symbol,
+    /// The device whose module holds it and its address, once the pointer is set.
+    at: Option<(i32, CUdeviceptr)>,
+}
+
 #[derive(Debug, Default)]
 struct Registry {
     fatbins: Vec<Fatbin>,
     kernels: HashMap<usize, Symbol>,
+    /// `__device__`/`__constant__` variables by their host shadow's address, and
+    /// `__managed__` ones by their address (what the program's host code names them by
+    /// once [`Runtime::init_module`] has run).
     vars: HashMap<usize, Symbol>,
+    managed: Vec<Managed>,
     /// (device, fatbin) to its module.
     modules: HashMap<(i32, usize), usize>,
     /// (device, host function) to its `CUfunction`.
@@ -217,6 +232,26 @@ pub fn register_var(fatbin: usize, host: usize, name: CString, size: usize) {
         .insert(host, Symbol { fatbin, name, size });
 }
 
+/// Registers `__managed__` variable `name` (`size` bytes) of fatbin `fatbin`, whose
+/// address the program reads from its pointer at `pointer` (`hostVarPtrAddress`).
+pub fn register_managed_var(fatbin: usize, pointer: usize, name: CString, size: usize) {
+    lock(&REGISTERED).managed.push(Managed {
+        pointer,
+        sym: Symbol { fatbin, name, size },
+        at: None,
+    });
+}
+
+/// The names of fatbin `fatbin`'s `__managed__` variables.
+pub fn managed_names(fatbin: usize) -> Vec<String> {
+    lock(&REGISTERED)
+        .managed
+        .iter()
+        .filter(|m| m.sym.fatbin == fatbin)
+        .map(|m| m.sym.name.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// What the program registered (kept apart from the runtime, which starts later).
 static REGISTERED: std::sync::LazyLock<Mutex<Registry>> =
     std::sync::LazyLock::new(|| Mutex::new(Registry::default()));
@@ -268,6 +303,7 @@ impl Runtime {
                 r.kernels
                     .values()
                     .chain(r.vars.values())
+                    .chain(r.managed.iter().map(|m| &m.sym))
                     .filter(|s| s.fatbin == fatbin)
                     .map(|s| s.name.to_string_lossy().into_owned())
                     .collect()
@@ -365,7 +401,10 @@ impl Runtime {
         let sym = lock(&REGISTERED).vars.get(&host).cloned().ok_or_else(|| {
             Fail::new(
                 cudaErrorInvalidSymbol,
-                format!("{host:#x} is not a registered __device__ or __constant__ variable"),
+                format!(
+                    "{host:#x} is not a registered __device__, __constant__ or (initialised) \
+                     __managed__ variable"
+                ),
             )
         })?;
         let m = self.module(sym.fatbin)?;
@@ -377,13 +416,86 @@ impl Runtime {
         Ok((p, if n == 0 { sym.size } else { n }))
     }
 
+    /// `__cudaInitModule`: loads fatbin `fatbin`'s module on this thread's device (bound)
+    /// and points each of its `__managed__` variables' program pointers at the
+    /// variable's device address, which the driver makes the host's too (managed
+    /// memory), so the host's accesses reach what kernels use. The variables are then
+    /// known by that address (`cudaMemcpyToSymbol`, `cudaGetSymbolAddress`).
+    pub fn init_module(&self, fatbin: usize) -> R<()> {
+        let m = self.module(fatbin)?;
+        let mut reg = lock(&REGISTERED);
+        let Registry { managed, vars, .. } = &mut *reg;
+        for v in managed
+            .iter_mut()
+            .filter(|v| v.sym.fatbin == fatbin && v.at.is_none())
+        {
+            let (mut p, mut n) = (0u64, 0usize);
+            cu!(
+                self.d,
+                cuModuleGetGlobal_v2(&mut p, &mut n, m, v.sym.name.as_ptr())
+            )
+            .map_err(|f| {
+                Fail::new(
+                    f.code,
+                    format!(
+                        "__managed__ variable {}: {}",
+                        v.sym.name.to_string_lossy(),
+                        f.detail
+                    ),
+                )
+            })?;
+            let at = usize::try_from(p).map_err(|_| {
+                Fail::new(
+                    cudaErrorInvalidSymbol,
+                    format!(
+                        "__managed__ variable {} is at {p:#x}",
+                        v.sym.name.to_string_lossy()
+                    ),
+                )
+            })?;
+            // SAFETY: `pointer` is the program's `hostVarPtrAddress` given to
+            // `__cudaRegisterManagedVar`: its writable static pointer to the variable.
+            unsafe { (v.pointer as *mut *mut c_void).write_unaligned(at as *mut c_void) };
+            v.at = Some((device(), p));
+            vars.insert(at, v.sym.clone());
+        }
+        Ok(())
+    }
+
     /// Forgets this thread's device's modules and functions (its primary context was
-    /// reset).
-    pub fn forget_device(&self) {
+    /// reset), and points the `__managed__` variables that were in them at fresh copies
+    /// (their modules loaded again, the values their initialisers'): nvcc's code
+    /// initialises them once, so the runtime must keep the pointers valid.
+    pub fn forget_device(&self) -> R<()> {
         let dev = device();
-        let mut reg = lock(&self.registry);
-        reg.modules.retain(|(d, _), _| *d != dev);
-        reg.functions.retain(|(d, _), _| *d != dev);
+        {
+            let mut reg = lock(&self.registry);
+            reg.modules.retain(|(d, _), _| *d != dev);
+            reg.functions.retain(|(d, _), _| *d != dev);
+        }
+        let mut fatbins = vec![];
+        {
+            let mut reg = lock(&REGISTERED);
+            let Registry { managed, vars, .. } = &mut *reg;
+            for v in managed.iter_mut() {
+                if let Some((d, p)) = v.at {
+                    if d == dev {
+                        vars.remove(&(p as usize));
+                        v.at = None;
+                        fatbins.push(v.sym.fatbin);
+                    }
+                }
+            }
+        }
+        fatbins.sort_unstable();
+        fatbins.dedup();
+        if !fatbins.is_empty() {
+            self.bind()?;
+        }
+        for f in fatbins {
+            self.init_module(f)?;
+        }
+        Ok(())
     }
 }
 

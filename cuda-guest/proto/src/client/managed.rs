@@ -15,6 +15,11 @@
 //!   host changed meanwhile (which the next push sends).
 //!
 //! Nothing is exchanged while no managed memory exists.
+//!
+//! A module's `__managed__` variables (`.global .attribute(.managed)`) are mirrored the
+//! same way, at their device addresses, from the module's load to its unload
+//! ([`Mirrors::map_variables`]); their pages may be shared (a GPU packs a module's
+//! variables), so the mappings are the module's, not each variable's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -40,6 +45,16 @@ pub(crate) struct Mirror {
     pub server: DevicePtr,
     /// The bytes as last exchanged with the device.
     shadow: Vec<u8>,
+    /// The module whose `__managed__` variable this is (its mapping is the module's).
+    module: Option<u64>,
+}
+
+/// Pages mapped here for a module's `__managed__` variables.
+#[derive(Debug)]
+struct Region {
+    start: u64,
+    len: usize,
+    module: u64,
 }
 
 /// The managed allocations of one backend.
@@ -47,6 +62,7 @@ pub(crate) struct Mirror {
 pub(crate) struct Mirrors {
     list: Mutex<Vec<Mirror>>,
     any: AtomicBool,
+    regions: Mutex<Vec<Region>>,
 }
 
 /// The page size of this process.
@@ -66,27 +82,7 @@ impl Mirrors {
     pub fn map(&self, at: u64, len: usize, server: DevicePtr) -> Result<(), String> {
         let page = page_size();
         let map_len = len.div_ceil(page).max(1) * page;
-        // SAFETY: an anonymous private mapping at a fixed address that must not replace
-        // anything mapped there (MAP_FIXED_NOREPLACE); no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                at as usize as *mut libc::c_void,
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        if p as usize as u64 != at {
-            // An old kernel that ignores MAP_FIXED_NOREPLACE placed it elsewhere.
-            // SAFETY: the mapping just made, of `map_len` bytes, used by nothing.
-            unsafe { libc::munmap(p, map_len) };
-            return Err(format!("the address range at {at:#x} is in use"));
-        }
+        map_fixed(at, map_len)?;
         self.list().push(Mirror {
             at,
             host: at,
@@ -94,9 +90,113 @@ impl Mirrors {
             map_len,
             server,
             shadow: vec![0; len],
+            module: None,
         });
         self.any.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Mirrors module `module`'s `__managed__` variables (name, device address, bytes)
+    /// at their device addresses: the pages they cover are mapped here (each run of
+    /// touching pages once), and each variable's bytes are read from the device with
+    /// `fetch` (its initial value). `Err` naming the variable whose pages cannot be
+    /// mapped (the address is taken in this process) or read; then nothing stays mapped.
+    pub fn map_variables(
+        &self,
+        module: u64,
+        vars: &[(String, u64, usize)],
+        mut fetch: impl FnMut(u64, &mut [u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let page = page_size() as u64;
+        // Each variable's page span, sorted; touching or overlapping spans merged.
+        let mut spans: Vec<(u64, u64, &str)> = vars
+            .iter()
+            .map(|(n, at, len)| {
+                let end = (at + (*len).max(1) as u64).div_ceil(page) * page;
+                (at / page * page, end, n.as_str())
+            })
+            .collect();
+        spans.sort();
+        let mut runs: Vec<(u64, u64, &str)> = vec![];
+        for (s, e, n) in spans {
+            match runs.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => runs.push((s, e, n)),
+            }
+        }
+        let mut mapped: Vec<(u64, usize)> = vec![];
+        let undo = |mapped: &[(u64, usize)]| {
+            for &(s, l) in mapped {
+                // SAFETY: a mapping made just above by this call, used by nothing yet.
+                unsafe { libc::munmap(s as usize as *mut libc::c_void, l) };
+            }
+        };
+        for &(start, end, name) in &runs {
+            let len = (end - start) as usize;
+            if let Err(why) = map_fixed(start, len) {
+                undo(&mapped);
+                return Err(format!(
+                    "the __managed__ variable {name} (device address range {start:#x}..{end:#x}) \
+                     cannot be mapped at the same address in this process: {why}"
+                ));
+            }
+            mapped.push((start, len));
+        }
+        let mut mirrors = Vec::with_capacity(vars.len());
+        for (name, at, len) in vars {
+            let mut bytes = vec![0u8; *len];
+            if let Err(why) = fetch(*at, &mut bytes) {
+                undo(&mapped);
+                return Err(format!("the __managed__ variable {name}'s value: {why}"));
+            }
+            // SAFETY: `at..at+len` lies in the pages mapped above (read-write, private,
+            // nothing else uses them yet).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), *at as usize as *mut u8, *len) };
+            mirrors.push(Mirror {
+                at: *at,
+                host: *at,
+                len: *len,
+                map_len: 0,
+                server: DevicePtr(*at),
+                shadow: bytes,
+                module: Some(module),
+            });
+        }
+        self.regions().extend(
+            mapped
+                .into_iter()
+                .map(|(start, len)| Region { start, len, module }),
+        );
+        let mut list = self.list();
+        list.extend(mirrors);
+        self.any.store(!list.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Stops mirroring module `module`'s `__managed__` variables and unmaps their pages
+    /// (the module is unloaded).
+    ///
+    /// # Safety
+    /// The program no longer uses the variables (they go with the module).
+    pub unsafe fn unmap_module(&self, module: u64) {
+        {
+            let mut list = self.list();
+            list.retain(|m| m.module != Some(module));
+            self.any.store(!list.is_empty(), Ordering::Release);
+        }
+        self.regions().retain(|r| {
+            if r.module != module {
+                return true;
+            }
+            // SAFETY: the module's mapping, made in `map_variables`, which nothing uses
+            // any more (the caller).
+            unsafe { libc::munmap(r.start as usize as *mut libc::c_void, r.len) };
+            false
+        });
+    }
+
+    fn regions(&self) -> std::sync::MutexGuard<'_, Vec<Region>> {
+        self.regions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Pairs the program's host range `host..host+len` with device memory at `at` (of
@@ -112,6 +212,7 @@ impl Mirrors {
             map_len: 0,
             server,
             shadow: vec![0; len],
+            module: None,
         });
         self.any.store(true, Ordering::Release);
     }
@@ -233,6 +334,53 @@ impl Mirrors {
     }
 }
 
+/// The names of the `__managed__` variables a PTX module defines: its
+/// `.global .attribute(.managed)` declarations (one a line, as nvcc writes them).
+pub(crate) fn managed_variables(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.starts_with("//")
+                && l.contains(".global")
+                && l.replace(' ', "").contains(".attribute(.managed)")
+        })
+        .filter_map(|l| {
+            // `... .b8 arr[32];`, `... .u32 x = 42;`: the word before `[`, `=` or `;`.
+            let decl = l.split(['=', ';']).next()?;
+            let last = decl.split_whitespace().last()?;
+            let name = last.split('[').next()?;
+            (!name.is_empty() && !name.starts_with('.')).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// Maps `len` zeroed bytes at `at` (page-aligned, `len` whole pages) in this process;
+/// `Err` with the OS's reason when the address is taken.
+fn map_fixed(at: u64, len: usize) -> Result<(), String> {
+    // SAFETY: an anonymous private mapping at a fixed address that must not replace
+    // anything mapped there (MAP_FIXED_NOREPLACE); no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            at as usize as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    if p as usize as u64 != at {
+        // An old kernel that ignores MAP_FIXED_NOREPLACE placed it elsewhere.
+        // SAFETY: the mapping just made, of `len` bytes, used by nothing.
+        unsafe { libc::munmap(p, len) };
+        return Err(format!("the address range at {at:#x} is in use"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +410,72 @@ mod tests {
             })
             .unwrap();
         }
+    }
+
+    #[test]
+    fn managed_variables_are_found_in_nvccs_ptx() {
+        let ptx = ".version 9.0\n.target sm_80\n.address_size 64\n\
+            .global .attribute(.managed) .align 4 .u32 counter;\n\
+            .global .attribute(.managed) .align 4 .b8 vals[4000];\n\
+            .visible .global .attribute(.managed) .align 4 .u32 seeded = 42;\n\
+            .global .align 4 .u32 plain;\n\
+            // .global .attribute(.managed) .u32 commented;\n";
+        assert_eq!(managed_variables(ptx), ["counter", "vals", "seeded"]);
+    }
+
+    #[test]
+    fn a_modules_variables_share_pages_and_go_with_it() {
+        let page = page_size() as u64;
+        // A free address range: reserved, then released.
+        // SAFETY: a fresh anonymous mapping anywhere; unmapped at once.
+        let base = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                4 * page as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            libc::munmap(p, 4 * page as usize);
+            p as u64
+        };
+        // Two variables in one page (as a GPU packs them), one across the next two.
+        let vars = [
+            ("a".to_string(), base + 16, 4),
+            ("b".to_string(), base + 64, 8),
+            ("c".to_string(), base + 2 * page - 4, 8),
+        ];
+        let m = Mirrors::default();
+        let mut fetched = vec![];
+        m.map_variables(7, &vars, |at, buf| {
+            fetched.push(at);
+            buf.fill(at as u8 ^ 0x5a);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fetched, [base + 16, base + 64, base + 2 * page - 4]);
+        // The initial values are in the host's memory at the device addresses.
+        // SAFETY: mapped by `map_variables` until `unmap_module` below.
+        let c = unsafe { std::slice::from_raw_parts((base + 2 * page - 4) as *const u8, 8) };
+        assert_eq!(c, [((base + 2 * page - 4) as u8) ^ 0x5a; 8]);
+        assert_eq!(m.device_address(base + 66), Some(base + 66));
+        assert_eq!(m.regions().len(), 1, "one run of touching pages");
+        // A second module whose variable is in those pages is refused, naming it.
+        let e = m
+            .map_variables(8, &[("d".to_string(), base + 128, 4)], |_, _| Ok(()))
+            .unwrap_err();
+        assert!(e.contains("__managed__ variable d"), "{e}");
+        // SAFETY: nothing uses the variables any more.
+        unsafe { m.unmap_module(7) };
+        assert_eq!(m.device_address(base + 66), None);
+        assert!(m.regions().is_empty());
+        // The pages are free again.
+        m.map_variables(8, &[("d".to_string(), base + 128, 4)], |_, _| Ok(()))
+            .unwrap();
+        // SAFETY: as above.
+        unsafe { m.unmap_module(8) };
     }
 
     #[test]

@@ -660,6 +660,48 @@ impl RemoteBackend {
         Ok(DevicePtr(at))
     }
 
+    /// Mirrors `module`'s `__managed__` variables `names` in this process at their device
+    /// addresses (`managed.rs`), with their initial values, so the address
+    /// `cuModuleGetGlobal` gives is the host's too, as on a GPU. `Err` naming the
+    /// variable where its address is taken in this process.
+    fn mirror_variables(&self, module: &Module, names: &[String]) -> R<()> {
+        const OP: &str = "cuModuleLoadData";
+        let mut vars = Vec::with_capacity(names.len());
+        for name in names {
+            let (at, bytes) = self.module_get_global(module, name).map_err(|e| {
+                Fail::new(
+                    e.code().unwrap_or(sys::CUDA_ERROR_UNKNOWN),
+                    format!("the __managed__ variable {name} of the module: {e}"),
+                )
+            })?;
+            vars.push((name.clone(), at.0, bytes));
+        }
+        self.managed
+            .map_variables(module.raw(), &vars, |at, buf| {
+                // SAFETY: `buf` is a buffer of this call, written only by the copy.
+                unsafe { self.dtoh_direct(OP, buf.as_mut_ptr(), DevicePtr(at), buf.len(), None) }
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|why| Fail::new(sys::CUDA_ERROR_OUT_OF_MEMORY, why))
+    }
+
+    /// Stops mirroring the `__managed__` variables of context `ctx`'s modules (the
+    /// context is destroyed or reset: they are gone on the server).
+    fn forget_variables_of(&self, ctx: u64) {
+        let modules: Vec<u64> = self
+            .state()
+            .modules
+            .iter()
+            .filter(|(_, c)| **c == ctx)
+            .map(|(m, _)| *m)
+            .collect();
+        for m in modules {
+            // SAFETY: the context's modules are gone; the program may not use their
+            // variables any more.
+            unsafe { self.managed.unmap_module(m) };
+        }
+    }
+
     /// Stops mirroring the range at device address `at` (after the device is done
     /// with it and its bytes came back) and frees its device memory.
     fn unmirror(&self, op: &'static str, at: u64) -> Result<()> {
@@ -1049,6 +1091,7 @@ impl Backend for RemoteBackend {
                 }
             }
             c.current = 0;
+            self.forget_variables_of(shown);
             self.state().forget_objects_of(shown);
             for _ in 0..refs {
                 let server = match c.call(Request::PrimaryCtxRetain { device })? {
@@ -1120,6 +1163,7 @@ impl Backend for RemoteBackend {
             if c.current == e.server {
                 c.current = 0;
             }
+            self.forget_variables_of(ctx.raw());
             let mut st = self.state();
             st.contexts.remove(&ctx.raw());
             st.forget_objects_of(ctx.raw());
@@ -1173,21 +1217,33 @@ impl Backend for RemoteBackend {
                     c.limits.max_module
                 )));
             }
-            match c.call(Request::ModuleLoadData {
+            let m = match c.call(Request::ModuleLoadData {
                 image: ptx.as_bytes().to_vec(),
             })? {
-                ReplyBody::Module(m) => {
-                    self.state().modules.insert(m.0, ctx);
-                    Ok(Module::from_raw(self.id, m.0))
+                ReplyBody::Module(m) => m,
+                b => return Err(unexpected(&b)),
+            };
+            drop(c);
+            self.state().modules.insert(m.0, ctx);
+            let module = Module::from_raw(self.id, m.0);
+            let managed = managed::managed_variables(ptx);
+            if !managed.is_empty() {
+                if let Err(e) = self.mirror_variables(&module, &managed) {
+                    // SAFETY: the module just loaded, which the program never saw.
+                    let _ = unsafe { self.module_unload(module) };
+                    return Err(e);
                 }
-                b => Err(unexpected(&b)),
             }
+            Ok(module)
         })
     }
 
     unsafe fn module_unload(&self, module: Module) -> Result<()> {
         const OP: &str = "cuModuleUnload";
         run(OP, || {
+            // The module's `__managed__` variables go with it (the program's contract).
+            // SAFETY: the program unloads the module: it no longer uses its variables.
+            unsafe { self.managed.unmap_module(module.raw()) };
             let (mut c, _) = self.on(On::Module(&module), OP)?;
             c.call(Request::ModuleUnload {
                 module: ModuleId(module.raw()),
