@@ -99,6 +99,22 @@ fn managed_variables_on_the_simulator_and_forwarded() {
         stdout.contains("managed_var: 34 checks, 0 failed"),
         "rdc: {stdout}"
     );
+    // Machine code only: the variables cannot be placed, and the program ends at the
+    // host's first access with an error naming them (not a write through null).
+    let exe = build(
+        "managed_var+managed_var_lib",
+        "sass-only",
+        &["-gencode", "arch=compute_90,code=sm_90"],
+    );
+    let out = run(&exe, SIM);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("(counter, vals, seeded) cannot be reached from the host")
+            && stderr.contains("no PTX in the fatbin, only machine code for [90]"),
+        "{stderr}"
+    );
 }
 
 #[test]
