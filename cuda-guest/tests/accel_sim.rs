@@ -72,7 +72,7 @@ fn the_virtual_device_is_as_documented() {
         (1_410_000, 1_215_000, 5120)
     );
     assert_eq!(p.l2_cache_bytes, 40 << 20);
-    assert!(!p.ecc && p.unified_addressing && !p.integrated && !p.concurrent_kernels);
+    assert!(!p.ecc && p.unified_addressing && !p.integrated && p.concurrent_kernels);
     assert!(p.host_register);
     assert_eq!(sim.driver_version().unwrap(), SIM_DRIVER_VERSION);
     assert_eq!(sim.device_count().unwrap(), 1);

@@ -15,42 +15,38 @@ use support::*;
 
 /// The tests that fail here, each with its cause, and the modes they fail in. Any other
 /// failure fails this test, and so does one of these passing (the list stays exact).
-const KNOWN: &[(&str, Modes, &str)] = &[
+const KNOWN: &[(&str, Modes, &str)] = &[(
+    "driver::safe::unified_memory::tests::test_unified_memory_host",
+    FORWARDED,
+    "forwarded, managed memory is mirrored in the guest and coherent at \
+     synchronisations, so CONCURRENT_MANAGED_ACCESS is 0; cudarc refuses a kernel on \
+     memory attached to the host (CU_MEM_ATTACH_HOST) without concurrent access \
+     (CUDA_ERROR_NOT_PERMITTED)",
+)];
+
+/// Timings, reported and not held to: each passes or fails by the machine's load, with
+/// why it may fail here.
+const TIMING: &[(&str, &str)] = &[
     (
         "driver::safe::core::tests::test_default_pinned_host_reads_are_faster_than_write_combined",
-        BOTH,
-        "a timing of host memory kinds: the simulator has no write-combined memory, so \
-         reads of pinned and of write-combined memory take the same time",
+        "the simulator has no write-combined memory: reads of pinned and of write-combined \
+         memory cost the same",
     ),
     (
         "driver::safe::core::tests::test_pinned_copy_is_faster",
-        BOTH,
-        "a timing: a copy from pinned memory is no faster than from pageable memory on \
-         the simulator (no DMA engine)",
+        "a copy from pinned memory is no faster than from pageable memory on the \
+         simulator (no DMA engine)",
     ),
     (
         "driver::safe::launch::tests::test_par_launch",
-        BOTH,
-        "two streams' kernels must together take less time than on one stream: the \
-         simulator runs one kernel at a time per device",
-    ),
-    (
-        "driver::safe::unified_memory::tests::test_unified_memory_host",
-        FORWARDED,
-        "forwarded, managed memory is mirrored in the guest and coherent at \
-         synchronisations, so CONCURRENT_MANAGED_ACCESS is 0; cudarc refuses a kernel on \
-         memory attached to the host (CU_MEM_ATTACH_HOST) without concurrent access \
-         (CUDA_ERROR_NOT_PERMITTED)",
+        "two one-thread kernels on two streams must take half the time of the same two \
+         on one stream, within 10%: the simulator runs them at once on its device \
+         threads, which takes two idle cores",
     ),
 ];
 
-/// The known failures that are timings of host memory kinds the simulator does not
-/// model (pinned, pageable and write-combined memory cost the same there): under CPU
-/// contention either may come out either way, so they are reported, not held to.
-const TIMING: &[&str] = &[
-    "driver::safe::core::tests::test_default_pinned_host_reads_are_faster_than_write_combined",
-    "driver::safe::core::tests::test_pinned_copy_is_faster",
-];
+/// The two runs (simulator and forwarded) one at a time: the timings measure the cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn tests_binary() -> PathBuf {
     std::env::var_os("VMGPU_CUDARC_TESTS")
@@ -67,6 +63,7 @@ fn nvrtc_dir() -> PathBuf {
 }
 
 fn run_all(env: &[(&str, &str)], forwarded: bool) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let bin = tests_binary();
     let list = Command::new(&bin)
         .args(["--list", "--format", "terse"])
@@ -115,14 +112,14 @@ fn run_all(env: &[(&str, &str)], forwarded: bool) {
     for (name, why) in &failed {
         println!("  failed: {name}: {why}");
     }
-    let timing = TIMING;
-    for t in timing {
+    let timing: Vec<&str> = TIMING.iter().map(|(t, _)| *t).collect();
+    for (t, why) in TIMING {
         let verdict = if failed.iter().any(|(f, _)| f == t) {
             "failed"
         } else {
             "passed"
         };
-        println!("  timing, not held to: {t}: {verdict}");
+        println!("  timing, not held to: {t}: {verdict} ({why})");
     }
     let known: Vec<&str> = known_in(KNOWN, forwarded)
         .into_iter()

@@ -15,22 +15,23 @@
 //! | shared memory | 48 KiB per block (166912 bytes opt-in), 164 KiB per SM; 64 KiB constant |
 //! | warp, registers | 32 lanes, 65536 registers per block |
 //! | clocks | 1410 MHz SM, 1215 MHz memory, 5120-bit bus, 40 MiB L2 |
-//! | flags | unified addressing 1, ECC 0, integrated 0, concurrent kernels 0, 1 copy engine, host registration 1, mapped host memory 0, managed memory 0 |
+//! | flags | unified addressing 1, ECC 0, integrated 0, concurrent kernels 1, 1 copy engine, host registration 1, mapped host memory 1, managed memory 1 (concurrent access 1) |
 //!
 //! The driver version reported is [`SIM_DRIVER_VERSION`] (the API level it follows).
 //!
 //! # Execution
 //! Every asynchronous operation (copies, memsets, launches, event records) goes into
-//! one queue in submission order and is executed by a worker thread that owns the
-//! device; calls return as soon as the work is queued. Executing in submission order is
-//! one of the schedules CUDA allows: each stream's order holds, and an event a stream
-//! waits for was recorded (submitted) before the wait, so it has been reached when the
-//! waiting stream's later work runs. Kernels and copies of different streams therefore
-//! never overlap on the simulator. One exception to submission order keeps what a
-//! program measures across streams true: an event record is taken as soon as its own
-//! stream has reached it (nothing of that stream, no wait of it and no legacy-stream
-//! work queued before it), even while another stream's kernel is still queued or
-//! running, as a GPU takes it. [`Backend::stream_query`] and [`Backend::event_query`]
+//! one queue in submission order; calls return as soon as the work is queued. The
+//! context's device threads (four) take from it the first queued operation of a stream
+//! none of them is running, so each stream's work runs in its order and different
+//! streams' work runs at once, as on a GPU: kernels under a read lock of the simulator
+//! (device memory is shared between threads, as between one launch's own threads),
+//! copies and memsets under its write lock (so they wait for running kernels). A wait
+//! for an event starts only once the event's record is done; work of the legacy default
+//! stream waits for all earlier work and all later work waits for it (kept for every
+//! stream). An event record is also taken as soon as its own stream has reached it
+//! (nothing of that stream, no wait of it and no legacy-stream work queued before it),
+//! even while another stream's kernel is still queued or running, as a GPU takes it. [`Backend::stream_query`] and [`Backend::event_query`]
 //! say "not ready" while work queued before them is queued or running; event timestamps
 //! are the host's monotonic clock when the worker reaches the record.
 //!
@@ -75,7 +76,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -247,11 +248,13 @@ struct State {
     submitted: u64,
     /// Sequence number of the last finished operation: every operation up to it is done.
     done: u64,
-    /// Event records taken ahead of the queue ([`take_ready_records`]), whose sequence
-    /// numbers `done` passes once the work queued before them is done.
+    /// Operations finished ahead of the queue's order (event records taken early by
+    /// [`take_ready_records`], work of one stream done while another stream's earlier
+    /// work runs), whose sequence numbers `done` passes once the work queued before
+    /// them is done.
     early: std::collections::BTreeSet<u64>,
-    /// The stream of the operation the worker is running, if any.
-    running: Option<u64>,
+    /// The streams of the operations the device threads are running.
+    running: Vec<u64>,
     shutdown: bool,
     /// Bumped by every reset; handles carry it in their upper 32 bits.
     generation: u32,
@@ -300,7 +303,9 @@ impl State {
 #[derive(Debug)]
 struct Shared {
     config: SimConfig,
-    sim: Mutex<Simulator>,
+    /// Launches run under a read lock (several streams' kernels at once); everything
+    /// else that touches the simulator takes the write lock.
+    sim: RwLock<Simulator>,
     state: Mutex<State>,
     cv: Condvar,
     /// Device memory in use by every context of the device.
@@ -311,8 +316,11 @@ impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn sim(&self) -> MutexGuard<'_, Simulator> {
-        self.sim.lock().unwrap_or_else(|e| e.into_inner())
+    fn sim(&self) -> RwLockWriteGuard<'_, Simulator> {
+        self.sim.write().unwrap_or_else(|e| e.into_inner())
+    }
+    fn sim_read(&self) -> RwLockReadGuard<'_, Simulator> {
+        self.sim.read().unwrap_or_else(|e| e.into_inner())
     }
     /// Counts `bytes` of device memory in use by this context (and the device).
     fn charge(&self, st: &mut State, bytes: u64) {
@@ -342,7 +350,7 @@ struct SimContext {
     /// The device's ordinal.
     device: u32,
     shared: Arc<Shared>,
-    worker: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl SimContext {
@@ -353,26 +361,30 @@ impl SimContext {
         device: u32,
     ) -> Result<SimContext> {
         let shared = Arc::new(Shared {
-            sim: Mutex::new(Simulator::with_cancel(config.clone(), cancel)),
+            sim: RwLock::new(Simulator::with_cancel(config.clone(), cancel)),
             config,
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
             device_used,
         });
-        let worker_shared = shared.clone();
-        let worker = std::thread::Builder::new()
-            .name("vmgpu-sim-device".into())
-            .spawn(move || worker(&worker_shared))
-            .map_err(|e| DriverError::Unexpected {
-                operation: "starting the simulator's device thread",
-                reason: e.to_string(),
-            })?;
-        Ok(SimContext {
+        let mut ctx = SimContext {
             id: next_instance_id(),
             device,
             shared,
-            worker: Some(worker),
-        })
+            workers: Vec::new(),
+        };
+        for _ in 0..DEVICE_THREADS {
+            let worker_shared = ctx.shared.clone();
+            let w = std::thread::Builder::new()
+                .name("vmgpu-sim-device".into())
+                .spawn(move || worker(&worker_shared))
+                .map_err(|e| DriverError::Unexpected {
+                    operation: "starting the simulator's device thread",
+                    reason: e.to_string(),
+                })?;
+            ctx.workers.push(w);
+        }
+        Ok(ctx)
     }
 
     /// `cuDevicePrimaryCtxReset` of this context: waits for queued work, frees
@@ -576,7 +588,7 @@ impl Drop for SimContext {
             st.shutdown = true;
             self.shared.cv.notify_all();
         }
-        if let Some(w) = self.worker.take() {
+        for w in self.workers.drain(..) {
             if w.join().is_err() {
                 log::warn!("the simulator's device thread panicked");
             }
@@ -602,18 +614,18 @@ fn take_ready_records(st: &mut State, now: Instant) {
     if st.sticky.is_some() {
         return;
     }
-    // The operation running, else the one the worker takes next, goes first.
-    let (front, mut i) = match st.running {
-        Some(s) => (s, 0),
-        None => match st.ops.front() {
-            Some(item) => (item.stream, 1),
+    // The operations running, else the one a device thread takes next, go first.
+    let (mut seen, mut i) = if st.running.is_empty() {
+        match st.ops.front() {
+            Some(item) => (vec![item.stream], 1),
             None => return,
-        },
+        }
+    } else {
+        (st.running.clone(), 0)
     };
-    if front == 0 {
+    if seen.contains(&0) {
         return;
     }
-    let mut seen: Vec<u64> = Vec::new();
     while i < st.ops.len() {
         let item = &st.ops[i];
         if item.stream == 0 {
@@ -625,7 +637,7 @@ fn take_ready_records(st: &mut State, now: Instant) {
             Op::Wait { after } => after <= st.done || st.early.contains(&after),
             _ => false,
         };
-        let ready = reached && front != item.stream && !seen.contains(&item.stream);
+        let ready = reached && !seen.contains(&item.stream);
         if !ready {
             if !seen.contains(&item.stream) {
                 seen.push(item.stream);
@@ -647,6 +659,60 @@ fn take_ready_records(st: &mut State, now: Instant) {
     }
 }
 
+/// Device threads per context: operations of different streams run at once on them
+/// (kernels under the simulator's read lock; copies and memsets take it for writing).
+const DEVICE_THREADS: usize = 4;
+
+/// How far into the queue a device thread looks for work of a stream that may start.
+const LOOKAHEAD: usize = 64;
+
+/// Whether operation `seq` is done.
+fn finished(st: &State, seq: u64) -> bool {
+    seq <= st.done || st.early.contains(&seq)
+}
+
+/// The queue position of the next operation a device thread may start: the first of its
+/// stream in the queue, on a stream no thread is running, with no legacy-stream work
+/// before it or running (the legacy default stream waits for all earlier work and all
+/// later work of blocking streams waits for it: both kept for every stream here), and,
+/// for a wait, its event's record done.
+fn next_runnable(st: &State) -> Option<usize> {
+    if st.running.contains(&0) {
+        return None;
+    }
+    let mut seen: Vec<u64> = st.running.clone();
+    for (i, item) in st.ops.iter().enumerate().take(LOOKAHEAD) {
+        if item.stream == 0 {
+            return (i == 0 && st.running.is_empty()).then_some(0);
+        }
+        if seen.contains(&item.stream) {
+            continue;
+        }
+        let ready = match item.op {
+            Op::Wait { after } => finished(st, after),
+            _ => true,
+        };
+        if ready {
+            return Some(i);
+        }
+        seen.push(item.stream);
+    }
+    None
+}
+
+/// Marks operation `seq` done, and `done` past every operation finished up to it.
+fn complete(st: &mut State, seq: u64) {
+    if seq > st.done {
+        st.early.insert(seq);
+    }
+    while st.early.first() == Some(&(st.done + 1)) {
+        st.early.pop_first();
+        st.done += 1;
+    }
+}
+
+/// A device thread: executes queued operations, each stream's in its order, several
+/// streams' at once.
 fn worker(shared: &Shared) {
     loop {
         let (item, skip) = {
@@ -655,11 +721,11 @@ fn worker(shared: &Shared) {
                 if st.ops.len() > 1 {
                     take_ready_records(&mut st, Instant::now());
                 }
-                if let Some(item) = st.ops.pop_front() {
-                    st.running = Some(item.stream);
+                if let Some(item) = next_runnable(&st).and_then(|i| st.ops.remove(i)) {
+                    st.running.push(item.stream);
                     break (item, st.sticky.is_some());
                 }
-                if st.shutdown {
+                if st.shutdown && st.ops.is_empty() {
                     return;
                 }
                 st = shared.wait(st);
@@ -703,13 +769,10 @@ fn worker(shared: &Shared) {
         };
         let now = Instant::now();
         let mut st = shared.state();
-        st.running = None;
-        st.done = item.seq;
-        // Records taken ahead are done once everything queued before them is.
-        while st.early.first() == Some(&(st.done + 1)) {
-            st.early.pop_first();
-            st.done += 1;
+        if let Some(i) = st.running.iter().position(|&r| r == item.stream) {
+            st.running.swap_remove(i);
         }
+        complete(&mut st, item.seq);
         if let Op::Record { event } = item.op {
             if let Some(e) = st.events.get_mut(&event) {
                 if e.record == Some(item.seq) {
@@ -731,6 +794,31 @@ fn worker(shared: &Shared) {
 
 /// Runs one operation; the error and whether it is sticky.
 fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bool)> {
+    if let Op::Launch {
+        module,
+        kernel,
+        cfg,
+        args,
+    } = &item.op
+    {
+        // Checked and run under a read lock: other streams' kernels run meanwhile (the
+        // device heap, when a kernel first needs it, is made under the write lock).
+        // (Each guard is a statement's temporary: dropped before the next lock.)
+        let fail = |e: SimError| (fault_of(&e, item.stream), is_sticky(&e));
+        let setup = shared.sim_read().launch_needs_setup(module, kernel);
+        if setup {
+            shared.sim().setup_launch(module, kernel).map_err(fail)?;
+        }
+        let r = {
+            let sim = shared.sim_read();
+            let params = sim.check_launch(module, kernel, *cfg, args).map_err(fail)?;
+            sim.run_prepared(module, kernel, *cfg, &params)
+        };
+        if let Err(e) = &r {
+            shared.sim().launch_failed(e);
+        }
+        return r.map(drop).map_err(fail);
+    }
     let mut sim = shared.sim();
     let r = match &item.op {
         Op::Memset { dst, value, bytes } => sim.memset_d8(engine::DevicePtr(*dst), *value, *bytes),
@@ -755,13 +843,7 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         Op::DtoD { dst, src, bytes } => {
             sim.memcpy_dtod(engine::DevicePtr(*dst), engine::DevicePtr(*src), *bytes)
         }
-        Op::Launch {
-            module,
-            kernel,
-            cfg,
-            args,
-        } => sim.launch(module, kernel, *cfg, args).map(|_| ()),
-        Op::Record { .. } | Op::HostFunc(_) | Op::Wait { .. } => Ok(()),
+        Op::Record { .. } | Op::HostFunc(_) | Op::Wait { .. } | Op::Launch { .. } => Ok(()),
     };
     r.map_err(|e| {
         let f = fault_of(&e, item.stream);
@@ -885,7 +967,8 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         // Page-locked host memory is mapped at its own address, and managed memory is
         // host memory at one address for both: the host and kernels may use it at once.
         A::CanMapHostMemory => 1,
-        A::ConcurrentKernels => 0,
+        // Kernels of different streams run at once (on the device threads).
+        A::ConcurrentKernels => 1,
         A::AsyncEngineCount => 1,
         A::ManagedMemory => 1,
         A::ConcurrentManagedAccess => 1,

@@ -1004,6 +1004,64 @@ impl Simulator {
         cfg: LaunchConfig,
         args: &[KernelArg],
     ) -> Result<LaunchReport, SimError> {
+        let params = self.prepare_launch(module, kernel, cfg, args)?;
+        let r = self.run_prepared(module, kernel, cfg, &params);
+        if let Err(e) = &r {
+            self.launch_failed(e);
+        }
+        r
+    }
+
+    /// The checks of a launch and what it needs made first (the device heap): the
+    /// kernel's parameter buffer, for [`Simulator::run_prepared`].
+    pub fn prepare_launch(
+        &mut self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<Vec<u8>, SimError> {
+        let params = self.check_launch(module, kernel, cfg, args)?;
+        self.setup_launch(module, kernel)?;
+        Ok(params)
+    }
+
+    /// Whether a launch of `kernel` needs [`Simulator::setup_launch`] first (the device
+    /// heap a kernel that calls `malloc` uses, made at the first such launch).
+    pub fn launch_needs_setup(&self, module: &Module, kernel: &str) -> bool {
+        module
+            .kernel(kernel)
+            .is_some_and(|k| k.prog.uses_heap && self.mem.heap.is_none())
+    }
+
+    /// Makes what a launch of `kernel` needs (the device heap).
+    pub fn setup_launch(&mut self, module: &Module, kernel: &str) -> Result<(), SimError> {
+        if !self.launch_needs_setup(module, kernel) {
+            return Ok(());
+        }
+        // The device heap, from device memory (as a GPU reserves it at the first launch
+        // that needs it).
+        let a = self
+            .mem
+            .alloc(memory::HEAP_SIZE, Some("device malloc heap".into()), false)
+            .ok_or(SimError::OutOfMemory {
+                requested: memory::HEAP_SIZE,
+                in_use: self.mem.bytes_live,
+                limit: self.config.memory_limit,
+            })?;
+        self.mem.heap = Some(Arc::new(memory::DeviceHeap::new(a.base, memory::HEAP_SIZE)));
+        Ok(())
+    }
+
+    /// The checks of a launch (the sticky state, the kernel, its arguments and
+    /// geometry): the kernel's parameter buffer.
+    pub fn check_launch(
+        &self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+    ) -> Result<Vec<u8>, SimError> {
         self.check_sticky()?;
         let k = module
             .kernel(kernel)
@@ -1018,19 +1076,6 @@ impl Simulator {
             });
         }
         let params = build_params(&k.prog, args)?;
-        if k.prog.uses_heap && self.mem.heap.is_none() {
-            // The device heap, from device memory (as a GPU reserves it at the first
-            // launch that needs it).
-            let a = self
-                .mem
-                .alloc(memory::HEAP_SIZE, Some("device malloc heap".into()), false)
-                .ok_or(SimError::OutOfMemory {
-                    requested: memory::HEAP_SIZE,
-                    in_use: self.mem.bytes_live,
-                    limit: self.config.memory_limit,
-                })?;
-            self.mem.heap = Some(Arc::new(memory::DeviceHeap::new(a.base, memory::HEAP_SIZE)));
-        }
         let threads: u64 = cfg.block.iter().map(|&x| x as u64).product();
         let blocks: u64 = cfg.grid.iter().map(|&x| x as u64).product();
         if threads == 0
@@ -1052,28 +1097,51 @@ impl Simulator {
                 message: format!("{total_shared} bytes of shared memory (limit 228 KiB)"),
             });
         }
-        let r = if self.cancel.is_cancelled() {
-            Err(SimError::Timeout {
+        Ok(params)
+    }
+
+    /// Runs a launch [`Simulator::prepare_launch`] checked, through a shared reference:
+    /// launches of several streams run at once (device memory is shared between
+    /// threads, as between a launch's own worker threads). A failure is the caller's
+    /// to record with [`Simulator::launch_failed`].
+    pub fn run_prepared(
+        &self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        params: &[u8],
+    ) -> Result<LaunchReport, SimError> {
+        let k = module
+            .kernel(kernel)
+            .ok_or_else(|| SimError::UnknownKernel {
+                module: module.name.clone(),
+                kernel: kernel.into(),
+            })?;
+        if self.cancel.is_cancelled() {
+            return Err(SimError::Timeout {
                 kernel: kernel.into(),
                 warp_instructions: 0,
                 elapsed: Duration::ZERO,
                 reason: "cancelled",
                 line: 0,
-            })
-        } else {
-            exec::launch(
-                &k.prog,
-                &self.mem,
-                &self.config,
-                self.cancel.flag(),
-                cfg,
-                &params,
-            )
-        };
-        if let Err(e) = &r {
+            });
+        }
+        exec::launch(
+            &k.prog,
+            &self.mem,
+            &self.config,
+            self.cancel.flag(),
+            cfg,
+            params,
+        )
+    }
+
+    /// Puts the simulator in its failed state after a launch's fault (the first one
+    /// stays).
+    pub fn launch_failed(&mut self, e: &SimError) {
+        if self.failed.is_none() {
             self.failed = Some(e.clone());
         }
-        r
     }
 }
 

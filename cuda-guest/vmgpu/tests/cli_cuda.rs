@@ -103,7 +103,7 @@ fn devices_json_reports_the_documented_virtual_device() {
     assert_eq!(d["ecc"], false);
     assert_eq!(d["unified_addressing"], true);
     assert_eq!(d["integrated"], false);
-    assert_eq!(d["concurrent_kernels"], false);
+    assert_eq!(d["concurrent_kernels"], true);
     assert_eq!(d["async_engines"], 1);
     assert_eq!(d["host_register"], true);
 
