@@ -1288,6 +1288,22 @@ unsafe fn launch(
         block,
         shared_bytes: shared,
     };
+    // SAFETY: the caller's guarantee.
+    let args = unsafe { gather_args(&layout, params, extra) }?;
+    e.launch(ctx, f, config, stream, &args)
+}
+
+/// The kernel's arguments from `kernelParams` or `extra`, as cuda.h describes them,
+/// each the size the kernel's `layout` gives.
+///
+/// # Safety
+/// `params` (one pointer per parameter) or `extra` (a `CU_LAUNCH_PARAM_*` list) is what
+/// the program passed, readable for the kernel's parameters.
+unsafe fn gather_args<'a>(
+    layout: &[vmgpu_cuda_api::ParamLayout],
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> R<Vec<&'a [u8]>> {
     if !params.is_null() && !extra.is_null() {
         return Err(Fail::new(
             CUDA_ERROR_INVALID_VALUE,
@@ -1362,7 +1378,7 @@ unsafe fn launch(
             format!("the kernel takes {} parameters; none given", layout.len()),
         ));
     }
-    e.launch(ctx, f, config, stream, &args)
+    Ok(args)
 }
 
 entry! {
@@ -2428,19 +2444,24 @@ type StreamCallback =
 fn host_func(s: u64, f: HostFn, data: Handle) -> R<()> {
     let f = f.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null host function"))?;
     let e = driver()?;
+    e.stream_host_func(stream_ctx(s)?, s, repeatable(f, data))
+}
+
+/// `f(data)` as a stream or a graph calls it: once per time its turn comes, not when
+/// the work before it failed.
+fn repeatable(
+    f: unsafe extern "C" fn(user_data: *mut c_void),
+    data: Handle,
+) -> crate::capture::RepeatableHostFunc {
     // The pointer travels as a number: the caller vouches for it, as with the driver.
     let data = data as usize;
-    e.stream_host_func(
-        stream_ctx(s)?,
-        s,
-        std::sync::Arc::new(move |r| {
-            if r.is_ok() {
-                // SAFETY: the caller passed `f` and `data` to be called so, once, after
-                // the stream's work; `f` is a non-null function pointer.
-                unsafe { f(data as Handle) }
-            }
-        }),
-    )
+    std::sync::Arc::new(move |r| {
+        if r.is_ok() {
+            // SAFETY: the caller passed `f` and `data` to be called so, each time the
+            // work before it is done; `f` is a non-null function pointer.
+            unsafe { f(data as Handle) }
+        }
+    })
 }
 
 /// `cuStreamAddCallback`: `cb(stream, status, data)` once the stream's work so far is
@@ -2657,6 +2678,391 @@ entry! {
         let d = driver()?.graphs().destroy(nonnull(graph, "graph")?)?;
         run_destructors(d);
         Ok(())
+    }
+}
+
+/// The dependencies a `cuGraphAdd*Node` names.
+///
+/// # Safety
+/// `deps` is null or points to `n` node handles.
+unsafe fn node_deps(deps: *const Handle, n: usize) -> R<Vec<u64>> {
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    if deps.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{n} dependencies, no array")));
+    }
+    // SAFETY: the caller's guarantee.
+    let d = unsafe { std::slice::from_raw_parts(deps, n) };
+    d.iter().map(|&x| nonnull(x, "dependency node")).collect()
+}
+
+/// Adds a node of `kind` doing `ops` to `graph` after `deps`, and writes its handle.
+///
+/// # Safety
+/// `node` is null or a `CUgraphNode` slot; `deps` is null or `n` node handles.
+unsafe fn add_node(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    n: usize,
+    kind: i32,
+    ops: Vec<crate::capture::Op>,
+) -> R<()> {
+    if node.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphNode"));
+    }
+    // SAFETY: the caller's guarantee.
+    let deps = unsafe { node_deps(deps, n) }?;
+    let h = driver()?
+        .graphs()
+        .add_node(nonnull(graph, "graph")?, &deps, kind, ops)?;
+    // SAFETY: checked non-null; a CUgraphNode slot.
+    unsafe { out(node, ptr(h)) }
+}
+
+/// `CUDA_KERNEL_NODE_PARAMS` (`_v2` appends the `CUkernel` and its context).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct KernelNodeParams {
+    func: Handle,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
+
+/// `CUDA_KERNEL_NODE_PARAMS_v2`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct KernelNodeParamsV2 {
+    base: KernelNodeParams,
+    kern: Handle,
+    ctx: Handle,
+}
+
+/// A kernel node's launch: the function (or, with none, the `CUkernel`), geometry
+/// checked, arguments copied (a node keeps its own, as the driver does).
+///
+/// # Safety
+/// `p`'s parameter pointers are what cuda.h describes.
+unsafe fn kernel_op(p: &KernelNodeParams, kern: Handle) -> R<crate::capture::Op> {
+    let e = driver()?;
+    let ctx = current()?;
+    let f = if p.func.is_null() { nonnull(kern, "function")? } else { h(p.func) };
+    let layout = e.function_layout(f)?.ok_or_else(|| {
+        Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            "the server does not know this kernel's parameter layout",
+        )
+    })?;
+    check_geometry(e, ctx, p.grid, p.block)?;
+    // SAFETY: the caller's guarantee.
+    let args = unsafe { gather_args(&layout, p.params, p.extra) }?;
+    Ok(crate::capture::Op::Launch {
+        function: f,
+        config: vmgpu_cuda_api::LaunchConfig {
+            grid: p.grid,
+            block: p.block,
+            shared_bytes: p.shared,
+        },
+        args: args.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
+    })
+}
+
+entry! {
+    /// `cuGraphAddKernelNode` (CUDA 11's parameters).
+    fn cuGraphAddKernelNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const KernelNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(p, std::ptr::null_mut()) }?;
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_KERNEL, vec![op]) }
+    }
+}
+entry! {
+    /// `cuGraphAddKernelNode_v2` (what cuda.h 12 calls `cuGraphAddKernelNode`).
+    fn cuGraphAddKernelNode_v2(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const KernelNodeParamsV2) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(&p.base, p.kern) }?;
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_KERNEL, vec![op]) }
+    }
+}
+
+/// `CUDA_MEMCPY3D`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Memcpy3D {
+    src_x: usize,
+    src_y: usize,
+    src_z: usize,
+    src_lod: usize,
+    src_type: c_int,
+    src_host: *const c_void,
+    src_device: CUdeviceptr,
+    src_array: Handle,
+    reserved0: *mut c_void,
+    src_pitch: usize,
+    src_height: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_z: usize,
+    dst_lod: usize,
+    dst_type: c_int,
+    dst_host: *mut c_void,
+    dst_device: CUdeviceptr,
+    dst_array: Handle,
+    reserved1: *mut c_void,
+    dst_pitch: usize,
+    dst_height: usize,
+    width: usize,
+    height: usize,
+    depth: usize,
+}
+
+/// `CUmemorytype`: host, device, array, unified.
+const MEMORYTYPE_HOST: c_int = 1;
+const MEMORYTYPE_DEVICE: c_int = 2;
+const MEMORYTYPE_ARRAY: c_int = 3;
+const MEMORYTYPE_UNIFIED: c_int = 4;
+
+/// One side of a copy: whether it is device memory, and its start address.
+fn copy_side(e: &Driver, ty: c_int, host: usize, device: u64, what: &str) -> R<(bool, u64)> {
+    match ty {
+        MEMORYTYPE_HOST => Ok((false, host as u64)),
+        MEMORYTYPE_DEVICE => Ok((true, device)),
+        // Unified addressing: the pointer (in the device field) says which it is.
+        MEMORYTYPE_UNIFIED => Ok((e.pointer(device).is_some_and(|i| !i.host), device)),
+        MEMORYTYPE_ARRAY => Err(Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            format!("a memcpy node with a CUDA array as its {what} (arrays are not supported)"),
+        )),
+        t => Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{what} memory type {t}"),
+        )),
+    }
+}
+
+/// The copies of a `CUDA_MEMCPY3D`: one per row (one in all when the rows are one
+/// contiguous range on both sides).
+fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
+    use crate::capture::Op;
+    let e = driver()?;
+    let (src_dev, src) = copy_side(e, p.src_type, p.src_host as usize, p.src_device, "source")?;
+    let (dst_dev, dst) = copy_side(e, p.dst_type, p.dst_host as usize, p.dst_device, "destination")?;
+    let rows = p.height.max(1) * p.depth.max(1);
+    let bad = |why: &str| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memcpy node: {why}"));
+    if (p.height > 1 || p.depth > 1) && (p.src_pitch < p.width || p.dst_pitch < p.width) {
+        return Err(bad("a pitch smaller than the width"));
+    }
+    if p.src_lod != 0 || p.dst_lod != 0 {
+        return Err(bad("a level of detail (arrays only)"));
+    }
+    let offset = |x: usize, y: usize, z: usize, pitch: usize, height: usize| -> R<u64> {
+        z.checked_mul(height)
+            .and_then(|zh| zh.checked_add(y))
+            .and_then(|r| r.checked_mul(pitch))
+            .and_then(|o| o.checked_add(x))
+            .map(|o| o as u64)
+            .ok_or_else(|| bad("an offset past the address space"))
+    };
+    let contiguous = rows == 1
+        || (p.src_pitch == p.width
+            && p.dst_pitch == p.width
+            && (p.depth <= 1 || (p.src_height == p.height && p.dst_height == p.height)));
+    let (count, bytes) = if contiguous { (1, p.width * rows) } else { (rows, p.width) };
+    let pinned = |a: u64| e.pointer(a).is_some_and(|i| i.host);
+    let mut ops = Vec::with_capacity(count);
+    for r in 0..count {
+        let (y, z) = (r % p.height.max(1), r / p.height.max(1));
+        let s = src + offset(p.src_x, p.src_y + y, p.src_z + z, p.src_pitch, p.src_height)?;
+        let d = dst + offset(p.dst_x, p.dst_y + y, p.dst_z + z, p.dst_pitch, p.dst_height)?;
+        ops.push(match (src_dev, dst_dev) {
+            (false, true) => Op::HtoD { dst: d, src: s as usize, bytes, pinned: pinned(s) },
+            (true, false) => Op::DtoH { dst: d as usize, src: s, bytes, pinned: pinned(d) },
+            (true, true) => Op::DtoD { dst: d, src: s, bytes: bytes as u64 },
+            (false, false) => {
+                return Err(Fail::new(
+                    CUDA_ERROR_NOT_SUPPORTED,
+                    "a memcpy node from host to host memory",
+                ))
+            }
+        });
+    }
+    Ok(ops)
+}
+
+entry! {
+    /// `cuGraphAddMemcpyNode`: host, device and unified memory (no arrays), one copy
+    /// per row unless the rows are contiguous.
+    fn cuGraphAddMemcpyNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const Memcpy3D, _ctx: Handle) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null copyParams"))?;
+        let ops = memcpy3d_ops(p)?;
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_MEMCPY, ops) }
+    }
+}
+
+/// `CUDA_MEMSET_NODE_PARAMS`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct MemsetNodeParams {
+    dst: CUdeviceptr,
+    pitch: usize,
+    value: c_uint,
+    element_size: c_uint,
+    width: usize,
+    height: usize,
+}
+
+entry! {
+    /// `cuGraphAddMemsetNode`: `height` rows of `width` elements of 1, 2 or 4 bytes.
+    fn cuGraphAddMemsetNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const MemsetNodeParams, _ctx: Handle) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null memsetParams"))?;
+        if !matches!(p.element_size, 1 | 2 | 4) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memset node element size {}", p.element_size)));
+        }
+        let row = p.width as u64 * u64::from(p.element_size);
+        if p.height > 1 && (p.pitch as u64) < row {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "memset node: a pitch smaller than a row"));
+        }
+        let ops = (0..p.height.max(1) as u64)
+            .map(|y| crate::capture::Op::Memset {
+                dst: p.dst + y * p.pitch as u64,
+                value: p.value,
+                width: p.element_size,
+                count: p.width as u64,
+            })
+            .collect();
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_MEMSET, ops) }
+    }
+}
+
+/// `CUDA_HOST_NODE_PARAMS`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct HostNodeParams {
+    f: HostFn,
+    data: *mut c_void,
+}
+
+entry! {
+    /// `cuGraphAddHostNode`.
+    fn cuGraphAddHostNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const HostNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        let f = p.f.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null host function"))?;
+        let op = crate::capture::Op::HostFunc(repeatable(f, p.data));
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_HOST, vec![op]) }
+    }
+}
+entry! {
+    /// `cuGraphAddEmptyNode`: a node that only orders others.
+    fn cuGraphAddEmptyNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize) {
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_EMPTY, vec![]) }
+    }
+}
+
+/// `cuGraphAddDependencies`: `to[i]` after `from[i]`.
+///
+/// # Safety
+/// `from` and `to` are null or `n` node handles each.
+unsafe fn add_dependencies(graph: Handle, from: *const Handle, to: *const Handle, n: usize) -> R<()> {
+    // SAFETY: the caller's guarantee.
+    let (from, to) = unsafe { (node_deps(from, n)?, node_deps(to, n)?) };
+    driver()?
+        .graphs()
+        .add_dependencies(nonnull(graph, "graph")?, &from, &to)
+}
+
+entry! {
+    /// `cuGraphAddDependencies`.
+    fn cuGraphAddDependencies(graph: Handle, from: *const Handle, to: *const Handle, n: usize) {
+        // SAFETY: the program's arrays.
+        unsafe { add_dependencies(graph, from, to, n) }
+    }
+}
+entry! {
+    /// `cuGraphAddDependencies_v2`: edge data must be absent or the default (zeros).
+    fn cuGraphAddDependencies_v2(graph: Handle, from: *const Handle, to: *const Handle, edges: *const u64, n: usize) {
+        if !edges.is_null() && n > 0 {
+            // SAFETY: `edges` holds `n` 8-byte CUgraphEdgeData.
+            let e = unsafe { std::slice::from_raw_parts(edges, n) };
+            if e.iter().any(|&x| x != 0) {
+                return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "graph edges with data (programmatic ports)"));
+            }
+        }
+        // SAFETY: the program's arrays.
+        unsafe { add_dependencies(graph, from, to, n) }
+    }
+}
+
+/// Writes `list` to the program's array of `*count` entries (the rest nulled) and the
+/// number there is to `*count`; with no array, only the number.
+///
+/// # Safety
+/// `count` is null or a `size_t`; `nodes` is null or holds `*count` entries.
+unsafe fn node_array(list: &[u64], nodes: *mut Handle, count: *mut usize) -> R<()> {
+    if count.is_null() {
+        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null numNodes"));
+    }
+    if !nodes.is_null() {
+        // SAFETY: the caller's guarantee.
+        let room = unsafe { *count };
+        for i in 0..room {
+            // SAFETY: within the program's `room` entries.
+            unsafe { *nodes.add(i) = list.get(i).map_or(std::ptr::null_mut(), |&n| ptr(n)) };
+        }
+    }
+    // SAFETY: checked non-null.
+    unsafe { *count = list.len() };
+    Ok(())
+}
+
+entry! {
+    /// `cuGraphGetNodes`.
+    fn cuGraphGetNodes(graph: Handle, nodes: *mut Handle, count: *mut usize) {
+        let list = driver()?.graphs().node_list(nonnull(graph, "graph")?, false)?;
+        // SAFETY: the program's array and count.
+        unsafe { node_array(&list, nodes, count) }
+    }
+}
+entry! {
+    /// `cuGraphGetRootNodes`: the nodes with no dependencies.
+    fn cuGraphGetRootNodes(graph: Handle, nodes: *mut Handle, count: *mut usize) {
+        let list = driver()?.graphs().node_list(nonnull(graph, "graph")?, true)?;
+        // SAFETY: the program's array and count.
+        unsafe { node_array(&list, nodes, count) }
+    }
+}
+entry! {
+    /// `cuGraphNodeGetType`.
+    fn cuGraphNodeGetType(node: Handle, ty: *mut c_int) {
+        let t = driver()?.graphs().node_type(nonnull(node, "graph node")?)?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(ty, t) }
+    }
+}
+entry! {
+    /// `cuGraphClone`.
+    fn cuGraphClone(clone: *mut Handle, graph: Handle) {
+        if clone.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphClone"));
+        }
+        let g = driver()?.graphs().clone_graph(nonnull(graph, "graph")?)?;
+        // SAFETY: checked non-null; a CUgraph slot.
+        unsafe { out(clone, ptr(g)) }
     }
 }
 
@@ -3076,26 +3482,17 @@ unsupported! {
     cuGetProcAddress_v2_ptsz,
     cuGraphAddBatchMemOpNode,
     cuGraphAddChildGraphNode,
-    cuGraphAddDependencies,
-    cuGraphAddDependencies_v2,
-    cuGraphAddEmptyNode,
     cuGraphAddEventRecordNode,
     cuGraphAddEventWaitNode,
     cuGraphAddExternalSemaphoresSignalNode,
     cuGraphAddExternalSemaphoresWaitNode,
-    cuGraphAddHostNode,
-    cuGraphAddKernelNode,
-    cuGraphAddKernelNode_v2,
     cuGraphAddMemAllocNode,
     cuGraphAddMemFreeNode,
-    cuGraphAddMemcpyNode,
-    cuGraphAddMemsetNode,
     cuGraphAddNode,
     cuGraphAddNode_v2,
     cuGraphBatchMemOpNodeGetParams,
     cuGraphBatchMemOpNodeSetParams,
     cuGraphChildGraphNodeGetGraph,
-    cuGraphClone,
     cuGraphConditionalHandleCreate,
     cuGraphDebugDotPrint,
     cuGraphDestroyNode,
@@ -3124,8 +3521,6 @@ unsupported! {
     cuGraphExternalSemaphoresWaitNodeSetParams,
     cuGraphGetEdges,
     cuGraphGetEdges_v2,
-    cuGraphGetNodes,
-    cuGraphGetRootNodes,
     cuGraphHostNodeGetParams,
     cuGraphHostNodeSetParams,
     cuGraphKernelNodeCopyAttributes,
@@ -3147,7 +3542,6 @@ unsupported! {
     cuGraphNodeGetDependentNodes,
     cuGraphNodeGetDependentNodes_v2,
     cuGraphNodeGetEnabled,
-    cuGraphNodeGetType,
     cuGraphNodeSetEnabled,
     cuGraphNodeSetParams,
     cuGraphRemoveDependencies,

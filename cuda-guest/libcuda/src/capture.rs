@@ -106,8 +106,79 @@ struct Sequence {
     invalid: Option<String>,
 }
 
-/// A graph (`CUgraph`) or its executable form (`CUgraphExec`): the work in order.
+/// An executable graph (`CUgraphExec`): the work in an order its dependencies allow.
 pub type Graph = Arc<Vec<Op>>;
+
+/// `CUgraphNodeType` of the nodes this library builds.
+pub const NODE_KERNEL: i32 = 0;
+pub const NODE_MEMCPY: i32 = 1;
+pub const NODE_MEMSET: i32 = 2;
+pub const NODE_HOST: i32 = 3;
+pub const NODE_EMPTY: i32 = 5;
+
+/// One node of a graph: its kind, its work (a memcpy or memset of several rows is
+/// several operations; an empty node has none) and the nodes it depends on (indices).
+#[derive(Debug, Clone)]
+struct Node {
+    handle: u64,
+    kind: i32,
+    ops: Vec<Op>,
+    deps: Vec<usize>,
+}
+
+/// A graph (`CUgraph`): captured (each node depends on the one captured before it) or
+/// built node by node (`cuGraphAdd*Node`).
+#[derive(Debug, Clone, Default)]
+struct GraphDef {
+    nodes: Vec<Node>,
+}
+
+impl GraphDef {
+    /// The nodes' work in an order that keeps every dependency: of the nodes whose
+    /// dependencies are done, the one made first (so a captured graph runs in capture
+    /// order); a cycle is `CUDA_ERROR_INVALID_VALUE`.
+    fn ordered(&self, graph: u64) -> R<Vec<Op>> {
+        let n = self.nodes.len();
+        let mut waiting: Vec<usize> = self.nodes.iter().map(|x| x.deps.len()).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, node) in self.nodes.iter().enumerate() {
+            for &d in &node.deps {
+                dependents[d].push(i);
+            }
+        }
+        let mut ready: std::collections::BTreeSet<usize> =
+            (0..n).filter(|&i| waiting[i] == 0).collect();
+        let mut ops = Vec::new();
+        let mut done = 0;
+        while let Some(i) = ready.pop_first() {
+            done += 1;
+            ops.extend(self.nodes[i].ops.iter().cloned());
+            for &j in &dependents[i] {
+                waiting[j] -= 1;
+                if waiting[j] == 0 {
+                    ready.insert(j);
+                }
+            }
+        }
+        if done != n {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("graph {graph:#x}: its dependencies form a cycle"),
+            ));
+        }
+        Ok(ops)
+    }
+}
+
+/// The kind of node an operation recorded by a capture is.
+fn kind_of(op: &Op) -> i32 {
+    match op {
+        Op::Memset { .. } => NODE_MEMSET,
+        Op::HtoD { .. } | Op::DtoH { .. } | Op::DtoD { .. } => NODE_MEMCPY,
+        Op::Launch { .. } => NODE_KERNEL,
+        Op::HostFunc(_) => NODE_HOST,
+    }
+}
 
 /// The capture state of the program: sequences by number, which stream and which event
 /// belong to which, and the graphs made.
@@ -118,7 +189,9 @@ pub struct Captures {
     streams: HashMap<u64, u64>,
     /// Events last recorded in a capturing stream: event handle to sequence.
     events: HashMap<u64, u64>,
-    graphs: HashMap<u64, Graph>,
+    graphs: HashMap<u64, GraphDef>,
+    /// Node handle to its graph and index there.
+    nodes: HashMap<u64, (u64, usize)>,
     execs: HashMap<u64, Graph>,
     /// User objects (`cuUserObjectCreate`) by handle.
     objects: HashMap<u64, UserObject>,
@@ -199,8 +272,13 @@ impl Captures {
             ));
         }
         // The graph keeps the sequence's number: `cuStreamGetCaptureInfo` gave it out
-        // as the graph being built.
-        self.graphs.insert(seq.id, Arc::new(seq.ops));
+        // as the graph being built. Each captured operation is a node after the one
+        // before it.
+        self.graphs.insert(seq.id, GraphDef::default());
+        for (i, op) in seq.ops.into_iter().enumerate() {
+            let deps = if i == 0 { vec![] } else { vec![i - 1] };
+            self.push_node(seq.id, kind_of(&op), vec![op], deps);
+        }
         Ok(seq.id)
     }
 
@@ -320,16 +398,112 @@ impl Captures {
     /// `cuGraphCreate`: an empty graph.
     pub fn create(&mut self) -> u64 {
         let h = self.number();
-        self.graphs.insert(h, Arc::new(vec![]));
+        self.graphs.insert(h, GraphDef::default());
         h
     }
 
-    /// The work of graph `graph`.
-    pub fn graph(&self, graph: u64) -> R<Graph> {
+    fn def(&self, graph: u64) -> R<&GraphDef> {
         self.graphs
             .get(&graph)
-            .cloned()
             .ok_or_else(|| unknown("graph", graph))
+    }
+
+    /// The work of graph `graph`, in an order its dependencies allow.
+    pub fn graph(&self, graph: u64) -> R<Graph> {
+        Ok(Arc::new(self.def(graph)?.ordered(graph)?))
+    }
+
+    /// Appends a node to a graph known to exist; its handle.
+    fn push_node(&mut self, graph: u64, kind: i32, ops: Vec<Op>, deps: Vec<usize>) -> u64 {
+        let handle = self.number();
+        let g = self.graphs.get_mut(&graph).expect("the graph exists");
+        g.nodes.push(Node {
+            handle,
+            kind,
+            ops,
+            deps,
+        });
+        self.nodes.insert(handle, (graph, g.nodes.len() - 1));
+        handle
+    }
+
+    /// The index in `graph` of node `node`.
+    fn index_in(&self, graph: u64, node: u64) -> R<usize> {
+        match self.nodes.get(&node) {
+            Some(&(g, i)) if g == graph => Ok(i),
+            Some(_) => Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("node {node:#x} belongs to another graph than {graph:#x}"),
+            )),
+            None => Err(unknown("graph node", node)),
+        }
+    }
+
+    /// `cuGraphAdd*Node`: a node of kind `kind` doing `ops` after the nodes `deps` (of
+    /// the same graph); its handle.
+    pub fn add_node(&mut self, graph: u64, deps: &[u64], kind: i32, ops: Vec<Op>) -> R<u64> {
+        self.def(graph)?;
+        let mut idx = Vec::with_capacity(deps.len());
+        for &d in deps {
+            let i = self.index_in(graph, d)?;
+            if idx.contains(&i) {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!("node {d:#x} is named twice as a dependency"),
+                ));
+            }
+            idx.push(i);
+        }
+        Ok(self.push_node(graph, kind, ops, idx))
+    }
+
+    /// `cuGraphAddDependencies`: each `to[i]` runs after `from[i]`.
+    pub fn add_dependencies(&mut self, graph: u64, from: &[u64], to: &[u64]) -> R<()> {
+        self.def(graph)?;
+        let mut edges = Vec::with_capacity(from.len());
+        for (&f, &t) in from.iter().zip(to) {
+            let (fi, ti) = (self.index_in(graph, f)?, self.index_in(graph, t)?);
+            if fi == ti || self.graphs[&graph].nodes[ti].deps.contains(&fi) {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!("dependency {f:#x} -> {t:#x}: a node on itself, or already there"),
+                ));
+            }
+            edges.push((fi, ti));
+        }
+        let g = self.graphs.get_mut(&graph).expect("checked above");
+        for (fi, ti) in edges {
+            g.nodes[ti].deps.push(fi);
+        }
+        Ok(())
+    }
+
+    /// `cuGraphGetNodes` (`roots`: `cuGraphGetRootNodes`): the nodes' handles, in the
+    /// order they were made.
+    pub fn node_list(&self, graph: u64, roots: bool) -> R<Vec<u64>> {
+        Ok(self
+            .def(graph)?
+            .nodes
+            .iter()
+            .filter(|n| !roots || n.deps.is_empty())
+            .map(|n| n.handle)
+            .collect())
+    }
+
+    /// `cuGraphNodeGetType`.
+    pub fn node_type(&self, node: u64) -> R<i32> {
+        let &(g, i) = self.nodes.get(&node).ok_or_else(|| unknown("graph node", node))?;
+        Ok(self.graphs[&g].nodes[i].kind)
+    }
+
+    /// `cuGraphClone`: a copy of the graph with nodes of its own.
+    pub fn clone_graph(&mut self, graph: u64) -> R<u64> {
+        let def = self.def(graph)?.clone();
+        let h = self.create();
+        for node in def.nodes {
+            self.push_node(h, node.kind, node.ops, node.deps);
+        }
+        Ok(h)
     }
 
     /// `cuGraphDestroy`: the destructors of user objects whose last reference it held.
@@ -337,6 +511,7 @@ impl Captures {
         self.graphs
             .remove(&graph)
             .ok_or_else(|| unknown("graph", graph))?;
+        self.nodes.retain(|_, (g, _)| *g != graph);
         Ok(self.disown(graph))
     }
 
@@ -400,7 +575,7 @@ impl Captures {
     /// `cuGraphRetainUserObject`: the graph takes `n` references (with
     /// `CU_GRAPH_USER_OBJECT_MOVE`, the caller's own).
     pub fn graph_retain_object(&mut self, graph: u64, object: u64, n: u32, moved: bool) -> R<()> {
-        self.graph(graph)?;
+        self.def(graph)?;
         if moved {
             if !self.objects.contains_key(&object) || n == 0 {
                 return Err(Fail::new(
@@ -422,7 +597,7 @@ impl Captures {
         object: u64,
         n: u32,
     ) -> R<Option<Destructor>> {
-        self.graph(graph)?;
+        self.def(graph)?;
         let held: u32 = self.owned.get(&graph).map_or(0, |v| {
             v.iter().filter(|(o, _)| *o == object).map(|(_, c)| c).sum()
         });

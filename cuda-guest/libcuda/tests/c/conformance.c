@@ -932,6 +932,114 @@ static void g_host_func(void) {
   RES(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Graphs built node by node: a memset, then a kernel and a 2-D copy after it, a host
+ * function after the copy, an empty node; they run in an order their dependencies
+ * allow, each launch again; a cycle is refused at instantiation. */
+static void g_graph_nodes(void) {
+  SETUP();
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "read_counter"));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 64));
+  MUST(cuMemsetD32(p, 1, 16));
+  unsigned host[16] = {0};
+  CUgraph g;
+  RES(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUgraphNode set, kern, copy, hostn, empty;
+  CUDA_MEMSET_NODE_PARAMS ms = {0};
+  ms.dst = p;
+  ms.pitch = 32;
+  ms.value = 5;
+  ms.elementSize = 4;
+  ms.width = 6;
+  ms.height = 2; /* words 0..5 and 8..13 */
+  RES(cuGraphAddMemsetNode(&set, g, NULL, 0, &ms, primary), CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS kp = {0};
+  void *args[] = {&p};
+  kp.func = f;
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = args;
+  RES(cuGraphAddKernelNode(&kern, g, &set, 1, &kp), CUDA_SUCCESS);
+  CUDA_MEMCPY3D cp = {0};
+  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = p;
+  cp.srcPitch = 32;
+  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+  cp.dstHost = host;
+  cp.dstPitch = 32;
+  cp.WidthInBytes = 16; /* words 0..3 and 8..11 */
+  cp.Height = 2;
+  cp.Depth = 1;
+  RES(cuGraphAddMemcpyNode(&copy, g, &kern, 1, &cp, primary), CUDA_SUCCESS);
+  CUDA_HOST_NODE_PARAMS hp = {after_copy, host};
+  RES(cuGraphAddHostNode(&hostn, g, &copy, 1, &hp), CUDA_SUCCESS);
+  RES(cuGraphAddEmptyNode(&empty, g, NULL, 0), CUDA_SUCCESS);
+  RES(cuGraphAddDependencies(g, &set, &empty, 1), CUDA_SUCCESS);
+  RES(cuGraphAddDependencies(g, &set, &empty, 1), CUDA_ERROR_INVALID_VALUE);
+  size_t count = 0;
+  RES(cuGraphGetNodes(g, NULL, &count), CUDA_SUCCESS);
+  VAL("nodes", count, 5);
+  CUgraphNode roots[4] = {0};
+  count = 4;
+  RES(cuGraphGetRootNodes(g, roots, &count), CUDA_SUCCESS);
+  VAL("root nodes", count, 1);
+  TRUE(roots[0] == set && roots[1] == NULL, "the root is the memset (%p, then %p)", (void *)roots[0],
+       (void *)roots[1]);
+  CUgraphNodeType t = CU_GRAPH_NODE_TYPE_GRAPH;
+  RES(cuGraphNodeGetType(kern, &t), CUDA_SUCCESS);
+  VAL("kernel node type", t, CU_GRAPH_NODE_TYPE_KERNEL);
+  RES(cuGraphNodeGetType(copy, &t), CUDA_SUCCESS);
+  VAL("memcpy node type", t, CU_GRAPH_NODE_TYPE_MEMCPY);
+  RES(cuGraphNodeGetType(empty, &t), CUDA_SUCCESS);
+  VAL("empty node type", t, CU_GRAPH_NODE_TYPE_EMPTY);
+  CUgraph other;
+  RES(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+  CUgraphNode foreign;
+  RES(cuGraphAddEmptyNode(&foreign, other, &set, 1), CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec x;
+  RES(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  int calls = host_calls;
+  unsigned now[16];
+  MUST(cuMemcpyDtoH(now, p, sizeof now));
+  VAL("nothing ran before the launch", now[0], 1);
+  RES(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  VAL("word 0: the kernel's counter, after the memset", host[0], 7);
+  VAL("word 1: the memset", host[1], 5);
+  VAL("word 8: the memset's second row, copied as the copy's second row", host[8], 5);
+  VAL("word 4: not copied", host[4], 0);
+  VAL("the host function ran after the copy", host_seen[1], 5);
+  VAL("the host function ran once", host_calls, calls + 1);
+  MUST(cuMemcpyDtoH(now, p, sizeof now));
+  VAL("word 6: past the memset's row", now[6], 1);
+  VAL("word 13: the end of its second row", now[13], 5);
+  memset(host, 0, sizeof host);
+  RES(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  VAL("a second launch copies again", host[9], 5);
+  /* A clone is a graph of its own; a cycle is refused when instantiated. */
+  CUgraph c;
+  RES(cuGraphClone(&c, g), CUDA_SUCCESS);
+  count = 0;
+  RES(cuGraphGetNodes(c, NULL, &count), CUDA_SUCCESS);
+  VAL("the clone's nodes", count, 5);
+  RES(cuGraphAddDependencies(g, &hostn, &set, 1), CUDA_SUCCESS);
+  CUgraphExec bad;
+  RES(cuGraphInstantiate(&bad, g, 0), CUDA_ERROR_INVALID_VALUE);
+  RES(cuGraphInstantiate(&bad, c, 0), CUDA_SUCCESS);
+  RES(cuGraphExecDestroy(bad), CUDA_SUCCESS);
+  RES(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  RES(cuGraphDestroy(c), CUDA_SUCCESS);
+  RES(cuGraphDestroy(other), CUDA_SUCCESS);
+  RES(cuGraphDestroy(g), CUDA_SUCCESS);
+  RES(cuGraphNodeGetType(kern, &t), CUDA_ERROR_INVALID_VALUE);
+  MUST(cuMemFree(p));
+  MUST(cuModuleUnload(m));
+}
+
 /* Stream capture and graphs: captured work does not run until the graph is launched,
  * then runs in order on the launch stream, each launch again; what a capture cannot
  * hold is refused and invalidates it. */
@@ -1303,6 +1411,7 @@ static const struct {
     {"host_func", g_host_func},     {"library", g_library},
     {"occupancy", g_occupancy},     {"limits", g_limits},
     {"graphs", g_graphs},           {"managed", g_managed},
+    {"graph_nodes", g_graph_nodes},
 };
 
 int main(int argc, char **argv) {

@@ -100,6 +100,7 @@ macro_rules! c_conformance {
             c_occupancy,
             c_limits,
             c_graphs,
+            c_graph_nodes,
             c_managed,
         );
     };
