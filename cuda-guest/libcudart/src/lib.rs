@@ -9,7 +9,8 @@ use vmgpu_libcudart_core::driver::{Handle, MemLocation};
 use vmgpu_libcudart_core::errors::CudaError;
 use vmgpu_libcudart_core::props::DeviceProp13;
 use vmgpu_libcudart_core::{
-    get_device_properties, mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+    get_device_properties, graph_add_dependencies, mem_advise, mem_prefetch_async, per_thread,
+    runtime_get_version,
 };
 
 /// The CUDA version this library implements (13.0).
@@ -89,4 +90,20 @@ pub unsafe extern "C" fn cudaMemAdvise(
 ) -> CudaError {
     // SAFETY: the caller's arguments.
     unsafe { mem_advise("cudaMemAdvise", p, n, advice, location) }
+}
+
+/// `cudaGraphAddDependencies` (CUDA 13: edge data, which must be the default).
+///
+/// # Safety
+/// `from` and `to` are null or `n` node handles each; `edges` is null or `n` edge data.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGraphAddDependencies(
+    g: Handle,
+    from: *const Handle,
+    to: *const Handle,
+    edges: *const u64,
+    n: usize,
+) -> CudaError {
+    // SAFETY: the caller's arrays.
+    unsafe { graph_add_dependencies("cudaGraphAddDependencies", g, from, to, edges, n) }
 }

@@ -204,3 +204,23 @@ fn separate_compilation_links_the_relocatable_ptx() {
         "{stdout}"
     );
 }
+
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn graphs_built_node_by_node() {
+    let exe = build("graph_nodes", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("graph_nodes: 0 of 1036 elements wrong")
+                && stdout.contains("graph_nodes: 40 checks, 0 failed"),
+            "{env:?}: {stdout}"
+        );
+        assert!(out.status.success());
+    }
+    server.wait_idle();
+}

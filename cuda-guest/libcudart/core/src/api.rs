@@ -1337,6 +1337,246 @@ rt! {
     }
 }
 
+// Graphs built node by node (the driver's nodes; the runtime's parameters converted).
+
+rt! {
+    /// `cudaGraphCreate`.
+    fn cudaGraphCreate(g: *mut Handle, flags: c_uint) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphCreate(g, flags))
+    }
+}
+
+/// `struct cudaKernelNodeParams`, the driver's `CUDA_KERNEL_NODE_PARAMS` with the
+/// kernel's host stub for its function.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct KernelNodeParams {
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    shared: c_uint,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
+
+rt! {
+    /// `cudaGraphAddKernelNode`: the registered kernel's function in the node.
+    fn cudaGraphAddKernelNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const KernelNodeParams) {
+        let rt = bound()?;
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null pNodeParams"))?;
+        let mut driver_params = *p;
+        driver_params.func = rt.function(p.func as usize)? as *const c_void;
+        cu!(rt.d, cuGraphAddKernelNode(node, g, deps, n, (&driver_params as *const KernelNodeParams).cast()))
+    }
+}
+
+/// `struct cudaPos` and `struct cudaExtent` (three `size_t`s each).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Size3 {
+    x: usize,
+    y: usize,
+    z: usize,
+}
+
+/// `struct cudaPitchedPtr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct PitchedPtr {
+    ptr: *mut c_void,
+    pitch: usize,
+    xsize: usize,
+    ysize: usize,
+}
+
+/// `struct cudaMemcpy3DParms`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Memcpy3DParms {
+    src_array: Handle,
+    src_pos: Size3,
+    src_ptr: PitchedPtr,
+    dst_array: Handle,
+    dst_pos: Size3,
+    dst_ptr: PitchedPtr,
+    extent: Size3,
+    kind: c_int,
+}
+
+/// The driver's `CUDA_MEMCPY3D`.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct DriverMemcpy3D {
+    src_x: usize,
+    src_y: usize,
+    src_z: usize,
+    src_lod: usize,
+    src_type: c_int,
+    src_host: usize,
+    src_device: CUdeviceptr,
+    src_array: usize,
+    reserved0: usize,
+    src_pitch: usize,
+    src_height: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_z: usize,
+    dst_lod: usize,
+    dst_type: c_int,
+    dst_host: usize,
+    dst_device: CUdeviceptr,
+    dst_array: usize,
+    reserved1: usize,
+    dst_pitch: usize,
+    dst_height: usize,
+    width: usize,
+    height: usize,
+    depth: usize,
+}
+
+/// A `cudaMemcpy3DParms` of linear memory as the driver's copy: `cudaMemcpyKind` gives
+/// each side's memory type (`cudaMemcpyDefault`: unified addressing decides).
+fn driver_copy(p: &Memcpy3DParms) -> R<DriverMemcpy3D> {
+    if !p.src_array.is_null() || !p.dst_array.is_null() {
+        return Err(Fail::new(
+            cudaErrorNotSupported,
+            "a copy to or from a CUDA array (arrays are not supported)",
+        ));
+    }
+    // CUmemorytype: host 1, device 2, unified 4.
+    let (src_type, dst_type) = match p.kind {
+        0 => (1, 1),
+        1 => (1, 2),
+        2 => (2, 1),
+        3 => (2, 2),
+        4 => (4, 4),
+        k => {
+            return Err(Fail::new(
+                cudaErrorInvalidMemcpyDirection,
+                format!("cudaMemcpyKind {k}"),
+            ))
+        }
+    };
+    let (src, dst) = (p.src_ptr.ptr as usize, p.dst_ptr.ptr as usize);
+    Ok(DriverMemcpy3D {
+        src_x: p.src_pos.x,
+        src_y: p.src_pos.y,
+        src_z: p.src_pos.z,
+        src_type,
+        src_host: src,
+        src_device: src as CUdeviceptr,
+        src_pitch: p.src_ptr.pitch,
+        src_height: p.src_ptr.ysize,
+        dst_x: p.dst_pos.x,
+        dst_y: p.dst_pos.y,
+        dst_z: p.dst_pos.z,
+        dst_type,
+        dst_host: dst,
+        dst_device: dst as CUdeviceptr,
+        dst_pitch: p.dst_ptr.pitch,
+        dst_height: p.dst_ptr.ysize,
+        width: p.extent.x,
+        height: p.extent.y,
+        depth: p.extent.z,
+        ..DriverMemcpy3D::default()
+    })
+}
+
+rt! {
+    /// `cudaGraphAddMemcpyNode` (linear memory; arrays `cudaErrorNotSupported`).
+    fn cudaGraphAddMemcpyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const Memcpy3DParms) {
+        let rt = bound()?;
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null pCopyParams"))?;
+        let c = driver_copy(p)?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphAddMemcpyNode(node, g, deps, n, (&c as *const DriverMemcpy3D).cast(), ctx))
+    }
+}
+rt! {
+    /// `cudaGraphAddMemsetNode` (`struct cudaMemsetParams` is the driver's layout).
+    fn cudaGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void) {
+        let rt = bound()?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphAddMemsetNode(node, g, deps, n, p, ctx))
+    }
+}
+rt! {
+    /// `cudaGraphAddHostNode` (`struct cudaHostNodeParams` is the driver's layout).
+    fn cudaGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphAddHostNode(node, g, deps, n, p))
+    }
+}
+rt! {
+    /// `cudaGraphAddEmptyNode`.
+    fn cudaGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphAddEmptyNode(node, g, deps, n))
+    }
+}
+rt! {
+    /// `cudaGraphGetNodes`.
+    fn cudaGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphGetNodes(g, nodes, count))
+    }
+}
+rt! {
+    /// `cudaGraphGetRootNodes`.
+    fn cudaGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphGetRootNodes(g, nodes, count))
+    }
+}
+rt! {
+    /// `cudaGraphNodeGetType` (`cudaGraphNodeType` numbers are the driver's).
+    fn cudaGraphNodeGetType(node: Handle, t: *mut c_int) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphNodeGetType(node, t))
+    }
+}
+rt! {
+    /// `cudaGraphClone`.
+    fn cudaGraphClone(c: *mut Handle, g: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuGraphClone(c, g))
+    }
+}
+
+/// `cudaGraphAddDependencies` under the exported `name`: CUDA 13's form (CUDA 12's
+/// `_v2`) with edge data, which must be absent or the default (all zero); CUDA 12's
+/// form passes none.
+///
+/// # Safety
+/// `from` and `to` are `n` node handles each; `edges` is null or `n` 8-byte
+/// `cudaGraphEdgeData`.
+pub unsafe fn graph_add_dependencies(
+    name: &'static str,
+    g: Handle,
+    from: *const Handle,
+    to: *const Handle,
+    edges: *const u64,
+    n: usize,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        if !edges.is_null() && n > 0 {
+            // SAFETY: the caller's guarantee.
+            let e = unsafe { std::slice::from_raw_parts(edges, n) };
+            if e.iter().any(|&x| x != 0) {
+                return Err(Fail::new(
+                    cudaErrorNotSupported,
+                    "graph edges with data (programmatic dependencies)",
+                ));
+            }
+        }
+        cu!(rt.d, cuGraphAddDependencies(g, from, to, n))
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // Per-thread default stream variants (`nvcc --default-stream per-thread`): the `_ptsz`
 // forms take the null stream as the calling thread's default stream; the `_ptds` forms

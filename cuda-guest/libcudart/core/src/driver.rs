@@ -117,6 +117,17 @@ driver_api! {
     cuGraphLaunch(x: Handle, s: Handle);
     cuGraphExecDestroy(x: Handle);
     cuGraphDestroy(g: Handle);
+    cuGraphCreate(g: *mut Handle, flags: c_uint);
+    cuGraphAddKernelNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void);
+    cuGraphAddMemcpyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void, ctx: Handle);
+    cuGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void, ctx: Handle);
+    cuGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void);
+    cuGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize);
+    cuGraphAddDependencies(g: Handle, from: *const Handle, to: *const Handle, n: usize);
+    cuGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
+    cuGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
+    cuGraphNodeGetType(node: Handle, t: *mut c_int);
+    cuGraphClone(c: *mut Handle, g: Handle);
     cuCtxGetLimit(v: *mut usize, limit: c_int);
     cuCtxSetLimit(limit: c_int, v: usize);
     cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize);
