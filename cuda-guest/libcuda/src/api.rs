@@ -2690,7 +2690,10 @@ unsafe fn node_deps(deps: *const Handle, n: usize) -> R<Vec<u64>> {
         return Ok(vec![]);
     }
     if deps.is_null() {
-        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{n} dependencies, no array")));
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{n} dependencies, no array"),
+        ));
     }
     // SAFETY: the caller's guarantee.
     let d = unsafe { std::slice::from_raw_parts(deps, n) };
@@ -2750,7 +2753,11 @@ pub(crate) struct KernelNodeParamsV2 {
 unsafe fn kernel_op(p: &KernelNodeParams, kern: Handle) -> R<crate::capture::Op> {
     let e = driver()?;
     let ctx = current()?;
-    let f = if p.func.is_null() { nonnull(kern, "function")? } else { h(p.func) };
+    let f = if p.func.is_null() {
+        nonnull(kern, "function")?
+    } else {
+        h(p.func)
+    };
     let layout = e.function_layout(f)?.ok_or_else(|| {
         Fail::new(
             CUDA_ERROR_NOT_SUPPORTED,
@@ -2855,7 +2862,13 @@ fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
     use crate::capture::Op;
     let e = driver()?;
     let (src_dev, src) = copy_side(e, p.src_type, p.src_host as usize, p.src_device, "source")?;
-    let (dst_dev, dst) = copy_side(e, p.dst_type, p.dst_host as usize, p.dst_device, "destination")?;
+    let (dst_dev, dst) = copy_side(
+        e,
+        p.dst_type,
+        p.dst_host as usize,
+        p.dst_device,
+        "destination",
+    )?;
     let rows = p.height.max(1) * p.depth.max(1);
     let bad = |why: &str| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memcpy node: {why}"));
     if (p.height > 1 || p.depth > 1) && (p.src_pitch < p.width || p.dst_pitch < p.width) {
@@ -2876,7 +2889,11 @@ fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
         || (p.src_pitch == p.width
             && p.dst_pitch == p.width
             && (p.depth <= 1 || (p.src_height == p.height && p.dst_height == p.height)));
-    let (count, bytes) = if contiguous { (1, p.width * rows) } else { (rows, p.width) };
+    let (count, bytes) = if contiguous {
+        (1, p.width * rows)
+    } else {
+        (rows, p.width)
+    };
     let pinned = |a: u64| e.pointer(a).is_some_and(|i| i.host);
     let mut ops = Vec::with_capacity(count);
     for r in 0..count {
@@ -2884,9 +2901,23 @@ fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
         let s = src + offset(p.src_x, p.src_y + y, p.src_z + z, p.src_pitch, p.src_height)?;
         let d = dst + offset(p.dst_x, p.dst_y + y, p.dst_z + z, p.dst_pitch, p.dst_height)?;
         ops.push(match (src_dev, dst_dev) {
-            (false, true) => Op::HtoD { dst: d, src: s as usize, bytes, pinned: pinned(s) },
-            (true, false) => Op::DtoH { dst: d as usize, src: s, bytes, pinned: pinned(d) },
-            (true, true) => Op::DtoD { dst: d, src: s, bytes: bytes as u64 },
+            (false, true) => Op::HtoD {
+                dst: d,
+                src: s as usize,
+                bytes,
+                pinned: pinned(s),
+            },
+            (true, false) => Op::DtoH {
+                dst: d as usize,
+                src: s,
+                bytes,
+                pinned: pinned(d),
+            },
+            (true, true) => Op::DtoD {
+                dst: d,
+                src: s,
+                bytes: bytes as u64,
+            },
             (false, false) => {
                 return Err(Fail::new(
                     CUDA_ERROR_NOT_SUPPORTED,
@@ -2978,7 +3009,12 @@ entry! {
 ///
 /// # Safety
 /// `from` and `to` are null or `n` node handles each.
-unsafe fn add_dependencies(graph: Handle, from: *const Handle, to: *const Handle, n: usize) -> R<()> {
+unsafe fn add_dependencies(
+    graph: Handle,
+    from: *const Handle,
+    to: *const Handle,
+    n: usize,
+) -> R<()> {
     // SAFETY: the caller's guarantee.
     let (from, to) = unsafe { (node_deps(from, n)?, node_deps(to, n)?) };
     driver()?

@@ -492,7 +492,10 @@ impl Captures {
 
     /// `cuGraphNodeGetType`.
     pub fn node_type(&self, node: u64) -> R<i32> {
-        let &(g, i) = self.nodes.get(&node).ok_or_else(|| unknown("graph node", node))?;
+        let &(g, i) = self
+            .nodes
+            .get(&node)
+            .ok_or_else(|| unknown("graph node", node))?;
         Ok(self.graphs[&g].nodes[i].kind)
     }
 
