@@ -516,6 +516,13 @@ impl Module {
     pub fn kernel(&self, name: &str) -> Option<&Kernel> {
         self.kernels.get(name)
     }
+    /// The kernel `name`, or the error a launch of a kernel the module lacks is.
+    fn launchable(&self, name: &str) -> Result<&Kernel, SimError> {
+        self.kernel(name).ok_or_else(|| SimError::UnknownKernel {
+            module: self.name.clone(),
+            kernel: name.into(),
+        })
+    }
     /// Kernel names, sorted.
     pub fn kernel_names(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.kernels.keys().map(|s| s.as_str()).collect();
@@ -1063,12 +1070,7 @@ impl Simulator {
         args: &[KernelArg],
     ) -> Result<Vec<u8>, SimError> {
         self.check_sticky()?;
-        let k = module
-            .kernel(kernel)
-            .ok_or_else(|| SimError::UnknownKernel {
-                module: module.name.clone(),
-                kernel: kernel.into(),
-            })?;
+        let k = module.launchable(kernel)?;
         if module.sim_tag != self.mem.tag {
             return Err(SimError::InvalidLaunch {
                 kernel: kernel.into(),
@@ -1111,12 +1113,7 @@ impl Simulator {
         cfg: LaunchConfig,
         params: &[u8],
     ) -> Result<LaunchReport, SimError> {
-        let k = module
-            .kernel(kernel)
-            .ok_or_else(|| SimError::UnknownKernel {
-                module: module.name.clone(),
-                kernel: kernel.into(),
-            })?;
+        let k = module.launchable(kernel)?;
         if self.cancel.is_cancelled() {
             return Err(SimError::Timeout {
                 kernel: kernel.into(),

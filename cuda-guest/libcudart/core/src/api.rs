@@ -65,6 +65,21 @@ macro_rules! rt {
     };
 }
 
+/// An entry point that is one driver call on the thread's device (its primary context
+/// bound first), the driver's `CUresult` as the runtime's error: `fn name(args) =>
+/// cuName(driver args);`.
+macro_rules! forward {
+    ($(#[doc = $doc:expr])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) => $cu:ident($($carg:expr),* $(,)?);) => {
+        rt! {
+            $(#[doc = $doc])*
+            fn $name($($arg: $ty),*) {
+                let rt = bound()?;
+                cu!(rt.d, $cu($($carg),*))
+            }
+        }
+    };
+}
+
 /// Writes `v` to the program's `p`.
 ///
 /// # Safety
@@ -460,12 +475,9 @@ rt! {
         unsafe { out(d, state::device()) }
     }
 }
-rt! {
+forward! {
     /// `cudaDeviceSynchronize`.
-    fn cudaDeviceSynchronize() {
-        let rt = bound()?;
-        cu!(rt.d, cuCtxSynchronize())
-    }
+    fn cudaDeviceSynchronize() => cuCtxSynchronize();
 }
 rt! {
     /// `cudaDeviceReset`: the device's primary context is reset; its modules load again
@@ -536,12 +548,9 @@ pub unsafe fn get_device_properties<P: crate::props::DeviceProp>(
     })
 }
 
-rt! {
+forward! {
     /// `cudaMemGetInfo`.
-    fn cudaMemGetInfo(free: *mut usize, total: *mut usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemGetInfo_v2(free, total))
-    }
+    fn cudaMemGetInfo(free: *mut usize, total: *mut usize) => cuMemGetInfo_v2(free, total);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -572,26 +581,17 @@ rt! {
         cu!(rt.d, cuMemFree_v2(p as usize as CUdeviceptr))
     }
 }
-rt! {
+forward! {
     /// `cudaMallocHost`.
-    fn cudaMallocHost(p: *mut *mut c_void, bytes: usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemAllocHost_v2(p, bytes))
-    }
+    fn cudaMallocHost(p: *mut *mut c_void, bytes: usize) => cuMemAllocHost_v2(p, bytes);
 }
-rt! {
+forward! {
     /// `cudaHostAlloc` (`cudaHostAlloc*` flags are the driver's `CU_MEMHOSTALLOC_*`).
-    fn cudaHostAlloc(p: *mut *mut c_void, bytes: usize, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemHostAlloc(p, bytes, flags))
-    }
+    fn cudaHostAlloc(p: *mut *mut c_void, bytes: usize, flags: c_uint) => cuMemHostAlloc(p, bytes, flags);
 }
-rt! {
+forward! {
     /// `cudaFreeHost`.
-    fn cudaFreeHost(p: *mut c_void) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemFreeHost(p))
-    }
+    fn cudaFreeHost(p: *mut c_void) => cuMemFreeHost(p);
 }
 rt! {
     /// `cudaHostGetDevicePointer`.
@@ -603,19 +603,13 @@ rt! {
         unsafe { out(d, p as usize as *mut c_void) }
     }
 }
-rt! {
+forward! {
     /// `cudaHostRegister`.
-    fn cudaHostRegister(p: *mut c_void, bytes: usize, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemHostRegister_v2(p, bytes, flags))
-    }
+    fn cudaHostRegister(p: *mut c_void, bytes: usize, flags: c_uint) => cuMemHostRegister_v2(p, bytes, flags);
 }
-rt! {
+forward! {
     /// `cudaHostUnregister`.
-    fn cudaHostUnregister(p: *mut c_void) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemHostUnregister(p))
-    }
+    fn cudaHostUnregister(p: *mut c_void) => cuMemHostUnregister(p);
 }
 rt! {
     /// `cudaMallocManaged`.
@@ -718,19 +712,13 @@ rt! {
         unsafe { memcpy(dst, src, n, kind, Some(stream)) }
     }
 }
-rt! {
+forward! {
     /// `cudaMemset`.
-    fn cudaMemset(p: *mut c_void, v: c_int, n: usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemsetD8_v2(p as usize as CUdeviceptr, v as u8, n))
-    }
+    fn cudaMemset(p: *mut c_void, v: c_int, n: usize) => cuMemsetD8_v2(p as usize as CUdeviceptr, v as u8, n);
 }
-rt! {
+forward! {
     /// `cudaMemsetAsync`.
-    fn cudaMemsetAsync(p: *mut c_void, v: c_int, n: usize, stream: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemsetD8Async(p as usize as CUdeviceptr, v as u8, n, stream))
-    }
+    fn cudaMemsetAsync(p: *mut c_void, v: c_int, n: usize, stream: Handle) => cuMemsetD8Async(p as usize as CUdeviceptr, v as u8, n, stream);
 }
 
 /// The device range `offset..offset+n` of variable `symbol`, checked.
@@ -789,47 +777,29 @@ rt! {
 // ---------------------------------------------------------------------------------------
 // Streams and events.
 
-rt! {
+forward! {
     /// `cudaStreamCreate`.
-    fn cudaStreamCreate(s: *mut Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamCreate(s, 0))
-    }
+    fn cudaStreamCreate(s: *mut Handle) => cuStreamCreate(s, 0);
 }
-rt! {
+forward! {
     /// `cudaStreamCreateWithFlags` (`cudaStreamNonBlocking` is the driver's flag).
-    fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamCreate(s, flags))
-    }
+    fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint) => cuStreamCreate(s, flags);
 }
-rt! {
+forward! {
     /// `cudaStreamDestroy`.
-    fn cudaStreamDestroy(s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamDestroy_v2(s))
-    }
+    fn cudaStreamDestroy(s: Handle) => cuStreamDestroy_v2(s);
 }
-rt! {
+forward! {
     /// `cudaStreamSynchronize`.
-    fn cudaStreamSynchronize(s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamSynchronize(s))
-    }
+    fn cudaStreamSynchronize(s: Handle) => cuStreamSynchronize(s);
 }
-rt! {
+forward! {
     /// `cudaStreamQuery`: `cudaErrorNotReady` while busy.
-    fn cudaStreamQuery(s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamQuery(s))
-    }
+    fn cudaStreamQuery(s: Handle) => cuStreamQuery(s);
 }
-rt! {
+forward! {
     /// `cudaStreamWaitEvent`.
-    fn cudaStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamWaitEvent(s, e, flags))
-    }
+    fn cudaStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) => cuStreamWaitEvent(s, e, flags);
 }
 rt! {
     /// `cudaLaunchHostFunc`.
@@ -838,54 +808,33 @@ rt! {
         cu!(rt.d, cuLaunchHostFunc(s, f, data))
     }
 }
-rt! {
+forward! {
     /// `cudaEventCreate`.
-    fn cudaEventCreate(e: *mut Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventCreate(e, 0))
-    }
+    fn cudaEventCreate(e: *mut Handle) => cuEventCreate(e, 0);
 }
-rt! {
+forward! {
     /// `cudaEventCreateWithFlags` (the flags are the driver's).
-    fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventCreate(e, flags))
-    }
+    fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint) => cuEventCreate(e, flags);
 }
-rt! {
+forward! {
     /// `cudaEventRecord`.
-    fn cudaEventRecord(e: Handle, s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventRecord(e, s))
-    }
+    fn cudaEventRecord(e: Handle, s: Handle) => cuEventRecord(e, s);
 }
-rt! {
+forward! {
     /// `cudaEventSynchronize`.
-    fn cudaEventSynchronize(e: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventSynchronize(e))
-    }
+    fn cudaEventSynchronize(e: Handle) => cuEventSynchronize(e);
 }
-rt! {
+forward! {
     /// `cudaEventQuery`.
-    fn cudaEventQuery(e: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventQuery(e))
-    }
+    fn cudaEventQuery(e: Handle) => cuEventQuery(e);
 }
-rt! {
+forward! {
     /// `cudaEventElapsedTime`.
-    fn cudaEventElapsedTime(ms: *mut f32, a: Handle, b: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventElapsedTime(ms, a, b))
-    }
+    fn cudaEventElapsedTime(ms: *mut f32, a: Handle, b: Handle) => cuEventElapsedTime(ms, a, b);
 }
-rt! {
+forward! {
     /// `cudaEventDestroy`.
-    fn cudaEventDestroy(e: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventDestroy_v2(e))
-    }
+    fn cudaEventDestroy(e: Handle) => cuEventDestroy_v2(e);
 }
 
 /// `cudaChannelFormatDesc`.
@@ -1025,26 +974,17 @@ rt! {
         cu!(rt.d, cuStreamAddCallback(s, cb, data, flags))
     }
 }
-rt! {
+forward! {
     /// `cudaStreamCreateWithPriority`.
-    fn cudaStreamCreateWithPriority(s: *mut Handle, flags: c_uint, priority: c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamCreateWithPriority(s, flags, priority))
-    }
+    fn cudaStreamCreateWithPriority(s: *mut Handle, flags: c_uint, priority: c_int) => cuStreamCreateWithPriority(s, flags, priority);
 }
-rt! {
+forward! {
     /// `cudaDeviceGetStreamPriorityRange`.
-    fn cudaDeviceGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuCtxGetStreamPriorityRange(least, greatest))
-    }
+    fn cudaDeviceGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) => cuCtxGetStreamPriorityRange(least, greatest);
 }
-rt! {
+forward! {
     /// `cudaEventRecordWithFlags`.
-    fn cudaEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuEventRecordWithFlags(e, s, flags))
-    }
+    fn cudaEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) => cuEventRecordWithFlags(e, s, flags);
 }
 rt! {
     /// `cudaMallocAsync`: from the device's memory pool, in stream order.
@@ -1059,12 +999,9 @@ rt! {
         unsafe { out(p, d as usize as *mut c_void) }
     }
 }
-rt! {
+forward! {
     /// `cudaFreeAsync`.
-    fn cudaFreeAsync(p: *mut c_void, s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemFreeAsync(p as usize as CUdeviceptr, s))
-    }
+    fn cudaFreeAsync(p: *mut c_void, s: Handle) => cuMemFreeAsync(p as usize as CUdeviceptr, s);
 }
 rt! {
     /// `cudaMemcpyToSymbolAsync`.
@@ -1157,19 +1094,13 @@ pub fn device_location(device: c_int) -> crate::driver::MemLocation {
     }
 }
 
-rt! {
+forward! {
     /// `cudaDeviceGetLimit` (`cudaLimit` numbers are the driver's).
-    fn cudaDeviceGetLimit(v: *mut usize, limit: c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuCtxGetLimit(v, limit))
-    }
+    fn cudaDeviceGetLimit(v: *mut usize, limit: c_int) => cuCtxGetLimit(v, limit);
 }
-rt! {
+forward! {
     /// `cudaDeviceSetLimit`.
-    fn cudaDeviceSetLimit(limit: c_int, v: usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuCtxSetLimit(limit, v))
-    }
+    fn cudaDeviceSetLimit(limit: c_int, v: usize) => cuCtxSetLimit(limit, v);
 }
 rt! {
     /// `cudaDeviceGetPCIBusId`.
@@ -1280,71 +1211,44 @@ rt! {
 // ---------------------------------------------------------------------------------------
 // Stream capture and graphs (the driver's, which records above every backend).
 
-rt! {
+forward! {
     /// `cudaStreamBeginCapture` (`cudaStreamCaptureMode` numbers are the driver's).
-    fn cudaStreamBeginCapture(s: Handle, mode: c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamBeginCapture_v2(s, mode))
-    }
+    fn cudaStreamBeginCapture(s: Handle, mode: c_int) => cuStreamBeginCapture_v2(s, mode);
 }
-rt! {
+forward! {
     /// `cudaStreamEndCapture`.
-    fn cudaStreamEndCapture(s: Handle, g: *mut Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamEndCapture(s, g))
-    }
+    fn cudaStreamEndCapture(s: Handle, g: *mut Handle) => cuStreamEndCapture(s, g);
 }
-rt! {
+forward! {
     /// `cudaStreamIsCapturing`.
-    fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuStreamIsCapturing(s, status))
-    }
+    fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) => cuStreamIsCapturing(s, status);
 }
-rt! {
+forward! {
     /// `cudaGraphInstantiate` (CUDA 12 and later: flags).
-    fn cudaGraphInstantiate(x: *mut Handle, g: Handle, flags: u64) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphInstantiateWithFlags(x, g, flags))
-    }
+    fn cudaGraphInstantiate(x: *mut Handle, g: Handle, flags: u64) => cuGraphInstantiateWithFlags(x, g, flags);
 }
-rt! {
+forward! {
     /// `cudaGraphInstantiateWithFlags`.
-    fn cudaGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphInstantiateWithFlags(x, g, flags))
-    }
+    fn cudaGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64) => cuGraphInstantiateWithFlags(x, g, flags);
 }
-rt! {
+forward! {
     /// `cudaGraphLaunch`.
-    fn cudaGraphLaunch(x: Handle, s: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphLaunch(x, s))
-    }
+    fn cudaGraphLaunch(x: Handle, s: Handle) => cuGraphLaunch(x, s);
 }
-rt! {
+forward! {
     /// `cudaGraphExecDestroy`.
-    fn cudaGraphExecDestroy(x: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphExecDestroy(x))
-    }
+    fn cudaGraphExecDestroy(x: Handle) => cuGraphExecDestroy(x);
 }
-rt! {
+forward! {
     /// `cudaGraphDestroy`.
-    fn cudaGraphDestroy(g: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphDestroy(g))
-    }
+    fn cudaGraphDestroy(g: Handle) => cuGraphDestroy(g);
 }
 
 // Graphs built node by node (the driver's nodes; the runtime's parameters converted).
 
-rt! {
+forward! {
     /// `cudaGraphCreate`.
-    fn cudaGraphCreate(g: *mut Handle, flags: c_uint) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphCreate(g, flags))
-    }
+    fn cudaGraphCreate(g: *mut Handle, flags: c_uint) => cuGraphCreate(g, flags);
 }
 
 /// `struct cudaKernelNodeParams`, the driver's `CUDA_KERNEL_NODE_PARAMS` with the
@@ -1503,52 +1407,34 @@ rt! {
         cu!(rt.d, cuGraphAddMemsetNode(node, g, deps, n, p, ctx))
     }
 }
-rt! {
+forward! {
     /// `cudaGraphAddHostNode` (`struct cudaHostNodeParams` is the driver's layout).
-    fn cudaGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphAddHostNode(node, g, deps, n, p))
-    }
+    fn cudaGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void) => cuGraphAddHostNode(node, g, deps, n, p);
 }
-rt! {
+forward! {
     /// `cudaGraphAddEmptyNode`.
-    fn cudaGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphAddEmptyNode(node, g, deps, n))
-    }
+    fn cudaGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize) => cuGraphAddEmptyNode(node, g, deps, n);
 }
-rt! {
+forward! {
     /// `cudaGraphGetNodes`.
-    fn cudaGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphGetNodes(g, nodes, count))
-    }
+    fn cudaGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize) => cuGraphGetNodes(g, nodes, count);
 }
-rt! {
+forward! {
     /// `cudaGraphGetRootNodes`.
-    fn cudaGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphGetRootNodes(g, nodes, count))
-    }
+    fn cudaGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize) => cuGraphGetRootNodes(g, nodes, count);
 }
-rt! {
+forward! {
     /// `cudaGraphNodeGetType` (`cudaGraphNodeType` numbers are the driver's).
-    fn cudaGraphNodeGetType(node: Handle, t: *mut c_int) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphNodeGetType(node, t))
-    }
+    fn cudaGraphNodeGetType(node: Handle, t: *mut c_int) => cuGraphNodeGetType(node, t);
 }
-rt! {
+forward! {
     /// `cudaGraphClone`.
-    fn cudaGraphClone(c: *mut Handle, g: Handle) {
-        let rt = bound()?;
-        cu!(rt.d, cuGraphClone(c, g))
-    }
+    fn cudaGraphClone(c: *mut Handle, g: Handle) => cuGraphClone(c, g);
 }
 
 /// `cudaGraphAddDependencies` under the exported `name`: CUDA 13's form (CUDA 12's
-/// `_v2`) with edge data, which must be absent or the default (all zero); CUDA 12's
-/// form passes none.
+/// `_v2`) with edge data (`cudaGraphEdgeData` is the driver's `CUgraphEdgeData`); CUDA
+/// 12's form passes none.
 ///
 /// # Safety
 /// `from` and `to` are `n` node handles each; `edges` is null or `n` 8-byte
@@ -1563,17 +1449,7 @@ pub unsafe fn graph_add_dependencies(
 ) -> CudaError {
     call(name, || {
         let rt = bound()?;
-        if !edges.is_null() && n > 0 {
-            // SAFETY: the caller's guarantee.
-            let e = unsafe { std::slice::from_raw_parts(edges, n) };
-            if e.iter().any(|&x| x != 0) {
-                return Err(Fail::new(
-                    cudaErrorNotSupported,
-                    "graph edges with data (programmatic dependencies)",
-                ));
-            }
-        }
-        cu!(rt.d, cuGraphAddDependencies(g, from, to, n))
+        cu!(rt.d, cuGraphAddDependencies_v2(g, from, to, edges, n))
     })
 }
 
@@ -1763,26 +1639,17 @@ rt! {
         cu!(rt.d, cuDeviceGetMemPool(pool, d))
     }
 }
-rt! {
+forward! {
     /// `cudaMemPoolSetAttribute`.
-    fn cudaMemPoolSetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemPoolSetAttribute(pool, attr, value))
-    }
+    fn cudaMemPoolSetAttribute(pool: Handle, attr: c_int, value: *mut c_void) => cuMemPoolSetAttribute(pool, attr, value);
 }
-rt! {
+forward! {
     /// `cudaMemPoolGetAttribute`.
-    fn cudaMemPoolGetAttribute(pool: Handle, attr: c_int, value: *mut c_void) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemPoolGetAttribute(pool, attr, value))
-    }
+    fn cudaMemPoolGetAttribute(pool: Handle, attr: c_int, value: *mut c_void) => cuMemPoolGetAttribute(pool, attr, value);
 }
-rt! {
+forward! {
     /// `cudaMemPoolTrimTo`.
-    fn cudaMemPoolTrimTo(pool: Handle, keep: usize) {
-        let rt = bound()?;
-        cu!(rt.d, cuMemPoolTrimTo(pool, keep))
-    }
+    fn cudaMemPoolTrimTo(pool: Handle, keep: usize) => cuMemPoolTrimTo(pool, keep);
 }
 rt! {
     /// `cudaMallocFromPoolAsync`.

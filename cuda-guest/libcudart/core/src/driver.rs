@@ -123,7 +123,7 @@ driver_api! {
     cuGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void, ctx: Handle);
     cuGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void);
     cuGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize);
-    cuGraphAddDependencies(g: Handle, from: *const Handle, to: *const Handle, n: usize);
+    cuGraphAddDependencies_v2(g: Handle, from: *const Handle, to: *const Handle, edges: *const u64, n: usize);
     cuGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
     cuGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
     cuGraphNodeGetType(node: Handle, t: *mut c_int);
