@@ -1267,6 +1267,66 @@ fn decoder_reads_from_a_reader() {
     assert_eq!(got[1].id, 4);
 }
 
+/// A stream socket that hands out at most `piece` bytes per read, as a guest's vsock
+/// or virtio-serial port does.
+struct Pieces {
+    data: std::io::Cursor<Vec<u8>>,
+    piece: usize,
+    reads: usize,
+}
+
+impl std::io::Read for Pieces {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads += 1;
+        let n = buf.len().min(self.piece);
+        std::io::Read::read(&mut self.data, &mut buf[..n])
+    }
+}
+
+#[test]
+fn decoder_reads_large_frames_in_small_pieces() {
+    // Two 6 MiB replies, then a small one whose header arrives with the second's tail:
+    // the buffer's room is reused (not zero-filled again for each 4 KiB read) and what
+    // follows a frame is moved to the front intact.
+    let mut wire = Vec::new();
+    let a: Vec<u8> = (0..6 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let b: Vec<u8> = (0..6 << 20).map(|i: u32| (i % 241) as u8).collect();
+    let first = Reply::ok(5, Opcode::MemcpyDtoH, ReplyBody::Data(a));
+    let second = Reply::ok(6, Opcode::MemcpyDtoH, ReplyBody::Data(b));
+    first.encode(&mut wire).unwrap();
+    second.encode(&mut wire).unwrap();
+    Reply::ok(7, Opcode::CtxSynchronize, ReplyBody::Empty)
+        .encode(&mut wire)
+        .unwrap();
+    let total = wire.len();
+    let mut src = Pieces {
+        data: std::io::Cursor::new(wire),
+        piece: 4096,
+        reads: 0,
+    };
+    let mut d = Decoder::<Reply>::new(limits());
+    let mut got = Vec::new();
+    loop {
+        while let Some(r) = d.next_frame().unwrap() {
+            got.push(r);
+        }
+        if d.read_from(&mut src).unwrap() == 0 {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0], first);
+    assert_eq!(got[1], second);
+    assert_eq!(got[2].id, 7);
+    assert_eq!(d.buffered(), 0);
+    // At most 4 KiB a read: about 3000 reads for 12 MiB.
+    assert!(
+        src.reads > total / 4096,
+        "{} reads of {total} bytes",
+        src.reads
+    );
+}
+
 // ---------------------------------------------------------------- rules
 
 #[test]

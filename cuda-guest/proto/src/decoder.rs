@@ -39,7 +39,11 @@ pub trait Message: Sized {
 /// after a fatal error ([`DecodeError::is_fatal`]) every later call returns that error.
 #[derive(Debug)]
 pub struct Decoder<M> {
+    /// `buf[..filled]` are the bytes held; `buf[filled..]` is initialised room that
+    /// [`Decoder::read_from`] reads into, kept so that a large frame arriving in small
+    /// pieces is not zero-filled again for each read (that was quadratic in its size).
     buf: Vec<u8>,
+    filled: usize,
     start: usize,
     limits: Limits,
     failed: Option<DecodeError>,
@@ -58,6 +62,7 @@ impl<M: Message> Decoder<M> {
     pub fn new(limits: Limits) -> Self {
         Decoder {
             buf: Vec::new(),
+            filled: 0,
             start: 0,
             limits,
             failed: None,
@@ -82,7 +87,7 @@ impl<M: Message> Decoder<M> {
 
     /// Bytes held that are not yet part of a returned frame.
     pub fn buffered(&self) -> usize {
-        self.buf.len() - self.start - self.pending
+        self.filled - self.start - self.pending
     }
 
     /// How many more bytes may be fed now (at most `max_frame` are held).
@@ -101,7 +106,8 @@ impl<M: Message> Decoder<M> {
     fn compact(&mut self) {
         self.settle();
         if self.start > 0 {
-            self.buf.drain(..self.start);
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
             self.start = 0;
         }
     }
@@ -111,7 +117,12 @@ impl<M: Message> Decoder<M> {
     pub fn feed(&mut self, data: &[u8]) -> usize {
         self.compact();
         let n = data.len().min(self.room());
-        self.buf.extend_from_slice(&data[..n]);
+        let end = self.filled + n;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        self.buf[self.filled..end].copy_from_slice(&data[..n]);
+        self.filled = end;
         n
     }
 
@@ -128,16 +139,20 @@ impl<M: Message> Decoder<M> {
                 "decoder full: take the buffered frames first",
             ));
         }
-        let want = match super::frame::read_header(&self.buf, &self.limits) {
+        let want = match super::frame::read_header(&self.buf[..self.filled], &self.limits) {
             Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(4096),
             _ => 4096,
         }
         .min(self.room());
-        let old = self.buf.len();
-        self.buf.resize(old + want, 0);
-        let r = src.read(&mut self.buf[old..]);
+        let (old, end) = (self.filled, self.filled + want);
+        // Room is zero-filled once (a large frame's whole remainder at its first piece),
+        // not at every read.
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        let r = src.read(&mut self.buf[old..end]);
         let got = *r.as_ref().unwrap_or(&0);
-        self.buf.truncate(old + got.min(want));
+        self.filled = old + got.min(want);
         r
     }
 
@@ -147,7 +162,7 @@ impl<M: Message> Decoder<M> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        match M::decode(&self.buf[self.start..], &self.limits) {
+        match M::decode(&self.buf[self.start..self.filled], &self.limits) {
             Ok(Decoded::NeedMore(_)) => Ok(None),
             Ok(Decoded::Frame { frame, len }) => {
                 self.consume(len);
@@ -165,11 +180,12 @@ impl<M: Message> Decoder<M> {
     }
 
     fn consume(&mut self, len: usize) {
-        self.start = (self.start + len).min(self.buf.len());
-        if self.start == self.buf.len() {
-            self.buf.clear();
+        self.start = (self.start + len).min(self.filled);
+        if self.start == self.filled {
+            self.filled = 0;
             self.start = 0;
             if self.buf.capacity() > self.keep {
+                self.buf.clear();
                 self.buf.shrink_to(self.keep);
             }
         }
@@ -185,7 +201,8 @@ impl Decoder<super::RequestFrame> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        match super::request::decode_request(&self.buf[self.start..], &self.limits, true) {
+        match super::request::decode_request(&self.buf[self.start..self.filled], &self.limits, true)
+        {
             Ok(Decoded::NeedMore(_)) => Ok(None),
             Ok(Decoded::Frame {
                 frame: (frame, lent),
