@@ -454,3 +454,162 @@ fn mbarrier_waits_let_the_arriving_warps_run() {
         assert_eq!(&got[32..], &[0; 32], "arrivals in phase 0");
     }
 }
+
+/// clang-14's PTX (`-O2 --cuda-gpu-arch=sm_80`) of
+/// ```cuda
+/// typedef int (*op_t)(int);
+/// __device__ __noinline__ int add1(int x) { return x + 1; }
+/// __device__ __noinline__ int twice(int x) { return 2 * x; }
+/// __device__ op_t table[2] = {add1, twice};
+/// extern "C" __global__ void k(int *out, op_t extra) {
+///   int i = threadIdx.x;
+///   op_t f = (i == 5) ? extra : table[i & 1];
+///   out[i] = f(i);
+/// }
+/// ```
+const FUNCTION_POINTERS: &str = ".version 7.0
+.target sm_80
+.address_size 64
+.visible .func  (.param .b32 func_retval0) _Z4add1i
+(
+	.param .b32 _Z4add1i_param_0
+)
+;
+.visible .func  (.param .b32 func_retval0) _Z5twicei
+(
+	.param .b32 _Z5twicei_param_0
+)
+;
+.visible .global .align 8 .u64 table[2] = {_Z4add1i, _Z5twicei};
+
+.visible .func  (.param .b32 func_retval0) _Z4add1i(
+	.param .b32 _Z4add1i_param_0
+)
+{
+	.reg .b32 	%r<3>;
+	ld.param.u32 	%r1, [_Z4add1i_param_0];
+	add.s32 	%r2, %r1, 1;
+	st.param.b32 	[func_retval0+0], %r2;
+	ret;
+}
+.visible .func  (.param .b32 func_retval0) _Z5twicei(
+	.param .b32 _Z5twicei_param_0
+)
+{
+	.reg .b32 	%r<3>;
+	ld.param.u32 	%r1, [_Z5twicei_param_0];
+	shl.b32 	%r2, %r1, 1;
+	st.param.b32 	[func_retval0+0], %r2;
+	ret;
+}
+.visible .entry k(
+	.param .u64 k_param_0,
+	.param .u64 k_param_1
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<5>;
+	.reg .b64 	%rd<12>;
+	ld.param.u64 	%rd11, [k_param_1];
+	ld.param.u64 	%rd6, [k_param_0];
+	cvta.to.global.u64 	%rd1, %rd6;
+	mov.u32 	%r1, %tid.x;
+	setp.eq.s32 	%p1, %r1, 5;
+	@%p1 bra 	LBB2_2;
+	and.b32  	%r2, %r1, 1;
+	mul.wide.u32 	%rd7, %r2, 8;
+	mov.u64 	%rd8, table;
+	add.s64 	%rd2, %rd8, %rd7;
+	ld.global.u64 	%rd11, [%rd2];
+LBB2_2:
+	{ // callseq 0, 0
+	.reg .b32 temp_param_reg;
+	.param .b32 param0;
+	st.param.b32 	[param0+0], %r1;
+	.param .b32 retval0;
+	prototype_0 : .callprototype (.param .b32 _) _ (.param .b32 _);
+	call (retval0), 
+	%rd11, 
+	(
+	param0
+	)
+	, prototype_0;
+	ld.param.b32 	%r3, [retval0+0];
+	} // callseq 0
+	mul.wide.s32 	%rd9, %r1, 4;
+	add.s64 	%rd10, %rd1, %rd9;
+	st.global.u32 	[%rd10], %r3;
+	ret;
+}
+";
+
+#[test]
+fn indirect_calls_run_the_function_each_lanes_pointer_names() {
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("fp.ptx", FUNCTION_POINTERS).unwrap();
+        // The table's initialiser holds the functions' addresses, readable from the host
+        // (as cudaMemcpyFromSymbol would) and passed back as a kernel argument.
+        let table = m.global("table").unwrap();
+        let mut b = [0u8; 16];
+        s.memcpy_dtoh(&mut b, table).unwrap();
+        let add1 = u64::from_le_bytes(b[..8].try_into().unwrap());
+        let twice = u64::from_le_bytes(b[8..].try_into().unwrap());
+        assert!(
+            add1 != 0 && twice != 0 && add1 != twice,
+            "{add1:#x} {twice:#x}"
+        );
+        let out = s.malloc(4 * 40).unwrap();
+        for (extra, five) in [(twice, 10), (add1, 6)] {
+            s.launch(
+                &m,
+                "k",
+                cfg(1, 40),
+                &[KernelArg::Ptr(out), KernelArg::U64(extra)],
+            )
+            .unwrap();
+            let want: Vec<u32> = (0..40)
+                .map(|i| match i {
+                    5 => five,
+                    i if i % 2 == 0 => i + 1,
+                    i => 2 * i,
+                })
+                .collect();
+            assert_eq!(read_u32(&mut s, out, 40), want, "{threads} thread(s)");
+        }
+        // A function pointer is no data pointer: reading through it faults.
+        let e = s.memcpy_dtoh(&mut b[..4], cuda_guest::sim::DevicePtr(add1));
+        assert!(e.is_err(), "read at a function's address: {e:?}");
+    }
+}
+
+#[test]
+fn a_call_through_a_pointer_naming_no_function_stops_the_launch() {
+    let mut s = sim(2);
+    let m = s.load_module("fp.ptx", FUNCTION_POINTERS).unwrap();
+    let other = s.load_module("fp2.ptx", FUNCTION_POINTERS).unwrap();
+    let out = s.malloc(4 * 40).unwrap();
+    let mut b = [0u8; 8];
+    s.memcpy_dtoh(&mut b, other.global("table").unwrap())
+        .unwrap();
+    let foreign = u64::from_le_bytes(b);
+    // Null, a data pointer, and the same function of another module.
+    for bad in [0, out.0, foreign] {
+        let e = s
+            .launch(
+                &m,
+                "k",
+                cfg(1, 40),
+                &[KernelArg::Ptr(out), KernelArg::U64(bad)],
+            )
+            .unwrap_err();
+        let SimError::BadCall { at, address } = &e else {
+            panic!("{bad:#x}: {e}")
+        };
+        assert_eq!(*address, bad);
+        // Only thread 5 called through `extra`.
+        assert_eq!((at.block, at.thread), ([0, 0, 0], [5, 0, 0]), "{e}");
+        assert!(e.to_string().contains("names no function"), "{e}");
+        s.reset();
+    }
+}

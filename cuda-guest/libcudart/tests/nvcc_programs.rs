@@ -117,6 +117,34 @@ fn managed_variables_on_the_simulator_and_forwarded() {
     );
 }
 
+/// `indirect_calls.cu`: virtual functions of objects made with `new`, a table of device
+/// function pointers, a function's address fetched by the host and passed back, and a
+/// call through a host function's address (`cudaErrorInvalidPc`, sticky), on the
+/// simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn virtual_functions_and_function_pointers() {
+    let exe = build("indirect_calls", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("indirect_calls: 24 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(
+            stdout.contains("call through a host function's address: cudaErrorInvalidPc (718)"),
+            "{env:?}: {stdout}"
+        );
+        assert!(out.status.success(), "{env:?}");
+    }
+    server.wait_idle();
+}
+
 #[test]
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn every_way_nvcc_stores_ptx() {

@@ -272,6 +272,22 @@ pub enum Statement {
     Inst(Instruction),
     /// A nested `{ }` scope.
     Block(Vec<Statement>),
+    /// `name: .callprototype (returns) _ (params);`: the signature an indirect call
+    /// (`call fptr, (args), name;`) names.
+    Prototype(CallPrototype),
+}
+
+/// A `.callprototype` of a function body: a label naming a signature for indirect calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallPrototype {
+    /// The label.
+    pub name: String,
+    /// Return parameters (names are `_`).
+    pub returns: Vec<Param>,
+    /// Parameters (names are `_`).
+    pub params: Vec<Param>,
+    /// Source line.
+    pub line: u32,
 }
 
 /// A guard predicate `@%p` / `@!%p`.

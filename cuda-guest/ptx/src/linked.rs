@@ -281,7 +281,7 @@ fn rename(m: &mut Module, to: &HashMap<String, String>) {
                 Statement::Inst(i) => i.operands.iter_mut().for_each(|o| operand(o, name)),
                 Statement::Block(b) => statements(b, name),
                 Statement::Decl(d) => d.init.iter_mut().for_each(|o| operand(o, name)),
-                Statement::Label(..) => {}
+                Statement::Label(..) | Statement::Prototype(_) => {}
             }
         }
     }

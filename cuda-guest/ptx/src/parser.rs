@@ -840,7 +840,7 @@ impl<'a> Parser<'a> {
                     self.bump();
                     // `proto: .callprototype ...;`
                     if let Tok::Word(".callprototype") = self.peek() {
-                        self.skip_statement();
+                        out.push(Statement::Prototype(self.call_prototype(w, line)?));
                         continue;
                     }
                     out.push(Statement::Label(w.to_string(), line));
@@ -849,6 +849,40 @@ impl<'a> Parser<'a> {
                 _ => return Err(self.unexpected("an instruction, label or declaration")),
             }
         }
+    }
+
+    /// `.callprototype [(returns)] _ [(params)] [.noreturn];` (the label read).
+    fn call_prototype(&mut self, name: &str, line: u32) -> PResult<CallPrototype> {
+        self.bump();
+        let saved = std::mem::replace(&mut self.construct, format!("prototype {name}"));
+        let mut returns = vec![];
+        if self.is_punct(b'(') {
+            returns = self.param_list("return parameter list")?;
+        }
+        match self.bump() {
+            Tok::Word("_") => {}
+            _ => return Err(self.err("expected `_` in a .callprototype")),
+        }
+        let mut params = vec![];
+        if self.is_punct(b'(') {
+            params = self.param_list("parameter list")?;
+        }
+        while let Tok::Word(".noreturn" | ".abi_preserve" | ".abi_preserve_control") = self.peek() {
+            self.bump();
+            while let Tok::Int(_) = self.peek() {
+                self.bump();
+            }
+        }
+        if !self.eat_punct(b';') {
+            return Err(self.unexpected("`;` after a .callprototype"));
+        }
+        self.construct = saved;
+        Ok(CallPrototype {
+            name: name.to_string(),
+            returns,
+            params,
+            line,
+        })
     }
 
     fn instruction(&mut self) -> PResult<Instruction> {

@@ -23,6 +23,25 @@ pub(crate) const LOCAL_WINDOW: u64 = 0x0002_0000_0000_0000;
 pub(crate) const PARAM_WINDOW: u64 = 0x0003_0000_0000_0000;
 /// Size of each window.
 pub(crate) const WINDOW_SIZE: u64 = 1 << 32;
+/// Where function addresses lie (`mov.u64 %rd, fname;`, a vtable's entries): the
+/// module's tag in bits 32..47 and the function's number times 16 below (see
+/// [`func_address`]). No allocation or window lies there, so a load or store through a
+/// function pointer faults; only an indirect call uses one.
+pub(crate) const FUNC_WINDOW: u64 = 0x0004_0000_0000_0000;
+
+/// Tags of loaded modules, so that a function pointer of one module names no function
+/// of another.
+static NEXT_MODULE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A new module's tag for [`func_address`].
+pub(crate) fn next_module_tag() -> u64 {
+    NEXT_MODULE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The address of the `index`th function with a body of the module tagged `module`.
+pub(crate) fn func_address(module: u64, index: usize) -> u64 {
+    FUNC_WINDOW | ((module & 0xffff) << 32) | (((index as u64 + 1) & 0x0fff_ffff) << 4)
+}
 
 /// Special registers held in the first registers of the bank.
 pub(crate) const SPECIALS: &[&str] = &[
@@ -376,6 +395,11 @@ pub(crate) enum Op {
         d: R,
         kind: u8,
     },
+    /// The end of an indirect call's chain of candidates: a lane here called through a
+    /// pointer (`a`) that names none of them, which faults.
+    BadCall {
+        a: R,
+    },
     Nop,
 }
 
@@ -463,6 +487,8 @@ enum Sym {
     KParam(u32, u32),
     /// `extern .shared` (dynamic shared memory), placed after the static shared memory.
     DynShared,
+    /// A `.func` with a body: its address.
+    Func(u64),
 }
 
 /// Module-level facts the decoder needs.
@@ -477,6 +503,70 @@ pub(crate) struct ModuleCtx<'a> {
     pub shared: HashMap<String, u64>,
     pub shared_size: u64,
     pub extern_shared: Vec<(String, u32)>,
+    /// The address of every `.func` with a body ([`func_address`]).
+    pub funcs: HashMap<&'a str, u64>,
+    /// The functions whose address is taken (named in a variable's initializer or an
+    /// instruction's operand other than a direct call's callee), by address: an
+    /// indirect call's candidates.
+    pub taken: Vec<(u64, &'a Function, u64)>,
+}
+
+impl<'a> ModuleCtx<'a> {
+    /// The function addresses of `module` (tagged `tag`) and the functions whose address
+    /// is taken, with the bodies: the parts of a context about functions.
+    #[allow(clippy::type_complexity)]
+    pub fn functions(
+        module: &'a ptx::Module,
+        tag: u64,
+    ) -> (
+        HashMap<&'a str, (&'a Function, u64)>,
+        HashMap<&'a str, u64>,
+        Vec<(u64, &'a Function, u64)>,
+    ) {
+        let bodies = bodies(module);
+        let mut funcs = HashMap::new();
+        for (i, f) in module.functions.iter().enumerate() {
+            if f.body.is_some() && !f.is_entry {
+                funcs.entry(f.name.as_str()).or_insert(func_address(tag, i));
+            }
+        }
+        let mut named = std::collections::HashSet::new();
+        let mut note = |o: &Operand| {
+            if let Operand::Name(n) | Operand::NameOffset(n, _) = o {
+                if funcs.contains_key(n.as_str()) {
+                    named.insert(n.clone());
+                }
+            }
+        };
+        for v in &module.variables {
+            v.init.iter().for_each(&mut note);
+        }
+        for f in &module.functions {
+            let mut open = vec![f.body.as_deref().unwrap_or_default().iter()];
+            while let Some(top) = open.last_mut() {
+                let Some(s) = top.next() else {
+                    open.pop();
+                    continue;
+                };
+                match s {
+                    Statement::Block(b) => open.push(b.iter()),
+                    Statement::Inst(i) if i.opcode != "call" => {
+                        i.operands.iter().for_each(&mut note)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut taken: Vec<(u64, &Function, u64)> = named
+            .iter()
+            .filter_map(|n| {
+                let &(f, w) = bodies.get(n.as_str())?;
+                Some((*funcs.get(n.as_str())?, f, w))
+            })
+            .collect();
+        taken.sort_by_key(|t| t.0);
+        (bodies, funcs, taken)
+    }
 }
 
 struct Dec<'a> {
@@ -501,6 +591,12 @@ struct Dec<'a> {
     weight: u64,
     /// A `%reserved_smem_offset_*` register is read.
     reserved_smem: bool,
+    /// The `.callprototype`s seen, by inline instance and label: parameter and return
+    /// sizes.
+    protos: HashMap<(u32, String), (Vec<u32>, Vec<u32>)>,
+    /// The functions being inlined, outermost first (an indirect call does not inline
+    /// one of them again: that would be recursion).
+    stack: Vec<&'a str>,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -668,6 +764,9 @@ impl<'a> Dec<'a> {
         if self.m.extern_shared.iter().any(|(n, _)| n == name) {
             return Some(Sym::DynShared);
         }
+        if let Some(&a) = self.m.funcs.get(name) {
+            return Some(Sym::Func(a));
+        }
         None
     }
 
@@ -773,6 +872,7 @@ impl<'a> Dec<'a> {
                 Some(Sym::Global(a)) => self.konst(a),
                 Some(Sym::Local(o)) => self.konst(o),
                 Some(Sym::DynShared) => self.dyn_reg,
+                Some(Sym::Func(a)) => self.konst(a),
                 Some(Sym::Pred(_)) => return derr(line, format!("predicate {n} used as a value")),
                 Some(Sym::KParam(off, _)) => self.konst(PARAM_WINDOW + off as u64),
                 None => {
@@ -874,6 +974,7 @@ impl<'a> Dec<'a> {
                     Some(Sp::Generic),
                 )),
                 Some(Sym::Pred(_)) => derr(line, "predicate used as an address"),
+                Some(Sym::Func(_)) => derr(line, format!("function {n} used as an address")),
                 None => derr(line, format!("unknown name {n}")),
             },
             Operand::Address { base: None, offset } => Ok((self.konst(*offset as u64), 0, None)),
@@ -938,6 +1039,13 @@ impl<'a> Dec<'a> {
                     open.push(b.iter());
                 }
                 Statement::Inst(i) => self.inst(i)?,
+                Statement::Prototype(p) => {
+                    let sizes = |ps: &[ptx::Param]| ps.iter().map(|p| p.size).collect();
+                    self.protos.insert(
+                        (self.instance, p.name.clone()),
+                        (sizes(&p.params), sizes(&p.returns)),
+                    );
+                }
             }
         }
         Ok(())
@@ -2194,18 +2302,40 @@ impl<'a> Dec<'a> {
 
     fn call(&mut self, i: &Instruction, guard: Option<(P, bool)>) -> DResult<()> {
         let line = i.line;
-        let ops = &i.operands;
-        let (rets, fname, args) = match ops.as_slice() {
-            [Operand::List(r), Operand::Name(f), Operand::List(a), ..] => (r.clone(), f, a.clone()),
-            [Operand::List(r), Operand::Name(f)] => (r.clone(), f, vec![]),
-            [Operand::Name(f), Operand::List(a), ..] => (vec![], f, a.clone()),
-            [Operand::Name(f)] => (vec![], f, vec![]),
+        // `call [(rets),] callee[, (args)][, prototype];`
+        let mut rest = i.operands.as_slice();
+        let mut rets: &[Operand] = &[];
+        if let [Operand::List(r), tail @ ..] = rest {
+            rets = r;
+            rest = tail;
+        }
+        let [Operand::Name(fname), tail @ ..] = rest else {
+            return derr(line, "unsupported call form");
+        };
+        rest = tail;
+        let mut args: &[Operand] = &[];
+        if let [Operand::List(a), tail @ ..] = rest {
+            args = a;
+            rest = tail;
+        }
+        let proto = match rest {
+            [] => None,
+            [Operand::Name(p)] => Some(p),
             _ => return derr(line, "unsupported call form"),
         };
-        if ops.len() > 3 {
+        if let Some(Sym::Reg(ptr, _)) = self.lookup(fname) {
+            let Some(proto) = proto else {
+                return derr(
+                    line,
+                    format!("indirect call through {fname} without a .callprototype"),
+                );
+            };
+            return self.indirect_call(ptr, fname, proto, rets, args, guard, line);
+        }
+        if proto.is_some() {
             return derr(line, "indirect calls through a prototype are not supported");
         }
-        if let Some(op) = self.builtin(fname, &rets, &args, line)? {
+        if let Some(op) = self.builtin(fname, rets, args, line)? {
             self.emit(op, guard, line);
             return Ok(());
         }
@@ -2215,6 +2345,134 @@ impl<'a> Dec<'a> {
                 format!("call to {fname}, which has no body in this module"),
             );
         };
+        // A guarded call: branch around the inlined body.
+        let skip_label = format!("$__call_skip_{}", self.next_instance);
+        if let Some((p, neg)) = guard {
+            self.fixups
+                .push((self.insts.len(), self.instance, skip_label.clone(), line));
+            self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
+        }
+        self.inline(f, weight, rets, args, line)?;
+        if guard.is_some() {
+            self.labels
+                .insert((self.instance, skip_label), self.insts.len() as u32);
+        }
+        Ok(())
+    }
+
+    /// `call [(rets),] %ptr, (args), proto;`: a chain of guarded inlined calls, one for
+    /// each function whose address is taken and whose parameters and results have the
+    /// sizes of the prototype's (but those being inlined already: recursion), each taken
+    /// by the lanes whose pointer is its address; the lanes left fault ([`Op::BadCall`]).
+    #[allow(clippy::too_many_arguments)]
+    fn indirect_call(
+        &mut self,
+        ptr: R,
+        via: &str,
+        proto: &str,
+        rets: &[Operand],
+        args: &[Operand],
+        guard: Option<(P, bool)>,
+        line: u32,
+    ) -> DResult<()> {
+        let Some((psizes, rsizes)) = self
+            .protos
+            .get(&(self.instance, proto.to_string()))
+            .cloned()
+        else {
+            return derr(
+                line,
+                format!("indirect call through {via}: no .callprototype {proto} before it"),
+            );
+        };
+        if psizes.len() != args.len() || rsizes.len() != rets.len() {
+            return derr(
+                line,
+                format!(
+                    "indirect call through {via}: {} arguments and {} results, but prototype \
+                     {proto} has {} and {}",
+                    args.len(),
+                    rets.len(),
+                    psizes.len(),
+                    rsizes.len()
+                ),
+            );
+        }
+        let sizes = |ps: &[ptx::Param], want: &[u32]| {
+            ps.len() == want.len() && ps.iter().zip(want).all(|(p, &w)| p.size == w)
+        };
+        let m = self.m;
+        let matching: Vec<(u64, &Function, u64)> = m
+            .taken
+            .iter()
+            .filter(|(_, f, _)| sizes(&f.params, &psizes) && sizes(&f.returns, &rsizes))
+            .copied()
+            .collect();
+        if matching.is_empty() {
+            return derr(
+                line,
+                format!(
+                    "indirect call through {via} with prototype {proto}: no function of this \
+                     module whose address is taken has parameters of {psizes:?} bytes and \
+                     results of {rsizes:?} bytes"
+                ),
+            );
+        }
+        let start = self.insts.len();
+        let end_label = format!("$__icall_{start}_end");
+        if let Some((p, neg)) = guard {
+            self.fixups
+                .push((self.insts.len(), self.instance, end_label.clone(), line));
+            self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
+        }
+        let q = self.new_pred();
+        let eq = cmp_fn(ScalarType::U64, 0, line)?;
+        for (k, (addr, f, weight)) in matching.into_iter().enumerate() {
+            if self.stack.contains(&f.name.as_str()) {
+                continue;
+            }
+            let b = self.konst(addr);
+            self.emit(
+                Op::Setp {
+                    f: eq,
+                    d: q,
+                    dn: None,
+                    a: ptr,
+                    b,
+                    comb: None,
+                },
+                None,
+                line,
+            );
+            let next = format!("$__icall_{start}_{k}");
+            self.fixups
+                .push((self.insts.len(), self.instance, next.clone(), line));
+            self.emit(Op::Bra { target: 0 }, Some((q, true)), line);
+            self.inline(f, weight, rets, args, line)?;
+            self.fixups
+                .push((self.insts.len(), self.instance, end_label.clone(), line));
+            self.emit(Op::Bra { target: 0 }, None, line);
+            self.labels
+                .insert((self.instance, next), self.insts.len() as u32);
+        }
+        self.emit(Op::BadCall { a: ptr }, None, line);
+        self.labels
+            .insert((self.instance, end_label), self.insts.len() as u32);
+        Ok(())
+    }
+
+    /// Inlines a call of `f` (whose body has [`weight`] `weight`), its parameters bound
+    /// to `args` and its results to `rets`, within the call limits.
+    fn inline(
+        &mut self,
+        f: &'a Function,
+        weight: u64,
+        rets: &[Operand],
+        args: &[Operand],
+        line: u32,
+    ) -> DResult<()> {
+        let fname = &f.name;
+        self.check_size(line)?;
         if self.depth >= MAX_CALL_DEPTH {
             return derr(
                 line,
@@ -2259,36 +2517,31 @@ impl<'a> Dec<'a> {
                 _ => return derr(line, format!("call argument {n} is not a .param variable")),
             }
         }
-        // A guarded call: branch around the inlined body.
-        let skip_label = format!("$__call_skip_{}", self.next_instance);
-        if let Some((p, neg)) = guard {
-            self.fixups
-                .push((self.insts.len(), self.instance, skip_label.clone(), line));
-            self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
-        }
         let saved_instance = self.instance;
         let saved_ret = self.ret_label.take();
         let saved_scopes = std::mem::take(&mut self.scopes);
         self.next_instance += 1;
         self.instance = self.next_instance;
         self.depth += 1;
+        self.stack.push(fname);
         let end_label = format!("$__ret_{}", self.instance);
         self.ret_label = Some(end_label.clone());
         self.scopes.push(bind);
-        let body = f.body.as_ref().expect("body");
-        let r = self.body(body);
+        let r = match f.body.as_ref() {
+            Some(body) => self.body(body),
+            None => derr(
+                line,
+                format!("call to {fname}, which has no body in this module"),
+            ),
+        };
         self.labels
             .insert((self.instance, end_label), self.insts.len() as u32);
+        self.stack.pop();
         self.depth -= 1;
         self.scopes = saved_scopes;
         self.ret_label = saved_ret;
         self.instance = saved_instance;
-        r?;
-        if guard.is_some() {
-            self.labels
-                .insert((self.instance, skip_label), self.insts.len() as u32);
-        }
-        Ok(())
+        r
     }
 }
 
@@ -2713,6 +2966,9 @@ fn weight(stmts: &[Statement]) -> u64 {
                 n.saturating_mul(d.name.len() as u64 + 10 + STATEMENT_WEIGHT)
             }
             Statement::Label(l, _) => l.len() as u64,
+            Statement::Prototype(p) => {
+                p.name.len() as u64 + 10 * (p.params.len() + p.returns.len()) as u64
+            }
             Statement::Inst(i) => {
                 i.opcode.len() as u64
                     + i.modifiers.iter().map(|m| m.len() as u64).sum::<u64>()
@@ -2760,6 +3016,8 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         instance: 0,
         next_instance: 0,
         reserved_smem: false,
+        protos: HashMap::new(),
+        stack: vec![],
         depth: 0,
         ret_label: None,
         dyn_reg: NSPECIAL,

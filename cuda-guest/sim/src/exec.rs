@@ -1486,6 +1486,15 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 write(&mut w.regs, *d, &out, mask);
             }
+            Op::BadCall { a } => {
+                // Every lane here called through a pointer naming no function the call
+                // can reach: the first one stops the launch.
+                let lane = mask.trailing_zeros() as usize;
+                return Err(SimError::BadCall {
+                    at: self.location(wid, lane, pc),
+                    address: w.regs[*a as usize * 32 + lane],
+                });
+            }
             Op::Trap => {
                 let lane = mask.trailing_zeros() as usize;
                 return Err(SimError::Trap {

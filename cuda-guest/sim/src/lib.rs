@@ -17,6 +17,14 @@
 //!   `.local` memory, `.func` calls (inlined at decode time, `.param` arguments and
 //!   return values in per-thread local memory; at most 16 deep, so recursion is
 //!   refused, and at most 65,536 calls inlined into one kernel).
+//! - Function pointers and virtual calls: a `.func`'s address (`mov.u64 %rd, f;`, a
+//!   vtable's initialiser) is a code address in a window of its own, unique to the
+//!   module, that no load or store can reach. An indirect call (`call %rd, (args),
+//!   proto;`) becomes a chain of inlined candidates: every function of the module whose
+//!   address is taken and whose parameters and results have the prototype's sizes, each
+//!   run by the lanes whose pointer is its address. A lane whose pointer names none of
+//!   them (null, a data or host pointer, another module's function) stops the launch
+//!   with [`SimError::BadCall`] (`CUDA_ERROR_INVALID_PC`).
 //! - Global memory: tagged 64-bit addresses never reused, so null, freed and foreign
 //!   pointers fault; every access is checked against the live allocations and its
 //!   alignment; a fault names kernel, block, thread, PTX line, address, size and the
@@ -73,8 +81,8 @@
 //! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
 //! %dynamic_smem_size %total_smem_size`; the constant `WARP_SZ`.
 //!
-//! Not implemented (a load error names the line): textures and surfaces, `brx.idx` and
-//! indirect calls, `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`, `cp.async`,
+//! Not implemented (a load error names the line): textures and surfaces, `brx.idx`,
+//! `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`,
 //! `bar.arrive`, clusters.
 //!
 //! Refused at load as too deep or too large (an error naming the line): nesting beyond
@@ -393,6 +401,18 @@ pub enum SimError {
     Trap {
         /// The first thread that trapped.
         at: Location,
+    },
+    /// A thread called through a function pointer that names no function the call can
+    /// run (null, a data or host pointer, another module's function, one whose
+    /// parameters differ from the prototype's, or a function already being called, which
+    /// would be recursion): the launch stops with an invalid program counter, as on a
+    /// GPU.
+    #[error("call through function pointer {address:#x}, which names no function of this module that the call can run (null, not a function, another module's, parameters unlike the prototype's, or recursion): {at}")]
+    BadCall {
+        /// The first thread that called through it.
+        at: Location,
+        /// The pointer it called through.
+        address: u64,
     },
     /// A device-side `assert` failed (`__assertfail`): the launch stops; its text is the
     /// line a GPU prints.
@@ -732,6 +752,9 @@ impl Simulator {
                 }
             }
         }
+        // Function addresses, for initialisers (vtables) and the decoder.
+        let (bodies, funcs, taken) = ModuleCtx::functions(m, decode::next_module_tag());
+        let addr_of = |s: &str| globals.get(s).or_else(|| funcs.get(s)).copied();
         // Initialisers (after all addresses are known, for `generic(sym)`).
         for (v, a) in &allocs {
             let es = v.ty.size() as u64;
@@ -742,9 +765,9 @@ impl Simulator {
                     ptx::Operand::F32(b) => *b as u64,
                     ptx::Operand::F64(b) if es == 4 => (f64::from_bits(*b) as f32).to_bits() as u64,
                     ptx::Operand::F64(b) => *b,
-                    ptx::Operand::Name(s) => globals.get(s).copied().unwrap_or(0),
+                    ptx::Operand::Name(s) => addr_of(s).unwrap_or(0),
                     ptx::Operand::NameOffset(s, o) => {
-                        globals.get(s).copied().unwrap_or(0).wrapping_add(*o as u64)
+                        addr_of(s).unwrap_or(0).wrapping_add(*o as u64)
                     }
                     _ => 0,
                 };
@@ -755,7 +778,9 @@ impl Simulator {
             }
         }
         let ctx = ModuleCtx {
-            bodies: decode::bodies(m),
+            bodies,
+            funcs,
+            taken,
             globals: globals.clone(),
             shared,
             shared_size,
