@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what it needs, checks
 # formatting and lints, runs every Rust test, then the real-kernel suites (VFIO, and CUDA
-# forwarding over virtio-serial).
+# forwarding over virtio-serial and over AF_VSOCK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +76,13 @@ if [ ! -x "$nvcc_dir/py/nvidia/cu13/bin/nvcc" ]; then
 fi
 ln -sf libcudart.so.13 "$nvcc_dir/py/nvidia/cu13/lib/libcudart.so"
 export VMGPU_NVCC=$PWD/$nvcc_dir/py/nvidia/cu13/bin/nvcc
+# rust-vmm's vhost-device-vsock 0.3.0 from crates.io, the vhost-user vsock device of
+# tests/cuda-vsock, built once into target/ (its Cargo.lock, --locked).
+vdv_root=target/vhost-device-vsock
+if ! "$vdv_root/bin/vhost-device-vsock" --version 2>/dev/null | grep -qx 'vhost-device-vsock 0.3.0'; then
+  cargo install -q vhost-device-vsock --version 0.3.0 --locked --force --root "$vdv_root"
+fi
+export VHOST_DEVICE_VSOCK=$PWD/$vdv_root/bin/vhost-device-vsock
 # A CUDA 12.9 installation for clang-19 (--cuda-path): the numba venv's cu12 wheels plus
 # nvcc 13's fatbinary (cuda-guest/libcudart/tests/cu12/make-cuda-path.sh).
 cu12_wheels=$("$numba_venv/bin/python" -c 'import nvidia.cuda_runtime as m, os; print(os.path.dirname(list(m.__path__)[0]))')
@@ -106,6 +113,9 @@ bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1
 # The CUDA-forwarding suite: a guest's -lcuda program through a virtio-serial port to `vmgpu
 # cuda serve` (the same kernel/busybox .debs as vfio-edu; the debug build cargo test made).
 bash tests/cuda-serial/run.sh 2>&1 | tee "$logs/cuda-serial.log" || status=1
+# The same programs over AF_VSOCK in the guest kernel: QEMU's vhost-user-vsock-pci with
+# vhost-device-vsock (installed above) forwarding to `vmgpu cuda serve`'s hybrid-vsock socket.
+bash tests/cuda-vsock/run.sh 2>&1 | tee "$logs/cuda-vsock.log" || status=1
 
 # One closing line over all: cargo's per-binary results plus each real-kernel suite's own line.
 read -r passed failed ignored < <(
@@ -113,7 +123,7 @@ read -r passed failed ignored < <(
     # Those ran after all: move them from skipped to passed/failed.
     sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1 \2 \1 \2/p' "$logs/compilers.log" |
       awk '{ print $1, $2, -($3 + $4) }'
-    for suite in vfio-edu cuda-serial; do
+    for suite in vfio-edu cuda-serial cuda-vsock; do
       tail -n 1 "$logs/$suite.log" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2 0/p'
     done
   } | awk '{ p += $1; f += $2; i += $3 } END { print p + 0, f + 0, i + 0 }')

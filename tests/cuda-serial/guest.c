@@ -14,12 +14,35 @@
  *   leak BYTES                allocates BYTES in three buffers, loads a module, makes a
  *                             stream and exits without freeing (the host releases them)
  *   kill BYTES                allocates BYTES and SIGKILLs itself (no Goodbye)
- *   after_kill                a round trip in a fresh session after a killed process */
+ *   after_kill [CHECK]        a round trip in a fresh session after a killed process
+ *                             (reported as CHECK, default session_after_kill)
+ * and, for tests/cuda-vsock (the same program over VMGPU_CUDA_SERVER=vsock:2:PORT):
+ *   pair NAME OTHER BYTES     one of two processes started together: holds BYTES in its
+ *                             session while the other (OTHER) holds its own, each seeing
+ *                             only its own memory in use; a kernel and a round trip each
+ *   killcopy BYTES            a child process copies BYTES host-to-device over and over; it
+ *                             is SIGKILLed while a copy is in progress
+ *   unserved                  an address nobody serves: the first call that needs the
+ *                             service fails; the code and the shim's message naming it
+ *   halfframe CID PORT        a raw AF_VSOCK client: handshake, then half a frame, then close
+ *   localcid                  the guest's vsock CID (IOCTL_VM_SOCKETS_GET_LOCAL_CID)
+ *   bench LABEL MIB           the round trip (median of 4-byte cuMemcpyDtoH and of
+ *                             cuCtxSynchronize) and the bandwidth of MIB MiB copies, printed
+ *                             as `BENCH LABEL ...` figures (the data is checked, not the time) */
 #include <cuda.h>
+#include <fcntl.h>
+#include <linux/vm_sockets.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *check = "setup";
@@ -385,8 +408,8 @@ static int kill_self(size_t bytes) {
   return 1;
 }
 
-static int after_kill(void) {
-  check = "session_after_kill";
+static int after_kill(const char *name) {
+  check = name;
   TRY(cuInit(0));
   CUdevice dev;
   TRY(cuDeviceGet(&dev, 0));
@@ -413,6 +436,323 @@ static int after_kill(void) {
   return 0;
 }
 
+/* ---- modes of tests/cuda-vsock ---- */
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int wait_for_file(const char *path, int seconds) {
+  for (int i = 0; i < seconds * 100; i++) {
+    if (access(path, F_OK) == 0) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+static int pair(const char *name, const char *other, size_t bytes) {
+  static char check_name[64];
+  snprintf(check_name, sizeof check_name, "concurrent_%s", name);
+  check = check_name;
+  TRY(cuInit(0));
+  CUdevice dev;
+  TRY(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  TRY(cuCtxCreate(&ctx, 0, dev));
+  CUdeviceptr p;
+  TRY(cuMemAlloc(&p, bytes));
+  TRY(cuMemsetD8(p, (unsigned char)name[0], bytes));
+  /* Both sessions are open now: say so, and wait for the other's. */
+  char mine[128], theirs[128], done[128];
+  snprintf(mine, sizeof mine, "/run/pair-%s.ready", name);
+  snprintf(theirs, sizeof theirs, "/run/pair-%s.ready", other);
+  snprintf(done, sizeof done, "/run/pair-%s.done", other);
+  FILE *f = fopen(mine, "w");
+  WANT(f != NULL, "cannot create %s", mine);
+  fclose(f);
+  WANT(wait_for_file(theirs, 60), "%s never appeared", theirs);
+  double t0 = now_us();
+  size_t free_mem = 0, total_mem = 0;
+  TRY(cuMemGetInfo(&free_mem, &total_mem));
+  /* Each its own session: the other's memory is not in this one's quota. */
+  WANT(total_mem - free_mem == bytes, "%zu bytes in use, own %zu", total_mem - free_mem, bytes);
+  unsigned char *back = malloc(bytes);
+  int rounds = 0;
+  /* Copies while the other process works too (at least 20 rounds, until it is done). */
+  for (; rounds < 20 || (access(done, F_OK) != 0 && rounds < 2000); rounds++) {
+    TRY(cuMemsetD8(p + (size_t)rounds % 64, (unsigned char)(name[0] + rounds), 1));
+    TRY(cuMemcpyDtoH(back, p, 4096));
+  }
+  TRY(cuMemcpyDtoH(back, p, bytes));
+  for (size_t i = 64; i < bytes; i++)
+    WANT(back[i] == (unsigned char)name[0], "byte %zu = %#x, want %#x", i, back[i],
+         (unsigned char)name[0]);
+  snprintf(mine, sizeof mine, "/run/pair-%s.done", name);
+  f = fopen(mine, "w");
+  if (f) fclose(f);
+  TRY(cuMemFree(p));
+  TRY(cuCtxDestroy(ctx));
+  char what[256];
+  snprintf(what, sizeof what,
+           "own session while '%s' held its own: %zu bytes in use = its own allocation, %d "
+           "rounds of memset + 4 KiB D2H in %.0f ms, all %zu bytes read back right",
+           other, total_mem - free_mem, rounds, (now_us() - t0) / 1e3, bytes);
+  pass(what);
+  free(back);
+  return 0;
+}
+
+static int killcopy(size_t bytes) {
+  check = "killed_mid_copy";
+  /* state: 2k+1 while copy k runs, 2k+2 once it returned; shared with the parent. */
+  volatile long *state =
+      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  WANT(state != MAP_FAILED, "mmap failed");
+  *state = 0;
+  pid_t child = fork();
+  WANT(child >= 0, "fork failed");
+  if (child == 0) {
+    if (cuInit(0) != CUDA_SUCCESS) _exit(3);
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr p;
+    if (cuDeviceGet(&dev, 0) || cuCtxCreate(&ctx, 0, dev) || cuMemAlloc(&p, bytes)) _exit(4);
+    unsigned char *h = malloc(bytes);
+    memset(h, 0x5c, bytes);
+    for (long k = 0;; k++) {
+      *state = 2 * k + 1;
+      if (cuMemcpyHtoD(p, h, bytes) != CUDA_SUCCESS) _exit(5);
+      *state = 2 * k + 2;
+    }
+  }
+  /* Let the first copy finish, then kill during a later one (state odd: in a copy). */
+  double t0 = now_us();
+  while (*state < 3 && now_us() - t0 < 60e6) usleep(1000);
+  WANT(*state >= 3, "the child made no copy in 60 s (state %ld)", *state);
+  while ((*state & 1) == 0 && now_us() - t0 < 60e6) usleep(100);
+  usleep(20000);
+  long at_kill = *state;
+  kill(child, SIGKILL);
+  int status = 0;
+  WANT(waitpid(child, &status, 0) == child, "waitpid failed");
+  long final = *state;
+  WANT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %#x", status);
+  /* The copy that was running never returned: the child died inside it. */
+  WANT((final & 1) == 1, "state %ld after the kill: not inside a copy", final);
+  char what[256];
+  snprintf(what, sizeof what,
+           "child %d SIGKILLed inside copy #%ld of %zu bytes (H2D; %ld done before), %.0f ms "
+           "after it started copying",
+           (int)child, final / 2 + 1, bytes, at_kill / 2, (now_us() - t0) / 1e3);
+  pass(what);
+  return 0;
+}
+
+static int unserved(void) {
+  check = "unserved_port_error";
+  const char *server = getenv("VMGPU_CUDA_SERVER");
+  WANT(server != NULL, "no VMGPU_CUDA_SERVER");
+  /* The shim's message goes to standard error (at its default level, warn): catch it. */
+  char path[] = "/run/unserved-XXXXXX";
+  int fd = mkstemp(path);
+  WANT(fd >= 0, "mkstemp failed");
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  CUresult r = cuInit(0);
+  int count = -1;
+  /* The shim connects at the first call that needs the service: that call fails, and so
+   * does every later one, without connecting again. */
+  double t0 = now_us();
+  CUresult r2 = cuDeviceGetCount(&count);
+  double t1 = now_us();
+  CUresult r3 = cuDeviceGetCount(&count);
+  double t2 = now_us();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char msg[4096] = {0};
+  lseek(fd, 0, SEEK_SET);
+  ssize_t n = read(fd, msg, sizeof msg - 1);
+  close(fd);
+  unlink(path);
+  if (n > 0) msg[n] = 0;
+  /* The warning naming the address, once. */
+  char *line = strstr(msg, "cannot open a session");
+  int warnings = 0;
+  for (char *w = line; w; w = strstr(w + 1, "cannot open a session")) warnings++;
+  while (line && line > msg && line[-1] != '\n') line--;
+  char *nl = line ? strchr(line, '\n') : NULL;
+  if (nl) *nl = 0;
+  const char *name = NULL, *name2 = NULL, *name3 = NULL;
+  cuGetErrorName(r, &name);
+  cuGetErrorName(r2, &name2);
+  cuGetErrorName(r3, &name3);
+  /* cuInit only chooses the mode (cuda-guest/libcuda/README.md: the connection opens at the
+   * first call that needs the service). */
+  WANT(r == CUDA_SUCCESS, "cuInit = %d %s", (int)r, name ? name : "?");
+  WANT(r2 == CUDA_ERROR_NOT_INITIALIZED, "cuDeviceGetCount = %d %s", (int)r2,
+       name2 ? name2 : "?");
+  WANT(r3 == CUDA_ERROR_NOT_INITIALIZED, "the second cuDeviceGetCount = %d %s", (int)r3,
+       name3 ? name3 : "?");
+  char want[128];
+  snprintf(want, sizeof want, "VMGPU_CUDA_SERVER=%s", server);
+  WANT(line != NULL && strstr(line, want) != NULL && warnings == 1,
+       "want one warning of the shim naming %s, got %d: '%s'", want, warnings, msg);
+  char what[1400];
+  snprintf(what, sizeof what,
+           "cuInit = 0 (connects lazily), cuDeviceGetCount = %d %s after %.0f ms, again %d %s "
+           "after %.1f ms (no new attempt); the shim, once: '%s'",
+           (int)r2, name2, (t1 - t0) / 1e3, (int)r3, name3, (t2 - t1) / 1e3, line);
+  pass(what);
+  return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n) {
+  const unsigned char *b = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w <= 0) return 0;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 1;
+}
+
+static int halfframe(unsigned cid, unsigned port) {
+  check = "half_frame_close";
+  int fd = socket(AF_VSOCK, SOCK_STREAM, 0);
+  WANT(fd >= 0, "socket(AF_VSOCK) failed");
+  struct sockaddr_vm addr;
+  memset(&addr, 0, sizeof addr);
+  addr.svm_family = AF_VSOCK;
+  addr.svm_cid = cid;
+  addr.svm_port = port;
+  WANT(connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0, "connect to %u:%u failed", cid,
+       port);
+  /* The client hello (docs/protocol.md): "VGPC", version 1.1, no features, max_frame 1 MiB. */
+  unsigned char hello[24] = {'V', 'G', 'P', 'C', 1, 0, 1, 0};
+  uint32_t max_frame = 1 << 20;
+  memcpy(hello + 16, &max_frame, 4);
+  WANT(write_all(fd, hello, sizeof hello), "writing the hello failed");
+  unsigned char sh[64];
+  size_t got = 0;
+  while (got < sizeof sh) {
+    ssize_t r = read(fd, sh + got, sizeof sh - got);
+    WANT(r > 0, "the server's hello ended after %zu bytes", got);
+    got += (size_t)r;
+  }
+  uint32_t status;
+  uint64_t session;
+  memcpy(&status, sh + 8, 4);
+  memcpy(&session, sh + 24, 8);
+  WANT(memcmp(sh, "VGPS", 4) == 0 && status == 0, "server hello %.4s, status %u", sh, status);
+  /* A frame header announcing 4096 bytes (id 1, opcode 1), then 1000 of them, then close. */
+  unsigned char frame[1016];
+  memset(frame, 0xee, sizeof frame);
+  uint32_t len = 4096;
+  uint64_t id = 1;
+  uint16_t opcode = 1, flags = 0;
+  memcpy(frame, &len, 4);
+  memcpy(frame + 4, &id, 8);
+  memcpy(frame + 12, &opcode, 2);
+  memcpy(frame + 14, &flags, 2);
+  WANT(write_all(fd, frame, sizeof frame), "writing half a frame failed");
+  close(fd);
+  char what[160];
+  snprintf(what, sizeof what,
+           "session %llu: handshake, then %zu of a 4096-byte frame, then close",
+           (unsigned long long)session, sizeof frame);
+  pass(what);
+  return 0;
+}
+
+static int localcid(void) {
+  check = "vsock_local_cid";
+  int fd = open("/dev/vsock", O_RDONLY);
+  WANT(fd >= 0, "cannot open /dev/vsock");
+  unsigned cid = 0;
+  WANT(ioctl(fd, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &cid) == 0, "ioctl failed");
+  close(fd);
+  WANT(cid == 3, "local CID %u", cid);
+  char what[64];
+  snprintf(what, sizeof what, "local CID %u (vhost-device-vsock --guest-cid 3)", cid);
+  pass(what);
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int bench(const char *label, size_t big) {
+  static char check_name[64];
+  snprintf(check_name, sizeof check_name, "bench_%s", label);
+  check = check_name;
+  enum { N = 200, REPS = 3 };
+  TRY(cuInit(0));
+  CUdevice dev;
+  TRY(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  TRY(cuCtxCreate(&ctx, 0, dev));
+  CUdeviceptr small, p;
+  TRY(cuMemAlloc(&small, 4));
+  TRY(cuMemAlloc(&p, big));
+  static double t[N];
+  unsigned v = 0;
+  for (int i = 0; i < 20; i++) TRY(cuMemcpyDtoH(&v, small, 4)); /* warm up */
+  for (int i = 0; i < N; i++) {
+    double a = now_us();
+    TRY(cuMemcpyDtoH(&v, small, 4));
+    t[i] = now_us() - a;
+  }
+  qsort(t, N, sizeof t[0], cmp_double);
+  double d2h4 = t[N / 2], d2h4_p90 = t[N * 9 / 10];
+  for (int i = 0; i < N; i++) {
+    double a = now_us();
+    TRY(cuCtxSynchronize());
+    t[i] = now_us() - a;
+  }
+  qsort(t, N, sizeof t[0], cmp_double);
+  double sync = t[N / 2];
+  unsigned *h = malloc(big), *back = malloc(big);
+  WANT(h && back, "no host memory for 2 x %zu bytes", big);
+  for (size_t i = 0; i < big / 4; i++) h[i] = (unsigned)i * 2654435761u;
+  double h2d[REPS], d2h[REPS];
+  for (int r = 0; r < REPS; r++) {
+    double a = now_us();
+    TRY(cuMemcpyHtoD(p, h, big));
+    h2d[r] = (double)big / (now_us() - a); /* bytes per us = MB/s */
+    memset(back, 0, big);
+    a = now_us();
+    TRY(cuMemcpyDtoH(back, p, big));
+    d2h[r] = (double)big / (now_us() - a);
+    WANT(memcmp(h, back, big) == 0, "the %zu MiB read back differs (rep %d)", big >> 20, r);
+  }
+  qsort(h2d, REPS, sizeof h2d[0], cmp_double);
+  qsort(d2h, REPS, sizeof d2h[0], cmp_double);
+  printf("BENCH %s: round trip (4-byte cuMemcpyDtoH) median %.0f us (p90 %.0f us), "
+         "cuCtxSynchronize median %.0f us, over %d calls; %zu MiB cuMemcpyHtoD median %.0f MB/s "
+         "(best %.0f), cuMemcpyDtoH median %.0f MB/s (best %.0f), %d each\n",
+         label, d2h4, d2h4_p90, sync, N, big >> 20, h2d[REPS / 2], h2d[REPS - 1], d2h[REPS / 2],
+         d2h[REPS - 1], REPS);
+  TRY(cuMemFree(p));
+  TRY(cuMemFree(small));
+  TRY(cuCtxDestroy(ctx));
+  char what[256];
+  snprintf(what, sizeof what,
+           "%d round trips and %d x %zu MiB each way: every copy read back equal; round trip "
+           "%.0f us, H2D %.0f MB/s (figures, not asserted)",
+           N, REPS, big >> 20, d2h4, h2d[REPS / 2]);
+  pass(what);
+  free(h);
+  free(back);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   int r;
@@ -428,8 +768,20 @@ int main(int argc, char **argv) {
     r = leak(strtoull(argv[2], NULL, 0));
   else if (!strcmp(mode, "kill") && argc == 3)
     r = kill_self(strtoull(argv[2], NULL, 0));
-  else if (!strcmp(mode, "after_kill"))
-    r = after_kill();
+  else if (!strcmp(mode, "after_kill") && argc <= 3)
+    r = after_kill(argc == 3 ? argv[2] : "session_after_kill");
+  else if (!strcmp(mode, "pair") && argc == 5)
+    r = pair(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+  else if (!strcmp(mode, "killcopy") && argc == 3)
+    r = killcopy(strtoull(argv[2], NULL, 0));
+  else if (!strcmp(mode, "unserved"))
+    r = unserved();
+  else if (!strcmp(mode, "halfframe") && argc == 4)
+    r = halfframe((unsigned)strtoul(argv[2], NULL, 0), (unsigned)strtoul(argv[3], NULL, 0));
+  else if (!strcmp(mode, "localcid"))
+    r = localcid();
+  else if (!strcmp(mode, "bench") && argc == 4)
+    r = bench(argv[2], strtoull(argv[3], NULL, 0) << 20);
   else {
     printf("FAIL usage: cuda-serial-guest %s: unknown mode or arguments\n", mode);
     return 2;

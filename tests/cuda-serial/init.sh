@@ -8,24 +8,10 @@
 # Mounts, pass/fail/finish, the modules of load-order: tests/qemu/init-common.sh.
 . /lib/init-common.sh
 
-# The port's name is in sysfs; without udev there is no /dev/virtio-ports/NAME link, and the
-# node itself may be missing: make it from the dev file's major:minor.
-PORT=""
-for i in 1 2 3 4 5 6 7 8 9 10; do
-  for p in /sys/class/virtio-ports/*; do
-    [ -f "$p/name" ] && [ "$(cat "$p/name")" = vmgpu.cuda ] && PORT=${p##*/}
-  done
-  [ -n "$PORT" ] && break
-  sleep 0.5
-done
-if [ -z "$PORT" ]; then
+# The port named vmgpu.cuda as /dev/vportNpM in PORT (init-common.sh).
+if ! find_vport vmgpu.cuda; then
   fail port_found "no virtio-serial port named vmgpu.cuda in /sys/class/virtio-ports: $(ls /sys/class/virtio-ports 2>&1 | tr '\n' ' ')"
   finish
-fi
-if [ ! -c "/dev/$PORT" ]; then
-  IFS=: read -r MAJ MIN <"/sys/class/virtio-ports/$PORT/dev"
-  mknod "/dev/$PORT" c "$MAJ" "$MIN"
-  echo "GUEST: made /dev/$PORT ($MAJ:$MIN)"
 fi
 pass port_found "/dev/$PORT is the port named $(cat /sys/class/virtio-ports/$PORT/name), $(cat /sys/class/virtio-ports/$PORT/dev)"
 
@@ -39,13 +25,6 @@ else
   fail shim_linked "$(echo "$ldd_out" | tr '\n' ' ')"
 fi
 
-run() { # run MODE ARGS...: one process, one session
-  echo "GUEST: run $*"
-  $G "$@"
-  rc=$?
-  echo "GUEST: $1 exit $rc, uptime $(cut -d' ' -f1 /proc/uptime)s"
-  return $rc
-}
 run basics /ptx "$(cat /etc/vmgpu-quota)"
 run streams
 run jit

@@ -23,7 +23,8 @@ suite_start=$EPOCHREALTIME
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 suite=cuda-serial
-# setup_failed, elapsed, the kernel/busybox/initramfs/boot helpers, count_checks.
+# setup_failed, elapsed, the kernel/busybox/initramfs/boot helpers, build_cuda_guest,
+# install_cuda_guest, start_cuda_server/stop_servers, count_checks.
 . "$root/tests/qemu/lib.sh"
 cache=${CUDA_SERIAL_CACHE:-$root/target/cuda-serial}
 debcache=${VFIO_EDU_CACHE:-$root/target/vfio-edu}
@@ -37,65 +38,18 @@ host_log=$cache/host-checks.log
 
 # ---- host packages; the kernel and busybox (in the cache tests/vfio-edu uses) ----
 need_qemu
-command -v cc >/dev/null || setup_failed "no C compiler (cc)"
 unpack_kernel_busybox "$debcache"
 
 # ---- host programs and the guest program ----
-# Exactly the build `cargo test --workspace` makes (target/debug/vmgpu for the CLI tests,
-# target/debug/deps/libvmgpu_libcuda.so for the shim's): in tests/run-all.sh, after cargo test,
-# nothing is compiled (a narrower `cargo build -p` unifies features differently and would
-# rebuild the shim). The shim goes into the guest stripped.
-build_start=$EPOCHREALTIME
-(cd "$root" && cargo test --workspace --locked --no-run -q) >&2 ||
-  setup_failed "building the workspace (cargo test --no-run) failed"
-shim=$root/target/debug/deps/libvmgpu_libcuda.so
-[ -x "$root/target/debug/vmgpu" ] && [ -f "$shim" ] ||
-  setup_failed "cargo test --no-run made no target/debug/vmgpu or $shim"
-vmgpu=$root/target/debug/vmgpu
-include=${VMGPU_CUDA_INCLUDE:-$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "include"))' 2>/dev/null || true)}
-[ -f "$include/cuda.h" ] ||
-  setup_failed "no cuda.h (pip install nvidia-cuda-runtime-cu12, or set VMGPU_CUDA_INCLUDE)"
-shimdir=$cache/shim
-rm -rf "$shimdir" && mkdir -p "$shimdir"
-strip --strip-debug -o "$shimdir/libcuda.so.1" "$shim" ||
-  setup_failed "cannot strip the shim"
-ln -s libcuda.so.1 "$shimdir/libcuda.so"
-cc -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I"$include" "$here/guest.c" \
-  -L"$shimdir" -lcuda -o "$cache/cuda-serial-guest" || setup_failed "compiling guest.c failed"
-# A runtime-API program built by NVIDIA's nvcc 13 (-cudart shared), run in the guest on
-# vmgpu's libcudart.so.13 over the same port (tests/run-all.sh installs nvcc from PyPI).
-nvcc=${VMGPU_NVCC:-$root/target/nvcc13/py/nvidia/cu13/bin/nvcc}
-[ -x "$nvcc" ] || setup_failed "no nvcc 13 at $nvcc (tests/run-all.sh installs it from PyPI; or set VMGPU_NVCC)"
-cudart=""
-for f in "$root"/target/debug/deps/lib*cudart*.so; do
-  readelf -d "$f" 2>/dev/null | grep -q 'SONAME.*\[libcudart\.so\.13\]' && cudart=$f
-done
-[ -n "$cudart" ] || setup_failed "cargo test --no-run made no library with the soname libcudart.so.13 in target/debug/deps"
-strip --strip-debug -o "$shimdir/libcudart.so.13" "$cudart" || setup_failed "cannot strip $cudart"
-"$nvcc" -cudart shared -L"$(dirname "$(dirname "$nvcc")")/lib" -gencode arch=compute_80,code=compute_80 \
-  "$root/cuda-guest/libcudart/tests/cu/runtime_api.cu" -o "$cache/runtime_api" ||
-  setup_failed "nvcc could not build runtime_api.cu"
-build_s=$(elapsed "$build_start" "$EPOCHREALTIME")s
+# vmgpu, the stripped shim and libcudart.so.13, cuda-serial-guest (guest.c, -lcuda) and
+# runtime_api (nvcc 13): tests/qemu/lib.sh, shared with tests/cuda-vsock.
+build_cuda_guest "$cache"
 
 # ---- initramfs ----
 initrd=$cache/initrd
 new_initrd "$initrd" "$here/init.sh" etc ptx usr/lib/vmgpu
-cp "$cache/cuda-serial-guest" "$initrd/bin/"
-cp "$cache/runtime_api" "$initrd/bin/"
-cp "$shimdir/libcuda.so.1" "$shimdir/libcudart.so.13" "$initrd/usr/lib/vmgpu/"
-cp "$root/fixtures/ptx/vector_add.nvrtc.ptx" "$root/fixtures/ptx/oob_write.nvrtc.ptx" "$initrd/ptx/"
-echo "$quota" >"$initrd/etc/vmgpu-quota"
-# The C library and what the shim needs, at the paths the loader resolved on this host
-# (the guest runs the same binaries), and the loader itself.
-libs=$(LD_LIBRARY_PATH=$shimdir ldd "$cache/cuda-serial-guest" "$shimdir/libcuda.so.1" \
-  "$cache/runtime_api" "$shimdir/libcudart.so.13" |
-  awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u | grep -v "^$shimdir/" || true)
-[ -n "$libs" ] || setup_failed "ldd found no libraries"
-for l in $libs; do
-  mkdir -p "$initrd$(dirname "$l")"
-  cp -L "$l" "$initrd$l"
-done
-[ -e "$initrd/lib64/ld-linux-x86-64.so.2" ] || setup_failed "the dynamic loader is not among: $libs"
+# The programs, the libraries, the PTX files, the quota, and the C library the programs need.
+install_cuda_guest "$initrd" "$cache" "$quota"
 # virtio-pci and virtio-console with their dependencies, in modules.dep order.
 queue_module virtio_pci
 queue_module virtio_console
@@ -104,20 +58,10 @@ pack_initrd "$initrd" "$cache/initramfs.gz"
 
 # ---- the server ----
 sock=$cache/cuda.sock
-rm -f "$sock"
 # A long handshake timeout: QEMU connects when the VM starts, and again after each session
 # (the service hangs up after Goodbye), long before the next guest process says hello.
-RUST_LOG=info "$vmgpu" cuda serve --socket "$sock" --backend sim --memory "$quota" \
-  --handshake-timeout 3600 --guest-name qemu >"$server_log" 2>&1 &
-server_pid=$!
-stop_server() { kill -TERM "$server_pid" 2>/dev/null || true; }
-trap stop_server EXIT
-for _ in $(seq 100); do
-  [ -S "$sock" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-[ -S "$sock" ] || setup_failed "vmgpu cuda serve did not listen on $sock: $(tr '\n' ' ' <"$server_log")"
+start_cuda_server "$sock" "$server_log" --memory "$quota" --handshake-timeout 3600 --guest-name qemu
+trap stop_servers EXIT
 
 # ---- boot ----
 boot "$log" "$timeout_s" "$cache/initramfs.gz" "" \
@@ -126,7 +70,7 @@ boot "$log" "$timeout_s" "$cache/initramfs.gz" "" \
   -device virtserialport,bus=vser0.0,chardev=cuda0,name=vmgpu.cuda
 
 # ---- the server's side ----
-stop_server
+stop_servers
 server_rc=0
 wait "$server_pid" || server_rc=$?
 trap - EXIT
@@ -181,7 +125,7 @@ first_run=$(log_time "$log" ' GUEST: run ')
 done_at=$(log_time "$log" ' GUEST: done')
 boot_s=$([ -n "$init_at" ] && echo "$(elapsed "$boot_start" "$init_at")s" || echo n/a)
 run_s=$([ -n "$first_run" ] && [ -n "$done_at" ] && echo "$(elapsed "$first_run" "$done_at")s" || echo n/a)
-echo "cuda-serial: kernel $kver; build ${build_s} (cargo, strip, cc), boot to init $boot_s," \
+echo "cuda-serial: kernel $kver; build ${build_s} (cargo, strip, cc, nvcc), boot to init $boot_s," \
   "guest programs $run_s, QEMU run $(elapsed "$boot_start" "$boot_end")s," \
   "suite total $(elapsed "$suite_start" "$EPOCHREALTIME")s"
 echo "$passed passed, $failed failed"

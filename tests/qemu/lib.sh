@@ -126,14 +126,18 @@ pack_initrd() {
 
 # boot LOG TIMEOUT INITRAMFS APPEND QEMU-ARGS...: boots $kimage under QEMU/TCG (q35, serial
 # console), each serial line into LOG prefixed by the time it arrived. Sets qemu_rc, boot_start,
-# boot_end.
+# boot_end. The guest has 512 MiB; with boot_shared_mem=1 that memory is a shared memfd
+# (`-object memory-backend-memfd,share=on`), which a vhost-user device process maps
+# (tests/cuda-vsock).
 boot() {
-  local log=$1 timeout_s=$2 initramfs=$3 append=$4
+  local log=$1 timeout_s=$2 initramfs=$3 append=$4 memargs=(-m 512)
   shift 4
+  [ "${boot_shared_mem:-0}" = 1 ] &&
+    memargs+=(-object memory-backend-memfd,id=mem,size=512M,share=on -machine memory-backend=mem)
   echo "$suite: booting $kver under QEMU/TCG (timeout ${timeout_s}s)"
   boot_start=$EPOCHREALTIME
   set +e
-  timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -machine q35 -m 512 -smp 2 \
+  timeout "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -machine q35 "${memargs[@]}" -smp 2 \
     -nodefaults -display none -no-reboot -serial stdio "$@" \
     -kernel "$kimage" -initrd "$initramfs" \
     -append "console=ttyS0 $append panic=-1 softlockup_panic=1 loglevel=3" </dev/null 2>&1 |
@@ -183,4 +187,94 @@ guest_finished() {
   # A kernel stall panics the guest (softlockup_panic=1): show where it was stuck.
   sed 's/^[^ ]* //' "$1" | grep -m1 -A45 -E 'BUG: soft lockup|Kernel panic' | sed 's/^/  | /' || true
   return 1
+}
+
+# ---- the CUDA-forwarding suites (tests/cuda-serial, tests/cuda-vsock) ----
+
+# build_cuda_guest CACHE: the host's `vmgpu` and, for the guest, vmgpu's libcuda.so.1 and
+# libcudart.so.13 (stripped, in CACHE/shim), cuda-serial-guest (tests/cuda-serial/guest.c, built
+# with -lcuda against the shim) and runtime_api (cuda-guest/libcudart/tests/cu/runtime_api.cu,
+# built by nvcc 13), all in CACHE. The host programs are exactly the build `cargo test
+# --workspace` makes (target/debug/vmgpu for the CLI tests, target/debug/deps/libvmgpu_libcuda.so
+# for the shim's): in tests/run-all.sh, after cargo test, nothing is compiled (a narrower `cargo
+# build -p` unifies features differently and would rebuild the shim).
+# Sets vmgpu, shimdir, build_s.
+build_cuda_guest() {
+  local cache=$1 build_start=$EPOCHREALTIME shim include nvcc cudart f
+  command -v cc >/dev/null || setup_failed "no C compiler (cc)"
+  (cd "$root" && cargo test --workspace --locked --no-run -q) >&2 ||
+    setup_failed "building the workspace (cargo test --no-run) failed"
+  shim=$root/target/debug/deps/libvmgpu_libcuda.so
+  [ -x "$root/target/debug/vmgpu" ] && [ -f "$shim" ] ||
+    setup_failed "cargo test --no-run made no target/debug/vmgpu or $shim"
+  vmgpu=$root/target/debug/vmgpu
+  include=${VMGPU_CUDA_INCLUDE:-$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "include"))' 2>/dev/null || true)}
+  [ -f "$include/cuda.h" ] ||
+    setup_failed "no cuda.h (pip install nvidia-cuda-runtime-cu12, or set VMGPU_CUDA_INCLUDE)"
+  shimdir=$cache/shim
+  rm -rf "$shimdir" && mkdir -p "$shimdir"
+  strip --strip-debug -o "$shimdir/libcuda.so.1" "$shim" ||
+    setup_failed "cannot strip the shim"
+  ln -s libcuda.so.1 "$shimdir/libcuda.so"
+  cc -std=c11 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror -I"$include" "$root/tests/cuda-serial/guest.c" \
+    -L"$shimdir" -lcuda -o "$cache/cuda-serial-guest" || setup_failed "compiling guest.c failed"
+  # A runtime-API program built by NVIDIA's nvcc 13 (-cudart shared), run in the guest on
+  # vmgpu's libcudart.so.13 (tests/run-all.sh installs nvcc from PyPI).
+  nvcc=${VMGPU_NVCC:-$root/target/nvcc13/py/nvidia/cu13/bin/nvcc}
+  [ -x "$nvcc" ] || setup_failed "no nvcc 13 at $nvcc (tests/run-all.sh installs it from PyPI; or set VMGPU_NVCC)"
+  cudart=""
+  for f in "$root"/target/debug/deps/lib*cudart*.so; do
+    readelf -d "$f" 2>/dev/null | grep -q 'SONAME.*\[libcudart\.so\.13\]' && cudart=$f
+  done
+  [ -n "$cudart" ] || setup_failed "cargo test --no-run made no library with the soname libcudart.so.13 in target/debug/deps"
+  strip --strip-debug -o "$shimdir/libcudart.so.13" "$cudart" || setup_failed "cannot strip $cudart"
+  "$nvcc" -cudart shared -L"$(dirname "$(dirname "$nvcc")")/lib" -gencode arch=compute_80,code=compute_80 \
+    "$root/cuda-guest/libcudart/tests/cu/runtime_api.cu" -o "$cache/runtime_api" ||
+    setup_failed "nvcc could not build runtime_api.cu"
+  build_s=$(elapsed "$build_start" "$EPOCHREALTIME")s
+}
+
+# install_cuda_guest INITRD CACHE QUOTA: puts what build_cuda_guest made into INITRD (the programs
+# in /bin, the libraries in /usr/lib/vmgpu, two PTX files in /ptx, QUOTA in /etc/vmgpu-quota),
+# with the C library and what the shim needs, at the paths the loader resolved on this host (the
+# guest runs the same binaries), and the loader itself. new_initrd must have made etc, ptx and
+# usr/lib/vmgpu.
+install_cuda_guest() {
+  local initrd=$1 cache=$2 quota=$3 libs l
+  cp "$cache/cuda-serial-guest" "$cache/runtime_api" "$initrd/bin/"
+  cp "$shimdir/libcuda.so.1" "$shimdir/libcudart.so.13" "$initrd/usr/lib/vmgpu/"
+  cp "$root/fixtures/ptx/vector_add.nvrtc.ptx" "$root/fixtures/ptx/oob_write.nvrtc.ptx" "$initrd/ptx/"
+  echo "$quota" >"$initrd/etc/vmgpu-quota"
+  libs=$(LD_LIBRARY_PATH=$shimdir ldd "$cache/cuda-serial-guest" "$shimdir/libcuda.so.1" \
+    "$cache/runtime_api" "$shimdir/libcudart.so.13" |
+    awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u | grep -v "^$shimdir/" || true)
+  [ -n "$libs" ] || setup_failed "ldd found no libraries"
+  for l in $libs; do
+    mkdir -p "$initrd$(dirname "$l")"
+    cp -L "$l" "$initrd$l"
+  done
+  [ -e "$initrd/lib64/ld-linux-x86-64.so.2" ] || setup_failed "the dynamic loader is not among: $libs"
+}
+
+# start_cuda_server SOCK LOG ARGS...: `vmgpu cuda serve --socket SOCK --backend sim ARGS...` in
+# the background (RUST_LOG=info, its output in LOG), waiting until it listens. Appends its pid to
+# server_pids (stop_servers sends them SIGTERM); sets server_pid.
+server_pids=()
+start_cuda_server() {
+  local sock=$1 log=$2
+  shift 2
+  rm -f "$sock"
+  RUST_LOG=info "$vmgpu" cuda serve --socket "$sock" --backend sim "$@" >"$log" 2>&1 &
+  server_pid=$!
+  server_pids+=("$server_pid")
+  for _ in $(seq 100); do
+    [ -S "$sock" ] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -S "$sock" ] || setup_failed "vmgpu cuda serve did not listen on $sock: $(tr '\n' ' ' <"$log")"
+}
+stop_servers() {
+  local p
+  for p in "${server_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 }
