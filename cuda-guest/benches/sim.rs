@@ -8,9 +8,10 @@ fn main() {
             elements: 1 << 20,
             matrix: 128,
             repeats: 2,
+            ..sizes
         };
     }
-    match cuda_guest::sim::bench::run(sizes) {
+    match cuda_guest::sim::bench::run(&sizes) {
         Ok(r) => print!("{}", cuda_guest::sim::bench::report(&r)),
         Err(e) => {
             eprintln!("bench failed: {e}");

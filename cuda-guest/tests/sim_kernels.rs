@@ -1,5 +1,6 @@
 //! Kernels of `tests/ptx/basic.cu` (clang-14 and NVRTC builds) against Rust references,
-//! over sizes that leave partial blocks, on 1 and 2 host threads.
+//! over sizes that leave partial blocks, on 1 and 2 host threads (shared-memory
+//! transpose and global-atomic histogram included).
 
 #![allow(clippy::needless_range_loop)]
 
@@ -226,6 +227,98 @@ fn tiled_matmul_matches_rust() {
                     got[i],
                     want[i]
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn shared_memory_transpose_matches_rust() {
+    for file in VARIANTS {
+        for threads in [1, 2] {
+            // Partial tiles at both edges, and a single-row matrix.
+            for (rows, cols) in [(70usize, 45usize), (32, 32), (1, 100)] {
+                let mut s = sim(threads);
+                let m = s.load_module(file, &ptx(file)).unwrap();
+                let a = randf(rows * cols, 5);
+                let pa = upload_f32(&mut s, &a);
+                let pt = s.malloc(4 * (rows * cols) as u64).unwrap();
+                let cfg = LaunchConfig {
+                    grid: [(cols as u32).div_ceil(32), (rows as u32).div_ceil(32), 1],
+                    block: [32, 8, 1],
+                    shared_bytes: 0,
+                };
+                s.launch(
+                    &m,
+                    "transpose_shared",
+                    cfg,
+                    &[
+                        KernelArg::Ptr(pa),
+                        KernelArg::Ptr(pt),
+                        KernelArg::I32(rows as i32),
+                        KernelArg::I32(cols as i32),
+                    ],
+                )
+                .unwrap();
+                let t = download_f32(&mut s, pt, rows * cols);
+                for r in 0..rows {
+                    for c in 0..cols {
+                        assert_eq!(
+                            t[c * rows + r].to_bits(),
+                            a[r * cols + c].to_bits(),
+                            "{file} {threads}t {rows}x{cols} ({r},{c})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn atomic_histogram_matches_rust() {
+    for file in VARIANTS {
+        for threads in [1, 2] {
+            for (n, nbins, grid) in [(10_000usize, 256u32, 8u32), (999, 7, 3), (5, 64, 1)] {
+                let mut s = sim(threads);
+                let m = s.load_module(file, &ptx(file)).unwrap();
+                let v: Vec<u32> = randf(n, 6)
+                    .iter()
+                    .map(|x| (x.to_bits() >> 3) ^ 0x5bd1)
+                    .collect();
+                let pv = s.malloc(4 * n as u64).unwrap();
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                s.memcpy_htod(pv, &b).unwrap();
+                let pb = s.malloc(4 * nbins as u64).unwrap();
+                s.memset_d32(pb, 0, nbins as u64).unwrap();
+                let cfg = LaunchConfig {
+                    grid: [grid, 1, 1],
+                    block: [128, 1, 1],
+                    shared_bytes: 0,
+                };
+                s.launch(
+                    &m,
+                    "histogram_atomic",
+                    cfg,
+                    &[
+                        KernelArg::Ptr(pv),
+                        KernelArg::Ptr(pb),
+                        KernelArg::I32(n as i32),
+                        KernelArg::U32(nbins),
+                    ],
+                )
+                .unwrap();
+                let mut want = vec![0u32; nbins as usize];
+                for x in &v {
+                    want[(x % nbins) as usize] += 1;
+                }
+                let mut got = vec![0u8; 4 * nbins as usize];
+                s.memcpy_dtoh(&mut got, pb).unwrap();
+                let got: Vec<u32> = got
+                    .chunks(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(got, want, "{file} {threads}t n={n} bins={nbins}");
             }
         }
     }

@@ -47,7 +47,17 @@ fn entry_params_of_basic_module() {
             .join(f);
         let m = ptx::parse(f, &std::fs::read_to_string(p).unwrap()).unwrap();
         let names: Vec<_> = m.entries().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["vector_add", "saxpy", "reduce_sum", "matmul"]);
+        assert_eq!(
+            names,
+            [
+                "vector_add",
+                "saxpy",
+                "reduce_sum",
+                "matmul",
+                "transpose_shared",
+                "histogram_atomic"
+            ]
+        );
         let s = m.entry("saxpy").unwrap();
         let got: Vec<_> = s
             .params

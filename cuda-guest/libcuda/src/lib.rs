@@ -15,8 +15,9 @@
 //! works). Forward mode connects at the first call that needs the service, not at
 //! `cuInit`, so a process that only loads the library (NVRTC does while it compiles)
 //! opens no session. `VMGPU_CUDA_LOG` sets the log level on standard error (`off`,
-//! `warn`, `info`, `debug`). The simulator reads `VMGPU_SIM_THREADS`,
-//! `VMGPU_SIM_MEMORY` and `VMGPU_SIM_DEVICES`.
+//! `warn`, `info`, `debug`). The simulator runs a launch's blocks on every core unless
+//! `VMGPU_SIM_THREADS` sets how many threads (1: in order, repeatable to the fault); it
+//! reads `VMGPU_SIM_MEMORY` and `VMGPU_SIM_DEVICES` too.
 //!
 //! See the crate's README for the exported entry points and how to build the library.
 
@@ -38,16 +39,11 @@ use vmgpu_cuda_proto::client::RemoteBackend;
 use vmgpu_cuda_sim::{SimBackend, SimConfig};
 
 /// The simulator's settings from the environment: `VMGPU_SIM_THREADS` (threads per
-/// launch), `VMGPU_SIM_MEMORY` (each device's memory in bytes) and `VMGPU_SIM_DEVICES`
+/// launch; every core without it), `VMGPU_SIM_MEMORY` (each device's memory in bytes) and `VMGPU_SIM_DEVICES`
 /// (how many devices, 1 to 16).
 fn sim_config_from_env() -> SimConfig {
+    // Threads: every core, or VMGPU_SIM_THREADS (SimConfig::default_threads).
     let mut config = SimConfig::default();
-    if let Some(t) = std::env::var("VMGPU_SIM_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        config.threads = t.max(1);
-    }
     if let Some(m) = std::env::var("VMGPU_SIM_MEMORY")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

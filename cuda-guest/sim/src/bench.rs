@@ -1,25 +1,60 @@
 //! Benchmarks of the simulator against the same algorithms written as plain Rust loops,
 //! measured in the same run: vector_add and saxpy over 2^24 f32, a shared-memory block
-//! reduction over 2^24 f32, and a 16x16-tiled matmul 512x512x512; each on 1 and 2
-//! host threads. The kernels are NVRTC 12.9 builds of `tests/ptx/basic.cu`
-//! (`bench.ptx`). This is what `vmgpu cuda bench` reports; nothing here asserts a time.
+//! reduction over 2^24 f32, a 16x16-tiled matmul 512x512x512, a shared-memory 32x32-tile
+//! transpose of 4096x4096 f32 and a global-atomic histogram of 2^24 words into 256
+//! bins; each on 1, 2, 4, ... host threads up to every core. The kernels are NVRTC 12.9
+//! builds of `tests/ptx/basic.cu` (`bench.ptx`). This is what `vmgpu cuda bench`
+//! reports; nothing here asserts a time.
 
-use super::{KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
+use super::{DevicePtr, KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 /// The PTX of the benchmark kernels.
 pub const BENCH_PTX: &str = include_str!("bench.ptx");
 
+/// Issue 16's goals: a benchmark's simulator time on one thread over the plain loop's,
+/// at most this (the benchmarks without one have none).
+pub const GOALS_1T: [(&str, f64); 4] = [
+    ("vector_add", 2.0),
+    ("saxpy", 2.5),
+    ("reduce", 8.0),
+    ("matmul", 4.0),
+];
+
+/// Issue 16's scaling goal: on N threads (N <= [`SCALING_GOAL_UP_TO`]) at least this
+/// times N the one-thread speed.
+pub const SCALING_GOAL: f64 = 0.75;
+/// The largest thread count the scaling goal covers.
+pub const SCALING_GOAL_UP_TO: usize = 16;
+
+/// The one-thread goal of benchmark `name` ([`GOALS_1T`]).
+pub fn goal_1t(name: &str) -> Option<f64> {
+    GOALS_1T.iter().find(|(n, _)| *n == name).map(|&(_, g)| g)
+}
+
+/// 1, 2, 4, ... up to `max`, and `max` itself.
+pub fn thread_counts(max: usize) -> Vec<usize> {
+    let max = max.max(1);
+    let mut v: Vec<usize> = std::iter::successors(Some(1usize), |t| t.checked_mul(2))
+        .take_while(|&t| t < max)
+        .collect();
+    v.push(max);
+    v
+}
+
 /// Benchmark sizes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BenchSizes {
-    /// Elements of vector_add, saxpy and the reduction (2^24 by default).
+    /// Elements of vector_add, saxpy, the reduction and the histogram (2^24 by default).
     pub elements: usize,
-    /// Matrix side of the matmul (512 by default).
+    /// Matrix side of the matmul (512 by default; the transpose's is 8 times it).
     pub matrix: usize,
     /// Runs of each measurement; the fastest counts.
     pub repeats: usize,
+    /// Host thread counts to run the simulator on ([`thread_counts`] up to every core
+    /// by default; the ratios and the scaling are against the first).
+    pub threads: Vec<usize>,
 }
 
 impl Default for BenchSizes {
@@ -28,6 +63,7 @@ impl Default for BenchSizes {
             elements: 1 << 24,
             matrix: 512,
             repeats: 3,
+            threads: thread_counts(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
 }
@@ -35,32 +71,35 @@ impl Default for BenchSizes {
 /// One benchmark's result.
 #[derive(Debug, Clone)]
 pub struct BenchResult {
-    /// Benchmark name (`vector_add`, `saxpy`, `reduce`, `matmul`).
+    /// Benchmark name (`vector_add`, `saxpy`, `reduce`, `matmul`, `transpose`,
+    /// `histogram`).
     pub name: &'static str,
     /// Problem size in words.
     pub size: String,
     /// The plain Rust loop (one thread).
     pub native: Duration,
-    /// The simulator on 1 thread.
-    pub sim_1t: Duration,
-    /// The simulator on 2 threads.
-    pub sim_2t: Duration,
+    /// The simulator's time on each thread count, in [`BenchSizes::threads`] order.
+    pub sim: Vec<(usize, Duration)>,
     /// Warp instructions per launch.
     pub warp_instructions: u64,
 }
 
 impl BenchResult {
-    /// Simulator time on one thread over the native time.
-    pub fn ratio_1t(&self) -> f64 {
-        self.sim_1t.as_secs_f64() / self.native.as_secs_f64()
+    /// The simulator's time on `threads` threads, if measured.
+    pub fn time(&self, threads: usize) -> Option<Duration> {
+        self.sim
+            .iter()
+            .find(|(t, _)| *t == threads)
+            .map(|&(_, d)| d)
     }
-    /// Simulator time on two threads over the native time.
-    pub fn ratio_2t(&self) -> f64 {
-        self.sim_2t.as_secs_f64() / self.native.as_secs_f64()
+    /// Simulator time on `threads` threads over the native time.
+    pub fn ratio(&self, threads: usize) -> Option<f64> {
+        Some(self.time(threads)?.as_secs_f64() / self.native.as_secs_f64())
     }
-    /// Speed-up from 1 to 2 threads.
-    pub fn scaling(&self) -> f64 {
-        self.sim_1t.as_secs_f64() / self.sim_2t.as_secs_f64()
+    /// Speed-up from the first thread count measured (1 by default) to `threads`.
+    pub fn scaling(&self, threads: usize) -> Option<f64> {
+        let &(_, first) = self.sim.first()?;
+        Some(first.as_secs_f64() / self.time(threads)?.as_secs_f64())
     }
 }
 
@@ -103,296 +142,449 @@ fn from_bytes(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+fn u32_bytes(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// One kernel's launch on the simulator: its geometry and arguments over buffers made
+/// by `setup`, `before` run ahead of each timed launch (untimed), `check` after the
+/// last: whether the result is the plain loop's.
+struct Case<'a> {
+    name: &'static str,
+    size: String,
+    kernel: &'static str,
+    native: Duration,
+    /// Makes the buffers; returns them with the launch's geometry and arguments.
+    setup: Step<'a, Launch>,
+    before: BufStep<'a, ()>,
+    check: BufStep<'a, bool>,
+}
+
+/// A step of a [`Case`] on one simulator.
+type Step<'a, T> = Box<dyn Fn(&mut Simulator) -> Result<T, SimError> + 'a>;
+/// A step of a [`Case`] on one simulator and the case's buffers.
+type BufStep<'a, T> = Box<dyn Fn(&mut Simulator, &[DevicePtr]) -> Result<T, SimError> + 'a>;
+
+struct Launch {
+    bufs: Vec<DevicePtr>,
+    config: LaunchConfig,
+    args: Vec<KernelArg>,
+}
+
+fn upload(s: &mut Simulator, bytes: &[u8]) -> Result<DevicePtr, SimError> {
+    let p = s.malloc(bytes.len() as u64)?;
+    s.memcpy_htod(p, bytes)?;
+    Ok(p)
+}
+
+fn download(s: &mut Simulator, p: DevicePtr, bytes: usize) -> Result<Vec<u8>, SimError> {
+    let mut b = vec![0u8; bytes];
+    s.memcpy_dtoh(&mut b, p)?;
+    Ok(b)
+}
+
+fn close(got: &[f32], want: &[f32], tolerance: f32) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(g, w)| (g - w).abs() <= tolerance)
+}
+
+/// Runs `case` on each simulator (one per thread count), checking its result.
+fn measure(case: Case, sims: &mut [Simulator], repeats: usize) -> Result<BenchResult, SimError> {
+    let mut sim = vec![];
+    let mut wi = 0;
+    for s in sims.iter_mut() {
+        let m = s.load_module("bench.ptx", BENCH_PTX)?;
+        let l = (case.setup)(s)?;
+        let t = best(repeats, || {
+            (case.before)(s, &l.bufs)?;
+            let r = s.launch(&m, case.kernel, l.config, &l.args)?;
+            wi = r.warp_instructions;
+            Ok(r.elapsed)
+        })?;
+        if !(case.check)(s, &l.bufs)? {
+            return Err(SimError::InvalidLaunch {
+                kernel: case.kernel.into(),
+                message: format!(
+                    "simulated result on {} thread(s) differs from the native loop",
+                    s.config().threads
+                ),
+            });
+        }
+        for p in l.bufs {
+            s.free(p)?;
+        }
+        s.unload_module(&m)?;
+        sim.push((s.config().threads, t));
+    }
+    Ok(BenchResult {
+        name: case.name,
+        size: case.size,
+        native: case.native,
+        sim,
+        warp_instructions: wi,
+    })
+}
+
+fn grid_1d(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid: [(n as u32).div_ceil(block), 1, 1],
+        block: [block, 1, 1],
+        shared_bytes: 0,
+    }
+}
+
 /// Runs the benchmark set; also checks each simulated result against the native one
 /// (an error if they differ, so a fast wrong simulator cannot report a ratio).
-pub fn run(sizes: BenchSizes) -> Result<Vec<BenchResult>, SimError> {
+pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
     let n = sizes.elements;
-    let mut out = vec![];
+    let reps = sizes.repeats;
     let a = data(n, 1);
     let b = data(n, 2);
-    let mismatch = |what: &str| SimError::InvalidLaunch {
-        kernel: what.into(),
-        message: "simulated result differs from the native loop".into(),
-    };
-
-    let mut sims: Vec<Simulator> = [1usize, 2]
+    let mut sims: Vec<Simulator> = sizes
+        .threads
         .iter()
         .map(|&t| {
             Simulator::new(SimConfig {
-                threads: t,
+                threads: t.max(1),
                 instruction_budget: 0,
                 time_limit: None,
                 ..SimConfig::default()
             })
         })
         .collect();
+    let mut out = vec![];
 
     // vector_add
-    {
-        let mut c = vec![0f32; n];
-        let native = best(sizes.repeats, || {
-            Ok(timed(|| {
-                let (a, b) = (black_box(&a), black_box(&b));
-                for i in 0..n {
-                    c[i] = a[i] + b[i];
-                }
-                black_box(&c);
-            }))
-        })?;
-        let mut times = vec![];
-        let mut wi = 0;
-        for s in sims.iter_mut() {
-            let m = s.load_module("bench.ptx", BENCH_PTX)?;
-            let (pa, pb, pc) = (
-                s.malloc(4 * n as u64)?,
-                s.malloc(4 * n as u64)?,
-                s.malloc(4 * n as u64)?,
-            );
-            s.memcpy_htod(pa, &to_bytes(&a))?;
-            s.memcpy_htod(pb, &to_bytes(&b))?;
-            let cfg = LaunchConfig {
-                grid: [(n as u32).div_ceil(256), 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
-            let args = [
-                KernelArg::Ptr(pa),
-                KernelArg::Ptr(pb),
-                KernelArg::Ptr(pc),
-                KernelArg::I32(n as i32),
-            ];
-            times.push(best(sizes.repeats, || {
-                let r = s.launch(&m, "vector_add", cfg, &args)?;
-                wi = r.warp_instructions;
-                Ok(r.elapsed)
-            })?);
-            let mut got = vec![0u8; 4 * n];
-            s.memcpy_dtoh(&mut got, pc)?;
-            if from_bytes(&got) != c {
-                return Err(mismatch("vector_add"));
+    let mut c = vec![0f32; n];
+    let native = best(reps, || {
+        Ok(timed(|| {
+            let (a, b) = (black_box(&a), black_box(&b));
+            for i in 0..n {
+                c[i] = a[i] + b[i];
             }
-            for p in [pa, pb, pc] {
-                s.free(p)?;
-            }
-        }
-        out.push(BenchResult {
+            black_box(&c);
+        }))
+    })?;
+    out.push(measure(
+        Case {
             name: "vector_add",
             size: format!("{n} f32"),
+            kernel: "vector_add",
             native,
-            sim_1t: times[0],
-            sim_2t: times[1],
-            warp_instructions: wi,
-        });
-    }
+            setup: Box::new(|s| {
+                let bufs = vec![
+                    upload(s, &to_bytes(&a))?,
+                    upload(s, &to_bytes(&b))?,
+                    s.malloc(4 * n as u64)?,
+                ];
+                let args = vec![
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                    KernelArg::Ptr(bufs[2]),
+                    KernelArg::I32(n as i32),
+                ];
+                Ok(Launch {
+                    bufs,
+                    config: grid_1d(n, 256),
+                    args,
+                })
+            }),
+            before: Box::new(|_, _| Ok(())),
+            check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[2], 4 * n)?) == c)),
+        },
+        &mut sims,
+        reps,
+    )?);
 
     // saxpy (y = a*x + y; the simulated kernel's fma.rn.f32 is compared with f32::mul_add)
-    {
-        let k = 1.5f32;
-        let mut y = b.clone();
-        let native = best(sizes.repeats, || {
-            y.copy_from_slice(&b);
-            Ok(timed(|| {
-                let x = black_box(&a);
-                for i in 0..n {
-                    y[i] += k * x[i];
-                }
-                black_box(&y);
-            }))
-        })?;
-        let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| k.mul_add(*x, *y)).collect();
-        let mut times = vec![];
-        let mut wi = 0;
-        for s in sims.iter_mut() {
-            let m = s.load_module("bench.ptx", BENCH_PTX)?;
-            let (px, py) = (s.malloc(4 * n as u64)?, s.malloc(4 * n as u64)?);
-            s.memcpy_htod(px, &to_bytes(&a))?;
-            let cfg = LaunchConfig {
-                grid: [(n as u32).div_ceil(256), 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
-            let args = [
-                KernelArg::I32(n as i32),
-                KernelArg::F32(k),
-                KernelArg::Ptr(px),
-                KernelArg::Ptr(py),
-            ];
-            times.push(best(sizes.repeats, || {
-                s.memcpy_htod(py, &to_bytes(&b))?;
-                let r = s.launch(&m, "saxpy", cfg, &args)?;
-                wi = r.warp_instructions;
-                Ok(r.elapsed)
-            })?);
-            let mut got = vec![0u8; 4 * n];
-            s.memcpy_dtoh(&mut got, py)?;
-            if from_bytes(&got) != want {
-                return Err(mismatch("saxpy"));
+    let k = 1.5f32;
+    let mut y = b.clone();
+    let native = best(reps, || {
+        y.copy_from_slice(&b);
+        Ok(timed(|| {
+            let x = black_box(&a);
+            for i in 0..n {
+                y[i] += k * x[i];
             }
-            s.free(px)?;
-            s.free(py)?;
-        }
-        out.push(BenchResult {
+            black_box(&y);
+        }))
+    })?;
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| k.mul_add(*x, *y)).collect();
+    out.push(measure(
+        Case {
             name: "saxpy",
             size: format!("{n} f32"),
+            kernel: "saxpy",
             native,
-            sim_1t: times[0],
-            sim_2t: times[1],
-            warp_instructions: wi,
-        });
-    }
+            setup: Box::new(|s| {
+                let bufs = vec![upload(s, &to_bytes(&a))?, s.malloc(4 * n as u64)?];
+                let args = vec![
+                    KernelArg::I32(n as i32),
+                    KernelArg::F32(k),
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                ];
+                Ok(Launch {
+                    bufs,
+                    config: grid_1d(n, 256),
+                    args,
+                })
+            }),
+            before: Box::new(|s, bufs| s.memcpy_htod(bufs[1], &to_bytes(&b))),
+            check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[1], 4 * n)?) == want)),
+        },
+        &mut sims,
+        reps,
+    )?);
 
     // Block reduction: each block of 256 threads sums 512 elements.
-    {
-        let chunk = 512;
-        let blocks = n.div_ceil(chunk);
-        let mut sums = vec![0f32; blocks];
-        let native = best(sizes.repeats, || {
-            Ok(timed(|| {
-                let v = black_box(&a);
-                for (s, c) in sums.iter_mut().zip(v.chunks(chunk)) {
-                    let mut acc = 0f32;
-                    for x in c {
-                        acc += x;
-                    }
-                    *s = acc;
+    let chunk = 512;
+    let blocks = n.div_ceil(chunk);
+    let mut sums = vec![0f32; blocks];
+    let native = best(reps, || {
+        Ok(timed(|| {
+            let v = black_box(&a);
+            for (s, c) in sums.iter_mut().zip(v.chunks(chunk)) {
+                let mut acc = 0f32;
+                for x in c {
+                    acc += x;
                 }
-                black_box(&sums);
-            }))
-        })?;
-        let mut times = vec![];
-        let mut wi = 0;
-        for s in sims.iter_mut() {
-            let m = s.load_module("bench.ptx", BENCH_PTX)?;
-            let (pin, pout) = (s.malloc(4 * n as u64)?, s.malloc(4 * blocks as u64)?);
-            s.memcpy_htod(pin, &to_bytes(&a))?;
-            let cfg = LaunchConfig {
-                grid: [blocks as u32, 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            };
-            let args = [
-                KernelArg::Ptr(pin),
-                KernelArg::Ptr(pout),
-                KernelArg::I32(n as i32),
-            ];
-            times.push(best(sizes.repeats, || {
-                let r = s.launch(&m, "reduce_sum", cfg, &args)?;
-                wi = r.warp_instructions;
-                Ok(r.elapsed)
-            })?);
-            // A tree sum differs from the sequential one by rounding: check closeness.
-            let mut got = vec![0u8; 4 * blocks];
-            s.memcpy_dtoh(&mut got, pout)?;
-            let got = from_bytes(&got);
-            if got.iter().zip(&sums).any(|(g, w)| (g - w).abs() > 1e-3) {
-                return Err(mismatch("reduce_sum"));
+                *s = acc;
             }
-            s.free(pin)?;
-            s.free(pout)?;
-        }
-        out.push(BenchResult {
+            black_box(&sums);
+        }))
+    })?;
+    out.push(measure(
+        Case {
             name: "reduce",
             size: format!("{n} f32"),
+            kernel: "reduce_sum",
             native,
-            sim_1t: times[0],
-            sim_2t: times[1],
-            warp_instructions: wi,
-        });
-    }
+            setup: Box::new(|s| {
+                let bufs = vec![upload(s, &to_bytes(&a))?, s.malloc(4 * blocks as u64)?];
+                let args = vec![
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                    KernelArg::I32(n as i32),
+                ];
+                Ok(Launch {
+                    bufs,
+                    config: grid_1d(blocks * 256, 256),
+                    args,
+                })
+            }),
+            before: Box::new(|_, _| Ok(())),
+            // A tree sum differs from the sequential one by rounding: check closeness.
+            check: Box::new(|s, bufs| {
+                Ok(close(
+                    &from_bytes(&download(s, bufs[1], 4 * blocks)?),
+                    &sums,
+                    1e-3,
+                ))
+            }),
+        },
+        &mut sims,
+        reps,
+    )?);
 
     // Tiled matmul.
-    {
-        let d = sizes.matrix;
-        let ma = data(d * d, 3);
-        let mb = data(d * d, 4);
-        let mut mc = vec![0f32; d * d];
-        let native = best(sizes.repeats, || {
-            Ok(timed(|| {
-                let (x, y) = (black_box(&ma), black_box(&mb));
-                for i in 0..d {
-                    for j in 0..d {
-                        let mut acc = 0f32;
-                        for k in 0..d {
-                            acc += x[i * d + k] * y[k * d + j];
-                        }
-                        mc[i * d + j] = acc;
+    let d = sizes.matrix;
+    let ma = data(d * d, 3);
+    let mb = data(d * d, 4);
+    let mut mc = vec![0f32; d * d];
+    let native = best(reps, || {
+        Ok(timed(|| {
+            let (x, y) = (black_box(&ma), black_box(&mb));
+            for i in 0..d {
+                for j in 0..d {
+                    let mut acc = 0f32;
+                    for k in 0..d {
+                        acc += x[i * d + k] * y[k * d + j];
                     }
+                    mc[i * d + j] = acc;
                 }
-                black_box(&mc);
-            }))
-        })?;
-        let mut times = vec![];
-        let mut wi = 0;
-        for s in sims.iter_mut() {
-            let m = s.load_module("bench.ptx", BENCH_PTX)?;
-            let bytes = 4 * (d * d) as u64;
-            let (pa, pb, pc) = (s.malloc(bytes)?, s.malloc(bytes)?, s.malloc(bytes)?);
-            s.memcpy_htod(pa, &to_bytes(&ma))?;
-            s.memcpy_htod(pb, &to_bytes(&mb))?;
-            let g = (d as u32).div_ceil(16);
-            let cfg = LaunchConfig {
-                grid: [g, g, 1],
-                block: [16, 16, 1],
-                shared_bytes: 0,
-            };
-            let di = d as i32;
-            let args = [
-                KernelArg::Ptr(pa),
-                KernelArg::Ptr(pb),
-                KernelArg::Ptr(pc),
-                KernelArg::I32(di),
-                KernelArg::I32(di),
-                KernelArg::I32(di),
-            ];
-            times.push(best(sizes.repeats, || {
-                let r = s.launch(&m, "matmul", cfg, &args)?;
-                wi = r.warp_instructions;
-                Ok(r.elapsed)
-            })?);
-            let mut got = vec![0u8; bytes as usize];
-            s.memcpy_dtoh(&mut got, pc)?;
-            // fma versus mul+add: close, not equal.
-            if from_bytes(&got)
-                .iter()
-                .zip(&mc)
-                .any(|(g, w)| (g - w).abs() > 1e-3)
-            {
-                return Err(mismatch("matmul"));
             }
-            for p in [pa, pb, pc] {
-                s.free(p)?;
-            }
-        }
-        out.push(BenchResult {
+            black_box(&mc);
+        }))
+    })?;
+    out.push(measure(
+        Case {
             name: "matmul",
             size: format!("{d}x{d}x{d} f32"),
+            kernel: "matmul",
             native,
-            sim_1t: times[0],
-            sim_2t: times[1],
-            warp_instructions: wi,
-        });
-    }
+            setup: Box::new(|s| {
+                let bufs = vec![
+                    upload(s, &to_bytes(&ma))?,
+                    upload(s, &to_bytes(&mb))?,
+                    s.malloc(4 * (d * d) as u64)?,
+                ];
+                let g = (d as u32).div_ceil(16);
+                let di = KernelArg::I32(d as i32);
+                let args = vec![
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                    KernelArg::Ptr(bufs[2]),
+                    di.clone(),
+                    di.clone(),
+                    di,
+                ];
+                let config = LaunchConfig {
+                    grid: [g, g, 1],
+                    block: [16, 16, 1],
+                    shared_bytes: 0,
+                };
+                Ok(Launch { bufs, config, args })
+            }),
+            before: Box::new(|_, _| Ok(())),
+            // fma versus mul+add: close, not equal.
+            check: Box::new(|s, bufs| {
+                Ok(close(
+                    &from_bytes(&download(s, bufs[2], 4 * d * d)?),
+                    &mc,
+                    1e-3,
+                ))
+            }),
+        },
+        &mut sims,
+        reps,
+    )?);
+
+    // Transpose through shared memory: a (8d)x(8d) matrix, 32x32 tiles, 32x8 threads.
+    let t = 8 * d;
+    let mt = data(t * t, 5);
+    let mut tt = vec![0f32; t * t];
+    let native = best(reps, || {
+        Ok(timed(|| {
+            let x = black_box(&mt);
+            // Tiled as the kernel is (the naive loop would be cache-bound).
+            for bi in (0..t).step_by(32) {
+                for bj in (0..t).step_by(32) {
+                    for i in bi..(bi + 32).min(t) {
+                        for j in bj..(bj + 32).min(t) {
+                            tt[j * t + i] = x[i * t + j];
+                        }
+                    }
+                }
+            }
+            black_box(&tt);
+        }))
+    })?;
+    out.push(measure(
+        Case {
+            name: "transpose",
+            size: format!("{t}x{t} f32"),
+            kernel: "transpose_shared",
+            native,
+            setup: Box::new(|s| {
+                let bufs = vec![upload(s, &to_bytes(&mt))?, s.malloc(4 * (t * t) as u64)?];
+                let ti = KernelArg::I32(t as i32);
+                let args = vec![
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                    ti.clone(),
+                    ti,
+                ];
+                let g = (t as u32).div_ceil(32);
+                let config = LaunchConfig {
+                    grid: [g, g, 1],
+                    block: [32, 8, 1],
+                    shared_bytes: 0,
+                };
+                Ok(Launch { bufs, config, args })
+            }),
+            before: Box::new(|_, _| Ok(())),
+            check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[1], 4 * t * t)?) == tt)),
+        },
+        &mut sims,
+        reps,
+    )?);
+
+    // Histogram: one global atomicAdd per element into 256 bins, 1024 blocks of 256
+    // threads striding over the input.
+    let words: Vec<u32> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| x.to_bits() ^ y.to_bits().rotate_left(7))
+        .collect();
+    let nbins = 256u32;
+    let mut bins = vec![0u32; nbins as usize];
+    let native = best(reps, || {
+        bins.fill(0);
+        Ok(timed(|| {
+            for w in black_box(&words) {
+                bins[(w % nbins) as usize] += 1;
+            }
+            black_box(&bins);
+        }))
+    })?;
+    out.push(measure(
+        Case {
+            name: "histogram",
+            size: format!("{n} u32, {nbins} bins"),
+            kernel: "histogram_atomic",
+            native,
+            setup: Box::new(|s| {
+                let bufs = vec![upload(s, &u32_bytes(&words))?, s.malloc(4 * nbins as u64)?];
+                let args = vec![
+                    KernelArg::Ptr(bufs[0]),
+                    KernelArg::Ptr(bufs[1]),
+                    KernelArg::I32(n as i32),
+                    KernelArg::U32(nbins),
+                ];
+                let config = LaunchConfig {
+                    grid: [(n as u32).div_ceil(256).min(1024), 1, 1],
+                    block: [256, 1, 1],
+                    shared_bytes: 0,
+                };
+                Ok(Launch { bufs, config, args })
+            }),
+            before: Box::new(|s, bufs| s.memset_d32(bufs[1], 0, nbins as u64)),
+            check: Box::new(|s, bufs| {
+                Ok(download(s, bufs[1], 4 * nbins as usize)? == u32_bytes(&bins))
+            }),
+        },
+        &mut sims,
+        reps,
+    )?);
     Ok(out)
 }
 
-/// A table of results, one line per benchmark.
+/// A table of results: one line per benchmark, its time on each thread count, the
+/// one-thread ratio to the loop and the scaling to each other count.
 pub fn report(results: &[BenchResult]) -> String {
-    let mut s = format!(
-        "{:<11} {:>18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8}\n",
-        "benchmark", "size", "native", "sim 1t", "sim 2t", "1t/nat", "2t/nat", "scaling"
-    );
+    let threads: Vec<usize> = results
+        .first()
+        .map(|r| r.sim.iter().map(|&(t, _)| t).collect())
+        .unwrap_or_default();
+    let mut s = format!("{:<11} {:>22} {:>10}", "benchmark", "size", "native");
+    for t in &threads {
+        s += &format!(" {:>10}", format!("sim {t}t"));
+    }
+    s += &format!(" {:>8}", "1t/nat");
+    for t in threads.iter().skip(1) {
+        s += &format!(" {:>9}", format!("x on {t}t"));
+    }
+    s += "\n";
     for r in results {
         s += &format!(
-            "{:<11} {:>18} {:>9.1}ms {:>9.1}ms {:>9.1}ms {:>7.2}x {:>7.2}x {:>7.2}x\n",
+            "{:<11} {:>22} {:>8.1}ms",
             r.name,
             r.size,
-            r.native.as_secs_f64() * 1e3,
-            r.sim_1t.as_secs_f64() * 1e3,
-            r.sim_2t.as_secs_f64() * 1e3,
-            r.ratio_1t(),
-            r.ratio_2t(),
-            r.scaling()
+            r.native.as_secs_f64() * 1e3
         );
+        for &(_, d) in &r.sim {
+            s += &format!(" {:>8.1}ms", d.as_secs_f64() * 1e3);
+        }
+        let first = r.sim.first().map_or(0, |&(t, _)| t);
+        s += &format!(" {:>7.2}x", r.ratio(first).unwrap_or(f64::NAN));
+        for &(t, _) in r.sim.iter().skip(1) {
+            s += &format!(" {:>8.2}x", r.scaling(t).unwrap_or(f64::NAN));
+        }
+        s += "\n";
     }
     s
 }

@@ -161,7 +161,9 @@ use std::time::Duration;
 /// Simulator settings.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// Host threads running blocks in parallel; 1 runs blocks in order (deterministic).
+    /// Host threads running blocks in parallel; 1 runs blocks in order (deterministic:
+    /// the first fault is always the same). By default every core, or
+    /// `VMGPU_SIM_THREADS` ([`SimConfig::default_threads`]).
     pub threads: usize,
     /// Most warp instructions one launch may execute (0: unlimited).
     pub instruction_budget: u64,
@@ -223,10 +225,46 @@ impl std::fmt::Debug for Output {
     }
 }
 
+impl SimConfig {
+    /// The environment variable that sets [`SimConfig::default_threads`].
+    pub const THREADS_ENV: &'static str = "VMGPU_SIM_THREADS";
+
+    /// The host threads a simulator uses unless told otherwise: `VMGPU_SIM_THREADS`
+    /// when it is a whole number from 1 up, else every core the process may use
+    /// (`std::thread::available_parallelism`, 1 if that cannot be known). A value that
+    /// is not such a number is logged and ignored.
+    pub fn default_threads() -> usize {
+        let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+        match std::env::var(Self::THREADS_ENV) {
+            Ok(v) => match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => {
+                    log::warn!(
+                        "{}={v:?} is not a number of threads (1 or more): using {} (every core)",
+                        Self::THREADS_ENV,
+                        cores()
+                    );
+                    cores()
+                }
+            },
+            Err(_) => cores(),
+        }
+    }
+
+    /// The default settings on one host thread: blocks run in order, so a run is
+    /// repeatable to the fault (what a test comparing reports needs).
+    pub fn deterministic() -> SimConfig {
+        SimConfig {
+            threads: 1,
+            ..SimConfig::default()
+        }
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            threads: 1,
+            threads: SimConfig::default_threads(),
             instruction_budget: 0,
             time_limit: Some(Duration::from_secs(60)),
             memory_limit: 16 << 30,

@@ -2,6 +2,9 @@
 #ifndef __NVRTC__
 #include "common.h"
 #define __syncthreads() __syncthreads()
+__device__ static unsigned atomicAdd(unsigned* p, unsigned v) {
+  return (unsigned)__nvvm_atom_add_gen_i((int*)p, (int)v);
+}
 #endif
 #endif
 extern "C" __global__ void vector_add(const float* a, const float* b, float* c, int n) {
@@ -44,4 +47,24 @@ extern "C" __global__ void matmul(const float* A, const float* B, float* C, int 
     __syncthreads();
   }
   if (row < M && col < N) C[row * N + col] = acc;
+}
+// Shared-memory heavy: a 32x32 tile through shared memory (one padding column so that a
+// column of the tile falls in 32 banks), blocks of 32x8 threads, four rows each.
+#define TT 32
+extern "C" __global__ void transpose_shared(const float* in, float* out, int rows, int cols) {
+  __shared__ float tile[TT][TT + 1];
+  int x = blockIdx.x * TT + threadIdx.x;
+  int y = blockIdx.y * TT + threadIdx.y;
+  for (int j = 0; j < TT; j += 8)
+    if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
+  __syncthreads();
+  x = blockIdx.y * TT + threadIdx.x;
+  y = blockIdx.x * TT + threadIdx.y;
+  for (int j = 0; j < TT; j += 8)
+    if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+// Atomic heavy: every element one atomicAdd on a global bin (grid-stride loop).
+extern "C" __global__ void histogram_atomic(const unsigned* in, unsigned* bins, int n, unsigned nbins) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    atomicAdd(&bins[in[i] % nbins], 1u);
 }

@@ -713,23 +713,40 @@ fn bench_quick_json_has_every_figure_with_its_baseline() {
     let sim = &v["sim"];
     assert_eq!(sim["elements"], 1 << 16);
     assert_eq!(sim["matrix"], 64);
+    assert_eq!(sim["threads"], serde_json::json!([1, 2]));
     let results = sim["results"].as_array().unwrap();
     let names: Vec<&str> = results
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["vector_add", "saxpy", "reduce", "matmul"]);
+    let benches = [
+        "vector_add",
+        "saxpy",
+        "reduce",
+        "matmul",
+        "transpose",
+        "histogram",
+    ];
+    assert_eq!(names, benches);
     for r in results {
-        for k in [
-            "native_ms",
-            "sim_1t_ms",
-            "sim_2t_ms",
-            "ratio_1t",
-            "ratio_2t",
-            "scaling",
-        ] {
-            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        let native = r["native_ms"].as_f64().unwrap();
+        assert!(native > 0.0, "{r}");
+        let runs = r["runs"].as_array().unwrap();
+        let threads: Vec<u64> = runs
+            .iter()
+            .map(|x| x["threads"].as_u64().unwrap())
+            .collect();
+        assert_eq!(threads, [1, 2], "{r}");
+        for x in runs {
+            let ms = x["ms"].as_f64().unwrap();
+            assert!(ms > 0.0, "{x}");
+            assert!((x["ratio"].as_f64().unwrap() - ms / native).abs() <= 1e-9 * ms / native);
         }
+        let first = runs[0]["ms"].as_f64().unwrap();
+        assert_eq!(runs[0]["scaling"].as_f64(), Some(1.0));
+        let second = runs[1]["ms"].as_f64().unwrap();
+        let scaling = runs[1]["scaling"].as_f64().unwrap();
+        assert!((scaling - first / second).abs() <= 1e-9 * scaling, "{r}");
         assert!(r["warp_instructions"].as_u64().unwrap() > 0, "{r}");
     }
     let figures = v["figures"].as_array().unwrap();
@@ -737,32 +754,62 @@ fn bench_quick_json_has_every_figure_with_its_baseline() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "vector_add_1t",
-            "vector_add_2t",
-            "saxpy_1t",
-            "saxpy_2t",
-            "reduce_1t",
-            "reduce_2t",
-            "matmul_1t",
-            "matmul_2t"
-        ]
-    );
+    let want: Vec<String> = benches
+        .iter()
+        .flat_map(|b| {
+            [
+                format!("{b}_1t"),
+                format!("{b}_2t"),
+                format!("{b}_scaling_2t"),
+            ]
+        })
+        .collect();
+    assert_eq!(names, want);
     for f in figures {
         assert_eq!(f["set"], "sim");
-        assert_eq!(f["unit"], "ms");
+        let scaling = f["name"].as_str().unwrap().contains("scaling");
+        assert_eq!(f["unit"], if scaling { "x" } else { "ms" }, "{f}");
         for k in ["value", "baseline", "ratio"] {
             assert!(f[k].as_f64().unwrap() > 0.0, "{k}: {f}");
         }
         let ratio = f["value"].as_f64().unwrap() / f["baseline"].as_f64().unwrap();
         assert!((f["ratio"].as_f64().unwrap() - ratio).abs() <= 1e-9 * ratio);
     }
-    assert_eq!(figures[0]["goal"], "<= 3");
-    assert!(figures[0]["goal_met"].is_boolean());
-    assert_eq!(figures[6]["goal"], "<= 10");
-    assert_eq!(figures[1]["goal"], Value::Null);
+    // Issue 16's goals: the one-thread ratios of the four first, scaling on every one.
+    let goal = |name: &str| {
+        let f = figures.iter().find(|f| f["name"] == name).unwrap();
+        assert_eq!(f["goal_met"].is_boolean(), !f["goal"].is_null(), "{f}");
+        f["goal"].clone()
+    };
+    assert_eq!(goal("vector_add_1t"), "<= 2");
+    assert_eq!(goal("saxpy_1t"), "<= 2.5");
+    assert_eq!(goal("reduce_1t"), "<= 8");
+    assert_eq!(goal("matmul_1t"), "<= 4");
+    assert_eq!(goal("transpose_1t"), Value::Null);
+    assert_eq!(goal("vector_add_2t"), Value::Null);
+    assert_eq!(goal("histogram_scaling_2t"), ">= 0.75");
+    assert_eq!(figures[2]["baseline"], 2.0);
+}
+
+#[test]
+fn bench_runs_on_the_thread_counts_asked_for() {
+    let out = vmgpu(&["cuda", "bench", "--quick", "--json", "--threads", "3,1"]);
+    assert_code(&out, 0);
+    let v = json_of(&out);
+    assert_eq!(v["sim"]["threads"], serde_json::json!([3, 1]));
+    let runs = v["sim"]["results"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["threads"], 3);
+    // The scaling is against the first count: no goal for a start above 1.
+    let f = v["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "vector_add_scaling_1t")
+        .unwrap()
+        .clone();
+    assert_eq!(f["goal"], Value::Null, "{f}");
+    let out = vmgpu(&["cuda", "bench", "--quick", "--threads", "0"]);
+    assert_code(&out, 2);
 }
 
 #[test]

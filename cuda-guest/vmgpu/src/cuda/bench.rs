@@ -23,6 +23,11 @@ pub struct BenchArgs {
     /// On the native backend, run the simulator's set too
     #[arg(long)]
     with_sim: bool,
+    /// Simulator: the host thread counts to run on, e.g. `1,2,4` [default: 1, 2, 4, ...
+    /// up to every core; with --quick 1,2]
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',',
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<Vec<u16>>,
     /// Print JSON
     #[arg(long)]
     json: bool,
@@ -51,12 +56,19 @@ struct SimRow {
     name: &'static str,
     size: String,
     native_ms: f64,
-    sim_1t_ms: f64,
-    sim_2t_ms: f64,
-    ratio_1t: f64,
-    ratio_2t: f64,
-    scaling: f64,
+    /// One per thread count, in the order run.
+    runs: Vec<SimRun>,
     warp_instructions: u64,
+}
+
+#[derive(Serialize)]
+struct SimRun {
+    threads: usize,
+    ms: f64,
+    /// ms / native_ms.
+    ratio: f64,
+    /// The first run's time over this one's.
+    scaling: f64,
 }
 
 #[derive(Serialize)]
@@ -64,6 +76,7 @@ struct SimSet {
     elements: usize,
     matrix: usize,
     repeats: usize,
+    threads: Vec<usize>,
     results: Vec<SimRow>,
 }
 
@@ -88,6 +101,9 @@ struct BenchReport {
     sim: Option<SimSet>,
     native: Option<NativeSet>,
     figures: Vec<Figure>,
+    /// The simulator's table for the text output.
+    #[serde(skip)]
+    sim_table: Option<String>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -104,11 +120,12 @@ fn goal_ge(ratio: f64, goal: f64) -> (Option<String>, Option<bool>) {
 
 fn sim_figures(rows: &[BenchResult], figures: &mut Vec<Figure>) {
     for r in rows {
-        for (threads, sim, ratio) in [(1, r.sim_1t, r.ratio_1t()), (2, r.sim_2t, r.ratio_2t())] {
-            // Issue 7: vector_add <= 3x and tiled matmul <= 10x a plain loop, one thread.
-            let (goal, goal_met) = match (r.name, threads) {
-                ("vector_add", 1) => goal_le(ratio, 3.0),
-                ("matmul", 1) => goal_le(ratio, 10.0),
+        let first = r.sim.first().map(|&(t, _)| t);
+        for &(threads, sim) in &r.sim {
+            let ratio = sim.as_secs_f64() / r.native.as_secs_f64();
+            // Issue 16's one-thread goals.
+            let (goal, goal_met) = match sim_bench::goal_1t(r.name) {
+                Some(g) if threads == 1 => goal_le(ratio, g),
                 _ => (None, None),
             };
             figures.push(Figure {
@@ -121,6 +138,33 @@ fn sim_figures(rows: &[BenchResult], figures: &mut Vec<Figure>) {
                 unit: "ms",
                 value: ms(sim),
                 baseline: ms(r.native),
+                ratio,
+                goal,
+                goal_met,
+            });
+        }
+        // Issue 16's scaling goal: the speed-up on N threads at least 0.75 N (N <= 16).
+        for &(threads, _) in r.sim.iter().skip(1) {
+            let (Some(first), Some(speedup)) = (first, r.scaling(threads)) else {
+                continue;
+            };
+            let ideal = threads as f64 / first as f64;
+            let ratio = speedup / ideal;
+            let (goal, goal_met) = if first == 1 && threads <= sim_bench::SCALING_GOAL_UP_TO {
+                goal_ge(ratio, sim_bench::SCALING_GOAL)
+            } else {
+                (None, None)
+            };
+            figures.push(Figure {
+                set: "sim",
+                name: format!("{}_scaling_{threads}t", r.name),
+                what: format!(
+                    "{}: speed-up from {first} to {threads} threads / {ideal}",
+                    r.name
+                ),
+                unit: "x",
+                value: speedup,
+                baseline: ideal,
                 ratio,
                 goal,
                 goal_met,
@@ -261,7 +305,7 @@ fn native_figures(r: &NativeBenchReport, figures: &mut Vec<Figure>) {
 }
 
 pub fn run(args: &BenchArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
-    let (acc, backend) = accelerator(&args.backend, sim_config(1, None))?;
+    let (acc, backend) = accelerator(&args.backend, sim_config(None, None))?;
     let native = acc.kind() == BackendKind::Native;
     drop(acc);
     let mut report = BenchReport {
@@ -270,6 +314,7 @@ pub fn run(args: &BenchArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         sim: None,
         native: None,
         figures: Vec::new(),
+        sim_table: None,
     };
     if native {
         let config = if args.quick {
@@ -295,33 +340,44 @@ pub fn run(args: &BenchArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         });
     }
     if !native || args.with_sim {
-        let sizes = if args.quick {
+        let mut sizes = if args.quick {
             BenchSizes {
                 elements: 1 << 16,
                 matrix: 64,
                 repeats: 1,
+                threads: vec![1, 2],
             }
         } else {
             BenchSizes::default()
         };
-        let rows = sim_bench::run(sizes)
+        if let Some(t) = &args.threads {
+            sizes.threads = t.iter().map(|&n| usize::from(n)).collect();
+        }
+        let rows = sim_bench::run(&sizes)
             .map_err(|e| anyhow::Error::new(e).context("the simulator benchmark failed"))?;
         sim_figures(&rows, &mut report.figures);
+        report.sim_table = Some(sim_bench::report(&rows));
         report.sim = Some(SimSet {
             elements: sizes.elements,
             matrix: sizes.matrix,
             repeats: sizes.repeats,
+            threads: sizes.threads.clone(),
             results: rows
                 .iter()
                 .map(|r| SimRow {
                     name: r.name,
                     size: r.size.clone(),
                     native_ms: ms(r.native),
-                    sim_1t_ms: ms(r.sim_1t),
-                    sim_2t_ms: ms(r.sim_2t),
-                    ratio_1t: r.ratio_1t(),
-                    ratio_2t: r.ratio_2t(),
-                    scaling: r.scaling(),
+                    runs: r
+                        .sim
+                        .iter()
+                        .map(|&(threads, d)| SimRun {
+                            threads,
+                            ms: ms(d),
+                            ratio: r.ratio(threads).unwrap_or(f64::NAN),
+                            scaling: r.scaling(threads).unwrap_or(f64::NAN),
+                        })
+                        .collect(),
                     warp_instructions: r.warp_instructions,
                 })
                 .collect(),
@@ -351,16 +407,19 @@ fn print_text(r: &BenchReport, out: &mut Out) {
     if let Some(s) = &r.sim {
         outln!(
             out,
-            "simulator: {} elements, {}^3 matmul, best of {} run(s); scaling 1 -> 2 threads: {}",
+            "simulator: {} elements, {}^3 matmul, best of {} run(s), on {} thread(s)",
             s.elements,
             s.matrix,
             s.repeats,
-            s.results
+            s.threads
                 .iter()
-                .map(|x| format!("{} {:.2}x", x.name, x.scaling))
+                .map(usize::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+    }
+    if let Some(t) = &r.sim_table {
+        out.push_str(t);
     }
     if r.quick {
         outln!(

@@ -112,7 +112,7 @@ fn query(b: &dyn Backend, ordinal: u32, gpu: Option<&Gpu>) -> anyhow::Result<Dev
 }
 
 pub fn run(args: &DevicesArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
-    let (acc, backend) = accelerator(&args.backend, sim_config(1, None))?;
+    let (acc, backend) = accelerator(&args.backend, sim_config(None, None))?;
     let count = acc.device_count()?;
     let mut devices = Vec::with_capacity(count as usize);
     for ordinal in 0..count {

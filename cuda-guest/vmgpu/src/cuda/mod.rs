@@ -141,14 +141,17 @@ pub fn accelerator(
     Ok((acc, info))
 }
 
-/// The simulator's settings for a command: `threads` host threads, launches stopped
-/// after `time_limit`.
-pub fn sim_config(threads: usize, time_limit: Option<Duration>) -> SimConfig {
-    SimConfig {
-        threads: threads.max(1),
+/// The simulator's settings for a command: `threads` host threads (by default every
+/// core, or `VMGPU_SIM_THREADS`), launches stopped after `time_limit`.
+pub fn sim_config(threads: Option<usize>, time_limit: Option<Duration>) -> SimConfig {
+    let mut config = SimConfig {
         time_limit,
         ..SimConfig::default()
+    };
+    if let Some(t) = threads {
+        config.threads = t.max(1);
     }
+    config
 }
 
 pub fn run(args: &CudaArgs, out: &mut Out) -> anyhow::Result<ExitCode> {

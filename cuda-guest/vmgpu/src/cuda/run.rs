@@ -37,10 +37,9 @@ pub struct RunArgs {
     #[command(flatten)]
     backend: BackendArgs,
     /// Simulator only: host threads running blocks (1: blocks in order, so the first
-    /// fault is always the same)
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u16).range(1..=256))]
-    sim_threads: u16,
+    /// fault is always the same) [default: every core, or VMGPU_SIM_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    sim_threads: Option<u16>,
     /// Simulator only: stop a launch after this many seconds (CUDA_ERROR_LAUNCH_TIMEOUT)
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     timeout: f64,
@@ -200,7 +199,7 @@ pub fn run(a: &RunArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
         accelerator(
             &a.backend,
             sim_config(
-                a.sim_threads as usize,
+                a.sim_threads.map(usize::from),
                 Some(Duration::from_secs_f64(a.timeout.min(1e9))),
             ),
         )
