@@ -301,7 +301,10 @@ pub fn hint(code: i32) -> Option<&'static str> {
             "no context is current on this thread: retain the primary context and make it \
              current first"
         }
-        sys::CUDA_ERROR_NOT_INITIALIZED => "cuInit has not succeeded",
+        sys::CUDA_ERROR_NOT_INITIALIZED => {
+            "cuInit has not succeeded, or (forward mode) the vmgpu CUDA service could not be \
+             reached: the detail names the address"
+        }
         sys::CUDA_ERROR_STUB_LIBRARY => {
             "the loaded libcuda is the toolkit's stub, not the driver: point VMGPU_LIBCUDA at \
              the driver's libcuda.so.1"
