@@ -13,6 +13,7 @@ use crate::driver::Driver;
 use crate::fail::{Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::log;
+use vmgpu_ptx::fatbin;
 
 static ENGINE: OnceLock<Result<Driver, Fail>> = OnceLock::new();
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
@@ -500,12 +501,29 @@ entry! {
     }
 }
 
+/// `CUctxCreateParams` (cuda.h).
+#[repr(C)]
+pub(crate) struct CtxCreateParams {
+    exec_affinity_params: *mut c_void,
+    num_exec_affinity_params: c_int,
+    cig_params: *mut c_void,
+}
+
 entry! {
-    /// `cuCtxCreate_v4`: creation parameters (affinity, CIG) are not supported (NULL is
-    /// fine).
-    fn cuCtxCreate_v4(pctx: *mut Handle, params: *mut c_void, flags: c_uint, d: CUdevice) {
+    /// `cuCtxCreate_v4` (CUDA 13's `cuCtxCreate`): creation parameters asking for
+    /// execution affinity or CIG are not supported; NULL, or parameters asking for
+    /// neither (a zeroed `CUctxCreateParams`, as cuda-samples pass), are fine.
+    fn cuCtxCreate_v4(pctx: *mut Handle, params: *mut CtxCreateParams, flags: c_uint, d: CUdevice) {
         if !params.is_null() {
-            return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "CUctxCreateParams"));
+            // SAFETY: a non-null `params` points to a CUctxCreateParams (cuda.h), which
+            // the program keeps alive for the call; read unaligned, as written by C.
+            let p = unsafe { params.read_unaligned() };
+            if !p.exec_affinity_params.is_null() && p.num_exec_affinity_params > 0 {
+                return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "execution affinity (CUctxCreateParams)"));
+            }
+            if !p.cig_params.is_null() {
+                return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, "CUDA in graphics (CUctxCreateParams.cigParams)"));
+            }
         }
         ctx_create(pctx, flags, d)
     }
@@ -704,10 +722,12 @@ entry! {
 // ---------------------------------------------------------------------------------------
 // Modules and functions.
 
-/// The image bytes of a module: PTX text up to its NUL.
+/// The image bytes of a module: PTX text up to its NUL, or a whole fatbin (given as
+/// itself or by nvcc's wrapper); an ELF image's first bytes (refused by its magic).
 ///
 /// # Safety
-/// `image` is null or a NUL-terminated PTX text (or an ELF/fatbin image, whose first
+/// `image` is null, a NUL-terminated PTX text, a fatbin or wrapper as nvcc makes them
+/// (readable for as long as the fatbin's header says), or an ELF image (whose first
 /// bytes are read to recognise it).
 unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
     if image.is_null() {
@@ -717,10 +737,20 @@ unsafe fn image_bytes<'a>(image: *const c_void) -> R<&'a [u8]> {
     // a NUL-terminated text; a text shorter than 4 bytes ends at its NUL, which
     // `CStr::from_ptr` below stops at.
     let head = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_bytes();
-    if head.len() >= 4
-        && (head.starts_with(b"\x7fELF") || head.starts_with(&[0x50, 0xed, 0x55, 0xba]))
-    {
-        // A binary image: the driver refuses it by its magic.
+    if fatbin::is_fatbin(head) {
+        // SAFETY: a fatbin or nvcc's wrapper of one (its magic read above), whole as its
+        // header says: the caller's contract.
+        return unsafe { fatbin::unwrap(image.cast()).and_then(|f| fatbin::in_memory(f)) }.map_err(
+            |e| {
+                Fail::new(
+                    CUDA_ERROR_INVALID_IMAGE,
+                    format!("the fatbin image at {image:?}: {e}"),
+                )
+            },
+        );
+    }
+    if head.len() >= 4 && head.starts_with(b"\x7fELF") {
+        // A machine-code image: the driver refuses it by its magic.
         return Ok(&head[..4]);
     }
     Ok(head)
@@ -793,7 +823,8 @@ fn module_load(module: *mut Handle, image: &[u8]) -> R<u64> {
 }
 
 entry! {
-    /// `cuModuleLoadData`: PTX text (the simulator and the service JIT it).
+    /// `cuModuleLoadData`: PTX text, or a fatbin whose PTX is taken (the simulator and
+    /// the service JIT it).
     fn cuModuleLoadData(module: *mut Handle, image: *const c_void) {
         // SAFETY: the program passes a NUL-terminated PTX image (null refused).
         let bytes = unsafe { image_bytes(image) }?;
@@ -802,6 +833,20 @@ entry! {
                 log::debug(&format!("JIT log: {l}"));
             }
         })?;
+        // SAFETY: checked non-null in `module_load`.
+        unsafe { out(module, ptr(m)) }
+    }
+}
+
+entry! {
+    /// `cuModuleLoadFatBinary`: a fatbin (or nvcc's wrapper of one); its PTX is loaded.
+    fn cuModuleLoadFatBinary(module: *mut Handle, fat_cubin: *const c_void) {
+        // SAFETY: the program passes a fatbin image (null refused).
+        let bytes = unsafe { image_bytes(fat_cubin) }?;
+        if !fatbin::is_fatbin(bytes) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadFatBinary: the image is not a fatbin (no fatbin magic)"));
+        }
+        let m = module_load(module, bytes)?;
         // SAFETY: checked non-null in `module_load`.
         unsafe { out(module, ptr(m)) }
     }
@@ -854,7 +899,7 @@ entry! {
 }
 
 entry! {
-    /// `cuLinkAddFile_v2`: one input read from `path` (PTX only).
+    /// `cuLinkAddFile_v2`: one input read from `path` (PTX, or a fatbin's PTX).
     fn cuLinkAddFile_v2(state: Handle, kind: c_int, path: *const c_char, _num_options: c_uint, _options: *mut c_int, _option_values: *mut *mut c_void) {
         // SAFETY: a NUL-terminated path (null refused).
         let path = unsafe { c_str(path) }?;
@@ -885,13 +930,17 @@ entry! {
 }
 
 entry! {
-    /// `cuModuleLoad`: a PTX file.
+    /// `cuModuleLoad`: a PTX or fatbin file.
     fn cuModuleLoad(module: *mut Handle, fname: *const c_char) {
         // SAFETY: a NUL-terminated path (null refused).
         let path = unsafe { c_str(fname) }?;
         let data = std::fs::read(path)
             .map_err(|e| Fail::new(CUDA_ERROR_FILE_NOT_FOUND, format!("{path}: {e}")))?;
-        let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
+        // A text ends at its NUL; a fatbin holds NULs.
+        let end = match fatbin::is_fatbin(&data) {
+            true => data.len(),
+            false => data.iter().position(|b| *b == 0).unwrap_or(data.len()),
+        };
         let m = module_load(module, &data[..end])?;
         // SAFETY: checked non-null in `module_load`.
         unsafe { out(module, ptr(m)) }
@@ -2413,6 +2462,83 @@ fn stream_ctx(s: u64) -> R<u64> {
     }
 }
 
+/// `cuStreamGetCtx*` and `cuStreamGetDevice*`: the stream's context, and its device.
+fn stream_context(s: u64) -> R<(u64, u32)> {
+    let d = driver()?;
+    let c = d.stream_context(stream_ctx(s)?, s)?;
+    Ok((c, d.ctx_device(c)?))
+}
+
+entry! {
+    /// `cuStreamGetCtx`.
+    fn cuStreamGetCtx(s: Handle, pctx: *mut Handle) {
+        let (c, _) = stream_context(strm(s, false))?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(pctx, ptr(c)) }
+    }
+}
+
+entry! {
+    /// `cuStreamGetCtx_ptsz`.
+    fn cuStreamGetCtx_ptsz(s: Handle, pctx: *mut Handle) {
+        let (c, _) = stream_context(strm(s, true))?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(pctx, ptr(c)) }
+    }
+}
+
+/// `cuStreamGetCtx_v2[_ptsz]`: the context, and no green context (none is made here).
+fn stream_get_ctx_v2(s: u64, pctx: *mut Handle, pgreen: *mut Handle) -> R<()> {
+    if pctx.is_null() && pgreen.is_null() {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "null context and green context",
+        ));
+    }
+    let (c, _) = stream_context(s)?;
+    if !pctx.is_null() {
+        // SAFETY: non-null; a writable CUcontext slot.
+        unsafe { out(pctx, ptr(c))? };
+    }
+    if !pgreen.is_null() {
+        // SAFETY: non-null; a writable CUgreenCtx slot.
+        unsafe { out(pgreen, std::ptr::null_mut())? };
+    }
+    Ok(())
+}
+
+entry! {
+    /// `cuStreamGetCtx_v2`.
+    fn cuStreamGetCtx_v2(s: Handle, pctx: *mut Handle, pgreen: *mut Handle) {
+        stream_get_ctx_v2(strm(s, false), pctx, pgreen)
+    }
+}
+
+entry! {
+    /// `cuStreamGetCtx_v2_ptsz`.
+    fn cuStreamGetCtx_v2_ptsz(s: Handle, pctx: *mut Handle, pgreen: *mut Handle) {
+        stream_get_ctx_v2(strm(s, true), pctx, pgreen)
+    }
+}
+
+entry! {
+    /// `cuStreamGetDevice`.
+    fn cuStreamGetDevice(s: Handle, device: *mut CUdevice) {
+        let (_, d) = stream_context(strm(s, false))?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(device, d as CUdevice) }
+    }
+}
+
+entry! {
+    /// `cuStreamGetDevice_ptsz`.
+    fn cuStreamGetDevice_ptsz(s: Handle, device: *mut CUdevice) {
+        let (_, d) = stream_context(strm(s, true))?;
+        // SAFETY: `out` refuses null.
+        unsafe { out(device, d as CUdevice) }
+    }
+}
+
 fn stream_sync(s: u64) -> R<()> {
     let e = driver()?;
     e.stream_synchronize(stream_ctx(s)?, s)
@@ -3709,7 +3835,6 @@ unsupported! {
     cuModuleGetLoadingMode,
     cuModuleGetSurfRef,
     cuModuleGetTexRef,
-    cuModuleLoadFatBinary,
     cuMulticastAddDevice,
     cuMulticastBindAddr,
     cuMulticastBindMem,
@@ -3736,12 +3861,6 @@ unsupported! {
     cuStreamCopyAttributes_ptsz,
     cuStreamGetAttribute,
     cuStreamGetAttribute_ptsz,
-    cuStreamGetCtx,
-    cuStreamGetCtx_ptsz,
-    cuStreamGetCtx_v2,
-    cuStreamGetCtx_v2_ptsz,
-    cuStreamGetDevice,
-    cuStreamGetDevice_ptsz,
     cuStreamGetFlags,
     cuStreamGetFlags_ptsz,
     cuStreamGetGreenCtx,

@@ -603,17 +603,24 @@ impl Driver {
 
     pub fn module_load(&self, ctx: u64, image: &[u8]) -> R<u64> {
         let c = self.bound(ctx)?;
-        if image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
+        if image.starts_with(b"\x7fELF") {
             return Err(Fail::new(
                 CUDA_ERROR_NO_BINARY_FOR_GPU,
-                "a cubin or fatbin image: vmgpu's guest library runs PTX only",
+                "a cubin (machine code) image: vmgpu's guest library runs PTX, alone or in \
+                 a fatbin (build with -gencode arch=compute_XX,code=compute_XX to embed it)",
             ));
         }
-        let text = std::str::from_utf8(image).map_err(|e| Fail {
-            code: CUDA_ERROR_INVALID_IMAGE,
-            detail: format!("the image is neither PTX text nor a known binary: {e}"),
-            jit_log: Some(format!("ptx: the image is not UTF-8 text: {e}\n")),
-        })?;
+        let from_fatbin;
+        let text = if vmgpu_ptx::fatbin::is_fatbin(image) {
+            from_fatbin = fatbin_ptx(image, "the module's fatbin")?;
+            from_fatbin.as_str()
+        } else {
+            std::str::from_utf8(image).map_err(|e| Fail {
+                code: CUDA_ERROR_INVALID_IMAGE,
+                detail: format!("the image is neither PTX text nor a known binary: {e}"),
+                jit_log: Some(format!("ptx: the image is not UTF-8 text: {e}\n")),
+            })?
+        };
         let module = self.backend.module_load_ptx(text)?;
         let h = self.handle(ctx, TAG_MODULE);
         lock(&c.tables).modules.insert(
@@ -1115,6 +1122,18 @@ impl Driver {
         Ok(h)
     }
 
+    /// The context of `stream`: the current one (`ctx`) for the default streams, the
+    /// one that created it otherwise (a stream it still holds).
+    pub fn stream_context(&self, ctx: u64, stream: u64) -> R<u64> {
+        // The stream is checked: a live context's stream.
+        self.stream_in(ctx, stream)?;
+        Ok(if stream <= STREAM_PER_THREAD {
+            ctx
+        } else {
+            stream >> CTX_SHIFT
+        })
+    }
+
     pub fn stream_destroy(&self, _ctx: u64, stream: u64) -> R<()> {
         let c = self.owner(stream, TAG_STREAM)?;
         // Its held work still runs, as its pending work does.
@@ -1395,4 +1414,18 @@ impl Driver {
         }
         Ok(())
     }
+}
+
+/// The PTX the simulator runs from fatbin `image` (a whole fatbin, its header first;
+/// [`vmgpu_ptx::fatbin::best_ptx`]): machine code only is `CUDA_ERROR_NO_BINARY_FOR_GPU`
+/// naming the flag that embeds PTX, a damaged fatbin `CUDA_ERROR_INVALID_IMAGE`.
+pub(crate) fn fatbin_ptx(image: &[u8], what: &str) -> R<String> {
+    use vmgpu_ptx::fatbin::{self, FatbinError};
+    fatbin::best_ptx(image).map(|e| e.ptx).map_err(|e| {
+        let code = match e {
+            FatbinError::NoPtx { .. } | FatbinError::Empty => CUDA_ERROR_NO_BINARY_FOR_GPU,
+            _ => CUDA_ERROR_INVALID_IMAGE,
+        };
+        Fail::new(code, format!("{what}: {e}"))
+    })
 }

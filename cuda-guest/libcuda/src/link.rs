@@ -2,8 +2,9 @@
 //! `cuLinkComplete`, `cuLinkDestroy`) for PTX inputs: the units are checked and joined
 //! into one linked image (`vmgpu_ptx::linked`), which `cuModuleLoadData` takes as it
 //! takes PTX, on the simulator and forwarded alike; the backend links it when it loads.
-//! Other input kinds (cubin, fatbin, object, library) are machine code this library
-//! cannot run: `CUDA_ERROR_NOT_SUPPORTED`, naming the input.
+//! A fatbin input adds its PTX. Other input kinds (cubin, object, library, LTO IR) are
+//! machine code or IR this library cannot run: `CUDA_ERROR_NOT_SUPPORTED`, naming the
+//! input.
 
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -14,6 +15,8 @@ use crate::ffi::*;
 
 /// `CU_JIT_INPUT_PTX`.
 const CU_JIT_INPUT_PTX: c_int = 1;
+/// `CU_JIT_INPUT_FATBINARY`.
+const CU_JIT_INPUT_FATBINARY: c_int = 2;
 /// `CU_JIT_MAX_REGISTERS`.
 const CU_JIT_MAX_REGISTERS: c_int = 0;
 
@@ -131,14 +134,25 @@ impl Linker {
                 format!("{name}: the link is complete already"),
             ));
         }
-        if kind != CU_JIT_INPUT_PTX {
-            let why = format!(
-                "{name}: {} is machine code or IR this library cannot run; only PTX inputs link here",
-                input_name(kind)
-            );
-            self.log(&why);
-            return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, why));
-        }
+        let from_fatbin;
+        let data = match kind {
+            CU_JIT_INPUT_PTX => data,
+            // A fatbin's PTX links as PTX does.
+            CU_JIT_INPUT_FATBINARY => {
+                from_fatbin =
+                    crate::driver::fatbin_ptx(data, name).inspect_err(|f| self.log(&f.detail))?;
+                from_fatbin.as_bytes()
+            }
+            _ => {
+                let why = format!(
+                    "{name}: {} is machine code or IR this library cannot run; only PTX inputs \
+                     (alone or in a fatbin) link here",
+                    input_name(kind)
+                );
+                self.log(&why);
+                return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, why));
+            }
+        };
         let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
         let text = std::str::from_utf8(&data[..end]).map_err(|e| {
             let why = format!("{name}: the PTX is not UTF-8 text ({e})");

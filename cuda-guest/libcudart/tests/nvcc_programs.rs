@@ -145,6 +145,55 @@ fn virtual_functions_and_function_pointers() {
     server.wait_idle();
 }
 
+/// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
+fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
+    let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cu/fatbin_add.cu");
+    let o = std::process::Command::new(nvcc::nvcc())
+        .arg("-fatbin")
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("run nvcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// `driver_interop.cu`: a driver-API program with its own context (CUDA 13's
+/// `cuCtxCreate`), which the runtime's calls use, loading `nvcc -fatbin` files by path,
+/// from memory, through `cuModuleLoadFatBinary` and the linker; a machine-code-only
+/// fatbin is `CUDA_ERROR_NO_BINARY_FOR_GPU`; on the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn driver_api_programs_load_fatbins_in_their_own_context() {
+    let lib = nvcc::lib_dir().to_str().expect("a UTF-8 path").to_string();
+    let exe = build("driver_interop", "zstd", &["-L", &lib, "-lcuda"]);
+    let ptx = fatbin("zstd", PTX80);
+    let plain = fatbin("plain", &[PTX80[0], PTX80[1], "--no-compress"]);
+    let sass = fatbin("sass", &["-gencode", "arch=compute_90,code=sm_90"]);
+    let args = [&ptx, &plain, &sass].map(|p| p.to_str().expect("a UTF-8 path").to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = nvcc::run_args(&exe, &args, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("driver_interop: 35 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(stdout.contains("machine-code-only fatbin: 209"), "{stdout}");
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
+    }
+    server.wait_idle();
+}
+
 #[test]
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn every_way_nvcc_stores_ptx() {

@@ -38,6 +38,7 @@
 //! ```
 
 mod ast;
+pub mod fatbin;
 pub mod linked;
 mod parser;
 

@@ -464,7 +464,7 @@ rt! {
             return Err(Fail::new(cudaErrorInvalidDevice, format!("device {d} of {}", rt.devices)));
         }
         state::set_device(d);
-        rt.bind()
+        rt.bind_primary()
     }
 }
 rt! {

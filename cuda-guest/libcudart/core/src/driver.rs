@@ -65,6 +65,7 @@ driver_api! {
     cuDevicePrimaryCtxRetain(ctx: *mut Handle, d: c_int);
     cuDevicePrimaryCtxReset_v2(d: c_int);
     cuCtxSetCurrent(ctx: Handle);
+    cuCtxGetCurrent(ctx: *mut Handle);
     cuCtxSynchronize();
     cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
     cuModuleLoadData(m: *mut Handle, image: *const c_void);

@@ -26,7 +26,7 @@
 mod api;
 pub mod driver;
 pub mod errors;
-pub mod fatbin;
+pub use vmgpu_ptx::fatbin;
 mod log;
 pub mod props;
 mod state;

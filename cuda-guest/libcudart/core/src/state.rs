@@ -69,6 +69,8 @@ thread_local! {
     static LAST: Cell<CudaError> = const { Cell::new(0) };
     /// Launch configurations pushed by `<<<...>>>`, popped by the kernel's stub.
     static CONFIGS: RefCell<Vec<CallConfig>> = const { RefCell::new(Vec::new()) };
+    /// The context this thread's runtime calls use ([`Runtime::bind`]).
+    static BOUND: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Records `e` as this thread's last error (a sticky error stays).
@@ -160,10 +162,10 @@ struct Registry {
     /// once [`Runtime::init_module`] has run).
     vars: HashMap<usize, Symbol>,
     managed: Vec<Managed>,
-    /// (device, fatbin) to its module.
-    modules: HashMap<(i32, usize), usize>,
-    /// (device, host function) to its `CUfunction`.
-    functions: HashMap<(i32, usize), usize>,
+    /// (context, fatbin) to its module.
+    modules: HashMap<(usize, usize), usize>,
+    /// (context, host function) to its `CUfunction`.
+    functions: HashMap<(usize, usize), usize>,
     /// Each device's primary context.
     contexts: HashMap<i32, usize>,
 }
@@ -257,10 +259,34 @@ static REGISTERED: std::sync::LazyLock<Mutex<Registry>> =
     std::sync::LazyLock::new(|| Mutex::new(Registry::default()));
 
 impl Runtime {
-    /// Makes this thread's device's primary context current (retained at its first use).
+    /// Chooses the context of this thread's runtime calls and makes it current: a
+    /// context the program made current through the driver API (`cuCtxCreate`,
+    /// `cuCtxSetCurrent`), as CUDA's runtime picks it up; else this thread's device's
+    /// primary context (retained at its first use).
     pub fn bind(&self) -> R<()> {
-        let ctx = self.context_of(device())?;
-        cu!(self.d, cuCtxSetCurrent(ctx))
+        let primary = self.context_of(device())?;
+        let mut cur: Handle = std::ptr::null_mut();
+        cu!(self.d, cuCtxGetCurrent(&mut cur))?;
+        let own = !cur.is_null()
+            && cur != primary
+            && !lock(&self.registry)
+                .contexts
+                .values()
+                .any(|&c| c == cur as usize);
+        let ctx = if own { cur } else { primary };
+        if ctx != cur {
+            cu!(self.d, cuCtxSetCurrent(ctx))?;
+        }
+        BOUND.with(|b| b.set(ctx as usize));
+        Ok(())
+    }
+
+    /// Makes this thread's device's primary context current, whatever was (`cudaSetDevice`).
+    pub fn bind_primary(&self) -> R<()> {
+        let primary = self.context_of(device())?;
+        cu!(self.d, cuCtxSetCurrent(primary))?;
+        BOUND.with(|b| b.set(primary as usize));
+        Ok(())
     }
 
     /// Device `dev`'s primary context (retained at its first use).
@@ -281,12 +307,12 @@ impl Runtime {
         Ok(c)
     }
 
-    /// The module of fatbin `fatbin` on this thread's device (bound), loaded when first
-    /// needed.
+    /// The module of fatbin `fatbin` in the bound context ([`Runtime::bind`]), loaded
+    /// when first needed.
     fn module(&self, fatbin: usize) -> R<Handle> {
-        let dev = device();
+        let ctx = BOUND.with(|b| b.get());
         let mut reg = lock(&self.registry);
-        if let Some(&m) = reg.modules.get(&(dev, fatbin)) {
+        if let Some(&m) = reg.modules.get(&(ctx, fatbin)) {
             return Ok(m as Handle);
         }
         let image = {
@@ -326,7 +352,7 @@ impl Runtime {
                 )
             })
             .inspect(|&m| {
-                reg.modules.insert((dev, fatbin), m as usize);
+                reg.modules.insert((ctx, fatbin), m as usize);
             })
     }
 
@@ -370,11 +396,10 @@ impl Runtime {
         Ok(m)
     }
 
-    /// The `CUfunction` of the kernel whose host stub is `host`, on this thread's device
-    /// (bound).
+    /// The `CUfunction` of the kernel whose host stub is `host`, in the bound context.
     pub fn function(&self, host: usize) -> R<Handle> {
-        let dev = device();
-        if let Some(&f) = lock(&self.registry).functions.get(&(dev, host)) {
+        let ctx = BOUND.with(|b| b.get());
+        if let Some(&f) = lock(&self.registry).functions.get(&(ctx, host)) {
             return Ok(f as Handle);
         }
         let sym = lock(&REGISTERED)
@@ -392,7 +417,7 @@ impl Runtime {
         cu!(self.d, cuModuleGetFunction(&mut f, m, sym.name.as_ptr()))?;
         lock(&self.registry)
             .functions
-            .insert((dev, host), f as usize);
+            .insert((ctx, host), f as usize);
         Ok(f)
     }
 
@@ -470,8 +495,9 @@ impl Runtime {
         let dev = device();
         {
             let mut reg = lock(&self.registry);
-            reg.modules.retain(|(d, _), _| *d != dev);
-            reg.functions.retain(|(d, _), _| *d != dev);
+            let primary = reg.contexts.get(&dev).copied();
+            reg.modules.retain(|(c, _), _| Some(*c) != primary);
+            reg.functions.retain(|(c, _), _| Some(*c) != primary);
         }
         let mut fatbins = vec![];
         {
@@ -539,13 +565,9 @@ fn read_ptx(data: usize) -> R<CString> {
     // SAFETY: `data` is the fatbin nvcc embedded in the program (given to
     // `__cudaRegisterFatBinary`): its 16-byte header is readable, and it is as long as
     // the header says, in the program's read-only data for the process's life.
-    let header = unsafe { std::slice::from_raw_parts(data as *const u8, 16) };
-    let len = fatbin::fatbin_len(header).map_err(bad)?;
-    // SAFETY: as above, `len` bytes from its start.
-    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
-    let entries = fatbin::ptx_entries(bytes).map_err(bad)?;
-    let e = fatbin::pick(&entries).expect("ptx_entries returns at least one");
-    CString::new(e.ptx.clone()).map_err(|_| {
+    let bytes = unsafe { fatbin::in_memory(data as *const u8) }.map_err(bad)?;
+    let e = fatbin::best_ptx(bytes).map_err(bad)?;
+    CString::new(e.ptx).map_err(|_| {
         Fail::new(
             cudaErrorInvalidPtx,
             format!("the PTX for sm_{} holds a NUL byte", e.sm),
@@ -597,19 +619,13 @@ pub unsafe fn fatbin_of(p: *const c_void) -> R<usize> {
     if p.is_null() {
         return Err(Fail::new(cudaErrorInvalidKernelImage, "a null fatbin"));
     }
-    // SAFETY: the wrapper or fatbin starts with a readable 4-byte magic.
-    let magic = unsafe { (p as *const u32).read_unaligned() };
-    match magic {
-        fatbin::WRAPPER_MAGIC => {
-            // SAFETY: a `__fatBinC_Wrapper_t`: magic, version, then the fatbin's address
-            // at offset 8.
-            let data = unsafe { (p as *const u8).add(8).cast::<usize>().read_unaligned() };
-            Ok(data)
-        }
-        fatbin::FATBIN_MAGIC => Ok(p as usize),
-        m => Err(Fail::new(
-            cudaErrorInvalidKernelImage,
-            format!("a fatbin wrapper with magic {m:#x}"),
-        )),
-    }
+    // SAFETY: nvcc's wrapper (16 bytes) or a fatbin, which start with a readable magic.
+    unsafe { fatbin::unwrap(p.cast()) }
+        .map(|f| f as usize)
+        .map_err(|e| {
+            Fail::new(
+                cudaErrorInvalidKernelImage,
+                format!("the fatbin at {p:?}: {e}"),
+            )
+        })
 }

@@ -1,13 +1,14 @@
-//! The fat binaries nvcc embeds in a program (`.nv_fatbin`), as `__cudaRegisterFatBinary`
-//! receives them: a wrapper (`__fatBinC_Wrapper_t`: magic `0x466243b1`, a version, a
-//! pointer to the fatbin), then the fatbin (magic `0xBA55ED50`, a 16-byte header, its
-//! size) holding entries of PTX or machine code for one architecture each. An entry's
-//! payload may be compressed: zstd (nvcc 13's default; a standard frame), LZ4 (block
-//! format, `-compress-mode=speed`) or not at all (`--no-compress`).
+//! The fat binaries nvcc makes (`.nv_fatbin` in a program, `nvcc -fatbin` files): a
+//! wrapper (`__fatBinC_Wrapper_t`: magic `0x466243b1`, a version, a pointer to the
+//! fatbin), as `__cudaRegisterFatBinary` receives it, then the fatbin (magic
+//! `0xBA55ED50`, a 16-byte header, its size), as `cuModuleLoadData` may receive it,
+//! holding entries of PTX or machine code for one architecture each. An entry's payload
+//! may be compressed: zstd (nvcc 13's default; a standard frame), LZ4 (block format,
+//! `-compress-mode=speed`) or not at all (`--no-compress`).
 //!
-//! Only the PTX entries are of use here; machine code is for a real GPU's driver.
-
-use std::fmt;
+//! Only the PTX entries are of use here; machine code is for a real GPU's driver. The
+//! runtime library (registration) and the driver library (module loads) both read
+//! fatbins through this module.
 
 /// `__fatBinC_Wrapper_t`'s magic.
 pub const WRAPPER_MAGIC: u32 = 0x466243b1;
@@ -23,10 +24,11 @@ const FLAG_ZSTD: u64 = 0x8000;
 const MAX_PTX: usize = 256 << 20;
 
 /// Why a fatbin could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FatbinError {
     /// The wrapper or the fatbin has the wrong magic.
+    #[error("magic {found:#x}, expected {expected:#x}")]
     BadMagic {
         /// What was read.
         found: u32,
@@ -34,19 +36,29 @@ pub enum FatbinError {
         expected: u32,
     },
     /// A size or offset points past the data.
+    #[error("{what} runs past the fatbin")]
     Truncated {
         /// What was being read.
         what: &'static str,
     },
-    /// The fatbin holds no entry at all: a program built with `-rdc=true`, whose device
-    /// code is linked at run time from `__nv_relfatbin` (not read yet).
+    /// The fatbin holds no entry at all: a program built with `-rdc=true` registers an
+    /// empty one and keeps its device code in `__nv_relfatbin`.
+    #[error(
+        "the fatbin holds no entry (a program built with -rdc=true keeps its device code \
+         in __nv_relfatbin)"
+    )]
     Empty,
     /// The fatbin holds no PTX (only machine code, which the simulator cannot run).
+    #[error(
+        "no PTX in the fatbin, only machine code for {sm:?} (build with \
+         -gencode arch=compute_XX,code=compute_XX to embed PTX)"
+    )]
     NoPtx {
         /// The architectures of its machine code.
         sm: Vec<u32>,
     },
     /// A payload does not decompress.
+    #[error("the PTX for sm_{sm} does not decompress: {reason}")]
     Decompress {
         /// The entry's architecture.
         sm: u32,
@@ -54,31 +66,6 @@ pub enum FatbinError {
         reason: String,
     },
 }
-
-impl fmt::Display for FatbinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FatbinError::BadMagic { found, expected } => {
-                write!(f, "magic {found:#x}, expected {expected:#x}")
-            }
-            FatbinError::Truncated { what } => write!(f, "{what} runs past the fatbin"),
-            FatbinError::Empty => f.write_str(
-                "the registered fatbin is empty: the program was built with -rdc=true, whose \
-                 relocatable device code (__nv_relfatbin) this library does not link yet",
-            ),
-            FatbinError::NoPtx { sm } => write!(
-                f,
-                "no PTX in the fatbin, only machine code for {sm:?} (build with \
-                 -gencode arch=compute_XX,code=compute_XX to embed PTX)"
-            ),
-            FatbinError::Decompress { sm, reason } => {
-                write!(f, "the PTX for sm_{sm} does not decompress: {reason}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for FatbinError {}
 
 /// One PTX entry: its architecture and text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +202,66 @@ pub fn pick(entries: &[PtxEntry]) -> Option<&PtxEntry> {
         .or_else(|| entries.iter().min_by_key(|e| e.sm))
 }
 
+/// The best PTX of fatbin `b` for the simulator ([`pick`] of [`ptx_entries`]).
+pub fn best_ptx(b: &[u8]) -> Result<PtxEntry, FatbinError> {
+    let mut entries = ptx_entries(b)?;
+    let sm = pick(&entries).map(|e| e.sm);
+    let i = entries
+        .iter()
+        .position(|e| Some(e.sm) == sm)
+        .ok_or(FatbinError::Empty)?;
+    Ok(entries.swap_remove(i))
+}
+
+/// Whether `b` starts as a fatbin or a wrapper does (its magic).
+pub fn is_fatbin(b: &[u8]) -> bool {
+    b.get(..4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]))
+        .is_some_and(|m| m == FATBIN_MAGIC || m == WRAPPER_MAGIC)
+}
+
+/// The fatbin at `p`: `p` itself when it starts with a fatbin's magic, or the fatbin
+/// the `__fatBinC_Wrapper_t` at `p` points to.
+///
+/// # Safety
+/// `p` is non-null and points to at least 4 readable bytes; when they are a wrapper's
+/// magic, to a whole (16-byte) wrapper whose fatbin pointer is null or readable for 4
+/// bytes.
+pub unsafe fn unwrap(p: *const u8) -> Result<*const u8, FatbinError> {
+    // SAFETY: 4 readable bytes (the caller's contract).
+    let magic = unsafe { p.cast::<u32>().read_unaligned() };
+    match magic {
+        FATBIN_MAGIC => Ok(p),
+        WRAPPER_MAGIC => {
+            // SAFETY: a wrapper: magic, version, then the fatbin's address at offset 8.
+            let data = unsafe { p.add(8).cast::<*const u8>().read_unaligned() };
+            if data.is_null() {
+                return Err(FatbinError::Truncated {
+                    what: "the wrapper's fatbin pointer (null)",
+                });
+            }
+            Ok(data)
+        }
+        found => Err(FatbinError::BadMagic {
+            found,
+            expected: FATBIN_MAGIC,
+        }),
+    }
+}
+
+/// The whole fatbin at `p` (its header says how long), as bytes.
+///
+/// # Safety
+/// `p` points to a fatbin (as [`unwrap`] returns) that is readable for its 16-byte
+/// header and for as long as that header says, and stays so for `'a`.
+pub unsafe fn in_memory<'a>(p: *const u8) -> Result<&'a [u8], FatbinError> {
+    // SAFETY: the 16-byte header is readable (the caller's contract).
+    let header = unsafe { std::slice::from_raw_parts(p, 16) };
+    let len = fatbin_len(header)?;
+    // SAFETY: as long as the header says (the caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +321,37 @@ mod tests {
             }
         );
         assert_eq!(pick(&e).unwrap().sm, 80);
+    }
+
+    #[test]
+    fn best_ptx_is_the_newest_at_or_below_sm_80_and_memory_reads_follow_the_wrapper() {
+        let lz4 = lz4_flex::block::compress(PTX.as_bytes());
+        let b = fatbin(&[
+            entry(KIND_PTX, 52, 0, b".version 5.0\n", 13),
+            entry(KIND_PTX, 90, 0, b".version 9.0\n", 13),
+            entry(KIND_PTX, 80, FLAG_LZ4, &lz4, PTX.len()),
+        ]);
+        assert!(is_fatbin(&b));
+        assert!(!is_fatbin(PTX.as_bytes()));
+        assert!(!is_fatbin(&b[..3]));
+        let best = best_ptx(&b).unwrap();
+        assert_eq!((best.sm, best.ptx.as_str()), (80, PTX));
+        // A wrapper pointing at it, as nvcc emits.
+        let mut w = Vec::new();
+        w.extend_from_slice(&WRAPPER_MAGIC.to_le_bytes());
+        w.extend_from_slice(&1u32.to_le_bytes());
+        w.extend_from_slice(&(b.as_ptr() as u64).to_le_bytes());
+        w.extend_from_slice(&0u64.to_le_bytes());
+        assert!(is_fatbin(&w));
+        // SAFETY: `w` is a whole wrapper pointing at `b`, both alive here.
+        let f = unsafe { unwrap(w.as_ptr()) }.unwrap();
+        assert_eq!(f, b.as_ptr());
+        // SAFETY: `b` is a whole fatbin.
+        let whole = unsafe { in_memory(f) }.unwrap();
+        assert_eq!(whole, &b[..]);
+        // SAFETY: 4 readable bytes.
+        let e = unsafe { unwrap(PTX.as_ptr()) }.unwrap_err();
+        assert!(matches!(e, FatbinError::BadMagic { .. }), "{e}");
     }
 
     #[test]
