@@ -1327,6 +1327,201 @@ fn decoder_reads_large_frames_in_small_pieces() {
     );
 }
 
+/// A stream read in pieces of at most `piece` bytes that counts the bytes it hands out
+/// into `dst` (a buffer at that address range) and into any other buffer.
+struct Counted {
+    data: std::io::Cursor<Vec<u8>>,
+    piece: usize,
+    dst: std::ops::Range<usize>,
+    into_dst: usize,
+    elsewhere: usize,
+}
+
+impl Counted {
+    fn new(wire: Vec<u8>, piece: usize) -> Counted {
+        Counted {
+            data: std::io::Cursor::new(wire),
+            piece,
+            dst: 0..0,
+            into_dst: 0,
+            elsewhere: 0,
+        }
+    }
+
+    /// Counts what is read into `dst` from now on.
+    fn watch(&mut self, dst: &[u8]) {
+        let at = dst.as_ptr() as usize;
+        self.dst = at..at + dst.len();
+    }
+}
+
+impl std::io::Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.piece);
+        let got = std::io::Read::read(&mut self.data, &mut buf[..n])?;
+        let at = buf.as_ptr() as usize;
+        if self.dst.contains(&at) && at + got <= self.dst.end {
+            self.into_dst += got;
+        } else {
+            self.elsewhere += got;
+        }
+        Ok(got)
+    }
+}
+
+#[test]
+fn decoder_reads_data_replies_straight_into_the_destination() {
+    // Two 6 MiB data replies in 4 KiB pieces, as a guest's vsock or virtio-serial port
+    // hands them out, then a small reply. Each data reply's bytes go from the stream into
+    // its destination: the decoder buffers only the piece with its header (no buffer of
+    // the frame's size, no zero-fill, no copy of the data but the first piece's).
+    let a: Vec<u8> = (0..6 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let b: Vec<u8> = (0..6 << 20).map(|i: u32| (i % 241) as u8).collect();
+    let mut wire = Vec::new();
+    for (id, data) in [(5, &a), (6, &b)] {
+        Reply::ok(id, Opcode::MemcpyDtoH, ReplyBody::Data(data.clone()))
+            .encode(&mut wire)
+            .unwrap();
+    }
+    Reply::ok(7, Opcode::CtxSynchronize, ReplyBody::Empty)
+        .encode(&mut wire)
+        .unwrap();
+    let total = wire.len();
+    let mut src = Counted::new(wire, 4096);
+    let mut d = Decoder::<Reply>::new(limits());
+    for (id, data) in [(5, &a), (6, &b)] {
+        let mut dst = vec![0u8; data.len()];
+        src.watch(&dst);
+        let (into, elsewhere) = (src.into_dst, src.elsewhere);
+        let r = d.read_data_into(&mut src, id, &mut dst).unwrap();
+        assert_eq!(
+            r,
+            Some(Reply::ok(
+                id,
+                Opcode::MemcpyDtoH,
+                ReplyBody::Data(Vec::new())
+            ))
+        );
+        assert!(dst == *data, "reply {id}: the data differs");
+        assert!(
+            src.elsewhere - elsewhere <= 4096,
+            "reply {id}: {} bytes read outside the destination",
+            src.elsewhere - elsewhere
+        );
+        assert!(src.into_dst - into >= data.len() - 4096);
+        assert_eq!(d.buffered(), 0, "reply {id}: nothing of the frame kept");
+    }
+    // The small reply is not a data reply: read as usual.
+    let mut dst = [0u8; 4];
+    assert_eq!(d.read_data_into(&mut src, 7, &mut dst).unwrap(), None);
+    assert_eq!(
+        d.next_frame().unwrap(),
+        Some(Reply::ok(7, Opcode::CtxSynchronize, ReplyBody::Empty))
+    );
+    assert_eq!(src.into_dst + src.elsewhere, total);
+    // The end of the stream: nothing, as `read_from` says.
+    assert_eq!(d.read_data_into(&mut src, 8, &mut dst).unwrap(), None);
+    assert_eq!(d.read_from(&mut src).unwrap(), 0);
+}
+
+#[test]
+fn a_reply_encoded_without_its_data_is_completed_by_it() {
+    // `encode_head` then the data it returns is the frame `encode` makes, and the data is
+    // the body's own (not a copy); replies without data are appended whole.
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    let replies = [
+        Reply::ok(9, Opcode::MemcpyDtoH, ReplyBody::Data(data)),
+        Reply::ok(10, Opcode::MemcpyDtoHAsync, ReplyBody::Data(Vec::new())),
+        Reply::ok(11, Opcode::DeviceTotalMem, ReplyBody::Size(1 << 30)),
+        Reply::error(12, Opcode::MemcpyDtoH, Status(1), "out of range"),
+    ];
+    for r in &replies {
+        let mut out = vec![0xcd; 5];
+        let data = r.encode_head(&mut out).unwrap();
+        if let ReplyBody::Data(d) = &r.body {
+            assert_eq!(data.as_ptr(), d.as_ptr(), "reply {}", r.id);
+        } else {
+            assert!(data.is_empty(), "reply {}", r.id);
+        }
+        out.extend_from_slice(data);
+        let mut whole = vec![0xcd; 5];
+        r.encode(&mut whole).unwrap();
+        assert!(out == whole, "reply {}", r.id);
+        let mut back = Decoder::<Reply>::new(limits());
+        back.feed(&out[5..]);
+        assert_eq!(back.next_frame().unwrap().as_ref(), Some(r));
+    }
+}
+
+#[test]
+fn decoder_reads_other_replies_as_usual_where_data_was_expected() {
+    // What is not a successful data reply to the request, of the size asked for, is
+    // left to `next_frame` whole, and nothing of it is written to the destination.
+    let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+    let mut failed = Reply::error(3, Opcode::MemcpyDtoH, Status(1), "out of range");
+    failed.cause = None;
+    let cases = [
+        ("a failure", 3, failed),
+        (
+            "another size",
+            3,
+            Reply::ok(
+                3,
+                Opcode::MemcpyDtoH,
+                ReplyBody::Data(data[..9_999].to_vec()),
+            ),
+        ),
+        (
+            "another request's",
+            4,
+            Reply::ok(3, Opcode::MemcpyDtoH, ReplyBody::Data(data.clone())),
+        ),
+        (
+            "a closing notice",
+            3,
+            Reply::closing_notice(Status(4), "shutting down"),
+        ),
+        (
+            "not a data reply",
+            3,
+            Reply::ok(3, Opcode::DeviceTotalMem, ReplyBody::Size(10_000)),
+        ),
+    ];
+    for (what, id, reply) in cases {
+        let mut wire = reply.to_bytes().unwrap();
+        wire.extend_from_slice(&[0xab; 100]);
+        let mut src = Counted::new(wire, 4096);
+        let mut d = Decoder::<Reply>::new(limits());
+        let mut dst = vec![0u8; data.len()];
+        src.watch(&dst);
+        assert_eq!(
+            d.read_data_into(&mut src, id, &mut dst).unwrap(),
+            None,
+            "{what}"
+        );
+        assert_eq!(src.into_dst, 0, "{what}");
+        assert!(dst.iter().all(|&x| x == 0), "{what}");
+        let got = loop {
+            if let Some(r) = d.next_frame().unwrap() {
+                break r;
+            }
+            assert!(d.read_from(&mut src).unwrap() > 0, "{what}: ended");
+        };
+        assert_eq!(got, reply, "{what}");
+    }
+    // A data reply cut short: an error, not a reply.
+    let mut wire = Reply::ok(3, Opcode::MemcpyDtoH, ReplyBody::Data(data.clone()))
+        .to_bytes()
+        .unwrap();
+    wire.truncate(6_000);
+    let mut d = Decoder::<Reply>::new(limits());
+    let mut dst = vec![0u8; data.len()];
+    let e = d
+        .read_data_into(&mut Counted::new(wire, 4096), 3, &mut dst)
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+}
+
 // ---------------------------------------------------------------- rules
 
 #[test]

@@ -56,6 +56,10 @@ pub struct Decoder<M> {
 
 /// Capacity kept after a large frame has been taken out.
 const KEEP_CAPACITY: usize = 64 << 10;
+/// Bytes read at once into the buffer when the frame's length is not known yet.
+const PIECE: usize = 4096;
+/// Bytes of a data reply before its data: the reply header, then `len: u32`.
+const DATA_PREFIX: usize = super::REPLY_HEADER_LEN + 4;
 
 impl<M: Message> Decoder<M> {
     /// A decoder for a session with these limits.
@@ -133,17 +137,23 @@ impl<M: Message> Decoder<M> {
     /// returns an `InvalidInput` error.
     pub fn read_from(&mut self, src: &mut impl std::io::Read) -> std::io::Result<usize> {
         self.compact();
+        let want = match super::frame::read_header(&self.buf[..self.filled], &self.limits) {
+            Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(PIECE),
+            _ => PIECE,
+        };
+        self.read_piece(src, want)
+    }
+
+    /// Reads once from `src` into the buffer, at most `want` bytes (and [`Decoder::room`]).
+    fn read_piece(&mut self, src: &mut impl std::io::Read, want: usize) -> std::io::Result<usize> {
+        self.compact();
         if self.room() == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "decoder full: take the buffered frames first",
             ));
         }
-        let want = match super::frame::read_header(&self.buf[..self.filled], &self.limits) {
-            Ok(super::frame::HeaderStep::NeedMore(n)) => n.max(4096),
-            _ => 4096,
-        }
-        .min(self.room());
+        let want = want.min(self.room());
         let (old, end) = (self.filled, self.filled + want);
         // Room is zero-filled once (a large frame's whole remainder at its first piece),
         // not at every read.
@@ -225,6 +235,134 @@ impl Decoder<super::RequestFrame> {
                 Err(e)
             }
         }
+    }
+}
+
+impl Decoder<super::Reply> {
+    /// Reads the reply to request `id` with its data going from `src` straight into
+    /// `dst`, when that reply is a successful data reply ([`ReplyBody::Data`]) of exactly
+    /// `dst.len()` bytes (a device-to-host copy's): the data is neither buffered in the
+    /// decoder nor decoded into a vector of its own, so a large reply costs no buffer of
+    /// its size, no zero-fill and no copy but the one from the stream. Returns the reply
+    /// with an empty body (its data is in `dst`).
+    ///
+    /// Returns `Ok(None)`, having read at most a few KiB into the buffer and nothing into
+    /// `dst`, when the next frame is anything else (a failure, another request's reply, a
+    /// closing notice, a malformed frame), or at the end of the stream: then take it with
+    /// [`Decoder::next_frame`] and [`Decoder::read_from`] as usual. After an `Err` the
+    /// stream is out of step (part of the frame may have gone to `dst`): use the decoder
+    /// no more.
+    ///
+    /// [`ReplyBody::Data`]: super::ReplyBody::Data
+    pub fn read_data_into(
+        &mut self,
+        src: &mut impl std::io::Read,
+        id: u64,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<super::Reply>> {
+        self.settle();
+        if self.failed.is_some() {
+            return Ok(None);
+        }
+        let opcode = loop {
+            match data_prefix(
+                &self.buf[self.start..self.filled],
+                id,
+                dst.len(),
+                &self.limits,
+            ) {
+                Prefix::Data(opcode) => break opcode,
+                Prefix::Other => return Ok(None),
+                // A piece, not the whole frame: the frame's data is to go to `dst`.
+                Prefix::NeedMore => match self.read_piece(src, PIECE) {
+                    Ok(0) => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                },
+            }
+        };
+        // What of the data was read with the prefix, then the rest from `src`.
+        let held = (self.filled - self.start - DATA_PREFIX).min(dst.len());
+        let at = self.start + DATA_PREFIX;
+        dst[..held].copy_from_slice(&self.buf[at..at + held]);
+        self.consume(DATA_PREFIX + held);
+        let mut done = held;
+        while done < dst.len() {
+            match src.read(&mut dst[done..]) {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "the stream ended {} bytes into a {}-byte data reply",
+                            DATA_PREFIX + done,
+                            DATA_PREFIX + dst.len()
+                        ),
+                    ))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(super::Reply::ok(
+            id,
+            opcode,
+            super::ReplyBody::Data(Vec::new()),
+        )))
+    }
+}
+
+/// What the front of a buffer says about a data reply expected there.
+enum Prefix {
+    /// Too few bytes to tell.
+    NeedMore,
+    /// Not a successful data reply to the request with exactly the bytes expected.
+    Other,
+    /// One (its opcode): its data follows the first [`DATA_PREFIX`] bytes.
+    Data(super::Opcode),
+}
+
+/// Whether `buf` starts with a successful data reply to request `id` carrying `n` bytes,
+/// checked as [`Reply::decode`](super::Reply) would (flags, status, cause, reserved field,
+/// length, limits): its length is looked at first, so that no byte past a shorter frame
+/// is asked for.
+fn data_prefix(buf: &[u8], id: u64, n: usize, limits: &Limits) -> Prefix {
+    if buf.len() < 4 {
+        return Prefix::NeedMore;
+    }
+    let u32_at = |at: usize| u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+    let u16_at = |at: usize| u16::from_le_bytes([buf[at], buf[at + 1]]);
+    let length = u32_at(0) as usize;
+    if n > limits.max_inline as usize
+        || length != DATA_PREFIX + n
+        || length > limits.max_frame as usize
+    {
+        return Prefix::Other;
+    }
+    if buf.len() < DATA_PREFIX {
+        return Prefix::NeedMore;
+    }
+    let mut frame_id = [0u8; 8];
+    frame_id.copy_from_slice(&buf[4..12]);
+    let mut cause_id = [0u8; 8];
+    cause_id.copy_from_slice(&buf[24..32]);
+    let opcode = super::Opcode::from_u16(u16_at(12));
+    match opcode {
+        Some(op)
+            if id != 0
+                && u64::from_le_bytes(frame_id) == id
+                && op.reply_body() == super::commands::BodyKind::Data
+                && u16_at(14) == super::FLAG_REPLY
+                && u32_at(16) == 0
+                && u16_at(20) == 0
+                && u16_at(22) == 0
+                && u64::from_le_bytes(cause_id) == 0
+                && u32_at(32) as usize == n =>
+        {
+            Prefix::Data(op)
+        }
+        _ => Prefix::Other,
     }
 }
 

@@ -143,6 +143,38 @@ impl Reply {
         frame::finish(out, start)
     }
 
+    /// Appends the frame to `out`, except the bytes of a [`ReplyBody::Data`] body, which
+    /// it returns: written right after what was appended, they complete the frame. A
+    /// large device-to-host copy's data is then written from where it is rather than
+    /// copied into `out` first. Other replies are appended whole (nothing is returned).
+    /// On error `out` is unchanged.
+    pub fn encode_head<'a>(&'a self, out: &mut Vec<u8>) -> Result<&'a [u8], EncodeError> {
+        let data = match &self.body {
+            ReplyBody::Data(data) if self.status.is_success() => data,
+            _ => return self.encode(out).map(|_| &[][..]),
+        };
+        let head = Reply {
+            body: ReplyBody::Data(Vec::new()),
+            ..*self
+        };
+        let start = out.len();
+        let len = head.encode(out)?;
+        let too_long = EncodeError::TooLong {
+            field: "length",
+            len: (len + data.len()) as u64,
+        };
+        let (Ok(total), Ok(n)) = (u32::try_from(len + data.len()), u32::try_from(data.len()))
+        else {
+            out.truncate(start);
+            return Err(too_long);
+        };
+        // The frame's length, and the data's `len: u32` (the last field appended).
+        out[start..start + 4].copy_from_slice(&total.to_le_bytes());
+        let at = out.len() - 4;
+        out[at..].copy_from_slice(&n.to_le_bytes());
+        Ok(data)
+    }
+
     /// The frame as a new vector.
     pub fn to_bytes(&self) -> Result<Vec<u8>, EncodeError> {
         let mut v = Vec::new();

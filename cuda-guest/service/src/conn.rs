@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use vmgpu_cuda_proto::{Decoder, Reply, RequestFrame, Status, SyncScope};
+use vmgpu_cuda_proto::{Decoder, Reply, ReplyBody, RequestFrame, Status, SyncScope};
 
 use super::Session;
 
@@ -85,8 +85,24 @@ pub(crate) fn worker(
                         if replies.is_empty() {
                             queued = 0;
                         }
-                        push(&mut replies, r);
-                        queued += 1;
+                        if matches!(&r.body, ReplyBody::Data(d) if d.len() >= FLUSH_BYTES) {
+                            // A large device-to-host copy: its data is written from the
+                            // reply, after the replies before it and its header, not
+                            // copied into `replies` (which would grow to its size).
+                            match r.encode_head(&mut replies) {
+                                Ok(data) => {
+                                    if !flush(&mut replies, &mut sock)
+                                        || sock.write_all(data).is_err()
+                                    {
+                                        break 'outer;
+                                    }
+                                }
+                                Err(_) => push(&mut replies, r),
+                            }
+                        } else {
+                            push(&mut replies, r);
+                            queued += 1;
+                        }
                     }
                     if session.is_closed() {
                         flush(&mut replies, &mut sock);

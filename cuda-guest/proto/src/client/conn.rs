@@ -127,6 +127,15 @@ pub(super) enum Pending {
         /// Bytes asked for.
         len: usize,
     },
+    /// A synchronous device-to-host copy: its data goes to this host address (read
+    /// straight into it, see [`Decoder::read_data_into`]); its reply, with an empty body,
+    /// is returned to the caller, who keeps the address valid until then.
+    Into {
+        /// Where the data goes (the caller's buffer).
+        dst: usize,
+        /// Bytes asked for.
+        len: usize,
+    },
 }
 
 /// One session with the service.
@@ -332,7 +341,7 @@ impl Conn {
         }
         let dtoh = match pending {
             Pending::DtoH { len, .. } => len,
-            Pending::Sync => 0,
+            Pending::Sync | Pending::Into { .. } => 0,
         };
         self.encode(&RequestFrame::new(id, request))?;
         self.pending.push_back((id, pending));
@@ -350,6 +359,24 @@ impl Conn {
 
     /// Reads one reply and handles it.
     fn read_one(&mut self) -> R<()> {
+        let target = match self.pending.front() {
+            Some(&(id, Pending::Into { dst, len })) => Some((id, dst, len)),
+            Some(&(id, Pending::DtoH { dst, len })) if !self.discard_dtoh => Some((id, dst, len)),
+            _ => None,
+        };
+        if let Some((id, dst, len)) = target.filter(|&(_, dst, len)| len > 0 && dst != 0) {
+            // SAFETY: `dst..dst+len` is the destination of a device-to-host copy whose
+            // reply is the next one due: a `Pending::Into` one is the caller's buffer,
+            // valid and unused by anything else until its reply is handed back (see
+            // `RemoteBackend::dtoh_direct`); a `Pending::DtoH` one is kept valid until the
+            // stream has passed the copy (see `handle`). Nothing else refers to it here.
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) };
+            match self.decoder.read_data_into(&mut self.io, id, dst) {
+                Ok(Some(reply)) => return self.handle(reply),
+                Ok(None) => {}
+                Err(e) => return Err(self.break_with(io_fail("read", e))),
+            }
+        }
         loop {
             match self.decoder.next_frame() {
                 Ok(Some(reply)) => return self.handle(reply),
@@ -399,6 +426,20 @@ impl Conn {
             Pending::Sync => {
                 self.ready.insert(id, reply);
             }
+            Pending::Into { dst, len } => {
+                let mut reply = reply;
+                if let (true, ReplyBody::Data(data)) = (reply.status.is_success(), &mut reply.body)
+                {
+                    // Empty when `read_one` read the data straight into `dst`.
+                    let n = data.len().min(len);
+                    // SAFETY: `dst..dst+len` is the caller's buffer, writable and unused by
+                    // anything else until this reply is handed back; `n <= len`, and
+                    // `data` is a separate buffer of at least `n` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst as *mut u8, n) };
+                    *data = Vec::new();
+                }
+                self.ready.insert(id, reply);
+            }
             Pending::DtoH { dst, len } => {
                 self.unread_dtoh = self.unread_dtoh.saturating_sub(len);
                 if !reply.status.is_success() {
@@ -426,6 +467,18 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Forgets the destinations of synchronous device-to-host copies still awaiting
+    /// their replies (after their caller stopped waiting for them, on a failure): those
+    /// replies, if they come, are kept as [`Pending::Sync`] ones, their data written
+    /// nowhere.
+    pub(super) fn forget_destinations(&mut self) {
+        for (_, p) in self.pending.iter_mut() {
+            if let Pending::Into { .. } = p {
+                *p = Pending::Sync;
+            }
+        }
     }
 
     /// Waits for the reply to `id`.
@@ -504,4 +557,171 @@ extern "C" fn goodbye_at_exit() {
             c.goodbye(true);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::{DevicePtr, HostDest, Opcode, StreamId};
+
+    /// Bytes the server's stream handed out into the destination watched and elsewhere.
+    #[derive(Debug, Default)]
+    struct Counts {
+        dst: Mutex<std::ops::Range<usize>>,
+        into_dst: AtomicUsize,
+        elsewhere: AtomicUsize,
+    }
+
+    /// A server's side scripted: its replies read in 4 KiB pieces (what a guest's vsock
+    /// or virtio-serial port hands out); what the client writes is dropped.
+    #[derive(Debug)]
+    struct Scripted {
+        replies: Cursor<Vec<u8>>,
+        counts: Arc<Counts>,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(4096);
+            let got = self.replies.read(&mut buf[..n])?;
+            let at = buf.as_ptr() as usize;
+            let dst = lock(&self.counts.dst).clone();
+            let into = if dst.contains(&at) && at + got <= dst.end {
+                &self.counts.into_dst
+            } else {
+                &self.counts.elsewhere
+            };
+            into.fetch_add(got, Ordering::SeqCst);
+            Ok(got)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn dtoh(bytes: usize, stream: Option<StreamId>) -> Request {
+        Request::MemcpyDtoH {
+            src: DevicePtr(1 << 20),
+            bytes: bytes as u64,
+            dst: HostDest::Inline,
+            stream,
+        }
+    }
+
+    #[test]
+    fn device_to_host_data_is_read_straight_into_the_destination() {
+        // A synchronous 6 MiB copy, then an asynchronous 1 MiB one, their replies coming
+        // 4 KiB at a time: the data goes from the stream into the program's buffers (only
+        // the first piece of each reply, with its header, is read anywhere else), never
+        // into a buffer of the reply's size that is zero-filled and copied again.
+        let sync: Vec<u8> = (0..6u32 << 20).map(|i| (i % 251) as u8).collect();
+        let asynchronous: Vec<u8> = (0..1u32 << 20).map(|i| (i % 241) as u8).collect();
+        let mut wire = Vec::new();
+        Reply::ok(1, Opcode::MemcpyDtoH, ReplyBody::Data(sync.clone()))
+            .encode(&mut wire)
+            .unwrap();
+        Reply::ok(
+            2,
+            Opcode::MemcpyDtoHAsync,
+            ReplyBody::Data(asynchronous.clone()),
+        )
+        .encode(&mut wire)
+        .unwrap();
+        let counts = Arc::new(Counts::default());
+        let io = Scripted {
+            replies: Cursor::new(wire),
+            counts: counts.clone(),
+        };
+        let mut c = Conn::new(
+            Box::new(io),
+            Limits::default(),
+            crate::VERSION_MINOR,
+            true,
+            None,
+        );
+        let watch = |dst: &[u8]| {
+            let at = dst.as_ptr() as usize;
+            *lock(&counts.dst) = at..at + dst.len();
+            (
+                counts.into_dst.load(Ordering::SeqCst),
+                counts.elsewhere.load(Ordering::SeqCst),
+            )
+        };
+
+        let mut dst = vec![0u8; sync.len()];
+        let (into, elsewhere) = watch(&dst);
+        let into_dst = Pending::Into {
+            dst: dst.as_mut_ptr() as usize,
+            len: dst.len(),
+        };
+        c.send(1, dtoh(sync.len(), None), into_dst).unwrap();
+        assert_eq!(c.finish(1).unwrap(), ReplyBody::Data(Vec::new()));
+        assert!(dst == sync, "the synchronous copy's data differs");
+        let elsewhere = counts.elsewhere.load(Ordering::SeqCst) - elsewhere;
+        assert!(elsewhere <= 4096, "{elsewhere} bytes read elsewhere");
+        assert!(counts.into_dst.load(Ordering::SeqCst) - into >= sync.len() - 4096);
+
+        let mut dst = vec![0u8; asynchronous.len()];
+        let (into, elsewhere) = watch(&dst);
+        let later = Pending::DtoH {
+            dst: dst.as_mut_ptr() as usize,
+            len: dst.len(),
+        };
+        c.send(2, dtoh(dst.len(), Some(StreamId(1))), later)
+            .unwrap();
+        c.flush().unwrap();
+        c.read_one().unwrap();
+        assert!(dst == asynchronous, "the asynchronous copy's data differs");
+        let elsewhere = counts.elsewhere.load(Ordering::SeqCst) - elsewhere;
+        assert!(elsewhere <= 4096, "{elsewhere} bytes read elsewhere");
+        assert!(counts.into_dst.load(Ordering::SeqCst) - into >= asynchronous.len() - 4096);
+        assert!(c.pending.is_empty() && c.ready.is_empty());
+    }
+
+    #[test]
+    fn a_failed_device_to_host_copy_writes_nothing() {
+        // The reply is a failure: returned to the caller, the destination untouched; a
+        // copy whose caller stopped waiting has its destination forgotten.
+        let mut wire = Vec::new();
+        Reply::error(1, Opcode::MemcpyDtoH, Status(1), "out of range")
+            .encode(&mut wire)
+            .unwrap();
+        Reply::ok(2, Opcode::MemcpyDtoH, ReplyBody::Data(vec![7; 64]))
+            .encode(&mut wire)
+            .unwrap();
+        let io = Scripted {
+            replies: Cursor::new(wire),
+            counts: Arc::default(),
+        };
+        let mut c = Conn::new(
+            Box::new(io),
+            Limits::default(),
+            crate::VERSION_MINOR,
+            true,
+            None,
+        );
+        let mut dst = vec![0u8; 64];
+        for id in [1, 2] {
+            let into = Pending::Into {
+                dst: dst.as_mut_ptr() as usize,
+                len: dst.len(),
+            };
+            c.send(id, dtoh(64, None), into).unwrap();
+        }
+        let f = c.finish(1).unwrap_err();
+        assert_eq!((f.code, f.detail.as_str()), (1, "out of range"));
+        assert_eq!(dst, vec![0u8; 64]);
+        c.forget_destinations();
+        assert_eq!(c.finish(2).unwrap(), ReplyBody::Data(vec![7; 64]));
+        assert_eq!(dst, vec![0u8; 64]);
+    }
 }

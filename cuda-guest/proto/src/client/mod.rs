@@ -846,6 +846,7 @@ impl RemoteBackend {
             let (mut c, _) = self.on(stream.map_or(On::Current, On::Stream), op)?;
             let chunk = (c.limits.max_inline as usize).max(1);
             let mut ids = Vec::new();
+            let mut sent = Ok(());
             let mut off = 0usize;
             while off < bytes {
                 let n = chunk.min(bytes - off);
@@ -858,8 +859,18 @@ impl RemoteBackend {
                 let id = c.id();
                 match stream {
                     None => {
-                        c.send(id, request, Pending::Sync)?;
-                        ids.push((id, off, n));
+                        // The reply's data is read straight into `dst` (no copy here).
+                        let into = Pending::Into {
+                            dst: (dst as usize).wrapping_add(off),
+                            len: n,
+                        };
+                        if let Err(f) = c.send(id, request, into) {
+                            // The copies sent are still waited for (their data goes to
+                            // `dst`, which is only valid during this call).
+                            sent = Err(f);
+                            break;
+                        }
+                        ids.push(id);
                     }
                     Some(_) => c.send(
                         id,
@@ -876,16 +887,11 @@ impl RemoteBackend {
                 // Sent; the data lands when the replies are read.
                 return c.flush();
             }
-            let mut first = Ok(());
-            for (id, off, n) in ids {
+            let mut first = sent;
+            for id in ids {
                 match c.finish(id) {
-                    Ok(ReplyBody::Data(data)) => {
-                        let k = data.len().min(n);
-                        // SAFETY: the caller guarantees `dst..dst+bytes` is writable and
-                        // unused by anything else during this call; `off + k <= bytes`,
-                        // and `data` is a separate buffer of at least `k` bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(off), k) };
-                    }
+                    // Its data is in `dst` (see `Pending::Into`).
+                    Ok(ReplyBody::Data(_)) => {}
                     Ok(b) => {
                         if first.is_ok() {
                             first = Err(unexpected(&b));
@@ -898,6 +904,8 @@ impl RemoteBackend {
                     }
                 }
             }
+            // Replies not read (a broken connection) must never be written to `dst`.
+            c.forget_destinations();
             first
         })
     }
