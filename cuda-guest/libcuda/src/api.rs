@@ -2973,7 +2973,7 @@ fn copy_side(e: &Driver, ty: c_int, host: usize, device: u64, what: &str) -> R<(
         MEMORYTYPE_UNIFIED => Ok((e.pointer(device).is_some_and(|i| !i.host), device)),
         MEMORYTYPE_ARRAY => Err(Fail::new(
             CUDA_ERROR_NOT_SUPPORTED,
-            format!("a memcpy node with a CUDA array as its {what} (arrays are not supported)"),
+            format!("a CUDA array as the {what} (arrays are not supported)"),
         )),
         t => Err(Fail::new(
             CUDA_ERROR_INVALID_VALUE,
@@ -2983,8 +2983,8 @@ fn copy_side(e: &Driver, ty: c_int, host: usize, device: u64, what: &str) -> R<(
 }
 
 /// The copies of a `CUDA_MEMCPY3D`: one per row (one in all when the rows are one
-/// contiguous range on both sides).
-fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
+/// contiguous range on both sides); `what` names the call in errors.
+fn memcpy3d_ops(p: &Memcpy3D, what: &str) -> R<Vec<crate::capture::Op>> {
     use crate::capture::Op;
     let e = driver()?;
     let (src_dev, src) = copy_side(e, p.src_type, p.src_host as usize, p.src_device, "source")?;
@@ -2996,7 +2996,7 @@ fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
         "destination",
     )?;
     let rows = p.height.max(1) * p.depth.max(1);
-    let bad = |why: &str| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memcpy node: {why}"));
+    let bad = |why: &str| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{what}: {why}"));
     if (p.height > 1 || p.depth > 1) && (p.src_pitch < p.width || p.dst_pitch < p.width) {
         return Err(bad("a pitch smaller than the width"));
     }
@@ -3047,7 +3047,7 @@ fn memcpy3d_ops(p: &Memcpy3D) -> R<Vec<crate::capture::Op>> {
             (false, false) => {
                 return Err(Fail::new(
                     CUDA_ERROR_NOT_SUPPORTED,
-                    "a memcpy node from host to host memory",
+                    format!("{what}: a copy from host to host memory"),
                 ))
             }
         });
@@ -3061,9 +3061,336 @@ entry! {
     fn cuGraphAddMemcpyNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const Memcpy3D, _ctx: Handle) {
         // SAFETY: `p` is null or the program's parameters.
         let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null copyParams"))?;
-        let ops = memcpy3d_ops(p)?;
+        let ops = memcpy3d_ops(p, "memcpy node")?;
         // SAFETY: the program's node slot and dependencies.
         unsafe { add_node(node, graph, deps, n, crate::capture::NODE_MEMCPY, ops) }
+    }
+}
+
+/// `CUDA_MEMCPY2D`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Memcpy2D {
+    src_x: usize,
+    src_y: usize,
+    src_type: c_int,
+    src_host: *const c_void,
+    src_device: CUdeviceptr,
+    src_array: Handle,
+    src_pitch: usize,
+    dst_x: usize,
+    dst_y: usize,
+    dst_type: c_int,
+    dst_host: *mut c_void,
+    dst_device: CUdeviceptr,
+    dst_array: Handle,
+    dst_pitch: usize,
+    width: usize,
+    height: usize,
+}
+
+impl Memcpy2D {
+    /// The same copy as a `CUDA_MEMCPY3D` of depth 1.
+    fn as_3d(&self) -> Memcpy3D {
+        Memcpy3D {
+            src_x: self.src_x,
+            src_y: self.src_y,
+            src_z: 0,
+            src_lod: 0,
+            src_type: self.src_type,
+            src_host: self.src_host,
+            src_device: self.src_device,
+            src_array: self.src_array,
+            reserved0: std::ptr::null_mut(),
+            src_pitch: self.src_pitch,
+            src_height: self.height,
+            dst_x: self.dst_x,
+            dst_y: self.dst_y,
+            dst_z: 0,
+            dst_lod: 0,
+            dst_type: self.dst_type,
+            dst_host: self.dst_host,
+            dst_device: self.dst_device,
+            dst_array: self.dst_array,
+            reserved1: std::ptr::null_mut(),
+            dst_pitch: self.dst_pitch,
+            dst_height: self.height,
+            width: self.width,
+            height: self.height,
+            depth: 1,
+        }
+    }
+}
+
+/// Runs copy and memset operations now, synchronously (`stream` None) or on a stream,
+/// through the one-range entry points' paths (captured on a capturing stream).
+///
+/// # Safety
+/// Every host range of `ops` is valid for its copy (for an asynchronous copy, until the
+/// stream passes it).
+unsafe fn run_ops(ops: Vec<crate::capture::Op>, stream: Option<u64>) -> R<()> {
+    use crate::capture::Op;
+    // Captured, the rows are one node (as the driver captures one call).
+    if let Some(s) = stream.filter(|_| ops.len() > 1) {
+        if driver()?.capture_all(s, &ops)? {
+            return Ok(());
+        }
+    }
+    for op in ops {
+        match op {
+            Op::HtoD {
+                dst, src, bytes, ..
+            } => {
+                // SAFETY: the caller's contract, for each row.
+                unsafe { htod(dst, src as *const c_void, bytes, stream) }?
+            }
+            Op::DtoH {
+                dst, src, bytes, ..
+            } => {
+                // SAFETY: the caller's contract, for each row.
+                unsafe { dtoh(dst as *mut c_void, src, bytes, stream) }?
+            }
+            Op::DtoD { dst, src, bytes } => dtod(dst, src, bytes as usize, stream)?,
+            Op::Memset {
+                dst,
+                value,
+                width,
+                count,
+            } => memset(dst, value, width, count as usize, stream)?,
+            Op::Launch { .. } | Op::HostFunc(_) => {
+                return Err(Fail::new(
+                    CUDA_ERROR_UNKNOWN,
+                    "run_ops: a launch or host function among copies",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `cuMemcpy3D*` and `cuMemcpy2D*`: the copy described by `p` (null refused).
+///
+/// # Safety
+/// `p` is null or a `CUDA_MEMCPY3D` whose host ranges are valid for the copy.
+unsafe fn memcpy_3d(p: *const Memcpy3D, stream: Option<u64>, what: &str) -> R<()> {
+    // SAFETY: `p` is null or the program's parameters.
+    let p = unsafe { p.as_ref() }
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{what}: null parameters")))?;
+    if p.width == 0 || p.height == 0 || p.depth == 0 {
+        return Ok(());
+    }
+    let ops = memcpy3d_ops(p, what)?;
+    // SAFETY: the program's ranges (the caller's contract).
+    unsafe { run_ops(ops, stream) }
+}
+
+/// # Safety
+/// As [`memcpy_3d`], for a `CUDA_MEMCPY2D`.
+unsafe fn memcpy_2d(p: *const Memcpy2D, stream: Option<u64>, what: &str) -> R<()> {
+    // SAFETY: `p` is null or the program's parameters.
+    let p = unsafe { p.as_ref() }
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("{what}: null parameters")))?;
+    let p3 = p.as_3d();
+    // SAFETY: the same copy (the caller's contract).
+    unsafe { memcpy_3d(&p3, stream, what) }
+}
+
+macro_rules! copies_nd {
+    ($( $name:ident, $params:ty, $copy:ident, $stream:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($name), "`: host, device and unified memory (no arrays), one copy per row unless the rows are contiguous.")]
+            fn $name(p: *const $params) {
+                // SAFETY: the program's parameters and buffers, as cuda.h describes them.
+                unsafe { $copy(p, $stream, stringify!($name)) }
+            }
+        }
+    )*};
+    ($( async $name:ident, $params:ty, $copy:ident, $per_thread:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($name), "`: as the synchronous form, on a stream.")]
+            fn $name(p: *const $params, stream: Handle) {
+                // SAFETY: the program's parameters, and buffers it keeps until the stream passes the copy.
+                unsafe { $copy(p, Some(strm(stream, $per_thread)), stringify!($name)) }
+            }
+        }
+    )*};
+}
+
+copies_nd! {
+    cuMemcpy2D_v2, Memcpy2D, memcpy_2d, None;
+    cuMemcpy2D_v2_ptds, Memcpy2D, memcpy_2d, None;
+    cuMemcpy2DUnaligned_v2, Memcpy2D, memcpy_2d, None;
+    cuMemcpy2DUnaligned_v2_ptds, Memcpy2D, memcpy_2d, None;
+    cuMemcpy3D_v2, Memcpy3D, memcpy_3d, None;
+    cuMemcpy3D_v2_ptds, Memcpy3D, memcpy_3d, None;
+}
+
+copies_nd! {
+    async cuMemcpy2DAsync_v2, Memcpy2D, memcpy_2d, false;
+    async cuMemcpy2DAsync_v2_ptsz, Memcpy2D, memcpy_2d, true;
+    async cuMemcpy3DAsync_v2, Memcpy3D, memcpy_3d, false;
+    async cuMemcpy3DAsync_v2_ptsz, Memcpy3D, memcpy_3d, true;
+}
+
+/// `cuMemcpy` and `cuMemcpyAsync` (unified addressing): each pointer says whether it is
+/// host or device memory.
+///
+/// # Safety
+/// Host ranges among `dst` and `src` are valid for `n` bytes (for an asynchronous copy,
+/// until the stream passes it).
+unsafe fn memcpy_unified(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    n: usize,
+    stream: Option<u64>,
+) -> R<()> {
+    let p = Memcpy2D {
+        src_x: 0,
+        src_y: 0,
+        src_type: MEMORYTYPE_UNIFIED,
+        src_host: std::ptr::null(),
+        src_device: src,
+        src_array: std::ptr::null_mut(),
+        src_pitch: n,
+        dst_x: 0,
+        dst_y: 0,
+        dst_type: MEMORYTYPE_UNIFIED,
+        dst_host: std::ptr::null_mut(),
+        dst_device: dst,
+        dst_array: std::ptr::null_mut(),
+        dst_pitch: n,
+        width: n,
+        height: 1,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { memcpy_2d(&p, stream, "cuMemcpy") }
+}
+
+entry! {
+    /// `cuMemcpy`.
+    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
+        // SAFETY: the program's buffers, `n` bytes each.
+        unsafe { memcpy_unified(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpy_ptds`.
+    fn cuMemcpy_ptds(dst: CUdeviceptr, src: CUdeviceptr, n: usize) {
+        // SAFETY: the program's buffers, `n` bytes each.
+        unsafe { memcpy_unified(dst, src, n, None) }
+    }
+}
+entry! {
+    /// `cuMemcpyAsync`.
+    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) {
+        // SAFETY: the program's buffers, kept until the stream passes the copy.
+        unsafe { memcpy_unified(dst, src, n, Some(strm(stream, false))) }
+    }
+}
+entry! {
+    /// `cuMemcpyAsync_ptsz`.
+    fn cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) {
+        // SAFETY: the program's buffers, kept until the stream passes the copy.
+        unsafe { memcpy_unified(dst, src, n, Some(strm(stream, true))) }
+    }
+}
+
+/// `cuMemsetD2D*`: `height` rows of `width` elements of `elem` bytes, `pitch` apart.
+fn memset_2d(
+    dst: CUdeviceptr,
+    pitch: usize,
+    value: u32,
+    elem: u32,
+    width: usize,
+    height: usize,
+    stream: Option<u64>,
+) -> R<()> {
+    let row = (width as u64).checked_mul(u64::from(elem));
+    if height > 1 && row.is_none_or(|r| (pitch as u64) < r) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!(
+                "cuMemsetD2D{}: a pitch of {pitch} bytes is smaller than a row of {width} elements",
+                elem * 8
+            ),
+        ));
+    }
+    let ops = (0..height as u64)
+        .map(|y| crate::capture::Op::Memset {
+            dst: dst + y * pitch as u64,
+            value,
+            width: elem,
+            count: width as u64,
+        })
+        .collect();
+    // SAFETY: memsets only (no host range).
+    unsafe { run_ops(ops, stream) }
+}
+
+macro_rules! memsets_2d {
+    ($( $sync:ident, $sync_ptds:ident, $asyn:ident, $asyn_ptsz:ident, $ty:ty, $w:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($sync), "`.")]
+            fn $sync(dst: CUdeviceptr, pitch: usize, value: $ty, width: usize, height: usize) {
+                memset_2d(dst, pitch, value as u32, $w, width, height, None)
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($sync_ptds), "`.")]
+            fn $sync_ptds(dst: CUdeviceptr, pitch: usize, value: $ty, width: usize, height: usize) {
+                memset_2d(dst, pitch, value as u32, $w, width, height, None)
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($asyn), "`.")]
+            fn $asyn(dst: CUdeviceptr, pitch: usize, value: $ty, width: usize, height: usize, stream: Handle) {
+                memset_2d(dst, pitch, value as u32, $w, width, height, Some(strm(stream, false)))
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($asyn_ptsz), "`: the null stream is the per-thread one.")]
+            fn $asyn_ptsz(dst: CUdeviceptr, pitch: usize, value: $ty, width: usize, height: usize, stream: Handle) {
+                memset_2d(dst, pitch, value as u32, $w, width, height, Some(strm(stream, true)))
+            }
+        }
+    )*};
+}
+
+memsets_2d! {
+    cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz, u8, 1;
+    cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz, u16, 2;
+    cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz, u32, 4;
+}
+
+/// The row pitch `cuMemAllocPitch` gives: rows start 512 bytes apart at least (what
+/// NVIDIA's driver gives on sm_80 and later), so any element and texture row is aligned.
+const PITCH_ALIGNMENT: usize = 512;
+
+entry! {
+    /// `cuMemAllocPitch_v2`: `height` rows of `width` bytes, each row starting at a
+    /// multiple of 512 bytes.
+    fn cuMemAllocPitch_v2(dptr: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, element_size: c_uint) {
+        if dptr.is_null() || pitch.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr or pitch"));
+        }
+        if !matches!(element_size, 4 | 8 | 16) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("element size {element_size} (4, 8 or 16)")));
+        }
+        if width == 0 || height == 0 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "a width or height of 0"));
+        }
+        let row = width
+            .checked_next_multiple_of(PITCH_ALIGNMENT)
+            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, format!("a width of {width} bytes")))?;
+        let bytes = row
+            .checked_mul(height)
+            .ok_or_else(|| Fail::new(CUDA_ERROR_OUT_OF_MEMORY, format!("{height} rows of {row} bytes")))?;
+        let p = driver()?.mem_alloc(current()?, bytes as u64)?;
+        // SAFETY: both checked non-null; a writable CUdeviceptr and size_t.
+        unsafe {
+            out(dptr, p)?;
+            out(pitch, row)
+        }
     }
 }
 
@@ -3750,7 +4077,6 @@ unsupported! {
     cuLogsUnregisterCallback,
     cuMemAddressFree,
     cuMemAddressReserve,
-    cuMemAllocPitch_v2,
     cuMemBatchDecompressAsync,
     cuMemBatchDecompressAsync_ptsz,
     cuMemCreate,
@@ -3777,25 +4103,12 @@ unsupported! {
     cuMemRetainAllocationHandle,
     cuMemSetAccess,
     cuMemUnmap,
-    cuMemcpy,
-    cuMemcpy2DAsync_v2,
-    cuMemcpy2DAsync_v2_ptsz,
-    cuMemcpy2DUnaligned_v2,
-    cuMemcpy2DUnaligned_v2_ptds,
-    cuMemcpy2D_v2,
-    cuMemcpy2D_v2_ptds,
-    cuMemcpy3DAsync_v2,
-    cuMemcpy3DAsync_v2_ptsz,
     cuMemcpy3DBatchAsync,
     cuMemcpy3DBatchAsync_ptsz,
     cuMemcpy3DPeer,
     cuMemcpy3DPeerAsync,
     cuMemcpy3DPeerAsync_ptsz,
     cuMemcpy3DPeer_ptds,
-    cuMemcpy3D_v2,
-    cuMemcpy3D_v2_ptds,
-    cuMemcpyAsync,
-    cuMemcpyAsync_ptsz,
     cuMemcpyAtoA_v2,
     cuMemcpyAtoA_v2_ptds,
     cuMemcpyAtoD_v2,
@@ -3812,19 +4125,6 @@ unsupported! {
     cuMemcpyHtoAAsync_v2_ptsz,
     cuMemcpyHtoA_v2,
     cuMemcpyHtoA_v2_ptds,
-    cuMemcpy_ptds,
-    cuMemsetD2D16Async,
-    cuMemsetD2D16Async_ptsz,
-    cuMemsetD2D16_v2,
-    cuMemsetD2D16_v2_ptds,
-    cuMemsetD2D32Async,
-    cuMemsetD2D32Async_ptsz,
-    cuMemsetD2D32_v2,
-    cuMemsetD2D32_v2_ptds,
-    cuMemsetD2D8Async,
-    cuMemsetD2D8Async_ptsz,
-    cuMemsetD2D8_v2,
-    cuMemsetD2D8_v2_ptds,
     cuMipmappedArrayCreate,
     cuMipmappedArrayDestroy,
     cuMipmappedArrayGetLevel,

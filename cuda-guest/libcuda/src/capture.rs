@@ -100,8 +100,8 @@ struct Sequence {
     id: u64,
     /// The stream that began it (only it may end it).
     origin: u64,
-    /// The recorded work, in capture order.
-    ops: Vec<Op>,
+    /// The recorded work, in capture order: each call's operations (one node each).
+    ops: Vec<Vec<Op>>,
     /// Why the capture was invalidated, once it was.
     invalid: Option<String>,
 }
@@ -275,15 +275,22 @@ impl Captures {
         // as the graph being built. Each captured operation is a node after the one
         // before it.
         self.graphs.insert(seq.id, GraphDef::default());
-        for (i, op) in seq.ops.into_iter().enumerate() {
+        for (i, ops) in seq.ops.into_iter().enumerate() {
             let deps = if i == 0 { vec![] } else { vec![i - 1] };
-            self.push_node(seq.id, kind_of(&op), vec![op], deps);
+            self.push_node(seq.id, kind_of(&ops[0]), ops, deps);
         }
         Ok(seq.id)
     }
 
     /// Records `op` when `stream` captures (`Ok(true)`); `Ok(false)` when it does not.
     pub fn record(&mut self, stream: u64, op: impl FnOnce() -> Op) -> R<bool> {
+        self.record_all(stream, || vec![op()])
+    }
+
+    /// Records the operations of one call (a pitched copy's rows: one node, as the
+    /// driver captures it) when `stream` captures (`Ok(true)`); `Ok(false)` when it
+    /// does not. `ops` gives at least one operation, all of one node kind.
+    pub fn record_all(&mut self, stream: u64, ops: impl FnOnce() -> Vec<Op>) -> R<bool> {
         let Some(id) = self.streams.get(&stream) else {
             return Ok(false);
         };
@@ -297,7 +304,10 @@ impl Captures {
                 format!("capture {}: {why}", seq.id),
             ));
         }
-        seq.ops.push(op());
+        let ops = ops();
+        if !ops.is_empty() {
+            seq.ops.push(ops);
+        }
         Ok(true)
     }
 

@@ -216,6 +216,12 @@ impl Driver {
         Ok(lock(&self.holds).queue(stream, || Held::Op((op.take().expect("made once"))())))
     }
 
+    /// Records the operations of one call as one node when `stream` captures
+    /// (`Ok(true)`); `Ok(false)` when it does not (the caller then runs them).
+    pub fn capture_all(&self, stream: u64, ops: &[Op]) -> R<bool> {
+        lock(&self.captures).record_all(stream, || ops.to_vec())
+    }
+
     /// Waits until `done` holds of the held streams.
     fn settle(&self, done: impl Fn(&Holds) -> bool) {
         let mut h = lock(&self.holds);

@@ -29,7 +29,10 @@ fn runtime_api(env: &[(&str, &str)], forwarded: bool) {
     // Only the unsupported entry point the program calls on purpose is logged.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("warning").count(), 1, "{stderr}");
-    assert!(stderr.contains("cudaMemcpy3D is not supported"), "{stderr}");
+    assert!(
+        stderr.contains("cudaMemcpy3DPeer is not supported"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -61,7 +64,7 @@ fn runtime_api_program_with_per_thread_default_streams() {
     // The program called the `_ptsz`/`_ptds` entry points.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("cudaMemcpy3D_ptds is not supported"),
+        stderr.contains("cudaMemcpy3DPeer_ptds is not supported"),
         "{stderr}"
     );
 }
@@ -141,6 +144,35 @@ fn virtual_functions_and_function_pointers() {
             "{env:?}: {stdout}"
         );
         assert!(out.status.success(), "{env:?}");
+    }
+    server.wait_idle();
+}
+
+/// `pitched.cu`: cudaMallocPitch/cudaMalloc3D, 2-D and 3-D copies and memsets on the
+/// driver's pitched entry points, kernels walking the pitched memory; on the simulator
+/// and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn pitched_memory_copies_and_memsets() {
+    let exe = build("pitched", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("pitched: 29 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(
+            stdout.contains("volume: hv2[2][3][8] = 2359.5 (want 2359.5)"),
+            "{stdout}"
+        );
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
     }
     server.wait_idle();
 }

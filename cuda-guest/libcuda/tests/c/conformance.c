@@ -1393,6 +1393,181 @@ static void g_limits(void) {
   RES(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Pitched allocations, 2-D and 3-D copies between host, device and unified pointers,
+ * cuMemcpy on unified addresses, 2-D memsets (sync, on a stream, captured). */
+static void g_copies_2d(void) {
+  SETUP();
+  enum { W = 100, H = 7 }; /* a row of 100 bytes; 7 rows */
+  CUdeviceptr d = 0;
+  size_t pitch = 0;
+  RES(cuMemAllocPitch(&d, &pitch, W, H, 4), CUDA_SUCCESS);
+  TRUE(pitch >= W && pitch % 512 == 0, "pitch %zu for a 100-byte row", pitch);
+  RES(cuMemAllocPitch(&d, &pitch, W, H, 3), CUDA_ERROR_INVALID_VALUE);
+  unsigned char host[H][W], back[H][W];
+  for (int y = 0; y < H; y++)
+    for (int x = 0; x < W; x++) host[y][x] = (unsigned char)(y * 31 + x);
+  /* The whole pitched rows out of a host array of 100-byte rows. */
+  CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = host;
+  c.srcPitch = W;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = d;
+  c.dstPitch = pitch;
+  c.WidthInBytes = W;
+  c.Height = H;
+  RES(cuMemcpy2D(&c), CUDA_SUCCESS);
+  /* The padding between rows is untouched: row 1 starts `pitch` bytes in. */
+  unsigned char row1[W];
+  RES(cuMemcpyDtoH(row1, d + pitch, W), CUDA_SUCCESS);
+  TRUE(memcmp(row1, host[1], W) == 0, "row 1 at offset %zu", pitch);
+  /* Back, as a sub-rectangle: rows 2..5, bytes 10..50, into a zeroed host array. */
+  memset(back, 0, sizeof back);
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = d;
+  c.srcPitch = pitch;
+  c.srcXInBytes = 10;
+  c.srcY = 2;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = back;
+  c.dstPitch = W;
+  c.dstXInBytes = 10;
+  c.dstY = 2;
+  c.WidthInBytes = 40;
+  c.Height = 4;
+  RES(cuMemcpy2D(&c), CUDA_SUCCESS);
+  int wrong = 0;
+  for (int y = 0; y < H; y++)
+    for (int x = 0; x < W; x++) {
+      int inside = y >= 2 && y < 6 && x >= 10 && x < 50;
+      wrong += back[y][x] != (inside ? host[y][x] : 0);
+    }
+  VAL("bytes wrong after a 40x4 sub-rectangle copied back", wrong, 0);
+  /* A pitch smaller than the width is refused. */
+  c.srcPitch = 8;
+  RES(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+  /* Device to device on a stream, and a 2-D memset of 32-bit words on it. */
+  CUstream s;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr d2 = 0;
+  size_t pitch2 = 0;
+  MUST(cuMemAllocPitch(&d2, &pitch2, W, H, 4));
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = d;
+  c.srcPitch = pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.dstDevice = d2;
+  c.dstPitch = pitch2;
+  c.WidthInBytes = W;
+  c.Height = H;
+  RES(cuMemcpy2DAsync(&c, s), CUDA_SUCCESS);
+  RES(cuMemsetD2D32Async(d2 + 4 * 4, pitch2, 0xdeadbeef, 3, H, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  unsigned char got[W];
+  wrong = 0;
+  for (int y = 0; y < H; y++) {
+    RES(cuMemcpyDtoH(got, d2 + (size_t)y * pitch2, W), CUDA_SUCCESS);
+    for (int x = 0; x < W; x++) {
+      unsigned char want = host[y][x];
+      if (x >= 16 && x < 28) want = ((const unsigned char *)"\xef\xbe\xad\xde")[x % 4];
+      wrong += got[x] != want;
+    }
+  }
+  VAL("bytes wrong after a D2D pitched copy and a 3x7 memset of words", wrong, 0);
+  RES(cuMemsetD2D8(d2, pitch2, 7, W, H), CUDA_SUCCESS);
+  RES(cuMemcpyDtoH(got, d2 + 6 * pitch2, W), CUDA_SUCCESS);
+  VAL("a byte of the last row after cuMemsetD2D8", got[W - 1], 7);
+  RES(cuMemsetD2D16(d2 + 1, pitch2, 1, 2, 2), CUDA_ERROR_INVALID_VALUE);
+  /* 3-D: a 4x3x2 box of bytes between two host-side layouts through the device. */
+  unsigned char vol[2][3][4], vol2[2][3][4];
+  for (int i = 0; i < 24; i++) ((unsigned char *)vol)[i] = (unsigned char)(200 + i);
+  memset(vol2, 0, sizeof vol2);
+  CUdeviceptr dv = 0;
+  MUST(cuMemAlloc(&dv, 64 * 3 * 2));
+  CUDA_MEMCPY3D c3;
+  memset(&c3, 0, sizeof c3);
+  c3.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c3.srcHost = vol;
+  c3.srcPitch = 4;
+  c3.srcHeight = 3;
+  c3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.dstDevice = dv;
+  c3.dstPitch = 64;
+  c3.dstHeight = 3;
+  c3.WidthInBytes = 4;
+  c3.Height = 3;
+  c3.Depth = 2;
+  RES(cuMemcpy3D(&c3), CUDA_SUCCESS);
+  unsigned char z1y2[4];
+  RES(cuMemcpyDtoH(z1y2, dv + 64 * (1 * 3 + 2), 4), CUDA_SUCCESS);
+  VAL("3-D: the first byte of slice 1, row 2, on the device", z1y2[0], vol[1][2][0]);
+  memset(&c3, 0, sizeof c3);
+  c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.srcDevice = dv;
+  c3.srcPitch = 64;
+  c3.srcHeight = 3;
+  c3.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c3.dstHost = vol2;
+  c3.dstPitch = 4;
+  c3.dstHeight = 3;
+  c3.WidthInBytes = 4;
+  c3.Height = 3;
+  c3.Depth = 2;
+  RES(cuMemcpy3DAsync(&c3, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  TRUE(memcmp(vol, vol2, sizeof vol) == 0, "3-D round trip of 24 bytes: vol2[1][2][3] = %d", vol2[1][2][3]);
+  c3.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  RES(cuMemcpy3D(&c3), CUDA_ERROR_NOT_SUPPORTED);
+  /* cuMemcpy on unified addresses: host to device, device to device, device to host. */
+  unsigned words[16], words2[16];
+  for (int i = 0; i < 16; i++) words[i] = 0x1000u + (unsigned)i;
+  memset(words2, 0, sizeof words2);
+  CUdeviceptr u1 = 0, u2 = 0;
+  MUST(cuMemAlloc(&u1, sizeof words));
+  MUST(cuMemAlloc(&u2, sizeof words));
+  RES(cuMemcpy(u1, (CUdeviceptr)(size_t)words, sizeof words), CUDA_SUCCESS);
+  RES(cuMemcpyAsync(u2, u1, sizeof words, s), CUDA_SUCCESS);
+  RES(cuMemcpyAsync((CUdeviceptr)(size_t)words2, u2, sizeof words, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  TRUE(memcmp(words, words2, sizeof words) == 0, "words2[15] = %#x", words2[15]);
+  /* A captured 2-D copy replays in its graph. */
+  memset(back, 0, sizeof back);
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = d;
+  c.srcPitch = pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = back;
+  c.dstPitch = W;
+  c.WidthInBytes = W;
+  c.Height = H;
+  CUgraph g;
+  CUgraphExec ge;
+  MUST(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  RES(cuMemcpy2DAsync(&c, s), CUDA_SUCCESS);
+  MUST(cuStreamEndCapture(s, &g));
+  VAL("nothing copied while capturing", back[6][99], 0);
+  size_t nodes = 0;
+  RES(cuGraphGetNodes(g, NULL, &nodes), CUDA_SUCCESS);
+  VAL("nodes of the captured 2-D copy (one, as the driver captures one call)", nodes, 1);
+  MUST(cuGraphInstantiate(&ge, g, 0));
+  RES(cuGraphLaunch(ge, s), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s), CUDA_SUCCESS);
+  TRUE(memcmp(back, host, sizeof host) == 0, "after the graph: back[6][99] = %d", back[6][99]);
+  cuGraphExecDestroy(ge);
+  cuGraphDestroy(g);
+  RES(cuMemcpy2D(NULL), CUDA_ERROR_INVALID_VALUE);
+  cuMemFree(d);
+  cuMemFree(d2);
+  cuMemFree(dv);
+  cuMemFree(u1);
+  cuMemFree(u2);
+  cuStreamDestroy(s);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -1411,7 +1586,7 @@ static const struct {
     {"host_func", g_host_func},     {"library", g_library},
     {"occupancy", g_occupancy},     {"limits", g_limits},
     {"graphs", g_graphs},           {"managed", g_managed},
-    {"graph_nodes", g_graph_nodes},
+    {"graph_nodes", g_graph_nodes}, {"copies_2d", g_copies_2d},
 };
 
 int main(int argc, char **argv) {

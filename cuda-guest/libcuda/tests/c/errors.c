@@ -157,8 +157,8 @@ int main(void) {
   IS(cuCtxSynchronize(), CUDA_SUCCESS);
 
   /* An unsupported entry point. */
-  size_t pitch;
-  IS(cuMemAllocPitch(&p, &pitch, 64, 4, 4), CUDA_ERROR_NOT_SUPPORTED);
+  CUipcMemHandle ipc;
+  IS(cuIpcGetMemHandle(&ipc, p), CUDA_ERROR_NOT_SUPPORTED);
 
   IS(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
   printf("errors: %d checks OK\n", checks);

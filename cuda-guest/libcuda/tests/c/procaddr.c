@@ -181,10 +181,9 @@ int main(int argc, char **argv) {
   void *q = NULL;
   EXPECT(gpa1("cuMemAlloc", &q, 12000, 0) == CUDA_SUCCESS && q == dlsym(lib, "cuMemAlloc_v2"));
   /* An unsupported entry point answers CUDA_ERROR_NOT_SUPPORTED. */
-  PFN_cuMemAllocPitch_v3020 pitched = resolve("cuMemAllocPitch", 12000, 0);
-  CUdeviceptr m;
-  size_t pitch;
-  EXPECT(pitched(&m, &pitch, 64, 4, 4) == CUDA_ERROR_NOT_SUPPORTED);
+  PFN_cuIpcGetMemHandle_v4010 ipc_handle = resolve("cuIpcGetMemHandle", 12000, 0);
+  CUipcMemHandle ipc;
+  EXPECT(ipc_handle(&ipc, 0) == CUDA_ERROR_NOT_SUPPORTED);
 
   EXPECT(run(argv[2], 0) == 0);
   EXPECT(run(argv[2], 1) == 0);

@@ -30,9 +30,8 @@ int main(int argc, char **argv) {
            CUDA_ERROR_INVALID_VALUE);
     EXPECT(cuEventRecordWithFlags(ev, NULL, CU_EVENT_RECORD_EXTERNAL) ==
            CUDA_ERROR_NOT_SUPPORTED);
-    CUdeviceptr p;
-    size_t pitch;
-    EXPECT(cuMemAllocPitch(&p, &pitch, 64, 4, 4) == CUDA_ERROR_NOT_SUPPORTED);
+    CUipcMemHandle ipc;
+    EXPECT(cuIpcGetMemHandle(&ipc, 0) == CUDA_ERROR_NOT_SUPPORTED);
   }
   CHECK(cuEventDestroy(ev));
   CHECK(cuModuleUnload(mod));

@@ -102,6 +102,7 @@ macro_rules! c_conformance {
             c_graphs,
             c_graph_nodes,
             c_managed,
+            c_copies_2d,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

@@ -159,7 +159,7 @@ pub fn run_ok(exe: &Path, args: &[&Path], env: &[(&str, &str)]) -> String {
 pub fn warned_once(stderr: &str) {
     for what in [
         "cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL)",
-        "cuMemAllocPitch_v2",
+        "cuIpcGetMemHandle",
     ] {
         let line = format!("vmgpu libcuda: warning: {what} is not supported");
         assert_eq!(stderr.matches(&line).count(), 1, "{line}: {stderr}");

@@ -1279,7 +1279,7 @@ rt! {
 /// `struct cudaPos` and `struct cudaExtent` (three `size_t`s each).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct Size3 {
+pub struct Size3 {
     x: usize,
     y: usize,
     z: usize,
@@ -1288,7 +1288,7 @@ struct Size3 {
 /// `struct cudaPitchedPtr`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-struct PitchedPtr {
+pub struct PitchedPtr {
     ptr: *mut c_void,
     pitch: usize,
     xsize: usize,
@@ -1498,34 +1498,55 @@ per_thread! {
 }
 
 // ---------------------------------------------------------------------------------------
-// Pitched memory: 2-D copies and memsets, row by row over the 1-D calls.
-
-/// The pitch `cudaMallocPitch` gives: rows aligned to the device's texture pitch
-/// alignment (512 bytes here, as on NVIDIA's GPUs).
-const PITCH_ALIGN: usize = 512;
+// Pitched memory: allocations, 2-D and 3-D copies and memsets, on the driver's.
 
 rt! {
-    /// `cudaMallocPitch`: `height` rows of `width` bytes, each row at a multiple of 512.
+    /// `cudaMallocPitch`: `height` rows of `width` bytes, each row at a multiple of the
+    /// driver's pitch (`cuMemAllocPitch`).
     fn cudaMallocPitch(p: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) {
         let rt = bound()?;
         if p.is_null() || pitch.is_null() {
             return Err(Fail::new(cudaErrorInvalidValue, "null devPtr or pitch"));
         }
-        let row = width.max(1).div_ceil(PITCH_ALIGN) * PITCH_ALIGN;
-        let bytes = row
-            .checked_mul(height.max(1))
-            .ok_or_else(|| Fail::new(cudaErrorMemoryAllocation, format!("{height} rows of {row} bytes")))?;
         let mut d: CUdeviceptr = 0;
-        cu!(rt.d, cuMemAlloc_v2(&mut d, bytes))?;
-        // SAFETY: checked non-null; the program's slots.
-        unsafe {
-            out(p, d as usize as *mut c_void)?;
-            out(pitch, row)
-        }
+        cu!(rt.d, cuMemAllocPitch_v2(&mut d, pitch, width.max(1), height.max(1), 4))?;
+        // SAFETY: checked non-null; the program's slot.
+        unsafe { out(p, d as usize as *mut c_void) }
     }
 }
 
-/// A 2-D copy: `height` rows of `width` bytes, rows `spitch`/`dpitch` apart.
+rt! {
+    /// `cudaMalloc3D`: `depth` slices of `height` rows of `width` bytes, pitched as
+    /// `cudaMallocPitch` pitches.
+    fn cudaMalloc3D(p: *mut PitchedPtr, extent: Size3) {
+        let rt = bound()?;
+        if p.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null pitchedDevPtr"));
+        }
+        let rows = extent.y.max(1).checked_mul(extent.z.max(1)).ok_or_else(|| {
+            Fail::new(cudaErrorMemoryAllocation, format!("{extent:?}"))
+        })?;
+        let (mut d, mut pitch): (CUdeviceptr, usize) = (0, 0);
+        cu!(rt.d, cuMemAllocPitch_v2(&mut d, &mut pitch, extent.x.max(1), rows, 4))?;
+        let pp = PitchedPtr { ptr: d as usize as *mut c_void, pitch, xsize: extent.x, ysize: extent.y };
+        // SAFETY: checked non-null; the program's cudaPitchedPtr.
+        unsafe { out(p, pp) }
+    }
+}
+
+/// Copies `p` through the driver's `cuMemcpy3D` (on `stream` when given).
+fn memcpy_3d(p: &Memcpy3DParms, stream: Option<Handle>) -> R<()> {
+    let rt = bound()?;
+    let c = driver_copy(p)?;
+    let c = (&c as *const DriverMemcpy3D).cast();
+    match stream {
+        None => cu!(rt.d, cuMemcpy3D_v2(c)),
+        Some(s) => cu!(rt.d, cuMemcpy3DAsync_v2(c, s)),
+    }
+}
+
+/// A 2-D copy: `height` rows of `width` bytes, rows `spitch`/`dpitch` apart (as a 3-D
+/// copy of one slice; host to host here, row by row).
 ///
 /// # Safety
 /// The pointers are valid for the rows as `kind` says.
@@ -1546,19 +1567,44 @@ unsafe fn memcpy_2d(
             format!("width {width} wider than a pitch ({dpitch}, {spitch})"),
         ));
     }
-    if width == dpitch && width == spitch {
-        // SAFETY: one contiguous block of the same bytes (the caller).
-        return unsafe { memcpy(dst, src, width * height, kind, stream) };
+    if width == 0 || height == 0 {
+        return Ok(());
     }
-    for r in 0..height {
-        let (d, s) = (
-            (dst as usize + r * dpitch) as *mut c_void,
-            (src as usize + r * spitch) as *const c_void,
-        );
-        // SAFETY: row `r` of each side (the caller).
-        unsafe { memcpy(d, s, width, kind, stream) }?;
+    let rt = bound()?;
+    let host_only =
+        kind == HOST_TO_HOST || (kind == DEFAULT && !is_device(rt, dst) && !is_device(rt, src));
+    if host_only {
+        for r in 0..height {
+            let (d, s) = (
+                (dst as usize + r * dpitch) as *mut c_void,
+                (src as usize + r * spitch) as *const c_void,
+            );
+            // SAFETY: row `r` of each side (the caller).
+            unsafe { memcpy(d, s, width, kind, stream) }?;
+        }
+        return Ok(());
     }
-    Ok(())
+    let at = |ptr: usize, pitch: usize| PitchedPtr {
+        ptr: ptr as *mut c_void,
+        pitch,
+        xsize: width,
+        ysize: height,
+    };
+    let p = Memcpy3DParms {
+        src_array: std::ptr::null_mut(),
+        src_pos: Size3 { x: 0, y: 0, z: 0 },
+        src_ptr: at(src as usize, spitch),
+        dst_array: std::ptr::null_mut(),
+        dst_pos: Size3 { x: 0, y: 0, z: 0 },
+        dst_ptr: at(dst as usize, dpitch),
+        extent: Size3 {
+            x: width,
+            y: height,
+            z: 1,
+        },
+        kind,
+    };
+    memcpy_3d(&p, stream)
 }
 
 rt! {
@@ -1573,6 +1619,22 @@ rt! {
     fn cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int, s: Handle) {
         // SAFETY: the program's rows.
         unsafe { memcpy_2d(dst, dpitch, src, spitch, width, height, kind, Some(s)) }
+    }
+}
+rt! {
+    /// `cudaMemcpy3D` (linear memory; arrays `cudaErrorNotSupported`).
+    fn cudaMemcpy3D(p: *const Memcpy3DParms) {
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null p"))?;
+        memcpy_3d(p, None)
+    }
+}
+rt! {
+    /// `cudaMemcpy3DAsync` (linear memory; arrays `cudaErrorNotSupported`).
+    fn cudaMemcpy3DAsync(p: *const Memcpy3DParms, s: Handle) {
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null p"))?;
+        memcpy_3d(p, Some(s))
     }
 }
 
@@ -1592,14 +1654,14 @@ fn memset_2d(
             format!("width {width} wider than the pitch {pitch}"),
         ));
     }
-    for r in 0..height {
-        let row = p as usize as CUdeviceptr + (r * pitch) as u64;
-        match stream {
-            None => cu!(rt.d, cuMemsetD8_v2(row, v as u8, width))?,
-            Some(s) => cu!(rt.d, cuMemsetD8Async(row, v as u8, width, s))?,
-        }
+    if width == 0 || height == 0 {
+        return Ok(());
     }
-    Ok(())
+    let d = p as usize as CUdeviceptr;
+    match stream {
+        None => cu!(rt.d, cuMemsetD2D8_v2(d, pitch, v as u8, width, height)),
+        Some(s) => cu!(rt.d, cuMemsetD2D8Async(d, pitch, v as u8, width, height, s)),
+    }
 }
 
 rt! {
@@ -1615,10 +1677,50 @@ rt! {
     }
 }
 
+/// A 3-D memset of `extent` (bytes wide) in `p`: each slice's rows (`p.ysize` rows a
+/// slice apart).
+fn memset_3d(p: PitchedPtr, v: c_int, extent: Size3, stream: Option<Handle>) -> R<()> {
+    if extent.y > p.ysize.max(1) && extent.z > 1 {
+        return Err(Fail::new(
+            cudaErrorInvalidValue,
+            format!(
+                "{} rows a slice, but the allocation's slices hold {}",
+                extent.y, p.ysize
+            ),
+        ));
+    }
+    let slice = p
+        .pitch
+        .checked_mul(p.ysize)
+        .ok_or_else(|| Fail::new(cudaErrorInvalidValue, format!("{p:?}")))?;
+    for z in 0..extent.z {
+        let at = (p.ptr as usize + z * slice) as *mut c_void;
+        memset_2d(at, p.pitch, v, extent.x, extent.y, stream)?;
+    }
+    Ok(())
+}
+
+rt! {
+    /// `cudaMemset3D`.
+    fn cudaMemset3D(p: PitchedPtr, v: c_int, extent: Size3) {
+        memset_3d(p, v, extent, None)
+    }
+}
+rt! {
+    /// `cudaMemset3DAsync`.
+    fn cudaMemset3DAsync(p: PitchedPtr, v: c_int, extent: Size3, s: Handle) {
+        memset_3d(p, v, extent, Some(s))
+    }
+}
+
 per_thread! {
     cudaMemcpy2DAsync_ptsz => cudaMemcpy2DAsync(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int, s: Handle) stream s;
     cudaMemset2DAsync_ptsz => cudaMemset2DAsync(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize, s: Handle) stream s;
     cudaMemcpy2D_ptds => cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
+    cudaMemcpy3DAsync_ptsz => cudaMemcpy3DAsync(p: *const Memcpy3DParms, s: Handle) stream s;
+    cudaMemcpy3D_ptds => cudaMemcpy3D(p: *const Memcpy3DParms);
+    cudaMemset3DAsync_ptsz => cudaMemset3DAsync(p: PitchedPtr, v: c_int, extent: Size3, s: Handle) stream s;
+    cudaMemset3D_ptds => cudaMemset3D(p: PitchedPtr, v: c_int, extent: Size3);
     cudaMemset2D_ptds => cudaMemset2D(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize);
 }
 

@@ -91,6 +91,11 @@ driver_api! {
     cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, s: Handle);
     cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize);
     cuMemsetD8Async(dst: CUdeviceptr, v: u8, n: usize, s: Handle);
+    cuMemAllocPitch_v2(p: *mut CUdeviceptr, pitch: *mut usize, width: usize, height: usize, element: c_uint);
+    cuMemcpy3D_v2(p: *const c_void);
+    cuMemcpy3DAsync_v2(p: *const c_void, s: Handle);
+    cuMemsetD2D8_v2(dst: CUdeviceptr, pitch: usize, v: u8, width: usize, height: usize);
+    cuMemsetD2D8Async(dst: CUdeviceptr, pitch: usize, v: u8, width: usize, height: usize, s: Handle);
     cuPointerGetAttribute(data: *mut c_void, attr: c_int, p: CUdeviceptr);
     cuStreamCreate(s: *mut Handle, flags: c_uint);
     cuStreamDestroy_v2(s: Handle);

@@ -248,7 +248,7 @@ int main() {
   cudaGetLastError();
   CHECK("error names", strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
   CHECK("error strings", strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);
-  CHECK("an unsupported entry point", cudaMemcpy3D(nullptr) == cudaErrorNotSupported);
+  CHECK("an unsupported entry point", cudaMemcpy3DPeer(nullptr) == cudaErrorNotSupported);
   cudaGetLastError();
 
   // Kernel attributes and occupancy.
