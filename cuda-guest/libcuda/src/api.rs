@@ -617,6 +617,51 @@ entry! {
     fn cuCtxPopCurrent(pctx: *mut Handle) { ctx_pop(pctx) }
 }
 
+thread_local! {
+    /// This thread's stream capture mode (`cuThreadExchangeStreamCaptureMode`).
+    static CAPTURE_MODE: std::cell::Cell<c_int> = const { std::cell::Cell::new(0) };
+}
+
+entry! {
+    /// `cuThreadExchangeStreamCaptureMode`: this thread's mode (global, thread-local or
+    /// relaxed) exchanged with `*mode`. Captures here refuse only what would wait for
+    /// captured work, in every mode (the driver's relaxed mode).
+    fn cuThreadExchangeStreamCaptureMode(mode: *mut c_int) {
+        if mode.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null mode"));
+        }
+        // SAFETY: non-null; the program's CUstreamCaptureMode.
+        let want = unsafe { mode.read_unaligned() };
+        if !(0..=2).contains(&want) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("capture mode {want}")));
+        }
+        let was = CAPTURE_MODE.with(|m| m.replace(want));
+        // SAFETY: as above.
+        unsafe { out(mode, was) }
+    }
+}
+
+entry! {
+    /// `cuCtxGetSharedMemConfig`: 4-byte banks (the only width of sm_50 and later).
+    fn cuCtxGetSharedMemConfig(config: *mut c_int) {
+        driver()?.ctx_device(current()?)?;
+        // SAFETY: `out` refuses null. CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE.
+        unsafe { out(config, 1) }
+    }
+}
+
+entry! {
+    /// `cuCtxSetSharedMemConfig`: accepted (a hint, as on sm_50 and later); an unknown
+    /// value is `CUDA_ERROR_INVALID_VALUE`.
+    fn cuCtxSetSharedMemConfig(config: c_int) {
+        driver()?.ctx_device(current()?)?;
+        if !(0..=2).contains(&config) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("shared memory config {config}")));
+        }
+        Ok(())
+    }
+}
+
 entry! {
     /// `cuCtxSynchronize`.
     fn cuCtxSynchronize() {
@@ -944,6 +989,18 @@ entry! {
         let m = module_load(module, &data[..end])?;
         // SAFETY: checked non-null in `module_load`.
         unsafe { out(module, ptr(m)) }
+    }
+}
+
+entry! {
+    /// `cuFuncGetName`: the kernel's name, valid while its module is loaded.
+    fn cuFuncGetName(name: *mut *const c_char, f: Handle) {
+        if name.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null name"));
+        }
+        let p = driver()?.function_name(nonnull(f, "function")?)?;
+        // SAFETY: checked non-null; the program's `const char *` slot.
+        unsafe { out(name, p) }
     }
 }
 
@@ -2462,6 +2519,43 @@ fn stream_ctx(s: u64) -> R<u64> {
     }
 }
 
+macro_rules! stream_queries {
+    ($( $name:ident, $per_thread:expr, $ty:ty, $get:ident; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($name), "`.")]
+            fn $name(s: Handle, v: *mut $ty) {
+                let s = strm(s, $per_thread);
+                let x = $get(s)?;
+                // SAFETY: `out` refuses null.
+                unsafe { out(v, x as $ty) }
+            }
+        }
+    )*};
+}
+
+fn stream_flags(s: u64) -> R<u32> {
+    driver()?.stream_flags(stream_ctx(s)?, s)
+}
+
+fn stream_id(s: u64) -> R<u64> {
+    driver()?.stream_id(stream_ctx(s)?, s)
+}
+
+/// Every stream's priority is 0: the range `cuCtxGetStreamPriorityRange` gives is 0 to
+/// 0, so the driver clamps any asked for to it.
+fn stream_priority(s: u64) -> R<c_int> {
+    driver()?.stream_flags(stream_ctx(s)?, s).map(|_| 0)
+}
+
+stream_queries! {
+    cuStreamGetFlags, false, c_uint, stream_flags;
+    cuStreamGetFlags_ptsz, true, c_uint, stream_flags;
+    cuStreamGetId, false, u64, stream_id;
+    cuStreamGetId_ptsz, true, u64, stream_id;
+    cuStreamGetPriority, false, c_int, stream_priority;
+    cuStreamGetPriority_ptsz, true, c_int, stream_priority;
+}
+
 /// `cuStreamGetCtx*` and `cuStreamGetDevice*`: the stream's context, and its device.
 fn stream_context(s: u64) -> R<(u64, u32)> {
     let d = driver()?;
@@ -3934,11 +4028,9 @@ unsupported! {
     cuCtxGetDevResource,
     cuCtxGetExecAffinity,
     cuCtxGetId,
-    cuCtxGetSharedMemConfig,
     cuCtxRecordEvent,
     cuCtxResetPersistingL2Cache,
     cuCtxSetFlags,
-    cuCtxSetSharedMemConfig,
     cuCtxWaitEvent,
     cuDestroyExternalMemory,
     cuDestroyExternalSemaphore,
@@ -3961,7 +4053,6 @@ unsupported! {
     cuExternalMemoryGetMappedMipmappedArray,
     cuFlushGPUDirectRDMAWrites,
     cuFuncGetModule,
-    cuFuncGetName,
     cuFuncGetParamInfo,
     cuFuncIsLoaded,
     cuFuncLoad,
@@ -4161,13 +4252,7 @@ unsupported! {
     cuStreamCopyAttributes_ptsz,
     cuStreamGetAttribute,
     cuStreamGetAttribute_ptsz,
-    cuStreamGetFlags,
-    cuStreamGetFlags_ptsz,
     cuStreamGetGreenCtx,
-    cuStreamGetId,
-    cuStreamGetId_ptsz,
-    cuStreamGetPriority,
-    cuStreamGetPriority_ptsz,
     cuStreamSetAttribute,
     cuStreamSetAttribute_ptsz,
     cuStreamUpdateCaptureDependencies,
@@ -4227,7 +4312,6 @@ unsupported! {
     cuTexRefSetMipmapLevelBias,
     cuTexRefSetMipmapLevelClamp,
     cuTexRefSetMipmappedArray,
-    cuThreadExchangeStreamCaptureMode,
     cuWaitExternalSemaphoresAsync,
     cuWaitExternalSemaphoresAsync_ptsz,
 }

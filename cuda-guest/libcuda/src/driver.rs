@@ -63,6 +63,8 @@ struct DriverModule {
 struct DriverFunction {
     function: Function,
     module: u64,
+    /// Its name, for `cuFuncGetName` (kept as long as the function).
+    name: std::ffi::CString,
     /// Its parameter layout, when the backend knows it.
     layout: Option<Vec<ParamLayout>>,
 }
@@ -687,6 +689,9 @@ impl Driver {
             Arc::new(DriverFunction {
                 function,
                 module,
+                name: std::ffi::CString::new(name).map_err(|_| {
+                    Fail::new(CUDA_ERROR_INVALID_VALUE, "a function name with a NUL byte")
+                })?,
                 layout,
             }),
         );
@@ -706,6 +711,13 @@ impl Driver {
             m.globals.insert(p.0, bytes as u64);
         }
         Ok((p.0, bytes as u64))
+    }
+
+    /// `cuFuncGetName`: the function's name, as long as its module is loaded.
+    pub fn function_name(&self, function: u64) -> R<*const std::ffi::c_char> {
+        let (_, f) = self.function(function)?;
+        // The name lives in the function's record, which its module keeps.
+        Ok(f.name.as_ptr())
     }
 
     /// `cuFuncGetAttribute`: an unknown attribute number is `CUDA_ERROR_INVALID_VALUE`.
@@ -1137,6 +1149,27 @@ impl Driver {
             ctx
         } else {
             stream >> CTX_SHIFT
+        })
+    }
+
+    /// `cuStreamGetFlags`: `CU_STREAM_NON_BLOCKING` for a stream made so, else 0 (the
+    /// default streams too).
+    pub fn stream_flags(&self, ctx: u64, stream: u64) -> R<u32> {
+        self.stream_in(ctx, stream)?;
+        Ok(if lock(&self.holds).is_non_blocking(stream) {
+            CU_STREAM_NON_BLOCKING
+        } else {
+            0
+        })
+    }
+
+    /// `cuStreamGetId`: a number unique to the stream in the process (a created
+    /// stream's handle; the legacy default stream 1, the per-thread one 2).
+    pub fn stream_id(&self, ctx: u64, stream: u64) -> R<u64> {
+        self.stream_in(ctx, stream)?;
+        Ok(match stream {
+            0 | 1 => 1,
+            s => s,
         })
     }
 

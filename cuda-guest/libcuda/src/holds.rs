@@ -63,6 +63,11 @@ impl Holds {
         self.failed.remove(&stream);
     }
 
+    /// Whether `stream` was made `CU_STREAM_NON_BLOCKING`.
+    pub fn is_non_blocking(&self, stream: u64) -> bool {
+        self.non_blocking.contains(&stream)
+    }
+
     /// Whether a host function on `stream` is to hold it (rather than run in the caller).
     pub fn may_hold(&self, stream: u64) -> bool {
         self.non_blocking.contains(&stream) && !SUBMITTING.with(Cell::get)

@@ -9,8 +9,8 @@ use vmgpu_libcudart_core::driver::{Handle, MemLocation};
 use vmgpu_libcudart_core::errors::CudaError;
 use vmgpu_libcudart_core::props::DeviceProp13;
 use vmgpu_libcudart_core::{
-    get_device_properties, graph_add_dependencies, mem_advise, mem_prefetch_async, per_thread,
-    runtime_get_version,
+    get_device_properties, get_driver_entry_point, graph_add_dependencies, mem_advise,
+    mem_prefetch_async, per_thread, runtime_get_version,
 };
 
 /// The CUDA version this library implements (13.0).
@@ -24,6 +24,31 @@ pub const RUNTIME_VERSION: c_int = 13000;
 pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
     // SAFETY: the caller's int.
     unsafe { runtime_get_version(v, RUNTIME_VERSION) }
+}
+
+/// `cudaGetDriverEntryPoint`: the driver's entry point `symbol` as this runtime's CUDA
+/// version would have it.
+///
+/// # Safety
+/// The arguments are the program's, as `cuda_runtime_api.h` describes them.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDriverEntryPoint(
+    symbol: *const std::ffi::c_char,
+    p: *mut *mut c_void,
+    flags: u64,
+    status: *mut c_int,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        get_driver_entry_point(
+            "cudaGetDriverEntryPoint",
+            symbol,
+            p,
+            RUNTIME_VERSION,
+            flags,
+            status,
+        )
+    }
 }
 
 /// `cudaGetDeviceProperties` (CUDA 13's `struct cudaDeviceProp`).

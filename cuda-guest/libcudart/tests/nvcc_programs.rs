@@ -177,6 +177,32 @@ fn pitched_memory_copies_and_memsets() {
     server.wait_idle();
 }
 
+/// `runtime_queries.cu`: driver entry points through the runtime, stream and device
+/// queries, the thread's capture mode, user objects and graph upload, kernel names and
+/// occupancy; on the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn runtime_queries_that_libraries_make() {
+    let exe = build("runtime_queries", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("runtime_queries: 55 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(stdout.contains("kernel name: _Z5scalePffi"), "{stdout}");
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
+    }
+    server.wait_idle();
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

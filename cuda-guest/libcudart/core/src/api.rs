@@ -479,6 +479,163 @@ forward! {
     /// `cudaDeviceSynchronize`.
     fn cudaDeviceSynchronize() => cuCtxSynchronize();
 }
+forward! {
+    /// `cudaThreadExchangeStreamCaptureMode` (`cudaStreamCaptureMode` is the driver's).
+    fn cudaThreadExchangeStreamCaptureMode(mode: *mut c_int) => cuThreadExchangeStreamCaptureMode(mode);
+}
+forward! {
+    /// `cudaStreamGetFlags`.
+    fn cudaStreamGetFlags(s: Handle, flags: *mut c_uint) => cuStreamGetFlags(s, flags);
+}
+forward! {
+    /// `cudaStreamGetPriority`.
+    fn cudaStreamGetPriority(s: Handle, priority: *mut c_int) => cuStreamGetPriority(s, priority);
+}
+forward! {
+    /// `cudaStreamGetId`.
+    fn cudaStreamGetId(s: Handle, id: *mut u64) => cuStreamGetId(s, id);
+}
+forward! {
+    /// `cudaStreamGetDevice`.
+    fn cudaStreamGetDevice(s: Handle, d: *mut c_int) => cuStreamGetDevice(s, d);
+}
+forward! {
+    /// `cudaStreamAttachMemAsync`.
+    fn cudaStreamAttachMemAsync(s: Handle, p: *mut c_void, n: usize, flags: c_uint) => cuStreamAttachMemAsync(s, p as usize as CUdeviceptr, n, flags);
+}
+forward! {
+    /// `cudaUserObjectCreate` (a `cudaHostFn_t` destructor, as the driver's).
+    fn cudaUserObjectCreate(o: *mut Handle, p: *mut c_void, destroy: Option<unsafe extern "C" fn(*mut c_void)>, refs: c_uint, flags: c_uint) => cuUserObjectCreate(o, p, destroy, refs, flags);
+}
+forward! {
+    /// `cudaUserObjectRetain`.
+    fn cudaUserObjectRetain(o: Handle, n: c_uint) => cuUserObjectRetain(o, n);
+}
+forward! {
+    /// `cudaUserObjectRelease`.
+    fn cudaUserObjectRelease(o: Handle, n: c_uint) => cuUserObjectRelease(o, n);
+}
+forward! {
+    /// `cudaGraphRetainUserObject`.
+    fn cudaGraphRetainUserObject(g: Handle, o: Handle, n: c_uint, flags: c_uint) => cuGraphRetainUserObject(g, o, n, flags);
+}
+forward! {
+    /// `cudaGraphReleaseUserObject`.
+    fn cudaGraphReleaseUserObject(g: Handle, o: Handle, n: c_uint) => cuGraphReleaseUserObject(g, o, n);
+}
+forward! {
+    /// `cudaGraphUpload`.
+    fn cudaGraphUpload(x: Handle, s: Handle) => cuGraphUpload(x, s);
+}
+forward! {
+    /// `cudaDeviceGetByPCIBusId`.
+    fn cudaDeviceGetByPCIBusId(d: *mut c_int, bus: *const c_char) => cuDeviceGetByPCIBusId(d, bus);
+}
+forward! {
+    /// `cudaGetDeviceFlags`: the flags of the context the runtime uses.
+    fn cudaGetDeviceFlags(flags: *mut c_uint) => cuCtxGetFlags(flags);
+}
+forward! {
+    /// `cudaDeviceGetCacheConfig`.
+    fn cudaDeviceGetCacheConfig(config: *mut c_int) => cuCtxGetCacheConfig(config);
+}
+forward! {
+    /// `cudaDeviceGetSharedMemConfig`.
+    fn cudaDeviceGetSharedMemConfig(config: *mut c_int) => cuCtxGetSharedMemConfig(config);
+}
+forward! {
+    /// `cudaDeviceSetSharedMemConfig`.
+    fn cudaDeviceSetSharedMemConfig(config: c_int) => cuCtxSetSharedMemConfig(config);
+}
+rt! {
+    /// `cudaFuncGetName`: the kernel's device-side name.
+    fn cudaFuncGetName(name: *mut *const c_char, func: *const c_void) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        cu!(rt.d, cuFuncGetName(name, f))
+    }
+}
+rt! {
+    /// `cudaOccupancyAvailableDynamicSMemPerBlock`.
+    fn cudaOccupancyAvailableDynamicSMemPerBlock(bytes: *mut usize, func: *const c_void, blocks: c_int, block_size: c_int) {
+        let rt = bound()?;
+        let f = rt.function(func as usize)?;
+        cu!(rt.d, cuOccupancyAvailableDynamicSMemPerBlock(bytes, f, blocks, block_size))
+    }
+}
+rt! {
+    /// `cudaChooseDevice`: the devices are alike, so device 0 matches best.
+    fn cudaChooseDevice(d: *mut c_int, prop: *const c_void) {
+        runtime()?;
+        if prop.is_null() {
+            return Err(Fail::new(cudaErrorInvalidValue, "null prop"));
+        }
+        // SAFETY: `out` refuses null.
+        unsafe { out(d, 0) }
+    }
+}
+rt! {
+    /// `cudaInitDevice`: device `d`'s primary context, with `device_flags` when `flags`
+    /// says they are valid (`cudaInitDeviceFlagsAreValid`).
+    fn cudaInitDevice(d: c_int, device_flags: c_uint, flags: c_uint) {
+        let rt = runtime()?;
+        if flags & !1 != 0 {
+            return Err(Fail::new(cudaErrorInvalidValue, format!("flags {flags:#x}")));
+        }
+        if flags & 1 != 0 {
+            cu!(rt.d, cuDevicePrimaryCtxSetFlags_v2(d, device_flags))?;
+        }
+        rt.context_of(d).map(|_| ())
+    }
+}
+
+/// `cudaGetDriverEntryPoint` and `cudaGetDriverEntryPointByVersion`: the driver's
+/// `cuGetProcAddress_v2` (the runtime's flags and query results are the driver's), at
+/// `version` (the runtime's own for the first), with the runtime's context current:
+/// each soname's crate exports the first.
+///
+/// # Safety
+/// The arguments are the program's, as `cuda_runtime_api.h` describes them.
+pub unsafe fn get_driver_entry_point(
+    name: &'static str,
+    symbol: *const c_char,
+    p: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CudaError {
+    call(name, || {
+        // The runtime starts (its context current), as for most calls: the driver's
+        // functions are then ready to call.
+        let rt = bound()?;
+        cu!(rt.d, cuGetProcAddress_v2(symbol, p, version, flags, status))
+    })
+}
+
+/// `cudaGetDriverEntryPointByVersion`.
+///
+/// # Safety
+/// The arguments are the program's, as `cuda_runtime_api.h` describes them.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDriverEntryPointByVersion(
+    symbol: *const c_char,
+    p: *mut *mut c_void,
+    version: c_uint,
+    flags: u64,
+    status: *mut c_int,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        get_driver_entry_point(
+            "cudaGetDriverEntryPointByVersion",
+            symbol,
+            p,
+            version as c_int,
+            flags,
+            status,
+        )
+    }
+}
 rt! {
     /// `cudaDeviceReset`: the device's primary context is reset; its modules load again
     /// when next needed (at once for those with `__managed__` variables the host has
@@ -1478,6 +1635,12 @@ per_thread! {
     cudaMemsetAsync_ptsz => cudaMemsetAsync(p: *mut c_void, v: c_int, n: usize, s: Handle) stream s;
     cudaStreamSynchronize_ptsz => cudaStreamSynchronize(s: Handle) stream s;
     cudaStreamQuery_ptsz => cudaStreamQuery(s: Handle) stream s;
+    cudaStreamGetFlags_ptsz => cudaStreamGetFlags(s: Handle, flags: *mut c_uint) stream s;
+    cudaStreamGetPriority_ptsz => cudaStreamGetPriority(s: Handle, priority: *mut c_int) stream s;
+    cudaStreamGetId_ptsz => cudaStreamGetId(s: Handle, id: *mut u64) stream s;
+    cudaStreamGetDevice_ptsz => cudaStreamGetDevice(s: Handle, d: *mut c_int) stream s;
+    cudaStreamAttachMemAsync_ptsz => cudaStreamAttachMemAsync(s: Handle, p: *mut c_void, n: usize, flags: c_uint) stream s;
+    cudaGraphUpload_ptsz => cudaGraphUpload(x: Handle, s: Handle) stream s;
     cudaStreamWaitEvent_ptsz => cudaStreamWaitEvent(s: Handle, e: Handle, flags: c_uint) stream s;
     cudaEventRecord_ptsz => cudaEventRecord(e: Handle, s: Handle) stream s;
     cudaEventRecordWithFlags_ptsz => cudaEventRecordWithFlags(e: Handle, s: Handle, flags: c_uint) stream s;

@@ -12,8 +12,8 @@ use vmgpu_libcudart_core::errors::CudaError;
 use vmgpu_libcudart_core::legacy::*;
 use vmgpu_libcudart_core::props::DeviceProp12;
 use vmgpu_libcudart_core::{
-    device_location, get_device_properties, graph_add_dependencies, mem_advise, mem_prefetch_async,
-    per_thread, runtime_get_version,
+    device_location, get_device_properties, get_driver_entry_point, graph_add_dependencies,
+    mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
 };
 
 /// The CUDA version this library implements (12.9, the headers its entry points follow).
@@ -27,6 +27,31 @@ pub const RUNTIME_VERSION: c_int = 12090;
 pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
     // SAFETY: the caller's int.
     unsafe { runtime_get_version(v, RUNTIME_VERSION) }
+}
+
+/// `cudaGetDriverEntryPoint`: the driver's entry point `symbol` as this runtime's CUDA
+/// version would have it.
+///
+/// # Safety
+/// The arguments are the program's, as `cuda_runtime_api.h` describes them.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetDriverEntryPoint(
+    symbol: *const std::ffi::c_char,
+    p: *mut *mut c_void,
+    flags: u64,
+    status: *mut c_int,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe {
+        get_driver_entry_point(
+            "cudaGetDriverEntryPoint",
+            symbol,
+            p,
+            RUNTIME_VERSION,
+            flags,
+            status,
+        )
+    }
 }
 
 /// `cudaGetDeviceProperties_v2`, what CUDA 12's header calls `cudaGetDeviceProperties`
