@@ -403,12 +403,63 @@ pub(crate) enum Op {
     Nop,
 }
 
+/// What the engine may compute from the lane-affine tags of its registers (each lane's
+/// value `base + stride * lane`, known without reading the register rows), with the
+/// same result as the operation itself; `None` for every other instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Aff {
+    #[default]
+    None,
+    /// `d = a` modulo 2^bits (`mov`, `cvta` to or from generic).
+    Mov { d: R, a: R, bits: u8 },
+    /// `d = a + b` (or `a - b`) modulo 2^bits.
+    Add {
+        d: R,
+        a: R,
+        b: R,
+        bits: u8,
+        sub: bool,
+    },
+    /// `d = a * b (+ c)` modulo 2^bits (`mul.lo`, `mad.lo`).
+    Mul {
+        d: R,
+        a: R,
+        b: R,
+        c: Option<R>,
+        bits: u8,
+    },
+    /// `mul.wide`: the product of two `bits`-bit values (signed or not) in 2 * bits.
+    MulWide {
+        d: R,
+        a: R,
+        b: R,
+        bits: u8,
+        signed: bool,
+    },
+    /// `shl` by `b` (0 from the width on).
+    Shl { d: R, a: R, b: R, bits: u8 },
+    /// `shr` by `b` (clamped to the width; `signed`: arithmetic).
+    Shr {
+        d: R,
+        a: R,
+        b: R,
+        bits: u8,
+        signed: bool,
+    },
+    /// `setp` on integers: `code` 0..=5 (eq, ne, lt, le, gt, ge).
+    Cmp { bits: u8, signed: bool, code: u8 },
+    /// `ld`/`st`: the address register's (`a`) tag may give every lane's address.
+    Mem { a: R },
+}
+
 /// A decoded instruction.
 #[derive(Debug, Clone)]
 pub(crate) struct Inst {
     pub op: Op,
     pub guard: Option<(P, bool)>,
     pub line: u32,
+    /// Its lane-affine form, if any.
+    pub aff: Aff,
 }
 
 /// A kernel decoded for execution.
@@ -432,6 +483,13 @@ pub(crate) struct Program {
     pub prologue: Vec<Inst>,
     /// `.maxnreg`: the most registers per thread the kernel may be given.
     pub max_regs: Option<u32>,
+    /// Per instruction, the registers it touches that may hold a lane-affine tag
+    /// (see [`Aff`]); `true` for those it writes.
+    pub touch: Vec<Box<[(R, bool)]>>,
+    /// Registers no instruction of the body writes, set before it runs (special
+    /// registers but `%ctaid`, constants, the prologue's results): their tags are
+    /// read from their rows once per register file.
+    pub fixed: Vec<R>,
     /// It calls `malloc` or `free` (the device heap is made before it runs).
     pub uses_heap: bool,
     /// It reads `%reserved_smem_offset_*`: each block gets [`RESERVED_SMEM`] more bytes
@@ -853,7 +911,12 @@ impl<'a> Dec<'a> {
     }
 
     fn emit(&mut self, op: Op, guard: Option<(P, bool)>, line: u32) {
-        self.insts.push(Inst { op, guard, line });
+        self.insts.push(Inst {
+            op,
+            guard,
+            line,
+            aff: Aff::None,
+        });
     }
 
     fn check_size(&self, line: u32) -> DResult<()> {
@@ -1083,6 +1146,7 @@ impl<'a> Dec<'a> {
         };
         let ftz = i.has("ftz");
         let is_float = matches!(ty, Some(ScalarType::F32 | ScalarType::F64));
+        let mut aff = Aff::None;
         let op: Op = match i.opcode.as_str() {
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" => {
@@ -1219,6 +1283,46 @@ impl<'a> Dec<'a> {
                         _ => int_fn!(t, shr, line),
                     }
                 };
+                if !is_float && t != ScalarType::F16 && !i.has("sat") {
+                    let bits = (t.size() * 8) as u8;
+                    let signed = matches!(
+                        t,
+                        ScalarType::S8 | ScalarType::S16 | ScalarType::S32 | ScalarType::S64
+                    );
+                    aff = match i.opcode.as_str() {
+                        "add" | "sub" => Aff::Add {
+                            d,
+                            a,
+                            b,
+                            bits,
+                            sub: i.opcode == "sub",
+                        },
+                        "mul" if i.has("hi") => Aff::None,
+                        "mul" if i.has("wide") => Aff::MulWide {
+                            d,
+                            a,
+                            b,
+                            bits,
+                            signed,
+                        },
+                        "mul" => Aff::Mul {
+                            d,
+                            a,
+                            b,
+                            c: None,
+                            bits,
+                        },
+                        "shl" => Aff::Shl { d, a, b, bits },
+                        "shr" => Aff::Shr {
+                            d,
+                            a,
+                            b,
+                            bits,
+                            signed,
+                        },
+                        _ => Aff::None,
+                    };
+                }
                 Op::Bin(f, d, a, b)
             }
             "mad" | "madc" if i.opcode == "madc" || (i.has("cc") && !is_float) => {
@@ -1296,6 +1400,13 @@ impl<'a> Dec<'a> {
                         _ => return derr(line, "mad.wide needs a 16- or 32-bit type"),
                     }
                 } else {
+                    aff = Aff::Mul {
+                        d,
+                        a,
+                        b,
+                        c: Some(c),
+                        bits: (t.size() * 8) as u8,
+                    };
                     int_fn!(t, mad_lo, line)
                 };
                 Op::Ter(f, d, a, b, c)
@@ -1560,6 +1671,11 @@ impl<'a> Dec<'a> {
                         }
                     }
                     let a = self.src_typed(&ops[1], t, line)?;
+                    aff = Aff::Mov {
+                        d,
+                        a,
+                        bits: (t.size() * 8) as u8,
+                    };
                     Op::Mov(d, a, mask_of(t.size() * 8))
                 }
             }
@@ -1576,9 +1692,17 @@ impl<'a> Dec<'a> {
                     0
                 };
                 if win == 0 {
+                    aff = Aff::Mov { d, a, bits: 64 };
                     Op::Mov(d, a, u64::MAX)
                 } else {
                     let k = self.konst(if to { win.wrapping_neg() } else { win });
+                    aff = Aff::Add {
+                        d,
+                        a,
+                        b: k,
+                        bits: 64,
+                        sub: false,
+                    };
                     Op::Bin(ops::add::<u64>, d, a, k)
                 }
             }
@@ -1685,6 +1809,16 @@ impl<'a> Dec<'a> {
                         neg: false,
                     }
                 } else {
+                    use ScalarType::*;
+                    if code <= 5
+                        && matches!(src_t, U16 | B16 | S16 | U32 | B32 | S32 | U64 | B64 | S64)
+                    {
+                        aff = Aff::Cmp {
+                            bits: (src_t.size() * 8) as u8,
+                            signed: matches!(src_t, S16 | S32 | S64),
+                            code,
+                        };
+                    }
                     let (d, dn) = match &ops[0] {
                         Operand::Pair(p, q) => {
                             let (p, _) = self.pred(&Operand::Name(p.clone()), line)?;
@@ -2042,7 +2176,13 @@ impl<'a> Dec<'a> {
                 )
             }
         };
+        if let Op::Ld { a, .. } | Op::St { a, .. } = op {
+            aff = Aff::Mem { a };
+        }
         self.emit(op, guard, line);
+        if let Some(last) = self.insts.last_mut() {
+            last.aff = aff;
+        }
         let _ = ftz;
         Ok(())
     }
@@ -2708,6 +2848,110 @@ fn written(op: &Op) -> Vec<R> {
     }
 }
 
+/// The registers an operation reads and those it writes (every variant named: a new
+/// one must say which it touches, or the engine's lane-affine tags could go stale).
+fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
+    let arg = |a: &ArgSrc| match a {
+        ArgSrc::Reg(r) => vec![*r],
+        ArgSrc::Local(_) => vec![],
+    };
+    match op {
+        Op::Bin(_, d, a, b) => (vec![*a, *b], vec![*d]),
+        Op::Un(_, d, a) => (vec![*a], vec![*d]),
+        Op::Ter(_, d, a, b, c) => (vec![*a, *b, *c], vec![*d]),
+        Op::Bfi { d, a, b, c, e, .. } => (vec![*a, *b, *c, *e], vec![*d]),
+        Op::Prmt(d, a, b, c) => (vec![*a, *b, *c], vec![*d]),
+        Op::Lop3 { d, a, b, c, .. } => (vec![*a, *b, *c], vec![*d]),
+        Op::Carry { d, a, b, .. } => (vec![*a, *b], vec![*d]),
+        Op::MadCarry { d, a, b, c, .. } => (vec![*a, *b, *c], vec![*d]),
+        Op::Testp { a, .. } => (vec![*a], vec![]),
+        Op::Mov(d, a, _) => (vec![*a], vec![*d]),
+        Op::Pack { d, parts, .. } => (parts.clone(), vec![*d]),
+        Op::Unpack { s, parts, .. } => (vec![*s], parts.clone()),
+        Op::Setp { a, b, .. } => (vec![*a, *b], vec![]),
+        Op::Selp { d, a, b, .. } => (vec![*a, *b], vec![*d]),
+        Op::PredLogic { .. } | Op::PredConst { .. } => (vec![], vec![]),
+        Op::Cvt { d, a, .. } => (vec![*a], vec![*d]),
+        Op::Ld { n, d, a, .. } => (vec![*a], d[..*n as usize].to_vec()),
+        Op::St { n, s, a, .. } => {
+            let mut u = vec![*a];
+            u.extend_from_slice(&s[..*n as usize]);
+            (u, vec![])
+        }
+        Op::LdParam { d, n, .. } => (vec![], d[..*n as usize].to_vec()),
+        Op::Atom { d, a, b, c, .. } => (vec![*a, *b, *c], d.iter().copied().collect()),
+        Op::Bra { .. } | Op::Exit | Op::Trap | Op::Nop => (vec![], vec![]),
+        // `bar.red`'s destination is written by the block scheduler, which resets its tag.
+        Op::Bar { .. } => (vec![], vec![]),
+        Op::Assert { args } => (args.iter().flat_map(arg).collect(), vec![]),
+        Op::Printf { format, args, ret } => {
+            let mut u = arg(format);
+            u.extend(arg(args));
+            (u, ret.as_ref().map(arg).unwrap_or_default())
+        }
+        Op::Malloc { size, ret } => (arg(size), arg(ret)),
+        Op::Free { ptr } => (arg(ptr), vec![]),
+        Op::MbarInit { a, count, .. } => (vec![*a, *count], vec![]),
+        Op::MbarArrive { a, count, d, .. } => {
+            let mut u = vec![*a];
+            u.extend(count.iter().copied());
+            (u, d.iter().copied().collect())
+        }
+        Op::MbarWait { a, state, .. } => (vec![*a, *state], vec![]),
+        Op::Shfl { d, a, b, c, .. } => (vec![*a, *b, *c], vec![*d]),
+        Op::Vote {
+            mode, d, member, ..
+        } => (
+            member.iter().copied().collect(),
+            if *mode == VoteMode::Ballot {
+                vec![*d]
+            } else {
+                vec![]
+            },
+        ),
+        Op::Activemask(d) | Op::Clock { d, .. } => (vec![], vec![*d]),
+        Op::Redux { d, a, member, .. } => (vec![*a, *member], vec![*d]),
+        Op::Match { d, a, member, .. } => (vec![*a, *member], vec![*d]),
+        Op::BadCall { a } => (vec![*a], vec![]),
+    }
+}
+
+/// Per instruction, the registers it reads or writes (with whether it writes them) among
+/// those a lane-affine instruction may leave with a tag: the engine writes such a
+/// register's row from its tag before the instruction runs, and forgets the tag of one
+/// it writes.
+fn touched(insts: &[Inst], nregs: u32) -> Vec<Box<[(R, bool)]>> {
+    let mut tagged = vec![false; nregs as usize];
+    for i in insts {
+        if !matches!(i.aff, Aff::None | Aff::Mem { .. } | Aff::Cmp { .. }) {
+            for r in reads_writes(&i.op).1 {
+                tagged[r as usize] = true;
+            }
+        }
+    }
+    insts
+        .iter()
+        .map(|i| {
+            let (u, d) = reads_writes(&i.op);
+            let mut t: Vec<(R, bool)> = vec![];
+            for (r, def) in u
+                .into_iter()
+                .map(|r| (r, false))
+                .chain(d.into_iter().map(|r| (r, true)))
+            {
+                if !tagged.get(r as usize).copied().unwrap_or(false) {
+                    continue;
+                }
+                match t.iter_mut().find(|x| x.0 == r) {
+                    Some(x) => x.1 |= def,
+                    None => t.push((r, def)),
+                }
+            }
+            t.into_boxed_slice()
+        })
+        .collect()
+}
+
 /// Sources of a pure operation that may be hoisted, or `None` if it may not.
 fn hoistable_sources(op: &Op) -> Option<Vec<R>> {
     Some(match op {
@@ -3039,6 +3283,27 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         hoist_invariants(std::mem::take(&mut d.insts), d.nregs, &d.consts, d.dyn_reg);
     d.insts = insts;
     let ipdom = ipdoms(&d.insts);
+    let touch = touched(&d.insts, d.nregs);
+    let mut body_written = vec![false; d.nregs as usize];
+    for i in &d.insts {
+        for r in reads_writes(&i.op).1 {
+            body_written[r as usize] = true;
+        }
+        if let Op::Bar { red: Some(r) } = &i.op {
+            if r.mode == 0 {
+                body_written[r.d as usize] = true;
+            }
+        }
+    }
+    let mut fixed: Vec<R> = (0..NSPECIAL)
+        .filter(|r| !(6..9).contains(r))
+        .chain(d.consts.values().copied())
+        .chain([d.dyn_reg])
+        .chain(prologue.iter().flat_map(|i| reads_writes(&i.op).1))
+        .filter(|&r| !body_written[r as usize])
+        .collect();
+    fixed.sort_unstable();
+    fixed.dedup();
     let param_size = f
         .params
         .iter()
@@ -3077,6 +3342,8 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         shared_static: shared_static as u32,
         local_size: d.local_size.next_multiple_of(8) as u32,
         prologue,
+        touch,
+        fixed,
         max_regs: f
             .directives
             .iter()

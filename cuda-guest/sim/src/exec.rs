@@ -33,9 +33,21 @@ enum WState {
     Done,
 }
 
+/// What the engine knows of a register row without reading it: lane `l` holds
+/// `base + stride * l` (exactly, as unsigned 64-bit values: no lane wraps; a stride of 0
+/// is a uniform value). `lazy`: the row itself is stale and is written from the tag
+/// before anything reads it (only registers in [`Program::touch`] lists are ever lazy).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tag {
+    aff: Option<(u64, i64)>,
+    lazy: bool,
+}
+
 #[derive(Debug)]
 struct Warp {
     regs: Vec<u64>,
+    /// A tag per register.
+    tags: Vec<Tag>,
     preds: Vec<u32>,
     stack: Vec<Frame>,
     live: u32,
@@ -46,6 +58,141 @@ struct Warp {
     carry: u32,
     /// This warp's part of a `bar.red` reduction.
     red: u64,
+}
+
+impl Warp {
+    /// Writes row `r` from its tag if the row is stale.
+    #[inline(always)]
+    fn materialize(&mut self, r: R) {
+        let t = &mut self.tags[r as usize];
+        if t.lazy {
+            t.lazy = false;
+            if let Some((b, s)) = t.aff {
+                let row =
+                    <&mut Lanes>::try_from(&mut self.regs[r as usize * 32..r as usize * 32 + 32])
+                        .expect("register row");
+                if s == 0 {
+                    row.fill(b);
+                } else {
+                    let mut v = b;
+                    for x in row.iter_mut() {
+                        *x = v;
+                        v = v.wrapping_add(s as u64);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the tag of row `r` from its lanes.
+    fn detect(&mut self, r: R) {
+        let row = lanes(&self.regs, r);
+        let (b, s) = (row[0], row[1].wrapping_sub(row[0]) as i64);
+        let exact = (0..32).all(|l| b as i128 + s as i128 * l as i128 == row[l] as i128);
+        self.tags[r as usize] = Tag {
+            aff: exact.then_some((b, s)),
+            lazy: false,
+        };
+    }
+
+    /// Gives row `d` the lanes `t` (lazily: the row is written when read).
+    #[inline(always)]
+    fn set_tag(&mut self, d: R, t: (u64, i64)) {
+        self.tags[d as usize] = Tag {
+            aff: Some(t),
+            lazy: true,
+        };
+    }
+}
+
+/// Lanes `r0 + s * l` reduced modulo 2^bits (`r0` and `s` given modulo 2^64; bits 8,
+/// 16, 32 or 64), if the reduced lanes form an exact progression: lane 0, the stride,
+/// lane 31 and the mask of the width.
+#[inline(always)]
+fn progression(r0: u64, s: u64, bits: u8) -> Option<(u64, i64, u64, u64)> {
+    let mask = match bits {
+        8 | 16 | 32 => (1u64 << bits) - 1,
+        64 => u64::MAX,
+        _ => return None,
+    };
+    let t0 = r0 & mask;
+    let sm = s & mask;
+    // The stride as the residue nearest zero.
+    let sp = if sm > mask / 2 {
+        sm.wrapping_sub(mask).wrapping_sub(1) as i64
+    } else {
+        sm as i64
+    };
+    let span = sp.unsigned_abs().checked_mul(31)?;
+    let t31 = if sp >= 0 {
+        t0.checked_add(span).filter(|&t| t <= mask)?
+    } else {
+        t0.checked_sub(span)?
+    };
+    Some((t0, sp, t31, mask))
+}
+
+/// The lanes of a tag read as `bits`-bit integers (signed or not): lane 0 and the stride,
+/// exact for every lane, or `None` when the lanes so read are no exact progression.
+#[inline(always)]
+fn view(t: (u64, i64), bits: u8, signed: bool) -> Option<(i128, i128)> {
+    let (t0, sp, t31, mask) = progression(t.0, t.1 as u64, bits)?;
+    if signed {
+        // Every lane on the same side of the sign bit (the lanes are monotonic).
+        let half = mask / 2 + 1;
+        if (t0 >= half) != (t31 >= half) {
+            return None;
+        }
+        if t0 >= half {
+            return Some((t0 as i128 - mask as i128 - 1, sp as i128));
+        }
+    }
+    Some((t0 as i128, sp as i128))
+}
+
+/// The tag of lanes `r0 + s * l` reduced modulo 2^bits (`r0` and `s` given modulo 2^64;
+/// bits 8, 16, 32 or 64), if the reduced lanes form an exact progression.
+#[inline(always)]
+fn fit(r0: u64, s: u64, bits: u8) -> Option<(u64, i64)> {
+    progression(r0, s, bits).map(|(t0, sp, _, _)| (t0, sp))
+}
+
+/// The lanes where `d0 + ds * l` is negative, zero and positive (`|ds|` below 2^59, as
+/// [`view`] gives).
+#[inline(always)]
+fn sign_masks(d0: i128, ds: i128) -> (u32, u32, u32) {
+    if ds < 0 {
+        let (n, z, p) = sign_masks(-d0, -ds);
+        return (p, z, n);
+    }
+    let by_sign = |v: i128| match v.signum() {
+        -1 => (FULL, 0, 0),
+        0 => (0, FULL, 0),
+        _ => (0, 0, FULL),
+    };
+    if ds == 0 {
+        return by_sign(d0);
+    }
+    if d0 >= 0 {
+        let z = (d0 == 0) as u32;
+        return (0, z, FULL & !z);
+    }
+    if d0 + 31 * ds < 0 {
+        return (FULL, 0, 0);
+    }
+    // 0 < -d0 <= 31 ds: the lanes below ceil(-d0 / ds) are negative.
+    let (k, ds) = ((-d0) as u64, ds as u64);
+    let (q, rem) = (k / ds, k % ds);
+    let below = q + (rem != 0) as u64;
+    let neg = ((1u64 << below) - 1) as u32;
+    let zero = if rem == 0 { 1u32 << q } else { 0 };
+    (neg, zero, !(neg | zero))
+}
+
+/// A tag's lane 0 and stride as integers modulo 2^64 (for ring operations).
+#[inline(always)]
+fn ring(t: (u64, i64)) -> (u64, u64) {
+    (t.0, t.1 as u64)
 }
 
 enum Stop {
@@ -595,6 +742,204 @@ impl<'a, 'b> Exec<'a, 'b> {
         Ok(())
     }
 
+    /// Runs one instruction: from the lane-affine tags of its sources when it can (a full
+    /// warp), else on the register rows (written from their tags first where stale).
+    #[inline(always)]
+    fn step(
+        &mut self,
+        inst: &Inst,
+        w: &mut Warp,
+        mask: u32,
+        wid: u32,
+        pc: u32,
+        ls: usize,
+    ) -> Result<(), SimError> {
+        if mask == FULL {
+            let done = match inst.aff {
+                Aff::None => false,
+                Aff::Mem { a } => w.tags[a as usize].aff.is_some() && self.mem_affine(inst, w, pc),
+                _ => alu_affine(inst, w),
+            };
+            if done {
+                return Ok(());
+            }
+        }
+        if self.l.prog.touch[pc as usize].is_empty() {
+            return self.exec(&inst.op, w, mask, wid, pc, ls);
+        }
+        self.step_touched(inst, w, mask, wid, pc, ls)
+    }
+
+    /// [`Exec::step`] on the rows of an instruction touching registers that may have a
+    /// tag: stale rows are written first, and the registers it writes lose their tags.
+    #[inline(always)]
+    fn step_touched(
+        &mut self,
+        inst: &Inst,
+        w: &mut Warp,
+        mask: u32,
+        wid: u32,
+        pc: u32,
+        ls: usize,
+    ) -> Result<(), SimError> {
+        let touch = &self.l.prog.touch[pc as usize];
+        for &(r, _) in touch.iter() {
+            w.materialize(r);
+        }
+        let res = self.exec(&inst.op, w, mask, wid, pc, ls);
+        for &(r, def) in touch.iter() {
+            if def {
+                w.tags[r as usize] = Tag::default();
+            }
+        }
+        res
+    }
+
+    /// A full warp's `ld`/`st` whose address register has a tag: 32 consecutive words,
+    /// or one address for every lane (loads), inside the instruction's cached allocation
+    /// or the block's shared memory, aligned. False (nothing done) otherwise: the
+    /// instruction then runs lane by lane, checked (and faulting) as ever.
+    #[inline(always)]
+    fn mem_affine(&mut self, inst: &Inst, w: &mut Warp, pc: u32) -> bool {
+        match inst.op {
+            Op::Ld {
+                sp,
+                size,
+                sext: false,
+                n: 1,
+                d,
+                a,
+                off,
+                dmask,
+            } => {
+                let Some((b, s)) = w.tags[a as usize].aff else {
+                    return false;
+                };
+                let first = b.wrapping_add(off as u64);
+                let len = size as u64;
+                let d0 = d[0] as usize * 32;
+                match (sp, s) {
+                    (Sp::Global | Sp::Generic, _) => {
+                        let Some(al) = self.l.live.get(self.cache[pc as usize] as usize) else {
+                            return false;
+                        };
+                        let start = first.wrapping_sub(al.base);
+                        if first & (len - 1) != 0 || start >= al.size {
+                            return false;
+                        }
+                        if s == 4 && size == 4 {
+                            let Some(ws) = al.words32(start) else {
+                                return false;
+                            };
+                            if al.size - start < 128 {
+                                return false;
+                            }
+                            let row = &mut w.regs[d0..d0 + 32];
+                            for l in 0..32 {
+                                row[l] = ws[l].load(Relaxed) as u64 & dmask;
+                            }
+                        } else if s == 0 && al.size - start >= len {
+                            let v = al.load(start, size) & dmask;
+                            w.regs[d0..d0 + 32].fill(v);
+                        } else {
+                            return false;
+                        }
+                    }
+                    (Sp::Shared, 0 | 4) => {
+                        let o = if first.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
+                            first - SHARED_WINDOW
+                        } else {
+                            first
+                        };
+                        let span = if s == 0 { len } else { 128 };
+                        if o & (len - 1) != 0
+                            || o.checked_add(span)
+                                .is_none_or(|e| e > self.shared_len as u64)
+                        {
+                            return false;
+                        }
+                        if s == 0 {
+                            let v = sh_read(&self.shared, o as usize, size) & dmask;
+                            w.regs[d0..d0 + 32].fill(v);
+                        } else if size == 4 {
+                            let w0 = (o >> 2) as usize;
+                            let ws = &self.shared[w0..w0 + 32];
+                            let row = &mut w.regs[d0..d0 + 32];
+                            for l in 0..32 {
+                                row[l] = ws[l] as u64 & dmask;
+                            }
+                        } else {
+                            return false;
+                        }
+                    }
+                    _ => return false,
+                }
+                w.tags[d[0] as usize] = Tag::default();
+                true
+            }
+            Op::St {
+                sp,
+                size: 4,
+                n: 1,
+                s,
+                a,
+                off,
+            } => {
+                let Some((b, 4)) = w.tags[a as usize].aff else {
+                    return false;
+                };
+                let first = b.wrapping_add(off as u64);
+                match sp {
+                    Sp::Global | Sp::Generic => {
+                        let Some(al) = self.l.live.get(self.cache[pc as usize] as usize) else {
+                            return false;
+                        };
+                        let start = first.wrapping_sub(al.base);
+                        if al.read_only
+                            || first & 3 != 0
+                            || start >= al.size
+                            || al.size - start < 128
+                        {
+                            return false;
+                        }
+                        let Some(ws) = al.words32(start) else {
+                            return false;
+                        };
+                        w.materialize(s[0]);
+                        let row = lanes(&w.regs, s[0]);
+                        for l in 0..32 {
+                            ws[l].store(row[l] as u32, Relaxed);
+                        }
+                        true
+                    }
+                    Sp::Shared => {
+                        let o = if first.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
+                            first - SHARED_WINDOW
+                        } else {
+                            first
+                        };
+                        if o & 3 != 0
+                            || o.checked_add(128)
+                                .is_none_or(|e| e > self.shared_len as u64)
+                        {
+                            return false;
+                        }
+                        w.materialize(s[0]);
+                        let row = lanes(&w.regs, s[0]);
+                        let w0 = (o >> 2) as usize;
+                        let ws = &mut self.shared[w0..w0 + 32];
+                        for l in 0..32 {
+                            ws[l] = row[l] as u32;
+                        }
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
     fn run_warp(&mut self, w: &mut Warp, wid: u32) -> Result<Stop, SimError> {
         let prog = self.l.prog;
         let insts = &prog.insts[..];
@@ -628,7 +973,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     self.tick(pc)?;
                 }
                 if mask != 0 {
-                    self.exec(&inst.op, w, mask, wid, pc, ls)?;
+                    self.step(inst, w, mask, wid, pc, ls)?;
                 }
                 pc += 1;
                 if pc == rpc {
@@ -738,16 +1083,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
                 Op::MbarWait { .. } => {
                     if mask != 0 {
-                        self.exec(&inst.op, w, mask, wid, pc, ls)?;
+                        self.step(inst, w, mask, wid, pc, ls)?;
                     }
                     w.stack.last_mut().expect("frame").pc = pc + 1;
                     if std::mem::take(&mut self.yield_now) {
                         return Ok(Stop::Yield);
                     }
                 }
-                op => {
+                _ => {
                     if mask != 0 {
-                        self.exec(op, w, mask, wid, pc, ls)?;
+                        self.step(inst, w, mask, wid, pc, ls)?;
                     }
                     w.stack.last_mut().expect("frame").pc = pc + 1;
                 }
@@ -1061,25 +1406,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 comb,
             } => {
                 let r = f(&w.regs, *a as usize, *b as usize);
-                let combine = |x: u32| match comb {
-                    None => x,
-                    Some((op, c, neg)) => {
-                        let cv = w.preds[*c as usize] ^ if *neg { FULL } else { 0 };
-                        match op {
-                            BoolOp::And => x & cv,
-                            BoolOp::Or => x | cv,
-                            BoolOp::Xor => x ^ cv,
-                        }
-                    }
-                };
-                let p = combine(r);
-                let q = combine(!r);
-                let pd = &mut w.preds[*d as usize];
-                *pd = (*pd & !mask) | (p & mask);
-                if let Some(dn) = dn {
-                    let qd = &mut w.preds[*dn as usize];
-                    *qd = (*qd & !mask) | (q & mask);
-                }
+                setp_write(w, *d, *dn, *comb, mask, r);
             }
             Op::Selp { d, a, b, p, neg } => {
                 let mut out: Lanes = [0; 32];
@@ -1765,6 +2092,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                 if r[k * 32] != v {
                     r[k * 32..k * 32 + 32].fill(v);
                 }
+                w.tags[k] = Tag {
+                    aff: Some((v, 0)),
+                    lazy: false,
+                };
             }
         }
         loop {
@@ -1821,6 +2152,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                     for w in warps.iter_mut().filter(|w| w.state == WState::Bar) {
                         let live = w.live;
                         if r.mode == 0 {
+                            w.materialize(r.d);
+                            w.tags[r.d as usize] = Tag::default();
                             write(&mut w.regs, r.d, &[total; 32], live);
                         } else {
                             let pd = &mut w.preds[r.d as usize];
@@ -1840,6 +2173,180 @@ impl<'a, 'b> Exec<'a, 'b> {
                 return Ok(());
             }
         }
+    }
+}
+
+/// An arithmetic instruction of a full warp computed from its sources' tags (the
+/// destination gets a tag, its row written when read); false (nothing done) when the
+/// tags do not give the result.
+#[inline(always)]
+fn alu_affine(inst: &Inst, w: &mut Warp) -> bool {
+    let tag = |r: R| w.tags[r as usize].aff;
+    let out = match inst.aff {
+        Aff::None | Aff::Mem { .. } => return false,
+        Aff::Mov { d, a, bits } => {
+            let Some(ta) = tag(a) else { return false };
+            let (a0, sa) = ring(ta);
+            (d, fit(a0, sa, bits))
+        }
+        Aff::Add { d, a, b, bits, sub } => {
+            let (Some(ta), Some(tb)) = (tag(a), tag(b)) else {
+                return false;
+            };
+            let ((a0, sa), (b0, sb)) = (ring(ta), ring(tb));
+            if sub {
+                (d, fit(a0.wrapping_sub(b0), sa.wrapping_sub(sb), bits))
+            } else {
+                (d, fit(a0.wrapping_add(b0), sa.wrapping_add(sb), bits))
+            }
+        }
+        Aff::Mul { d, a, b, c, bits } => {
+            let (Some(ta), Some(tb)) = (tag(a), tag(b)) else {
+                return false;
+            };
+            let ((a0, sa), (b0, sb)) = (ring(ta), ring(tb));
+            // Affine only when one factor is uniform (modulo 2^bits).
+            let m = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            let (mut r0, mut s) = if sb & m == 0 {
+                (a0.wrapping_mul(b0), sa.wrapping_mul(b0))
+            } else if sa & m == 0 {
+                (a0.wrapping_mul(b0), a0.wrapping_mul(sb))
+            } else {
+                return false;
+            };
+            if let Some(c) = c {
+                let Some(tc) = tag(c) else { return false };
+                let (c0, sc) = ring(tc);
+                r0 = r0.wrapping_add(c0);
+                s = s.wrapping_add(sc);
+            }
+            (d, fit(r0, s, bits))
+        }
+        Aff::MulWide {
+            d,
+            a,
+            b,
+            bits,
+            signed,
+        } => {
+            let (Some(ta), Some(tb)) = (tag(a), tag(b)) else {
+                return false;
+            };
+            let (Some((a0, sa)), Some((b0, sb))) = (view(ta, bits, signed), view(tb, bits, signed))
+            else {
+                return false;
+            };
+            if sa != 0 && sb != 0 {
+                return false;
+            }
+            {
+                let (r0, s) = (a0 * b0, sa * b0 + a0 * sb);
+                (d, fit(r0 as u64, s as u64, 2 * bits))
+            }
+        }
+        Aff::Shl { d, a, b, bits } => {
+            let (Some(ta), Some((n, 0))) = (tag(a), tag(b)) else {
+                return false;
+            };
+            let n = n as u32;
+            if n >= bits as u32 {
+                (d, fit(0, 0, bits))
+            } else {
+                let (a0, sa) = ring(ta);
+                (d, fit(a0 << n, sa << n, bits))
+            }
+        }
+        Aff::Shr {
+            d,
+            a,
+            b,
+            bits,
+            signed,
+        } => {
+            let (Some(ta), Some((n, 0))) = (tag(a), tag(b)) else {
+                return false;
+            };
+            let Some((a0, 0)) = view(ta, bits, signed) else {
+                return false;
+            };
+            let n = n as u32;
+            let r = if signed {
+                a0 >> n.min(bits as u32 - 1)
+            } else if n >= bits as u32 {
+                0
+            } else {
+                a0 >> n
+            };
+            (d, fit(r as u64, 0, bits))
+        }
+        Aff::Cmp { bits, signed, code } => {
+            let Op::Setp {
+                d, dn, a, b, comb, ..
+            } = &inst.op
+            else {
+                return false;
+            };
+            let (Some(ta), Some(tb)) = (tag(*a), tag(*b)) else {
+                return false;
+            };
+            let (Some((a0, sa)), Some((b0, sb))) = (view(ta, bits, signed), view(tb, bits, signed))
+            else {
+                return false;
+            };
+            let (neg, zero, pos) = sign_masks(a0 - b0, sa - sb);
+            let r = match code {
+                0 => zero,
+                1 => !zero,
+                2 => neg,
+                3 => neg | zero,
+                4 => pos,
+                _ => pos | zero,
+            };
+            setp_write(w, *d, *dn, *comb, FULL, r);
+            return true;
+        }
+    };
+    match out {
+        (d, Some(t)) => {
+            w.set_tag(d, t);
+            true
+        }
+        (_, None) => false,
+    }
+}
+
+/// Writes `setp`'s predicates from the comparison's lanes `r`.
+#[inline(always)]
+fn setp_write(
+    w: &mut Warp,
+    d: P,
+    dn: Option<P>,
+    comb: Option<(BoolOp, P, bool)>,
+    mask: u32,
+    r: u32,
+) {
+    let combine = |x: u32| match comb {
+        None => x,
+        Some((op, c, neg)) => {
+            let cv = w.preds[c as usize] ^ if neg { FULL } else { 0 };
+            match op {
+                BoolOp::And => x & cv,
+                BoolOp::Or => x | cv,
+                BoolOp::Xor => x ^ cv,
+            }
+        }
+    };
+    let p = combine(r);
+    let q = combine(!r);
+    let pd = &mut w.preds[d as usize];
+    *pd = (*pd & !mask) | (p & mask);
+    if let Some(dn) = dn {
+        let qd = &mut w.preds[dn as usize];
+        *qd = (*qd & !mask) | (q & mask);
     }
 }
 
@@ -2104,6 +2611,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
     }
     Warp {
         regs,
+        tags: vec![Tag::default(); prog.nregs as usize],
         preds: vec![0; prog.npreds as usize],
         stack: Vec::with_capacity(16),
         live: 0,
@@ -2127,7 +2635,8 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
         count: 0,
         yield_now: false,
     };
-    // Hoisted launch/warp invariants, once per register file.
+    // Hoisted launch/warp invariants, once per register file; then the tags of the
+    // registers the body never writes.
     for (wi, w) in warps.iter_mut().enumerate() {
         for inst in &l.prog.prologue {
             if ex
@@ -2136,6 +2645,9 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             {
                 break;
             }
+        }
+        for &r in &l.prog.fixed {
+            w.detect(r);
         }
     }
     // Blocks are taken a run at a time (one shared atomic per run, not per block); a
@@ -2232,4 +2744,207 @@ pub(crate) fn launch(
         blocks: total.min(next.load(Relaxed)),
         elapsed: start.elapsed().max(Duration::from_nanos(1)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The lane-affine forms against the operations they stand for: random tags (bases
+    //! and strides near every wrap and sign boundary), the operation run on the rows and
+    //! from the tags, the same lanes either way whenever the tags give a result.
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+            v[(self.next() % v.len() as u64) as usize]
+        }
+    }
+
+    fn warp() -> Warp {
+        Warp {
+            regs: vec![0; 4 * 32],
+            tags: vec![Tag::default(); 4],
+            preds: vec![0; 2],
+            stack: vec![],
+            live: FULL,
+            state: WState::Run,
+            local: vec![],
+            bar_pc: 0,
+            carry: 0,
+            red: 0,
+        }
+    }
+
+    fn tag(r: &mut Rng, shift: bool) -> (u64, i64) {
+        if shift && r.next().is_multiple_of(2) {
+            return (r.next() % 70, 0);
+        }
+        let bases = [
+            0u64,
+            1,
+            0x7f,
+            0xff,
+            0x7fff,
+            0xffff,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0x7fff_ffff_ffff_ffff,
+            0x8000_0000_0000_0000,
+            u64::MAX,
+        ];
+        let strides = [
+            0i64,
+            1,
+            2,
+            4,
+            8,
+            -1,
+            -4,
+            64,
+            1 << 16,
+            1 << 32,
+            -(1 << 32),
+            1 << 40,
+        ];
+        let b = match r.next() % 3 {
+            0 => r.next(),
+            _ => r.pick(&bases).wrapping_add(r.next() % 80).wrapping_sub(40),
+        };
+        let s = match r.next() % 4 {
+            0 => (r.next() as i64) >> (r.next() % 64),
+            _ => r.pick(&strides),
+        };
+        (b, s)
+    }
+
+    /// Rows 1..=3 from `tags` (lane l: base + stride * l, wrapping), their tags read back
+    /// from the rows; row 0 (the destination) garbage.
+    fn setup(w: &mut Warp, tags: &[(u64, i64); 3], garbage: u64) {
+        for (k, t) in tags.iter().enumerate() {
+            let r = k + 1;
+            for l in 0..32 {
+                w.regs[r * 32 + l] = t.0.wrapping_add((t.1 as u64).wrapping_mul(l as u64));
+            }
+            w.detect(r as R);
+        }
+        for l in 0..32 {
+            w.regs[l] = garbage.wrapping_mul(l as u64 + 1);
+        }
+        w.tags[0] = Tag::default();
+        w.preds = vec![garbage as u32, (garbage >> 32) as u32];
+    }
+
+    fn check(rng: &mut Rng, op: Op, aff: Aff, hits: &mut u32) {
+        let shift = matches!(aff, Aff::Shl { .. } | Aff::Shr { .. });
+        for _ in 0..200 {
+            let tags = [tag(rng, false), tag(rng, shift), tag(rng, false)];
+            let garbage = rng.next();
+            let (mut a, mut b) = (warp(), warp());
+            setup(&mut a, &tags, garbage);
+            setup(&mut b, &tags, garbage);
+            let inst = Inst {
+                op: op.clone(),
+                guard: None,
+                line: 0,
+                aff,
+            };
+            if !alu_affine(&inst, &mut a) {
+                continue;
+            }
+            *hits += 1;
+            match &op {
+                Op::Bin(f, d, x, y) => f(&mut b.regs, *d as usize, *x as usize, *y as usize, FULL),
+                Op::Ter(f, d, x, y, z) => f(
+                    &mut b.regs,
+                    *d as usize,
+                    *x as usize,
+                    *y as usize,
+                    *z as usize,
+                    FULL,
+                ),
+                Op::Mov(d, x, m) => {
+                    for l in 0..32 {
+                        b.regs[*d as usize * 32 + l] = b.regs[*x as usize * 32 + l] & m;
+                    }
+                }
+                Op::Setp {
+                    f,
+                    d,
+                    dn,
+                    a: x,
+                    b: y,
+                    comb,
+                } => {
+                    let r = f(&b.regs, *x as usize, *y as usize);
+                    setp_write(&mut b, *d, *dn, *comb, FULL, r);
+                }
+                _ => unreachable!(),
+            }
+            for r in 0..4 {
+                a.materialize(r);
+            }
+            assert_eq!(a.regs, b.regs, "{aff:?} on {tags:x?}");
+            assert_eq!(a.preds, b.preds, "{aff:?} on {tags:x?}");
+        }
+    }
+
+    #[test]
+    fn affine_forms_match_the_operations() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut hits = 0;
+        macro_rules! ints {
+            ($($t:ty),*) => {$(
+                let bits = <$t>::BITS as u8;
+                let signed = <$t>::MIN != 0;
+                for d in [0, 1] {
+                    check(&mut rng, Op::Bin(ops::add::<$t>, d, 1, 2),
+                        Aff::Add { d, a: 1, b: 2, bits, sub: false }, &mut hits);
+                    check(&mut rng, Op::Bin(ops::sub::<$t>, d, 1, 2),
+                        Aff::Add { d, a: 1, b: 2, bits, sub: true }, &mut hits);
+                    check(&mut rng, Op::Bin(ops::mul_lo::<$t>, d, 1, 2),
+                        Aff::Mul { d, a: 1, b: 2, c: None, bits }, &mut hits);
+                    check(&mut rng, Op::Ter(ops::mad_lo::<$t>, d, 1, 2, 3),
+                        Aff::Mul { d, a: 1, b: 2, c: Some(3), bits }, &mut hits);
+                    check(&mut rng, Op::Bin(ops::shl::<$t>, d, 1, 2),
+                        Aff::Shl { d, a: 1, b: 2, bits }, &mut hits);
+                    check(&mut rng, Op::Bin(ops::shr::<$t>, d, 1, 2),
+                        Aff::Shr { d, a: 1, b: 2, bits, signed }, &mut hits);
+                    check(&mut rng, Op::Mov(d, 1, if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }),
+                        Aff::Mov { d, a: 1, bits }, &mut hits);
+                }
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 0>, d: 0, dn: Some(1), a: 1, b: 2, comb: None },
+                    Aff::Cmp { bits, signed, code: 0 }, &mut hits);
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 1>, d: 0, dn: None, a: 1, b: 2, comb: Some((BoolOp::And, 1, true)) },
+                    Aff::Cmp { bits, signed, code: 1 }, &mut hits);
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 2>, d: 0, dn: Some(1), a: 1, b: 2, comb: None },
+                    Aff::Cmp { bits, signed, code: 2 }, &mut hits);
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 3>, d: 0, dn: None, a: 1, b: 2, comb: Some((BoolOp::Or, 1, false)) },
+                    Aff::Cmp { bits, signed, code: 3 }, &mut hits);
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 4>, d: 0, dn: Some(1), a: 1, b: 2, comb: None },
+                    Aff::Cmp { bits, signed, code: 4 }, &mut hits);
+                check(&mut rng, Op::Setp { f: ops::cmp_int::<$t, 5>, d: 0, dn: None, a: 1, b: 2, comb: Some((BoolOp::Xor, 1, false)) },
+                    Aff::Cmp { bits, signed, code: 5 }, &mut hits);
+            )*};
+        }
+        ints!(u8, i8, u16, i16, u32, i32, u64, i64);
+        macro_rules! wide {
+            ($($t:ty),*) => {$(
+                let bits = <$t>::BITS as u8;
+                let signed = <$t>::MIN != 0;
+                check(&mut rng, Op::Bin(ops::mul_wide::<$t>, 0, 1, 2),
+                    Aff::MulWide { d: 0, a: 1, b: 2, bits, signed }, &mut hits);
+            )*};
+        }
+        wide!(u16, i16, u32, i32);
+        // Most cases take the affine path (the rest run on the rows).
+        assert!(hits > 10_000, "{hits}");
+    }
 }
