@@ -166,6 +166,8 @@ statuses! {
     ERROR_CAPTURED_EVENT / CUDA_ERROR_CAPTURED_EVENT = 907, plain, "operation not permitted on an event last recorded in a capturing stream";
     /// A thread-local capture ended from another thread.
     ERROR_STREAM_CAPTURE_WRONG_THREAD / CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908, plain, "attempt to terminate a thread-local capture sequence from another thread";
+    /// The executable graph was not updated: the graph differs in more than parameters.
+    ERROR_GRAPH_EXEC_UPDATE_FAILURE / CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910, plain, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
     /// Unknown error.
     ERROR_UNKNOWN / CUDA_ERROR_UNKNOWN = 999, plain, "unknown error";
 }

@@ -3500,26 +3500,37 @@ pub(crate) struct MemsetNodeParams {
     height: usize,
 }
 
+/// A memset node's work: `height` rows of `width` elements of 1, 2 or 4 bytes.
+fn memset_node_ops(p: Option<&MemsetNodeParams>) -> R<Vec<crate::capture::Op>> {
+    let p = p.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null memsetParams"))?;
+    if !matches!(p.element_size, 1 | 2 | 4) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("memset node element size {}", p.element_size),
+        ));
+    }
+    let row = p.width as u64 * u64::from(p.element_size);
+    if p.height > 1 && (p.pitch as u64) < row {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            "memset node: a pitch smaller than a row",
+        ));
+    }
+    Ok((0..p.height.max(1) as u64)
+        .map(|y| crate::capture::Op::Memset {
+            dst: p.dst + y * p.pitch as u64,
+            value: p.value,
+            width: p.element_size,
+            count: p.width as u64,
+        })
+        .collect())
+}
+
 entry! {
     /// `cuGraphAddMemsetNode`: `height` rows of `width` elements of 1, 2 or 4 bytes.
     fn cuGraphAddMemsetNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const MemsetNodeParams, _ctx: Handle) {
         // SAFETY: `p` is null or the program's parameters.
-        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null memsetParams"))?;
-        if !matches!(p.element_size, 1 | 2 | 4) {
-            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("memset node element size {}", p.element_size)));
-        }
-        let row = p.width as u64 * u64::from(p.element_size);
-        if p.height > 1 && (p.pitch as u64) < row {
-            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "memset node: a pitch smaller than a row"));
-        }
-        let ops = (0..p.height.max(1) as u64)
-            .map(|y| crate::capture::Op::Memset {
-                dst: p.dst + y * p.pitch as u64,
-                value: p.value,
-                width: p.element_size,
-                count: p.width as u64,
-            })
-            .collect();
+        let ops = memset_node_ops(unsafe { p.as_ref() })?;
         // SAFETY: the program's node slot and dependencies.
         unsafe { add_node(node, graph, deps, n, crate::capture::NODE_MEMSET, ops) }
     }
@@ -3533,15 +3544,21 @@ pub(crate) struct HostNodeParams {
     data: *mut c_void,
 }
 
+/// A host node's work: its function with its data.
+fn host_node_ops(p: Option<&HostNodeParams>) -> R<Vec<crate::capture::Op>> {
+    let p = p.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+    let f =
+        p.f.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null host function"))?;
+    Ok(vec![crate::capture::Op::HostFunc(repeatable(f, p.data))])
+}
+
 entry! {
     /// `cuGraphAddHostNode`.
     fn cuGraphAddHostNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *const HostNodeParams) {
         // SAFETY: `p` is null or the program's parameters.
-        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
-        let f = p.f.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null host function"))?;
-        let op = crate::capture::Op::HostFunc(repeatable(f, p.data));
+        let ops = host_node_ops(unsafe { p.as_ref() })?;
         // SAFETY: the program's node slot and dependencies.
-        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_HOST, vec![op]) }
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_HOST, ops) }
     }
 }
 entry! {
@@ -3629,6 +3646,191 @@ entry! {
         unsafe { node_array(&list, nodes, count) }
     }
 }
+/// `cuGraph*NodeSetParams` (`exec` None) and `cuGraphExec*NodeSetParams`: node `node`
+/// (of kind `kind`) does `ops`.
+fn set_node(exec: Option<Handle>, node: Handle, kind: i32, ops: Vec<crate::capture::Op>) -> R<()> {
+    let node = nonnull(node, "graph node")?;
+    let mut g = driver()?.graphs();
+    match exec {
+        None => g.set_node(node, kind, ops),
+        Some(x) => g.exec_set_node(nonnull(x, "graph exec")?, node, kind, ops),
+    }
+}
+
+entry! {
+    /// `cuGraphKernelNodeSetParams` (CUDA 11's parameters).
+    fn cuGraphKernelNodeSetParams(node: Handle, p: *const KernelNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(p, std::ptr::null_mut()) }?;
+        set_node(None, node, crate::capture::NODE_KERNEL, vec![op])
+    }
+}
+entry! {
+    /// `cuGraphKernelNodeSetParams_v2`.
+    fn cuGraphKernelNodeSetParams_v2(node: Handle, p: *const KernelNodeParamsV2) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(&p.base, p.kern) }?;
+        set_node(None, node, crate::capture::NODE_KERNEL, vec![op])
+    }
+}
+entry! {
+    /// `cuGraphExecKernelNodeSetParams` (CUDA 11's parameters).
+    fn cuGraphExecKernelNodeSetParams(exec: Handle, node: Handle, p: *const KernelNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(p, std::ptr::null_mut()) }?;
+        set_node(Some(exec), node, crate::capture::NODE_KERNEL, vec![op])
+    }
+}
+entry! {
+    /// `cuGraphExecKernelNodeSetParams_v2`.
+    fn cuGraphExecKernelNodeSetParams_v2(exec: Handle, node: Handle, p: *const KernelNodeParamsV2) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // SAFETY: the program's parameters as cuda.h describes them.
+        let op = unsafe { kernel_op(&p.base, p.kern) }?;
+        set_node(Some(exec), node, crate::capture::NODE_KERNEL, vec![op])
+    }
+}
+entry! {
+    /// `cuGraphMemcpyNodeSetParams`.
+    fn cuGraphMemcpyNodeSetParams(node: Handle, p: *const Memcpy3D) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        set_node(None, node, crate::capture::NODE_MEMCPY, memcpy3d_ops(p, "memcpy node")?)
+    }
+}
+entry! {
+    /// `cuGraphExecMemcpyNodeSetParams`.
+    fn cuGraphExecMemcpyNodeSetParams(exec: Handle, node: Handle, p: *const Memcpy3D, _ctx: Handle) {
+        // SAFETY: `p` is null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null copyParams"))?;
+        set_node(Some(exec), node, crate::capture::NODE_MEMCPY, memcpy3d_ops(p, "memcpy node")?)
+    }
+}
+entry! {
+    /// `cuGraphMemsetNodeSetParams`.
+    fn cuGraphMemsetNodeSetParams(node: Handle, p: *const MemsetNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        set_node(None, node, crate::capture::NODE_MEMSET, memset_node_ops(unsafe { p.as_ref() })?)
+    }
+}
+entry! {
+    /// `cuGraphExecMemsetNodeSetParams`.
+    fn cuGraphExecMemsetNodeSetParams(exec: Handle, node: Handle, p: *const MemsetNodeParams, _ctx: Handle) {
+        // SAFETY: `p` is null or the program's parameters.
+        set_node(Some(exec), node, crate::capture::NODE_MEMSET, memset_node_ops(unsafe { p.as_ref() })?)
+    }
+}
+entry! {
+    /// `cuGraphHostNodeSetParams`.
+    fn cuGraphHostNodeSetParams(node: Handle, p: *const HostNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        set_node(None, node, crate::capture::NODE_HOST, host_node_ops(unsafe { p.as_ref() })?)
+    }
+}
+entry! {
+    /// `cuGraphExecHostNodeSetParams`.
+    fn cuGraphExecHostNodeSetParams(exec: Handle, node: Handle, p: *const HostNodeParams) {
+        // SAFETY: `p` is null or the program's parameters.
+        set_node(Some(exec), node, crate::capture::NODE_HOST, host_node_ops(unsafe { p.as_ref() })?)
+    }
+}
+
+/// `CUgraphExecUpdateResultInfo`.
+#[repr(C)]
+pub(crate) struct ExecUpdateResultInfo {
+    result: c_int,
+    error_node: Handle,
+    error_from_node: Handle,
+}
+
+entry! {
+    /// `cuGraphExecUpdate_v2`: the executable graph takes the graph's parameters when
+    /// both have the same nodes, kinds and dependencies; otherwise
+    /// `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE` with the reason in `result_info`.
+    fn cuGraphExecUpdate_v2(exec: Handle, graph: Handle, info: *mut ExecUpdateResultInfo) {
+        if info.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null resultInfo"));
+        }
+        let r = driver()?.graphs().exec_update(nonnull(exec, "graph exec")?, nonnull(graph, "graph")?)?;
+        let (result, node) = r.err().unwrap_or((0, 0));
+        // SAFETY: checked non-null; the program's CUgraphExecUpdateResultInfo.
+        unsafe {
+            info.write_unaligned(ExecUpdateResultInfo { result, error_node: ptr(node), error_from_node: std::ptr::null_mut() })
+        };
+        if result != 0 {
+            return Err(Fail::new(
+                CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
+                format!("the graph differs from the executable graph's ({})", if result == 2 { "topology changed" } else { "a node's type changed" }),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `cuGraphNodeGetDependencies[_v2]` and `cuGraphNodeGetDependentNodes[_v2]`: the nodes,
+/// and (for `_v2`) default edges.
+///
+/// # Safety
+/// `count` is null or a `size_t`; `nodes` and `edges` are null or hold `*count` entries
+/// (an edge is 8 bytes).
+unsafe fn node_edges(
+    node: Handle,
+    dependents: bool,
+    nodes: *mut Handle,
+    edges: *mut u64,
+    count: *mut usize,
+) -> R<()> {
+    let list = driver()?
+        .graphs()
+        .node_edges(nonnull(node, "graph node")?, dependents)?;
+    if !edges.is_null() && !count.is_null() {
+        // SAFETY: the caller's guarantee: `*count` edges of 8 bytes.
+        let room = unsafe { *count };
+        for i in 0..room {
+            // SAFETY: within the program's `room` edges; a default edge is all zero.
+            unsafe { edges.add(i).write_unaligned(0) };
+        }
+    }
+    // SAFETY: the caller's guarantee.
+    unsafe { node_array(&list, nodes, count) }
+}
+
+entry! {
+    /// `cuGraphNodeGetDependencies`.
+    fn cuGraphNodeGetDependencies(node: Handle, deps: *mut Handle, count: *mut usize) {
+        // SAFETY: the program's array and count.
+        unsafe { node_edges(node, false, deps, std::ptr::null_mut(), count) }
+    }
+}
+entry! {
+    /// `cuGraphNodeGetDependencies_v2` (every edge a default one).
+    fn cuGraphNodeGetDependencies_v2(node: Handle, deps: *mut Handle, edges: *mut u64, count: *mut usize) {
+        // SAFETY: the program's arrays and count.
+        unsafe { node_edges(node, false, deps, edges, count) }
+    }
+}
+entry! {
+    /// `cuGraphNodeGetDependentNodes`.
+    fn cuGraphNodeGetDependentNodes(node: Handle, deps: *mut Handle, count: *mut usize) {
+        // SAFETY: the program's array and count.
+        unsafe { node_edges(node, true, deps, std::ptr::null_mut(), count) }
+    }
+}
+entry! {
+    /// `cuGraphNodeGetDependentNodes_v2` (every edge a default one).
+    fn cuGraphNodeGetDependentNodes_v2(node: Handle, deps: *mut Handle, edges: *mut u64, count: *mut usize) {
+        // SAFETY: the program's arrays and count.
+        unsafe { node_edges(node, true, deps, edges, count) }
+    }
+}
+
 entry! {
     /// `cuGraphNodeGetType`.
     fn cuGraphNodeGetType(node: Handle, ty: *mut c_int) {
@@ -4087,14 +4289,8 @@ unsupported! {
     cuGraphExecExternalSemaphoresSignalNodeSetParams,
     cuGraphExecExternalSemaphoresWaitNodeSetParams,
     cuGraphExecGetFlags,
-    cuGraphExecHostNodeSetParams,
-    cuGraphExecKernelNodeSetParams,
-    cuGraphExecKernelNodeSetParams_v2,
-    cuGraphExecMemcpyNodeSetParams,
-    cuGraphExecMemsetNodeSetParams,
     cuGraphExecNodeSetParams,
     cuGraphExecUpdate,
-    cuGraphExecUpdate_v2,
     cuGraphExternalSemaphoresSignalNodeGetParams,
     cuGraphExternalSemaphoresSignalNodeSetParams,
     cuGraphExternalSemaphoresWaitNodeGetParams,
@@ -4102,25 +4298,16 @@ unsupported! {
     cuGraphGetEdges,
     cuGraphGetEdges_v2,
     cuGraphHostNodeGetParams,
-    cuGraphHostNodeSetParams,
     cuGraphKernelNodeCopyAttributes,
     cuGraphKernelNodeGetAttribute,
     cuGraphKernelNodeGetParams,
     cuGraphKernelNodeGetParams_v2,
     cuGraphKernelNodeSetAttribute,
-    cuGraphKernelNodeSetParams,
-    cuGraphKernelNodeSetParams_v2,
     cuGraphMemAllocNodeGetParams,
     cuGraphMemFreeNodeGetParams,
     cuGraphMemcpyNodeGetParams,
-    cuGraphMemcpyNodeSetParams,
     cuGraphMemsetNodeGetParams,
-    cuGraphMemsetNodeSetParams,
     cuGraphNodeFindInClone,
-    cuGraphNodeGetDependencies,
-    cuGraphNodeGetDependencies_v2,
-    cuGraphNodeGetDependentNodes,
-    cuGraphNodeGetDependentNodes_v2,
     cuGraphNodeGetEnabled,
     cuGraphNodeSetEnabled,
     cuGraphNodeSetParams,

@@ -170,6 +170,22 @@ impl GraphDef {
     }
 }
 
+/// `CUDA_ERROR_INVALID_VALUE` unless node `n` is of kind `kind` (parameters of one kind
+/// cannot go to a node of another).
+fn same_kind(n: &Node, kind: i32) -> R<()> {
+    if n.kind == kind {
+        Ok(())
+    } else {
+        Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!(
+                "node {:#x} is of type {}, the parameters are for type {kind}",
+                n.handle, n.kind
+            ),
+        ))
+    }
+}
+
 /// The kind of node an operation recorded by a capture is.
 fn kind_of(op: &Op) -> i32 {
     match op {
@@ -192,7 +208,9 @@ pub struct Captures {
     graphs: HashMap<u64, GraphDef>,
     /// Node handle to its graph and index there.
     nodes: HashMap<u64, (u64, usize)>,
-    execs: HashMap<u64, Graph>,
+    /// Executable graphs: the nodes they were made from (updated by
+    /// `cuGraphExec*SetParams` and `cuGraphExecUpdate`) and their work in order.
+    execs: HashMap<u64, (GraphDef, Graph)>,
     /// User objects (`cuUserObjectCreate`) by handle.
     objects: HashMap<u64, UserObject>,
     /// The user-object references a graph or executable graph owns: handle to
@@ -416,11 +434,6 @@ impl Captures {
         self.graphs
             .get(&graph)
             .ok_or_else(|| unknown("graph", graph))
-    }
-
-    /// The work of graph `graph`, in an order its dependencies allow.
-    pub fn graph(&self, graph: u64) -> R<Graph> {
-        Ok(Arc::new(self.def(graph)?.ordered(graph)?))
     }
 
     /// Appends a node to a graph known to exist; its handle.
@@ -655,9 +668,10 @@ impl Captures {
                 )
             });
         }
-        let g = self.graph(graph)?;
+        let def = self.def(graph)?.clone();
+        let g = Arc::new(def.ordered(graph)?);
         let h = self.number();
-        self.execs.insert(h, g);
+        self.execs.insert(h, (def, g));
         // The executable graph holds references of its own to the graph's user objects.
         let refs = self.owned.get(&graph).cloned().unwrap_or_default();
         for (o, n) in &refs {
@@ -671,8 +685,92 @@ impl Captures {
     pub fn exec(&self, exec: u64) -> R<Graph> {
         self.execs
             .get(&exec)
-            .cloned()
+            .map(|(_, g)| g.clone())
             .ok_or_else(|| unknown("graph exec", exec))
+    }
+
+    /// `cuGraph*NodeSetParams`: node `node` (of kind `kind`) does `ops` from now on.
+    pub fn set_node(&mut self, node: u64, kind: i32, ops: Vec<Op>) -> R<()> {
+        let &(graph, i) = self
+            .nodes
+            .get(&node)
+            .ok_or_else(|| unknown("graph node", node))?;
+        let n = &mut self
+            .graphs
+            .get_mut(&graph)
+            .ok_or_else(|| unknown("graph", graph))?
+            .nodes[i];
+        same_kind(n, kind)?;
+        n.ops = ops;
+        Ok(())
+    }
+
+    /// `cuGraphExec*NodeSetParams`: in executable graph `exec`, node `node` (a node of
+    /// the graph it was made from, of kind `kind`) does `ops` at its next launches.
+    pub fn exec_set_node(&mut self, exec: u64, node: u64, kind: i32, ops: Vec<Op>) -> R<()> {
+        let (def, g) = self
+            .execs
+            .get_mut(&exec)
+            .ok_or_else(|| unknown("graph exec", exec))?;
+        let n =
+            def.nodes
+                .iter_mut()
+                .find(|n| n.handle == node)
+                .ok_or_else(|| {
+                    Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("node {node:#x} is not a node of the graph exec {exec:#x} was made from"),
+            )
+                })?;
+        same_kind(n, kind)?;
+        n.ops = ops;
+        *g = Arc::new(def.ordered(exec)?);
+        Ok(())
+    }
+
+    /// `cuGraphExecUpdate`: executable graph `exec` takes graph `graph`'s parameters when
+    /// the two have the same nodes, kinds and dependencies; otherwise it is left as it
+    /// was and the reason is given: `CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED` (2) or
+    /// `_NODE_TYPE_CHANGED` (3), with the first node that differs.
+    pub fn exec_update(&mut self, exec: u64, graph: u64) -> R<Result<(), (i32, u64)>> {
+        let new = self.def(graph)?.clone();
+        let (def, g) = self
+            .execs
+            .get_mut(&exec)
+            .ok_or_else(|| unknown("graph exec", exec))?;
+        if new.nodes.len() != def.nodes.len() {
+            return Ok(Err((2, 0)));
+        }
+        for (a, b) in def.nodes.iter().zip(&new.nodes) {
+            if a.deps != b.deps {
+                return Ok(Err((2, b.handle)));
+            }
+            if a.kind != b.kind {
+                return Ok(Err((3, b.handle)));
+            }
+        }
+        *g = Arc::new(new.ordered(graph)?);
+        *def = new;
+        Ok(Ok(()))
+    }
+
+    /// `cuGraphNodeGetDependencies` (`dependents` false) and
+    /// `cuGraphNodeGetDependentNodes` (true): the nodes, in the order they were added.
+    pub fn node_edges(&self, node: u64, dependents: bool) -> R<Vec<u64>> {
+        let &(graph, i) = self
+            .nodes
+            .get(&node)
+            .ok_or_else(|| unknown("graph node", node))?;
+        let g = self.def(graph)?;
+        Ok(if dependents {
+            g.nodes
+                .iter()
+                .filter(|n| n.deps.contains(&i))
+                .map(|n| n.handle)
+                .collect()
+        } else {
+            g.nodes[i].deps.iter().map(|&d| g.nodes[d].handle).collect()
+        })
     }
 
     /// `cuGraphExecDestroy`: the destructors of user objects whose last reference it held.

@@ -9,8 +9,8 @@ use vmgpu_libcudart_core::driver::{Handle, MemLocation};
 use vmgpu_libcudart_core::errors::CudaError;
 use vmgpu_libcudart_core::props::DeviceProp13;
 use vmgpu_libcudart_core::{
-    get_device_properties, get_driver_entry_point, graph_add_dependencies, mem_advise,
-    mem_prefetch_async, per_thread, runtime_get_version,
+    get_device_properties, get_driver_entry_point, graph_add_dependencies, graph_node_edges,
+    mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
 };
 
 /// The CUDA version this library implements (13.0).
@@ -24,6 +24,25 @@ pub const RUNTIME_VERSION: c_int = 13000;
 pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
     // SAFETY: the caller's int.
     unsafe { runtime_get_version(v, RUNTIME_VERSION) }
+}
+
+macro_rules! node_edges {
+    ($( $name:ident, $dependents:expr; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` (CUDA 13: with edge data, all default).")]
+        ///
+        /// # Safety
+        /// `count` is null or a `size_t`; `nodes` and `edges` are null or hold `*count` entries.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(node: Handle, nodes: *mut Handle, edges: *mut u64, count: *mut usize) -> CudaError {
+            // SAFETY: the caller's arrays.
+            unsafe { graph_node_edges(stringify!($name), node, $dependents, nodes, edges, count) }
+        }
+    )*};
+}
+
+node_edges! {
+    cudaGraphNodeGetDependencies, false;
+    cudaGraphNodeGetDependentNodes, true;
 }
 
 /// `cudaGetDriverEntryPoint`: the driver's entry point `symbol` as this runtime's CUDA

@@ -203,6 +203,32 @@ fn runtime_queries_that_libraries_make() {
     server.wait_idle();
 }
 
+/// `graph_update.cu`: node parameters set in a graph and in an executable graph,
+/// `cudaGraphExecUpdate` (and its refusal for another shape), node dependencies; on the
+/// simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn graphs_changed_after_they_are_built() {
+    let exe = build("graph_update", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("graph_update: 44 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(stdout.contains("after update: out2[0] = 0.75, host saw 11"), "{stdout}");
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
+    }
+    server.wait_idle();
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -1421,15 +1421,85 @@ pub struct KernelNodeParams {
     extra: *mut *mut c_void,
 }
 
+/// A kernel node's parameters as the driver's (CUDA 11's layout, which the runtime's
+/// shares): the registered kernel's function for its host stub.
+fn driver_kernel_params(rt: &Runtime, p: *const KernelNodeParams) -> R<KernelNodeParams> {
+    // SAFETY: null or the program's parameters.
+    let p = unsafe { p.as_ref() }
+        .ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null pNodeParams"))?;
+    let mut driver_params = *p;
+    driver_params.func = rt.function(p.func as usize)? as *const c_void;
+    Ok(driver_params)
+}
+
 rt! {
     /// `cudaGraphAddKernelNode`: the registered kernel's function in the node.
     fn cudaGraphAddKernelNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const KernelNodeParams) {
         let rt = bound()?;
+        let dp = driver_kernel_params(rt, p)?;
+        cu!(rt.d, cuGraphAddKernelNode(node, g, deps, n, (&dp as *const KernelNodeParams).cast()))
+    }
+}
+rt! {
+    /// `cudaGraphKernelNodeSetParams`.
+    fn cudaGraphKernelNodeSetParams(node: Handle, p: *const KernelNodeParams) {
+        let rt = bound()?;
+        let dp = driver_kernel_params(rt, p)?;
+        cu!(rt.d, cuGraphKernelNodeSetParams(node, (&dp as *const KernelNodeParams).cast()))
+    }
+}
+rt! {
+    /// `cudaGraphExecKernelNodeSetParams`.
+    fn cudaGraphExecKernelNodeSetParams(x: Handle, node: Handle, p: *const KernelNodeParams) {
+        let rt = bound()?;
+        let dp = driver_kernel_params(rt, p)?;
+        cu!(rt.d, cuGraphExecKernelNodeSetParams(x, node, (&dp as *const KernelNodeParams).cast()))
+    }
+}
+forward! {
+    /// `cudaGraphExecUpdate` (`cudaGraphExecUpdateResultInfo` is the driver's layout).
+    fn cudaGraphExecUpdate(x: Handle, g: Handle, info: *mut c_void) => cuGraphExecUpdate_v2(x, g, info);
+}
+forward! {
+    /// `cudaGraphHostNodeSetParams`.
+    fn cudaGraphHostNodeSetParams(node: Handle, p: *const c_void) => cuGraphHostNodeSetParams(node, p);
+}
+forward! {
+    /// `cudaGraphExecHostNodeSetParams`.
+    fn cudaGraphExecHostNodeSetParams(x: Handle, node: Handle, p: *const c_void) => cuGraphExecHostNodeSetParams(x, node, p);
+}
+forward! {
+    /// `cudaGraphMemsetNodeSetParams` (`struct cudaMemsetParams` is the driver's layout).
+    fn cudaGraphMemsetNodeSetParams(node: Handle, p: *const c_void) => cuGraphMemsetNodeSetParams(node, p);
+}
+rt! {
+    /// `cudaGraphExecMemsetNodeSetParams`.
+    fn cudaGraphExecMemsetNodeSetParams(x: Handle, node: Handle, p: *const c_void) {
+        let rt = bound()?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphExecMemsetNodeSetParams(x, node, p, ctx))
+    }
+}
+
+rt! {
+    /// `cudaGraphMemcpyNodeSetParams` (linear memory; arrays `cudaErrorNotSupported`).
+    fn cudaGraphMemcpyNodeSetParams(node: Handle, p: *const Memcpy3DParms) {
+        let rt = bound()?;
         // SAFETY: null or the program's parameters.
         let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null pNodeParams"))?;
-        let mut driver_params = *p;
-        driver_params.func = rt.function(p.func as usize)? as *const c_void;
-        cu!(rt.d, cuGraphAddKernelNode(node, g, deps, n, (&driver_params as *const KernelNodeParams).cast()))
+        let c = driver_copy(p)?;
+        cu!(rt.d, cuGraphMemcpyNodeSetParams(node, (&c as *const DriverMemcpy3D).cast()))
+    }
+}
+rt! {
+    /// `cudaGraphExecMemcpyNodeSetParams` (linear memory; arrays `cudaErrorNotSupported`).
+    fn cudaGraphExecMemcpyNodeSetParams(x: Handle, node: Handle, p: *const Memcpy3DParms) {
+        let rt = bound()?;
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_ref() }.ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null pNodeParams"))?;
+        let c = driver_copy(p)?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphExecMemcpyNodeSetParams(x, node, (&c as *const DriverMemcpy3D).cast(), ctx))
     }
 }
 
@@ -1607,6 +1677,37 @@ pub unsafe fn graph_add_dependencies(
     call(name, || {
         let rt = bound()?;
         cu!(rt.d, cuGraphAddDependencies_v2(g, from, to, edges, n))
+    })
+}
+
+/// `cudaGraphNodeGetDependencies` and `cudaGraphNodeGetDependentNodes` (`dependents`), in
+/// each soname's form: CUDA 12's without edge data (`edges` null), CUDA 13's (and 12's
+/// `_v2`) with it (every edge a default one); each soname's crate exports them.
+///
+/// # Safety
+/// `count` is null or a `size_t`; `nodes` and `edges` are null or hold `*count`
+/// entries.
+pub unsafe fn graph_node_edges(
+    name: &'static str,
+    node: Handle,
+    dependents: bool,
+    nodes: *mut Handle,
+    edges: *mut u64,
+    count: *mut usize,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        if dependents {
+            cu!(
+                rt.d,
+                cuGraphNodeGetDependentNodes_v2(node, nodes, edges, count)
+            )
+        } else {
+            cu!(
+                rt.d,
+                cuGraphNodeGetDependencies_v2(node, nodes, edges, count)
+            )
+        }
     })
 }
 

@@ -157,6 +157,17 @@ driver_api! {
     cuCtxSetSharedMemConfig(config: c_int);
     cuFuncGetName(name: *mut *const c_char, f: Handle);
     cuDevicePrimaryCtxSetFlags_v2(d: c_int, flags: c_uint);
+    cuGraphKernelNodeSetParams(node: Handle, p: *const c_void);
+    cuGraphExecKernelNodeSetParams(x: Handle, node: Handle, p: *const c_void);
+    cuGraphMemcpyNodeSetParams(node: Handle, p: *const c_void);
+    cuGraphExecMemcpyNodeSetParams(x: Handle, node: Handle, p: *const c_void, ctx: Handle);
+    cuGraphMemsetNodeSetParams(node: Handle, p: *const c_void);
+    cuGraphExecMemsetNodeSetParams(x: Handle, node: Handle, p: *const c_void, ctx: Handle);
+    cuGraphHostNodeSetParams(node: Handle, p: *const c_void);
+    cuGraphExecHostNodeSetParams(x: Handle, node: Handle, p: *const c_void);
+    cuGraphExecUpdate_v2(x: Handle, g: Handle, info: *mut c_void);
+    cuGraphNodeGetDependencies_v2(node: Handle, deps: *mut Handle, edges: *mut u64, n: *mut usize);
+    cuGraphNodeGetDependentNodes_v2(node: Handle, deps: *mut Handle, edges: *mut u64, n: *mut usize);
     cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize);
     cuMemcpyPeerAsync(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle);
     cuDeviceCanAccessPeer(can: *mut c_int, d: c_int, peer: c_int);

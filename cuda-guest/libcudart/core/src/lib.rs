@@ -36,7 +36,7 @@ pub mod unsupported;
 
 pub use api::{
     device_location, get_device_properties, get_driver_entry_point, graph_add_dependencies,
-    mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+    graph_node_edges, mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
 };
 /// The entry points the thin crates also export under CUDA 12's older names.
 pub mod legacy {
