@@ -84,6 +84,7 @@ pub mod occupancy;
 pub mod shim_log;
 pub mod status;
 pub mod sys;
+pub mod texture;
 
 pub use error::{CudaError, DriverError};
 pub use fault::{FaultKind, Location, MemoryFault, NearestAlloc};

@@ -221,7 +221,10 @@ fn graphs_changed_after_they_are_built() {
             stdout.contains("graph_update: 44 checks, 0 failed"),
             "{env:?}: {fails:#?}\n{stdout}"
         );
-        assert!(stdout.contains("after update: out2[0] = 0.75, host saw 11"), "{stdout}");
+        assert!(
+            stdout.contains("after update: out2[0] = 0.75, host saw 11"),
+            "{stdout}"
+        );
         assert!(out.status.success(), "{env:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");

@@ -991,8 +991,47 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
                     11 => i32::MAX, // MAX_PITCH
                     14 => 512,      // TEXTURE_ALIGNMENT
                     15 => 1,        // GPU_OVERLAP
+                    // Texture and surface limits (an A100's, cuda.h's numbers in order):
+                    // 1-D, 2-D, 3-D, 2-D layered textures; surface alignment; 1-D
+                    // layered; gather; 3-D alternate; pitch alignment; cubemaps;
+                    // surfaces 1-D, 2-D, 3-D, layered, cubemap; linear 1-D, 2-D;
+                    // mipmapped.
+                    21 | 22 => 131_072,
+                    23 => 65_536,
+                    24..=26 => 16_384,
+                    27 | 28 => 32_768,
+                    29 => 2_048,
+                    30 => 512,
+                    42 => 32_768,
+                    43 => 2_048,
+                    45 | 46 => 32_768,
+                    47 | 48 => 8_192,
+                    49 => 32_768,
+                    51 => 32,
+                    52 | 53 => 32_768,
+                    54 => 2_046,
+                    55 => 32_768,
+                    56 => 131_072,
+                    57 => 65_536,
+                    58 => 16_384,
+                    59 | 60 => 16_384,
+                    61 => 32_768,
+                    62 => 2_048,
+                    63 | 64 => 32_768,
+                    65 => 2_048,
+                    66 | 67 => 32_768,
+                    68 => 2_046,
+                    69 => 268_435_456,
+                    70 => 131_072,
+                    71 => 65_000,
+                    72 => 2_097_120,
+                    73 => 32_768,
+                    74 => 32_768,
+                    77 => 32_768,
                     _ => 0,
                 }),
+                // Texture and surface objects are descriptors in device memory here.
+                A::Raw(vmgpu_cuda_api::texture::CAPABILITY_ATTRIBUTE) => Some(1),
                 A::Raw(_) => None,
                 named => attribute(named),
             };

@@ -103,6 +103,7 @@ macro_rules! c_conformance {
             c_graph_nodes,
             c_managed,
             c_copies_2d,
+            c_arrays,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

@@ -80,6 +80,9 @@ macro_rules! forward {
     };
 }
 
+mod textures;
+use textures::*;
+
 /// Writes `v` to the program's `p`.
 ///
 /// # Safety
@@ -994,30 +997,6 @@ forward! {
     fn cudaEventDestroy(e: Handle) => cuEventDestroy_v2(e);
 }
 
-/// `cudaChannelFormatDesc`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct ChannelFormatDesc {
-    x: c_int,
-    y: c_int,
-    z: c_int,
-    w: c_int,
-    f: c_int,
-}
-
-/// `cudaCreateChannelDesc`: the descriptor of its arguments (it returns a struct, so it
-/// cannot be one of the `cudaErrorNotSupported` stubs).
-#[no_mangle]
-pub extern "C" fn cudaCreateChannelDesc(
-    x: c_int,
-    y: c_int,
-    z: c_int,
-    w: c_int,
-    f: c_int,
-) -> ChannelFormatDesc {
-    ChannelFormatDesc { x, y, z, w, f }
-}
-
 // ---------------------------------------------------------------------------------------
 // Kernels' attributes and occupancy.
 
@@ -1567,16 +1546,11 @@ struct DriverMemcpy3D {
     depth: usize,
 }
 
-/// A `cudaMemcpy3DParms` of linear memory as the driver's copy: `cudaMemcpyKind` gives
-/// each side's memory type (`cudaMemcpyDefault`: unified addressing decides).
+/// A `cudaMemcpy3DParms` as the driver's copy: `cudaMemcpyKind` gives each linear
+/// side's memory type (`cudaMemcpyDefault`: unified addressing decides); an array side
+/// is the driver's array.
 fn driver_copy(p: &Memcpy3DParms) -> R<DriverMemcpy3D> {
-    if !p.src_array.is_null() || !p.dst_array.is_null() {
-        return Err(Fail::new(
-            cudaErrorNotSupported,
-            "a copy to or from a CUDA array (arrays are not supported)",
-        ));
-    }
-    // CUmemorytype: host 1, device 2, unified 4.
+    // CUmemorytype: host 1, device 2, array 3, unified 4.
     let (src_type, dst_type) = match p.kind {
         0 => (1, 1),
         1 => (1, 2),
@@ -1590,25 +1564,31 @@ fn driver_copy(p: &Memcpy3DParms) -> R<DriverMemcpy3D> {
             ))
         }
     };
+    // An array side: positions and the width in elements, which the driver takes in
+    // bytes.
+    let (src_x, dst_x, width) = textures::array_extent_bytes(p)?;
+    let array = |a: Handle, ty: c_int| if a.is_null() { ty } else { 3 };
     let (src, dst) = (p.src_ptr.ptr as usize, p.dst_ptr.ptr as usize);
     Ok(DriverMemcpy3D {
-        src_x: p.src_pos.x,
+        src_x,
         src_y: p.src_pos.y,
         src_z: p.src_pos.z,
-        src_type,
+        src_type: array(p.src_array, src_type),
         src_host: src,
         src_device: src as CUdeviceptr,
+        src_array: p.src_array as usize,
         src_pitch: p.src_ptr.pitch,
         src_height: p.src_ptr.ysize,
-        dst_x: p.dst_pos.x,
+        dst_x,
         dst_y: p.dst_pos.y,
         dst_z: p.dst_pos.z,
-        dst_type,
+        dst_type: array(p.dst_array, dst_type),
         dst_host: dst,
         dst_device: dst as CUdeviceptr,
+        dst_array: p.dst_array as usize,
         dst_pitch: p.dst_ptr.pitch,
         dst_height: p.dst_ptr.ysize,
-        width: p.extent.x,
+        width,
         height: p.extent.y,
         depth: p.extent.z,
         ..DriverMemcpy3D::default()
@@ -1983,6 +1963,14 @@ per_thread! {
     cudaMemcpy2D_ptds => cudaMemcpy2D(dst: *mut c_void, dpitch: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
     cudaMemcpy3DAsync_ptsz => cudaMemcpy3DAsync(p: *const Memcpy3DParms, s: Handle) stream s;
     cudaMemcpy3D_ptds => cudaMemcpy3D(p: *const Memcpy3DParms);
+    cudaMemcpy2DToArrayAsync_ptsz => cudaMemcpy2DToArrayAsync(a: Handle, x: usize, y: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int, s: Handle) stream s;
+    cudaMemcpy2DFromArrayAsync_ptsz => cudaMemcpy2DFromArrayAsync(dst: *mut c_void, dpitch: usize, a: Handle, x: usize, y: usize, width: usize, height: usize, kind: c_int, s: Handle) stream s;
+    cudaMemcpyToArrayAsync_ptsz => cudaMemcpyToArrayAsync(a: Handle, x: usize, y: usize, src: *const c_void, count: usize, kind: c_int, s: Handle) stream s;
+    cudaMemcpyFromArrayAsync_ptsz => cudaMemcpyFromArrayAsync(dst: *mut c_void, a: Handle, x: usize, y: usize, count: usize, kind: c_int, s: Handle) stream s;
+    cudaMemcpy2DToArray_ptds => cudaMemcpy2DToArray(a: Handle, x: usize, y: usize, src: *const c_void, spitch: usize, width: usize, height: usize, kind: c_int);
+    cudaMemcpy2DFromArray_ptds => cudaMemcpy2DFromArray(dst: *mut c_void, dpitch: usize, a: Handle, x: usize, y: usize, width: usize, height: usize, kind: c_int);
+    cudaMemcpyToArray_ptds => cudaMemcpyToArray(a: Handle, x: usize, y: usize, src: *const c_void, count: usize, kind: c_int);
+    cudaMemcpyFromArray_ptds => cudaMemcpyFromArray(dst: *mut c_void, a: Handle, x: usize, y: usize, count: usize, kind: c_int);
     cudaMemset3DAsync_ptsz => cudaMemset3DAsync(p: PitchedPtr, v: c_int, extent: Size3, s: Handle) stream s;
     cudaMemset3D_ptds => cudaMemset3D(p: PitchedPtr, v: c_int, extent: Size3);
     cudaMemset2D_ptds => cudaMemset2D(p: *mut c_void, pitch: usize, v: c_int, width: usize, height: usize);

@@ -116,7 +116,8 @@ int main() {
   arr.dstPtr = vol;
   arr.extent = ext;
   arr.kind = cudaMemcpyDeviceToDevice;
-  CHECK("a copy from a CUDA array is cudaErrorNotSupported", cudaMemcpy3D(&arr) == cudaErrorNotSupported);
+  CHECK("a copy from a handle that is no CUDA array is cudaErrorInvalidResourceHandle",
+        cudaMemcpy3D(&arr) == cudaErrorInvalidResourceHandle);
   cudaGetLastError();
   OK(cudaFree(vol.ptr));
   OK(cudaFree(d));
