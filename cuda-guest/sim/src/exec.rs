@@ -957,16 +957,27 @@ impl<'a, 'b> Exec<'a, 'b> {
             let (fmask, rpc) = (top.mask, top.rpc);
             let mut pc = top.pc;
             while let Some(inst) = insts.get(pc as usize) {
-                if matches!(
-                    inst.op,
-                    Op::Bra { .. } | Op::Exit | Op::Bar { .. } | Op::MbarWait { .. }
-                ) {
-                    break;
-                }
                 let mut mask = fmask;
                 if let Some((p, neg)) = inst.guard {
                     let pm = w.preds[p as usize];
                     mask &= if neg { !pm } else { pm };
+                }
+                match inst.op {
+                    // A branch every lane of the frame takes, or none: the run goes on
+                    // (a divergent one is the frame's business, below).
+                    Op::Bra { target } if mask == fmask || mask == 0 => {
+                        self.count += 1;
+                        if self.count.is_multiple_of(TICK) {
+                            self.tick(pc)?;
+                        }
+                        pc = if mask == 0 { pc + 1 } else { target };
+                        if pc == rpc {
+                            break;
+                        }
+                        continue;
+                    }
+                    Op::Bra { .. } | Op::Exit | Op::Bar { .. } | Op::MbarWait { .. } => break,
+                    _ => {}
                 }
                 self.count += 1;
                 if self.count.is_multiple_of(TICK) {
