@@ -70,21 +70,31 @@ pub fn built_library() -> PathBuf {
         .expect("libvmgpu_libcuda.so is built (cargo test -p vmgpu-libcuda builds it)")
 }
 
-/// A directory holding the shim as `libcuda.so.1` and a `libcuda.so` link to it (made
-/// once per test process; kept until the process ends).
+/// A directory holding the shim as `libcuda.so.1` and a `libcuda.so` link to it, and
+/// what the tests build against it: made once per test process, under cargo's
+/// `target/tmp/vmgpu-shim/<pid>`. A test binary cannot remove its own at exit (statics
+/// are not dropped), so each one first removes those of processes that are gone.
 pub fn shim_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("vmgpu-libcuda-")
-            .tempdir()
-            .expect("a temporary directory");
-        std::fs::copy(built_library(), dir.path().join("libcuda.so.1")).expect("copy the shim");
-        std::os::unix::fs::symlink("libcuda.so.1", dir.path().join("libcuda.so"))
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vmgpu-shim");
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for e in entries.flatten() {
+                let pid = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok());
+                if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let dir = root.join(std::process::id().to_string());
+        // A directory left by an earlier process with this number.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the shim's directory");
+        std::fs::copy(built_library(), dir.join("libcuda.so.1")).expect("copy the shim");
+        std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so"))
             .expect("libcuda.so link");
         dir
     })
-    .path()
 }
 
 /// The shim's `libcuda.so.1`.
