@@ -110,19 +110,18 @@ impl Warp {
 /// lane 31 and the mask of the width.
 #[inline(always)]
 fn progression(r0: u64, s: u64, bits: u8) -> Option<(u64, i64, u64, u64)> {
-    let mask = match bits {
-        8 | 16 | 32 => (1u64 << bits) - 1,
-        64 => u64::MAX,
-        _ => return None,
-    };
+    if bits == 0 || bits > 64 {
+        return None;
+    }
+    let mask = u64::MAX >> (64 - bits);
     let t0 = r0 & mask;
     let sm = s & mask;
-    // The stride as the residue nearest zero.
-    let sp = if sm > mask / 2 {
-        sm.wrapping_sub(mask).wrapping_sub(1) as i64
-    } else {
-        sm as i64
-    };
+    if sm == 0 {
+        // Uniform: always exact.
+        return Some((t0, 0, t0, mask));
+    }
+    // The stride as a signed residue (sign-extended from the width).
+    let sp = ((sm << (64 - bits)) as i64) >> (64 - bits);
     let span = sp.unsigned_abs().checked_mul(31)?;
     let t31 = if sp >= 0 {
         t0.checked_add(span).filter(|&t| t <= mask)?
@@ -2304,11 +2303,28 @@ fn alu_affine(inst: &Inst, w: &mut Warp) -> bool {
             let (Some(ta), Some(tb)) = (tag(*a), tag(*b)) else {
                 return false;
             };
-            let (Some((a0, sa)), Some((b0, sb))) = (view(ta, bits, signed), view(tb, bits, signed))
-            else {
-                return false;
+            let (neg, zero, pos) = if ta.1 == 0 && tb.1 == 0 {
+                // Two uniform values: one comparison (as the type reads them).
+                let sh = 64 - bits as u32;
+                let (x, y) = (ta.0 << sh, tb.0 << sh);
+                let ord = if signed {
+                    (x as i64).cmp(&(y as i64))
+                } else {
+                    x.cmp(&y)
+                };
+                match ord {
+                    std::cmp::Ordering::Less => (FULL, 0, 0),
+                    std::cmp::Ordering::Equal => (0, FULL, 0),
+                    std::cmp::Ordering::Greater => (0, 0, FULL),
+                }
+            } else {
+                let (Some((a0, sa)), Some((b0, sb))) =
+                    (view(ta, bits, signed), view(tb, bits, signed))
+                else {
+                    return false;
+                };
+                sign_masks(a0 - b0, sa - sb)
             };
-            let (neg, zero, pos) = sign_masks(a0 - b0, sa - sb);
             let r = match code {
                 0 => zero,
                 1 => !zero,
@@ -2829,8 +2845,9 @@ mod tests {
             0 => r.next(),
             _ => r.pick(&bases).wrapping_add(r.next() % 80).wrapping_sub(40),
         };
-        let s = match r.next() % 4 {
+        let s = match r.next() % 5 {
             0 => (r.next() as i64) >> (r.next() % 64),
+            1 => 0,
             _ => r.pick(&strides),
         };
         (b, s)
