@@ -54,7 +54,7 @@ pub(crate) fn worker(
     let (mut taken, mut got) = (0usize, 0usize);
     let max_pipelined = session.limits().max_pipelined.max(1) as usize;
     let mut queued = 0usize;
-    let push = |replies: &mut Vec<u8>, r: Reply| {
+    let push = |replies: &mut Vec<u8>, r: &Reply| {
         if r.encode(replies).is_err() {
             let _ = Reply::error(r.id, r.opcode, Status::ERROR_UNKNOWN, "reply too large")
                 .encode(replies);
@@ -96,12 +96,15 @@ pub(crate) fn worker(
                                     {
                                         break 'outer;
                                     }
+                                    // Its buffer serves the next copy.
+                                    session.recycle(r.body);
                                 }
-                                Err(_) => push(&mut replies, r),
+                                Err(_) => push(&mut replies, &r),
                             }
                         } else {
-                            push(&mut replies, r);
+                            push(&mut replies, &r);
                             queued += 1;
+                            session.recycle(r.body);
                         }
                     }
                     if session.is_closed() {
@@ -124,7 +127,7 @@ pub(crate) fn worker(
                 Err(e) => match e.answerable() {
                     Some(r) => {
                         if let Some(reply) = session.refused(r, &e.to_string()) {
-                            push(&mut replies, reply);
+                            push(&mut replies, &reply);
                         }
                         if session.is_closed() {
                             // Its id was not above the last one: the closing notice was
@@ -141,7 +144,7 @@ pub(crate) fn worker(
                         );
                         push(
                             &mut replies,
-                            Reply::closing_notice(
+                            &Reply::closing_notice(
                                 Status::ERROR_INVALID_VALUE,
                                 format!("protocol violation: {e}"),
                             ),
@@ -172,7 +175,7 @@ pub(crate) fn worker(
     if stop.load(Ordering::SeqCst) {
         push(
             &mut replies,
-            Reply::closing_notice(Status::ERROR_DEINITIALIZED, "the server is shutting down"),
+            &Reply::closing_notice(Status::ERROR_DEINITIALIZED, "the server is shutting down"),
         );
         flush(&mut replies, &mut sock);
     }

@@ -107,6 +107,10 @@ impl EmbeddedSession {
                 let _ = Reply::error(r.id, r.opcode, Status::ERROR_UNKNOWN, "reply too large")
                     .encode(&mut out);
             }
+            if let Some(s) = self.session.as_mut() {
+                // A device-to-host copy's buffer serves the next one.
+                s.recycle(r.body);
+            }
         }
         if self.session.as_ref().is_some_and(|s| s.is_closed()) {
             self.ended = true;

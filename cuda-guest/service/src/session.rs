@@ -179,7 +179,17 @@ pub struct Session {
     /// Cancelled when the guest is gone: stops the simulator work of every context of
     /// this session (running and queued launches end with a sticky timeout).
     gone: CancelToken,
+    /// A large device-to-host copy's buffer, given back once its reply was written
+    /// ([`Session::recycle`]): the next one's data goes into it (see
+    /// [`Session::data_buffer`]).
+    spare_data: Vec<u8>,
+    /// Buffers of at least [`RECYCLE_MIN`] bytes allocated for device-to-host data.
+    fresh_data_buffers: u64,
 }
+
+/// Device-to-host buffers of at least this many bytes are reused ([`Session::recycle`]);
+/// smaller ones are allocated each time (cheap, and they leave the spare to large ones).
+pub(crate) const RECYCLE_MIN: usize = 64 << 10;
 
 /// The legacy default stream for the reserved values 0, 1 and 2.
 fn norm(s: StreamId) -> StreamId {
@@ -246,6 +256,8 @@ impl Session {
             initialized: false,
             last_id: 0,
             gone: CancelToken::new(),
+            spare_data: Vec::new(),
+            fresh_data_buffers: 0,
             inner,
         }
     }
@@ -323,6 +335,50 @@ impl Session {
                 detail,
             ))
         }
+    }
+
+    /// Gives back a reply's body once it was written: a device-to-host copy's buffer is
+    /// kept (the largest one given back, up to `max_inline`) for the next copy's data.
+    pub fn recycle(&mut self, body: ReplyBody) {
+        if let ReplyBody::Data(data) = body {
+            let room = data.capacity();
+            if data.len() >= RECYCLE_MIN
+                && room >= self.spare_data.capacity()
+                && room <= self.limits.max_inline as usize
+            {
+                self.spare_data = data;
+            }
+        }
+    }
+
+    /// A buffer of `n` bytes for a device-to-host copy's data, which the copy overwrites
+    /// whole (its old bytes are the session's own earlier data): the spare one given
+    /// back by [`Session::recycle`] when it has room, so that a run of large copies costs
+    /// no allocation, zero-fill or page faults per copy (only bytes past the length it
+    /// came back with are zeroed, after a shorter copy), else a new one (zeroed by the
+    /// allocator).
+    pub(crate) fn data_buffer(&mut self, n: usize) -> Vec<u8> {
+        if n < RECYCLE_MIN || self.spare_data.capacity() < n {
+            if n >= RECYCLE_MIN {
+                self.fresh_data_buffers += 1;
+            }
+            return vec![0u8; n];
+        }
+        let mut data = std::mem::take(&mut self.spare_data);
+        data.truncate(n);
+        // Zeros copied in (a `memcpy` even in a debug build, where `resize` is a loop
+        // per byte), within the capacity: no allocation.
+        const ZEROS: [u8; 4096] = [0; 4096];
+        while data.len() < n {
+            let k = (n - data.len()).min(ZEROS.len());
+            data.extend_from_slice(&ZEROS[..k]);
+        }
+        data
+    }
+
+    /// Buffers of at least [`RECYCLE_MIN`] bytes allocated for device-to-host data so far.
+    pub fn fresh_data_buffers(&self) -> u64 {
+        self.fresh_data_buffers
     }
 
     /// Runs one request; the reply (`None` for a `NO_REPLY` request). `lent` is the
@@ -1043,7 +1099,7 @@ fn truncate_utf8(s: &mut String, max: usize) {
 
 #[cfg(test)]
 mod tests {
-    use vmgpu_cuda_proto::Opcode;
+    use vmgpu_cuda_proto::{Opcode, RequestFrame};
 
     /// The file of a command's family: the table's grouping by the opcode's high byte
     /// (`0x04..` is memory, its memsets `0x041.` too, and copies `0x042.`).
@@ -1093,5 +1149,108 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "{missing:#?}");
+    }
+
+    /// A session of a simulator service with a context current and `bytes` of device
+    /// memory holding 0, 1, 2, ... (mod 251); its allocation.
+    fn session_with_memory(bytes: usize) -> (super::Session, vmgpu_cuda_api::DevicePtr) {
+        use vmgpu_cuda_proto::{Features, HostSource, Limits, ReplyBody, Request};
+        let svc = crate::Service::new(
+            crate::BackendChoice::Simulator(vmgpu_cuda_sim::SimConfig::default()),
+            crate::ServiceConfig::default(),
+        )
+        .unwrap();
+        let mut s = svc.open_session("g", 1, Limits::default(), Features::ALL);
+        let mut id = 0;
+        let mut ok = |s: &mut super::Session, request: Request| {
+            id += 1;
+            let r = s.handle(RequestFrame::new(id, request), &[], None).unwrap();
+            assert!(r.status.is_success(), "{r:?}");
+            r.body
+        };
+        ok(&mut s, Request::Init { flags: 0 });
+        let ReplyBody::Context(ctx) = ok(&mut s, Request::PrimaryCtxRetain { device: 0 }) else {
+            panic!("a context")
+        };
+        ok(&mut s, Request::CtxSetCurrent { ctx });
+        let ReplyBody::DevicePtr(d) = ok(
+            &mut s,
+            Request::MemAlloc {
+                bytes: bytes as u64,
+            },
+        ) else {
+            panic!("an allocation")
+        };
+        let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        let src = HostSource::Inline(data);
+        let stream = None;
+        ok(
+            &mut s,
+            Request::MemcpyHtoD {
+                dst: d,
+                src,
+                stream,
+            },
+        );
+        (s, d)
+    }
+
+    #[test]
+    fn device_to_host_copies_reuse_the_buffer_given_back() {
+        // Large copies, each reply given back once written (as the connection worker
+        // and the embedding API do): one buffer is allocated for all of them, and each
+        // reply holds exactly its copy's bytes (never a zero or a stale byte).
+        use vmgpu_cuda_proto::{HostDest, ReplyBody, Request, StreamId};
+        let n = 1 << 20;
+        let (mut s, d) = session_with_memory(2 * n);
+        let mut seen = Vec::new();
+        let sizes = [n, n, n / 2, 3 << 16, n / 2, 1000, n / 2];
+        for (i, &len) in sizes.iter().enumerate() {
+            let at = (i * 4099) % (n - len + 1);
+            let copy = Request::MemcpyDtoH {
+                src: d.offset(at as u64),
+                bytes: len as u64,
+                dst: HostDest::Inline,
+                stream: (i % 2 == 1).then_some(StreamId::DEFAULT),
+            };
+            let r = s
+                .handle(RequestFrame::new(100 + i as u64, copy), &[], None)
+                .unwrap();
+            let ReplyBody::Data(data) = &r.body else {
+                panic!("{r:?}")
+            };
+            let want: Vec<u8> = (at..at + len).map(|i| (i % 251) as u8).collect();
+            assert!(*data == want, "copy {i}: other bytes");
+            seen.push((data.as_ptr() as usize, data.len()));
+            s.recycle(r.body);
+        }
+        // One buffer, the first copy's, for all (the small one takes a small one of
+        // its own).
+        assert_eq!(s.fresh_data_buffers(), 1);
+        let first = seen[0].0;
+        for (i, &(at, len)) in seen.iter().enumerate() {
+            if len >= super::RECYCLE_MIN {
+                assert_eq!(at, first, "copy {i} ({len} bytes) got a buffer of its own");
+            }
+        }
+        // A longer copy than the spare has room for: a new buffer, then kept.
+        for k in 0..2 {
+            let copy = Request::MemcpyDtoH {
+                src: d,
+                bytes: 2 * n as u64,
+                dst: HostDest::Inline,
+                stream: None,
+            };
+            let r = s
+                .handle(RequestFrame::new(200 + k, copy), &[], None)
+                .unwrap();
+            let ReplyBody::Data(data) = &r.body else {
+                panic!("{r:?}")
+            };
+            let want: Vec<u8> = (0..2 * n).map(|i| (i % 251) as u8).collect();
+            assert!(*data == want, "other bytes");
+            s.recycle(r.body);
+        }
+        assert_eq!(s.fresh_data_buffers(), 2);
     }
 }

@@ -332,8 +332,12 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
     fn write_guest(&self, bytes: &[u8]) -> bool {
+        self.write_guest_all(&[bytes])
+    }
+    /// Writes `parts` one after the other, nothing of another writer between them.
+    fn write_guest_all(&self, parts: &[&[u8]]) -> bool {
         let mut g = self.guest_out.lock().unwrap_or_else(|p| p.into_inner());
-        g.write_all(bytes).is_ok()
+        parts.iter().all(|p| g.write_all(p).is_ok())
     }
     fn reply(&self, r: Reply) -> bool {
         let mut out = Vec::new();
@@ -450,12 +454,17 @@ impl Frames {
     /// The next whole frame, reading from `r` as needed; `Ok(None)` at the end of the
     /// stream. The frame is valid until the next call.
     fn next(&mut self, r: &mut impl Read) -> std::io::Result<Option<&[u8]>> {
+        Ok(self.next_at(r)?.map(|at| &self.buf[at]))
+    }
+
+    /// [`Frames::next`]: where the frame is in `buf`.
+    fn next_at(&mut self, r: &mut impl Read) -> std::io::Result<Option<std::ops::Range<usize>>> {
         loop {
             let want = match self.next_len()? {
                 Some(len) if self.end - self.start >= len => {
                     let at = self.start;
                     self.start += len;
-                    return Ok(Some(&self.buf[at..at + len]));
+                    return Ok(Some(at..at + len));
                 }
                 Some(len) => len,
                 None => HEADER_LEN,
@@ -613,14 +622,21 @@ impl Service {
                 Ok(Some(f)) if f.len() >= REPLY_HEADER_LEN => {
                     let (id, op, _) = header(f);
                     let status = Status(u32::from_le_bytes([f[16], f[17], f[18], f[19]]));
-                    out.extend_from_slice(f);
                     // A successful `CtxCreate` reply's body is the new context's handle.
                     seen.push((id, op, status, word_at(f, REPLY_HEADER_LEN)));
                     let notice = id == 0 && op == Opcode::Goodbye.code();
-                    if frames.has_ready() && out.len() < BATCH && !notice {
-                        continue;
-                    }
-                    let written = sh.write_guest(&out);
+                    let written = if f.len() >= BATCH {
+                        // A large reply (a device-to-host copy's data): written from where
+                        // it was read, after the replies gathered before it, not copied
+                        // into `out` (which would grow to its size).
+                        sh.write_guest_all(&[&out, f])
+                    } else {
+                        out.extend_from_slice(f);
+                        if frames.has_ready() && out.len() < BATCH && !notice {
+                            continue;
+                        }
+                        sh.write_guest(&out)
+                    };
                     out.clear();
                     {
                         let mut st = sh.lock();
@@ -768,8 +784,9 @@ impl Service {
         let mut rd = sock;
         if worker.is_some() {
             loop {
-                let frame = match frames.next(&mut rd) {
-                    Ok(Some(f)) => f.to_vec(),
+                // Where it was read: valid until the next frame is read.
+                let frame = match frames.next_at(&mut rd) {
+                    Ok(Some(at)) => &frames.buf[at],
                     Ok(None) => {
                         send(&mut pending, worker.as_mut());
                         // Gone without a goodbye (a goodbye ends the loop itself).
@@ -787,7 +804,7 @@ impl Service {
                         break;
                     }
                 };
-                let (rid, op, flags) = header(&frame);
+                let (rid, op, flags) = header(frame);
                 let no_reply = flags & FLAG_NO_REPLY != 0;
                 let (poisoned, dead) = {
                     let st = shared.lock();
@@ -838,7 +855,7 @@ impl Service {
                             released = true;
                         }
                     } else if op == Opcode::CtxDestroy.code() {
-                        let ctx = word_at(&frame, HEADER_LEN);
+                        let ctx = word_at(frame, HEADER_LEN);
                         if ctx != 0 && st.created.contains(&ctx) {
                             st.created.retain(|c| *c != ctx);
                             answer = Some(Reply::ok(
@@ -939,7 +956,7 @@ impl Service {
                 }
                 if !no_reply {
                     let named = if op == Opcode::CtxDestroy.code() {
-                        word_at(&frame, HEADER_LEN)
+                        word_at(frame, HEADER_LEN)
                     } else {
                         0
                     };
@@ -947,12 +964,12 @@ impl Service {
                 }
                 drop(st);
                 if pending.is_empty() && !frames.has_ready() && op != Opcode::Goodbye.code() {
-                    // Alone (a synchronous call, a bulk copy): on at once, not copied.
-                    let mut one = frame;
-                    send(&mut one, worker.as_mut());
+                    // Alone (a synchronous call, a bulk copy): on at once from where it
+                    // was read, not copied.
+                    write_worker(frame, worker.as_mut());
                     continue;
                 }
-                pending.extend_from_slice(&frame);
+                pending.extend_from_slice(frame);
                 if op == Opcode::Goodbye.code() {
                     send(&mut pending, worker.as_mut());
                     shared.drain();
@@ -1017,12 +1034,17 @@ fn send(pending: &mut Vec<u8>, worker: Option<&mut Worker>) {
     if pending.is_empty() {
         return;
     }
+    write_worker(pending, worker);
+    pending.clear();
+}
+
+/// Writes `bytes` to the worker (a failed write ends its input).
+fn write_worker(bytes: &[u8], worker: Option<&mut Worker>) {
     if let Some(w) = worker {
-        if w.to.write_all(pending).is_err() {
+        if w.to.write_all(bytes).is_err() {
             let _ = w.to.shutdown(std::net::Shutdown::Write);
         }
     }
-    pending.clear();
 }
 
 /// Waits for the worker to exit (killing it after [`EXIT_GRACE`], or at once with

@@ -9,8 +9,10 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError, Weak};
 
 use super::transport::{wait_hangup, Transport, HANGUP_WAIT};
-use crate::{Decoder, HostSource, Limits, Reply, ReplyBody, Request, RequestFrame, Status};
-use vmgpu_cuda_api::{sys, CudaError, DriverError};
+use crate::{
+    Decoder, HostSource, Limits, Opcode, Reply, ReplyBody, Request, RequestFrame, Status, StreamId,
+};
+use vmgpu_cuda_api::{sys, CudaError, DevicePtr, DriverError};
 
 /// Most bytes of asynchronous device-to-host copies left unread on the connection.
 pub(super) const UNREAD_DTOH_LIMIT: usize = 1 << 20;
@@ -19,6 +21,10 @@ pub(super) const UNREAD_DTOH_LIMIT: usize = 1 << 20;
 pub(super) const SMALL_WRITE: usize = 64 << 10;
 /// Queued `NO_REPLY` bytes written at once (batching stops here).
 const BATCH: usize = 1 << 20;
+/// Inline host-to-device data of at least this many bytes is written to the transport
+/// from where the caller has it, right after its frame's head (see [`Conn::send_htod`]);
+/// smaller copies are copied once, into the queued frames, and batched.
+pub(super) const DIRECT_WRITE: usize = 64 << 10;
 
 /// Locks `m`, taking it as it is when a panic on another thread poisoned it.
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -161,6 +167,9 @@ pub(super) struct Conn {
     pub(super) current: u64,
     /// Bytes of asynchronous device-to-host copies whose replies are not read yet.
     unread_dtoh: usize,
+    /// Bytes written straight to the transport ([`Conn::send_htod`]) while data replies
+    /// may be waiting unread (counted with the queued ones against [`SMALL_WRITE`]).
+    written_unread: usize,
     /// A failed transport (or an ended session): every later call fails with this.
     broken: Option<Fail>,
     /// The descriptor of a virtio-serial port transport (see [`wait_hangup`]).
@@ -195,6 +204,7 @@ impl Conn {
             async_failure: None,
             current: 0,
             unread_dtoh: 0,
+            written_unread: 0,
             broken: None,
             virtio_port,
             init_sent: false,
@@ -278,9 +288,22 @@ impl Conn {
     /// writes replies with blocking writes and reads no request meanwhile, so while a
     /// data reply may be waiting, the client writes nothing large before reading it.
     fn before(&mut self, request: &Request) -> R<()> {
+        let large = match request {
+            Request::MemcpyHtoD {
+                src: HostSource::Inline(data),
+                ..
+            } => data.len(),
+            Request::ModuleLoadData { image } => image.len(),
+            _ => 0,
+        };
+        self.before_op(request.opcode(), large)
+    }
+
+    /// [`Conn::before`] for a request with opcode `opcode` carrying `large` bytes of bulk
+    /// data.
+    fn before_op(&mut self, opcode: Opcode, large: usize) -> R<()> {
         // A command the session's protocol lacks (1.1 added `CtxCreate`, ...) is the
         // driver's "not supported", at the call.
-        let opcode = request.opcode();
         if opcode.minor() > self.minor {
             return Err(Fail::new(
                 sys::CUDA_ERROR_NOT_SUPPORTED,
@@ -293,21 +316,15 @@ impl Conn {
             ));
         }
         if self.unread_dtoh == 0 {
+            self.written_unread = 0;
             return Ok(());
         }
-        let large = match request {
-            Request::MemcpyHtoD {
-                src: HostSource::Inline(data),
-                ..
-            } => data.len(),
-            Request::ModuleLoadData { image } => image.len(),
-            _ => 0,
-        };
-        if large + self.out.len() > SMALL_WRITE {
+        if large + self.out.len() + self.written_unread > SMALL_WRITE {
             self.flush()?;
             while self.unread_dtoh > 0 {
                 self.read_one()?;
             }
+            self.written_unread = 0;
         }
         Ok(())
     }
@@ -331,14 +348,90 @@ impl Conn {
         }
     }
 
-    /// Sends a request that gets a reply, without waiting for it.
-    pub(super) fn send(&mut self, id: u64, request: Request, pending: Pending) -> R<()> {
-        self.check()?;
-        self.before(&request)?;
+    /// Waits until one more request may await its reply (`max_pipelined`).
+    fn room_for_reply(&mut self) -> R<()> {
         while self.pending.len() as u64 >= u64::from(self.limits.max_pipelined.max(1)) {
             self.flush()?;
             self.read_one()?;
         }
+        Ok(())
+    }
+
+    /// Sends an inline host-to-device copy of `data` (at most `max_inline` bytes) to
+    /// `dst`: synchronous without `stream` (returns its id, to [`Conn::finish`]), else
+    /// on `stream`, pipelined (`NO_REPLY`; or, when the server did not grant pipelining,
+    /// sent and waited for like [`Conn::post`]; returns `None`).
+    ///
+    /// `data` is not needed once this returns (pageable semantics): at least
+    /// [`DIRECT_WRITE`] bytes are written to the transport from `data` itself, after the
+    /// queued frames and the copy's head (no copy anywhere: the frame is never built
+    /// whole); fewer are copied once, into the queued frames.
+    pub(super) fn send_htod(
+        &mut self,
+        dst: DevicePtr,
+        stream: Option<StreamId>,
+        data: &[u8],
+    ) -> R<Option<u64>> {
+        self.check()?;
+        let opcode = match stream {
+            Some(_) => Opcode::MemcpyHtoDAsync,
+            None => Opcode::MemcpyHtoD,
+        };
+        self.before_op(opcode, data.len())?;
+        let no_reply = stream.is_some() && self.pipelining;
+        if !no_reply {
+            self.room_for_reply()?;
+        }
+        let id = self.id();
+        let before = self.out.len();
+        if let Err(e) = RequestFrame::encode_inline_htod_head(
+            id,
+            no_reply,
+            dst,
+            stream,
+            data.len(),
+            &mut self.out,
+        ) {
+            self.out.truncate(before);
+            return Err(Fail::new(
+                sys::CUDA_ERROR_INVALID_VALUE,
+                format!("cannot encode the request: {e}"),
+            ));
+        }
+        if data.len() < DIRECT_WRITE {
+            self.out.extend_from_slice(data);
+            if self.out.len() >= BATCH {
+                self.flush()?;
+            }
+        } else {
+            // The queued frames, this copy's head, then its data from where it is.
+            if self.unread_dtoh > 0 {
+                self.written_unread += self.out.len() + data.len();
+            }
+            self.flush()?;
+            let r = self.io.write_all(data).and_then(|_| self.io.flush());
+            r.map_err(|e| self.break_with(io_fail("write", e)))?;
+        }
+        if no_reply {
+            return Ok(None);
+        }
+        self.pending.push_back((id, Pending::Sync));
+        if stream.is_none() {
+            return Ok(Some(id));
+        }
+        let r = self.wait(id)?;
+        if r.status.is_success() {
+            Ok(None)
+        } else {
+            Err(Fail::of_reply(&r))
+        }
+    }
+
+    /// Sends a request that gets a reply, without waiting for it.
+    pub(super) fn send(&mut self, id: u64, request: Request, pending: Pending) -> R<()> {
+        self.check()?;
+        self.before(&request)?;
+        self.room_for_reply()?;
         let dtoh = match pending {
             Pending::DtoH { len, .. } => len,
             Pending::Sync | Pending::Into { .. } => 0,
@@ -723,5 +816,226 @@ mod tests {
         c.forget_destinations();
         assert_eq!(c.finish(2).unwrap(), ReplyBody::Data(vec![7; 64]));
         assert_eq!(dst, vec![0u8; 64]);
+    }
+
+    /// What the client wrote: all of it, and how many bytes were written straight from
+    /// the source buffer watched.
+    #[derive(Debug, Default)]
+    struct Written {
+        src: Mutex<std::ops::Range<usize>>,
+        bytes: Mutex<Vec<u8>>,
+        from_src: AtomicUsize,
+        elsewhere: AtomicUsize,
+    }
+
+    /// A server's side scripted: its replies read from `replies`; what the client writes
+    /// recorded in `written`.
+    #[derive(Debug)]
+    struct Recording {
+        replies: Cursor<Vec<u8>>,
+        written: Arc<Written>,
+    }
+
+    impl Read for Recording {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.replies.read(buf)
+        }
+    }
+
+    impl Write for Recording {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let at = buf.as_ptr() as usize;
+            let src = lock(&self.written.src).clone();
+            let from = if src.contains(&at) && at + buf.len() <= src.end {
+                &self.written.from_src
+            } else {
+                &self.written.elsewhere
+            };
+            from.fetch_add(buf.len(), Ordering::SeqCst);
+            lock(&self.written.bytes).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A connection over a [`Recording`] transport whose replies are `replies`.
+    fn recording(replies: &[Reply], pipelining: bool) -> (Conn, Arc<Written>) {
+        let mut wire = Vec::new();
+        for r in replies {
+            r.encode(&mut wire).unwrap();
+        }
+        let written = Arc::new(Written::default());
+        let io = Recording {
+            replies: Cursor::new(wire),
+            written: written.clone(),
+        };
+        let c = Conn::new(
+            Box::new(io),
+            Limits::default(),
+            crate::VERSION_MINOR,
+            pipelining,
+            None,
+        );
+        (c, written)
+    }
+
+    /// The request frames in `bytes`.
+    fn frames(bytes: &[u8]) -> Vec<RequestFrame> {
+        let mut d = Decoder::<RequestFrame>::new(Limits::default());
+        let (mut fed, mut out) = (0, Vec::new());
+        loop {
+            while let Some(f) = d.next_frame().unwrap() {
+                out.push(f);
+            }
+            if fed == bytes.len() {
+                return out;
+            }
+            fed += d.feed(&bytes[fed..]);
+        }
+    }
+
+    fn htod(id: u64, no_reply: bool, data: &[u8], stream: Option<StreamId>) -> RequestFrame {
+        RequestFrame {
+            id,
+            no_reply,
+            request: Request::MemcpyHtoD {
+                dst: DevicePtr(1 << 20),
+                src: HostSource::Inline(data.to_vec()),
+                stream,
+            },
+        }
+    }
+
+    #[test]
+    fn host_to_device_data_is_written_from_the_source() {
+        // A synchronous 6 MiB copy and an asynchronous 1 MiB one: their data goes from
+        // the program's buffers to the transport (only their heads are written from
+        // anywhere else), and the asynchronous one is written before the call returns
+        // (the source may be reused at once). A small asynchronous copy is copied once,
+        // into the batch, at the call.
+        let (mut c, written) =
+            recording(&[Reply::ok(1, Opcode::MemcpyHtoD, ReplyBody::Empty)], true);
+        let watch = |src: &[u8]| {
+            let at = src.as_ptr() as usize;
+            *lock(&written.src) = at..at + src.len();
+            (
+                written.from_src.load(Ordering::SeqCst),
+                written.elsewhere.load(Ordering::SeqCst),
+            )
+        };
+        let count = |(from, elsewhere): (usize, usize)| {
+            (
+                written.from_src.load(Ordering::SeqCst) - from,
+                written.elsewhere.load(Ordering::SeqCst) - elsewhere,
+            )
+        };
+
+        let sync: Vec<u8> = (0..6u32 << 20).map(|i| (i % 251) as u8).collect();
+        let before = watch(&sync);
+        let id = c.send_htod(DevicePtr(1 << 20), None, &sync).unwrap();
+        assert_eq!(id, Some(1));
+        assert_eq!(c.finish(1).unwrap(), ReplyBody::Empty);
+        let (from, elsewhere) = count(before);
+        assert_eq!(from, sync.len(), "bytes written from the source");
+        assert!(elsewhere <= 64, "{elsewhere} bytes written from elsewhere");
+
+        let mut asynchronous: Vec<u8> = (0..1u32 << 20).map(|i| (i % 241) as u8).collect();
+        let before = watch(&asynchronous);
+        let s = Some(StreamId(3));
+        assert_eq!(
+            c.send_htod(DevicePtr(1 << 20), s, &asynchronous).unwrap(),
+            None
+        );
+        // Written already: the program may change its buffer now.
+        let (from, elsewhere) = count(before);
+        assert_eq!(from, asynchronous.len(), "bytes written from the source");
+        assert!(elsewhere <= 64, "{elsewhere} bytes written from elsewhere");
+        let sent_async = asynchronous.clone();
+        asynchronous.fill(0xee);
+
+        let mut small = vec![5u8; 4096];
+        let before = watch(&small);
+        assert_eq!(c.send_htod(DevicePtr(1 << 20), s, &small).unwrap(), None);
+        small.fill(6);
+        c.flush().unwrap();
+        let (from, elsewhere) = count(before);
+        assert_eq!(from, 0, "a small copy is written from the batch");
+        assert!((4096..4096 + 64).contains(&elsewhere));
+
+        let frames = frames(&lock(&written.bytes));
+        assert_eq!(
+            frames,
+            vec![
+                htod(1, false, &sync, None),
+                htod(2, true, &sent_async, s),
+                htod(3, true, &[5u8; 4096], s),
+            ]
+        );
+        assert!(c.pending.is_empty() && c.ready.is_empty());
+    }
+
+    #[test]
+    fn an_asynchronous_host_to_device_copy_without_pipelining_is_waited_for() {
+        // The server did not grant pipelining: each copy is answered and waited for, its
+        // failure returned at the call.
+        let (mut c, written) = recording(
+            &[
+                Reply::ok(1, Opcode::MemcpyHtoDAsync, ReplyBody::Empty),
+                Reply::error(2, Opcode::MemcpyHtoDAsync, Status(400), "bad stream"),
+            ],
+            false,
+        );
+        let s = Some(StreamId(3));
+        let data = vec![9u8; 256 << 10];
+        assert_eq!(c.send_htod(DevicePtr(1 << 20), s, &data).unwrap(), None);
+        let f = c
+            .send_htod(DevicePtr(1 << 20), s, &data[..100])
+            .unwrap_err();
+        assert_eq!((f.code, f.detail.as_str()), (400, "bad stream"));
+        assert_eq!(
+            frames(&lock(&written.bytes)),
+            vec![htod(1, false, &data, s), htod(2, false, &data[..100], s)]
+        );
+        assert!(c.pending.is_empty() && c.ready.is_empty());
+    }
+
+    #[test]
+    fn unread_data_replies_are_read_before_much_is_written_straight() {
+        // A data reply may be waiting unread: large copies written from the program's
+        // buffers count against `SMALL_WRITE` as queued ones do, so the client reads the
+        // reply before it writes on (the service reads nothing while its write waits).
+        let back = vec![3u8; 4096];
+        let (mut c, written) = recording(
+            &[Reply::ok(
+                1,
+                Opcode::MemcpyDtoHAsync,
+                ReplyBody::Data(back.clone()),
+            )],
+            true,
+        );
+        let mut dst = vec![0u8; back.len()];
+        let later = Pending::DtoH {
+            dst: dst.as_mut_ptr() as usize,
+            len: dst.len(),
+        };
+        c.send(1, dtoh(back.len(), Some(StreamId(3))), later)
+            .unwrap();
+        c.flush().unwrap();
+        let s = Some(StreamId(4));
+        // Written straight, each within SMALL_WRITE, both beyond it.
+        let up = vec![8u8; DIRECT_WRITE.max(SMALL_WRITE / 2 + 1)];
+        c.send_htod(DevicePtr(1 << 20), s, &up).unwrap();
+        assert_eq!(
+            c.unread_dtoh,
+            back.len(),
+            "within SMALL_WRITE: not read yet"
+        );
+        c.send_htod(DevicePtr(1 << 20), s, &up).unwrap();
+        assert_eq!(c.unread_dtoh, 0, "read before more was written");
+        assert_eq!(dst, back);
+        c.flush().unwrap();
+        assert_eq!(frames(&lock(&written.bytes)).len(), 3);
     }
 }

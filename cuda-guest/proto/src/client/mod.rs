@@ -42,8 +42,9 @@
 //! records and stream waits go out with `NO_REPLY` (when the server grants pipelining),
 //! batched until a reply is needed, and return at once; their failures come back from
 //! the next synchronising call, with the request that caused them in the detail.
-//! [`Backend::memcpy_htod_async`] takes its bytes at the call (the frame carries them:
-//! pageable semantics, so the source may be reused at once).
+//! [`Backend::memcpy_htod_async`] takes its bytes at the call (pageable semantics, so the
+//! source may be reused at once): a large copy's bytes are written to the transport from
+//! the source before it returns, a small one's copied into the batch.
 //! [`Backend::memcpy_dtoh_async`] is sent without waiting; its data is written into the
 //! destination when its reply is read, at the latest by the next call that waits for a
 //! reply (every synchronising call does). Copies larger than the session's `max_inline`
@@ -75,8 +76,8 @@ use conn::{goodbye_at_exit_of, lock, not_ready, unexpected, Conn, Fail, Pending,
 use transport::{handshake, wait_hangup, Addr, HANGUP_WAIT};
 
 use crate::{
-    ContextId, EventId, Features, FunctionId, HostDest, HostSource, KernelParams, Limits,
-    MemsetWidth, ModuleId, ReplyBody, Request, StreamId,
+    ContextId, EventId, Features, FunctionId, HostDest, KernelParams, Limits, MemsetWidth,
+    ModuleId, ReplyBody, Request, StreamId,
 };
 use vmgpu_cuda_api::{
     check_owner, next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute,
@@ -801,18 +802,11 @@ impl RemoteBackend {
             let chunk = (c.limits.max_inline as usize).max(1);
             let mut ids = Vec::new();
             for (i, part) in data.chunks(chunk).enumerate() {
-                let request = Request::MemcpyHtoD {
-                    dst: dst.offset((i * chunk) as u64),
-                    src: HostSource::Inline(part.to_vec()),
-                    stream: stream.map(|s| StreamId(s.raw())),
-                };
-                match stream {
-                    Some(_) => c.post(request)?,
-                    None => {
-                        let id = c.id();
-                        c.send(id, request, Pending::Sync)?;
-                        ids.push(id);
-                    }
+                // Sent from `part` itself (or copied once, when small; see
+                // `Conn::send_htod`): nothing of it is needed after this call.
+                let at = dst.offset((i * chunk) as u64);
+                if let Some(id) = c.send_htod(at, stream.map(|s| StreamId(s.raw())), part)? {
+                    ids.push(id);
                 }
             }
             let mut first = Ok(());
@@ -1478,8 +1472,8 @@ impl Backend for RemoteBackend {
             return Err(invalid_value("a null source").at(OP));
         }
         // SAFETY: the caller guarantees `src..src+bytes` is readable host memory (not
-        // null, checked) that nothing writes during this call; the bytes are copied into
-        // frames before it returns (pageable semantics).
+        // null, checked) that nothing writes during this call; the bytes are written to
+        // the transport or copied into the batch before it returns (pageable semantics).
         let data = unsafe { std::slice::from_raw_parts(src, bytes) };
         self.htod(OP, dst, data, Some(stream))
     }

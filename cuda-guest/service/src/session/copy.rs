@@ -116,7 +116,8 @@ impl Session {
                 if bytes > u64::from(self.limits.max_inline) {
                     return Err(invalid("more than max_inline bytes"));
                 }
-                let mut out = vec![0u8; n];
+                // Written whole by the copy below (dropped if it fails).
+                let mut out = self.data_buffer(n);
                 if n > 0 {
                     match stream {
                         None => {
