@@ -232,6 +232,32 @@ fn graphs_changed_after_they_are_built() {
     server.wait_idle();
 }
 
+/// `textures.cu`: texture objects over arrays, linear and pitched memory (point and
+/// bilinear sampling, clamp/wrap/border, normalized coordinates, 8-bit texels as
+/// normalized floats and integers, layered and 3-D arrays) and a surface read and
+/// written in place; a trapping surface access outside fails the launch. On the
+/// simulator and forwarded to it.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn textures_and_surfaces() {
+    let exe = build("textures", "zstd", PTX80);
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = run(&exe, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            stdout.contains("textures: 60 checks, 0 failed"),
+            "{env:?}: {fails:#?}\n{stdout}"
+        );
+        assert!(stdout.contains("bilinear: out[2][15] = 207.5"), "{stdout}");
+        assert!(out.status.success(), "{env:?}");
+    }
+    server.wait_idle();
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -353,6 +353,15 @@ pub enum Operand {
     },
     /// `name+offset` outside brackets.
     NameOffset(String, i64),
+    /// `[object, coordinates]` of `tex`, `suld` and `sust`: the texture or surface
+    /// (a register holding an object, or a `.texref`/`.surfref` name) and the coordinate
+    /// vector (or the one coordinate).
+    Texture {
+        /// Register or name of the texture or surface.
+        object: String,
+        /// Coordinates, in the instruction's order.
+        coords: Vec<Operand>,
+    },
     /// A vector `{a, b, c, d}`.
     Vector(Vec<Operand>),
     /// A parenthesised list (call arguments and returns).

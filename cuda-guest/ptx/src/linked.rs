@@ -270,6 +270,10 @@ fn rename(m: &mut Module, to: &HashMap<String, String>) {
         match o {
             Operand::Name(n) | Operand::NameOffset(n, _) => name(n),
             Operand::Address { base: Some(b), .. } => name(b),
+            Operand::Texture { object, coords } => {
+                name(object);
+                coords.iter_mut().for_each(|o| operand(o, name));
+            }
             Operand::Vector(v) | Operand::List(v) => v.iter_mut().for_each(|o| operand(o, name)),
             Operand::Not(o) => operand(o, name),
             _ => {}

@@ -953,6 +953,18 @@ impl<'a> Parser<'a> {
                     Tok::Word(w) => {
                         self.bump();
                         base = Some(w.to_string());
+                        // `[tex, {x, y}]`: a texture or surface and its coordinates.
+                        if self.eat_punct(b',') {
+                            let coords = match self.operand()? {
+                                Operand::Vector(v) => v,
+                                one => vec![one],
+                            };
+                            self.expect_punct(b']')?;
+                            return Ok(Operand::Texture {
+                                object: w.to_string(),
+                                coords,
+                            });
+                        }
                         if self.eat_punct(b'+') || self.is_punct(b'-') {
                             offset = self.expect_int("an offset")?;
                         }

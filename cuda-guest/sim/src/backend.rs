@@ -908,6 +908,7 @@ fn code_of(e: &SimError) -> i32 {
         SimError::BarrierDivergence { .. } | SimError::Trap { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
         SimError::Assert(_) => sys::CUDA_ERROR_ASSERT,
         SimError::BadCall { .. } => sys::CUDA_ERROR_INVALID_PC,
+        SimError::Texture { .. } => sys::CUDA_ERROR_ILLEGAL_ADDRESS,
         SimError::Sticky(inner) => code_of(inner),
         SimError::OutOfMemory { .. } => sys::CUDA_ERROR_OUT_OF_MEMORY,
         // The simulator's JIT cannot compile it (an instruction unknown to PTX is

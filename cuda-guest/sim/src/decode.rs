@@ -400,6 +400,29 @@ pub(crate) enum Op {
     BadCall {
         a: R,
     },
+    /// `tex.{1d,2d,3d,a1d,a2d}.v4.{f32,s32,u32}.{f32,s32}`: four results sampled from
+    /// the texture object in `obj` at `coords` (`layer` first for an array geometry).
+    Tex {
+        d: [R; 4],
+        obj: R,
+        coords: [R; 3],
+        layer: Option<R>,
+        int_coords: bool,
+        ret: crate::texture::Result4,
+    },
+    /// `suld.b.{1d,2d,3d,a1d,a2d}[.v2,.v4].b{8,16,32,64}` (`store` false) and `sust.b`
+    /// (true): `n` elements of `size` bytes at byte column `coords[0]`, row and slice
+    /// (or layer) of the surface object in `obj`.
+    Surf {
+        store: bool,
+        v: [R; 4],
+        n: u8,
+        size: u8,
+        obj: R,
+        coords: [R; 3],
+        ncoords: u8,
+        bounds: crate::texture::Bounds,
+    },
     Nop,
 }
 
@@ -1847,6 +1870,17 @@ impl<'a> Dec<'a> {
                 Op::Selp { d, a, b, p, neg }
             }
             "ld" | "ldu" | "st" => self.mem(i, &types, line)?,
+            "tex" => self.tex(i, &types, line)?,
+            "suld" | "sust" => self.surf(i, &types, line)?,
+            "tld4" | "txq" | "suq" | "sured" | "istypep" => {
+                return derr(
+                    line,
+                    format!(
+                        "`{}` is not supported (tex, suld.b and sust.b are)",
+                        i.full_name()
+                    ),
+                )
+            }
             "atom" | "red" => {
                 let is_red = i.opcode == "red";
                 need(if is_red { 2 } else { 3 })?;
@@ -2324,6 +2358,208 @@ impl<'a> Dec<'a> {
             s: d,
             a: da,
             off: doff,
+        })
+    }
+
+    /// The texture or surface register and coordinates of `[obj, {coords}]`.
+    fn texture_operand<'o>(
+        &mut self,
+        o: &'o Operand,
+        what: &str,
+        line: u32,
+    ) -> DResult<(R, &'o [Operand])> {
+        let Operand::Texture { object, coords } = o else {
+            return derr(
+                line,
+                format!("{what}: expected `[object, {{coordinates}}]`"),
+            );
+        };
+        match self.lookup(object) {
+            Some(Sym::Reg(r, _)) => Ok((r, coords)),
+            _ => derr(
+                line,
+                format!(
+                    "{what} through `{object}`: texture and surface references (.texref, \
+                     .surfref) are not supported, only objects (a 64-bit register)"
+                ),
+            ),
+        }
+    }
+
+    /// `tex.geom.v4.dtype.ctype d, [obj, {coords}]`.
+    fn tex(&mut self, i: &Instruction, types: &[ScalarType], line: u32) -> DResult<Op> {
+        use crate::texture::Result4;
+        let name = i.full_name();
+        let [dt, ct] = types else {
+            return derr(
+                line,
+                format!("`{name}`: expected a result and a coordinate type"),
+            );
+        };
+        if i.operands.len() != 2 || !i.has("v4") {
+            return derr(
+                line,
+                format!("`{name}`: only tex.v4 with no offset, depth or lod operand is supported"),
+            );
+        }
+        let ret = match dt {
+            ScalarType::F32 => Result4::F32,
+            ScalarType::S32 => Result4::S32,
+            ScalarType::U32 => Result4::U32,
+            t => {
+                return derr(
+                    line,
+                    format!("`{name}`: .{} results are not supported", t.name()),
+                )
+            }
+        };
+        let int_coords = match ct {
+            ScalarType::F32 => false,
+            ScalarType::S32 => true,
+            t => {
+                return derr(
+                    line,
+                    format!("`{name}`: .{} coordinates are not supported", t.name()),
+                )
+            }
+        };
+        if i.has("level") || i.has("grad") {
+            return derr(
+                line,
+                format!("`{name}`: mipmap levels and gradients are not supported"),
+            );
+        }
+        // Coordinates a geometry takes (a layer first for arrays), and how many of them
+        // are coordinates proper.
+        let (layered, dims) = if i.has("1d") {
+            (false, 1)
+        } else if i.has("2d") {
+            (false, 2)
+        } else if i.has("3d") {
+            (false, 3)
+        } else if i.has("a1d") {
+            (true, 1)
+        } else if i.has("a2d") {
+            (true, 2)
+        } else {
+            return derr(
+                line,
+                format!("`{name}`: only the 1d, 2d, 3d, a1d and a2d geometries are supported"),
+            );
+        };
+        let (d, _) = self.vec_regs(&i.operands[0], line, true)?;
+        if d.len() != 4 {
+            return derr(line, format!("`{name}`: four destinations expected"));
+        }
+        let (obj, cs) = self.texture_operand(&i.operands[1], &name, line)?;
+        let first = usize::from(layered);
+        if cs.len() < first + dims {
+            return derr(line, format!("`{name}`: {} coordinates given", cs.len()));
+        }
+        let layer = if layered {
+            Some(self.src(&cs[0], line)?)
+        } else {
+            None
+        };
+        let mut coords = [0; 3];
+        for (k, c) in cs[first..first + dims].iter().enumerate() {
+            coords[k] = self.src(c, line)?;
+        }
+        for c in coords.iter_mut().skip(dims) {
+            *c = self.konst(0);
+        }
+        Ok(Op::Tex {
+            d: [d[0], d[1], d[2], d[3]],
+            obj,
+            coords,
+            layer,
+            int_coords,
+            ret,
+        })
+    }
+
+    /// `suld.b.geom[.vN].bW.mode v, [obj, {coords}]` and `sust.b.geom[.vN].bW.mode [obj,
+    /// {coords}], v`.
+    fn surf(&mut self, i: &Instruction, types: &[ScalarType], line: u32) -> DResult<Op> {
+        use crate::texture::Bounds;
+        let name = i.full_name();
+        let store = i.opcode == "sust";
+        if !i.has("b") || i.operands.len() != 2 {
+            return derr(
+                line,
+                format!("`{name}`: only the .b (unformatted) form is supported"),
+            );
+        }
+        let size = match types {
+            [ScalarType::B8] => 1,
+            [ScalarType::B16] => 2,
+            [ScalarType::B32] => 4,
+            [ScalarType::B64] => 8,
+            _ => return derr(line, format!("`{name}`: expected .b8, .b16, .b32 or .b64")),
+        };
+        let n: u8 = if i.has("v4") {
+            4
+        } else if i.has("v2") {
+            2
+        } else {
+            1
+        };
+        let bounds = if i.has("clamp") {
+            Bounds::Clamp
+        } else if i.has("zero") {
+            Bounds::Zero
+        } else {
+            Bounds::Trap
+        };
+        let ncoords: u8 = if i.has("1d") {
+            1
+        } else if i.has("2d") || i.has("a1d") {
+            2
+        } else if i.has("3d") || i.has("a2d") {
+            3
+        } else {
+            return derr(
+                line,
+                format!("`{name}`: only the 1d, 2d, 3d, a1d and a2d geometries are supported"),
+            );
+        };
+        if i.has("a1d") || i.has("a2d") {
+            return derr(
+                line,
+                format!("`{name}`: layered surfaces are not supported"),
+            );
+        }
+        let (vo, ao) = if store {
+            (&i.operands[1], &i.operands[0])
+        } else {
+            (&i.operands[0], &i.operands[1])
+        };
+        let (vs, _) = self.vec_regs(vo, line, !store)?;
+        if vs.len() != n as usize {
+            return derr(
+                line,
+                format!("`{name}`: {} values for a vector of {n}", vs.len()),
+            );
+        }
+        let (obj, cs) = self.texture_operand(ao, &name, line)?;
+        if cs.len() < ncoords as usize {
+            return derr(line, format!("`{name}`: {} coordinates given", cs.len()));
+        }
+        let mut coords = [0; 3];
+        for (k, c) in cs[..ncoords as usize].iter().enumerate() {
+            coords[k] = self.src(c, line)?;
+        }
+        let mut v = [0; 4];
+        v[..vs.len()].copy_from_slice(&vs);
+        Ok(Op::Surf {
+            store,
+            v,
+            n,
+            size,
+            obj,
+            coords,
+            ncoords,
+            bounds,
         })
     }
 
@@ -2838,6 +3074,10 @@ fn written(op: &Op) -> Vec<R> {
             ..
         } => vec![*r],
         Op::Ld { n, d, .. } | Op::LdParam { n, d, .. } => d[..*n as usize].to_vec(),
+        Op::Tex { d, .. } => d.to_vec(),
+        Op::Surf {
+            store: false, v, n, ..
+        } => v[..*n as usize].to_vec(),
         Op::Atom { d, .. } => d.iter().copied().collect(),
         Op::Vote {
             mode: VoteMode::Ballot,
@@ -2913,6 +3153,37 @@ fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
         Op::Redux { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::Match { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::BadCall { a } => (vec![*a], vec![]),
+        Op::Tex {
+            d,
+            obj,
+            coords,
+            layer,
+            ..
+        } => {
+            let mut u = vec![*obj];
+            u.extend_from_slice(coords);
+            u.extend(layer.iter().copied());
+            (u, d.to_vec())
+        }
+        Op::Surf {
+            store,
+            v,
+            n,
+            obj,
+            coords,
+            ncoords,
+            ..
+        } => {
+            let mut u = vec![*obj];
+            u.extend_from_slice(&coords[..*ncoords as usize]);
+            let vals = v[..*n as usize].to_vec();
+            if *store {
+                u.extend(vals);
+                (u, vec![])
+            } else {
+                (u, vals)
+            }
+        }
     }
 }
 
@@ -3193,6 +3464,9 @@ fn weight(stmts: &[Statement]) -> u64 {
             Operand::Pair(a, b) => (a.len() + b.len()) as u64,
             // At most `ptx::MAX_NESTING` deep.
             Operand::Vector(v) | Operand::List(v) => v.iter().map(operand).sum::<u64>() + 1,
+            Operand::Texture { object, coords } => {
+                object.len() as u64 + coords.iter().map(operand).sum::<u64>() + 1
+            }
             Operand::Not(o) => operand(o) + 1,
             Operand::Int(_) | Operand::F32(_) | Operand::F64(_) | Operand::Sink => 1,
         }

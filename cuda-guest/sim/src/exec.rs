@@ -339,6 +339,40 @@ enum Target {
 }
 
 impl<'a, 'b> Exec<'a, 'b> {
+    /// The texture (or, with `surface`, surface) object descriptor a lane's handle
+    /// points to: read as global memory (a stale or forged handle faults as a load
+    /// would), and refused when the bytes there are not a descriptor of that kind.
+    #[allow(clippy::too_many_arguments)]
+    fn descriptor(
+        &mut self,
+        handle: u64,
+        surface: bool,
+        w: &Warp,
+        wid: u32,
+        lane: usize,
+        pc: u32,
+        ls: usize,
+    ) -> Result<vmgpu_cuda_api::texture::Descriptor, SimError> {
+        use vmgpu_cuda_api::texture::{Descriptor, SIZE};
+        let t = self.resolve(Sp::Global, handle, SIZE as u64, 8, false, wid, lane, pc, ls)?;
+        let mut b = [0u8; SIZE];
+        for (k, chunk) in b.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(&self.load(&t, 8 * k as u64, 8, w).to_le_bytes());
+        }
+        let what = if surface { "surface" } else { "texture" };
+        match Descriptor::decode(&b) {
+            Some(d) if d.surface == surface => Ok(d),
+            _ => Err(SimError::Texture {
+                at: self.location(wid, lane, pc),
+                handle,
+                message: format!(
+                    "{handle:#x} is not a {what} object (cu{}ObjectCreate makes them)",
+                    if surface { "Surf" } else { "Tex" }
+                ),
+            }),
+        }
+    }
+
     /// Reads the 8-byte mbarrier word at `addr` and writes `f` of it back; the old value.
     #[allow(clippy::too_many_arguments)]
     fn mbar_rmw(
@@ -1822,6 +1856,112 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
                 write(&mut w.regs, *d, &out, mask);
+            }
+            Op::Tex {
+                d,
+                obj,
+                coords,
+                layer,
+                int_coords,
+                ret,
+            } => {
+                let mut cached: Option<(u64, vmgpu_cuda_api::texture::Descriptor)> = None;
+                each_lane!(mask, l, {
+                    let handle = w.regs[*obj as usize * 32 + l];
+                    let desc = match cached {
+                        Some((h, d)) if h == handle => d,
+                        _ => {
+                            let d = self.descriptor(handle, false, w, wid, l, pc, ls)?;
+                            cached = Some((handle, d));
+                            d
+                        }
+                    };
+                    let c = coords.map(|r| w.regs[r as usize * 32 + l]);
+                    let c = if *int_coords {
+                        crate::texture::Coords::Int(c.map(|v| v as u32 as i32))
+                    } else {
+                        crate::texture::Coords::Float(c.map(|v| f32::from_bits(v as u32)))
+                    };
+                    let lay = layer.map_or(0, |r| w.regs[r as usize * 32 + l] as u32 as i32);
+                    let v = {
+                        let mut fetch = |addr: u64, n: usize| -> Result<[u8; 16], SimError> {
+                            let t =
+                                self.resolve(Sp::Global, addr, n as u64, 1, false, wid, l, pc, ls)?;
+                            let mut b = [0u8; 16];
+                            for (k, x) in b.iter_mut().enumerate().take(n) {
+                                *x = self.load(&t, k as u64, 1, w) as u8;
+                            }
+                            Ok(b)
+                        };
+                        crate::texture::sample(&desc, c, lay, *ret, &mut fetch)?
+                    };
+                    for k in 0..4 {
+                        w.regs[d[k] as usize * 32 + l] = u64::from(v[k]);
+                    }
+                });
+            }
+            Op::Surf {
+                store,
+                v,
+                n,
+                size,
+                obj,
+                coords,
+                ncoords: _,
+                bounds,
+            } => {
+                let mut cached: Option<(u64, vmgpu_cuda_api::texture::Descriptor)> = None;
+                let total = u64::from(*size) * u64::from(*n);
+                each_lane!(mask, l, {
+                    let handle = w.regs[*obj as usize * 32 + l];
+                    let desc = match cached {
+                        Some((h, d)) if h == handle => d,
+                        _ => {
+                            let d = self.descriptor(handle, true, w, wid, l, pc, ls)?;
+                            cached = Some((handle, d));
+                            d
+                        }
+                    };
+                    let [x, y, z] =
+                        coords.map(|r| w.regs[r as usize * 32 + l] as u32 as i32 as i64);
+                    match crate::texture::surface_address(&desc, x, y, z, total, *bounds) {
+                        Err(()) => {
+                            return Err(SimError::Texture {
+                                at: self.location(wid, l, pc),
+                                handle,
+                                message: format!(
+                                    "surface access of {total} bytes at byte {x}, row {y}, slice {z} is outside the {}x{}x{} surface of {}-byte elements (.trap)",
+                                    desc.width,
+                                    desc.height,
+                                    desc.depth,
+                                    desc.texel_bytes()
+                                ),
+                            })
+                        }
+                        Ok(None) => {
+                            if !*store {
+                                for k in 0..*n as usize {
+                                    w.regs[v[k] as usize * 32 + l] = 0;
+                                }
+                            }
+                        }
+                        Ok(Some(addr)) => {
+                            let t = self.resolve(Sp::Global, addr, total, u64::from(*size), *store, wid, l, pc, ls)?;
+                            for k in 0..*n as usize {
+                                let o = (k * *size as usize) as u64;
+                                if *store {
+                                    let val = w.regs[v[k] as usize * 32 + l];
+                                    match t {
+                                        Target::Global(i, go) => self.l.live[i].store(go + o, *size, val),
+                                        _ => unreachable!("surfaces are global memory"),
+                                    }
+                                } else {
+                                    w.regs[v[k] as usize * 32 + l] = self.load(&t, o, *size, w);
+                                }
+                            }
+                        }
+                    }
+                });
             }
             Op::BadCall { a } => {
                 // Every lane here called through a pointer naming no function the call

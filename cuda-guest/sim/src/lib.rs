@@ -25,6 +25,15 @@
 //!   run by the lanes whose pointer is its address. A lane whose pointer names none of
 //!   them (null, a data or host pointer, another module's function) stops the launch
 //!   with [`SimError::BadCall`] (`CUDA_ERROR_INVALID_PC`).
+//! - Textures and surfaces through objects: `tex.{1d,2d,3d,a1d,a2d}.v4` (f32, s32 or u32
+//!   results; float or integer coordinates) and `suld.b`/`sust.b` (1-D, 2-D, 3-D;
+//!   `.trap`, `.clamp`, `.zero`). An object handle is the device address of a
+//!   descriptor `libcuda.so.1` writes there ([`vmgpu_cuda_api::texture`]), read as
+//!   global memory; sampling is CUDA's: point or bilinear/trilinear in 1/256 steps, wrap
+//!   and mirror on normalized coordinates, clamp, border, 8/16-bit texels as
+//!   normalized floats, `tex1Dfetch` reading 0 outside. A handle that names no object,
+//!   or a trapping surface access outside, stops the launch ([`SimError::Texture`],
+//!   `CUDA_ERROR_ILLEGAL_ADDRESS`); texels of freed memory fault as a load would.
 //! - Global memory: tagged 64-bit addresses never reused, so null, freed and foreign
 //!   pointers fault; every access is checked against the live allocations and its
 //!   alignment; a fault names kernel, block, thread, PTX line, address, size and the
@@ -81,7 +90,9 @@
 //! %warpid %nwarpid %smid %nsmid %lanemask_* %clock %clock64 %globaltimer
 //! %dynamic_smem_size %total_smem_size`; the constant `WARP_SZ`.
 //!
-//! Not implemented (a load error names the line): textures and surfaces, `brx.idx`,
+//! Not implemented (a load error names the line): texture and surface references
+//! (`.texref`/`.surfref`), cubemap and multisample geometries, `tld4`, `txq`, `suq`,
+//! formatted surface stores, mipmap levels, `brx.idx`,
 //! `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`,
 //! `bar.arrive`, clusters.
 //!
@@ -144,6 +155,7 @@ mod exec;
 mod memory;
 mod ops;
 mod printf;
+mod texture;
 
 pub use backend::SimBackend;
 pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
@@ -451,6 +463,18 @@ pub enum SimError {
         at: Location,
         /// The pointer it called through.
         address: u64,
+    },
+    /// A texture or surface instruction whose object handle names no object of its
+    /// kind, or a `.trap` surface access outside the surface: the launch stops, as a
+    /// GPU's does, with an illegal address.
+    #[error("{message}: {at}")]
+    Texture {
+        /// The first thread that made the access.
+        at: Location,
+        /// The handle it used.
+        handle: u64,
+        /// What was wrong.
+        message: String,
     },
     /// A device-side `assert` failed (`__assertfail`): the launch stops; its text is the
     /// line a GPU prints.
