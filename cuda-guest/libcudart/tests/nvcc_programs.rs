@@ -35,6 +35,28 @@ fn runtime_api(env: &[(&str, &str)], forwarded: bool) {
     );
 }
 
+/// Runs `exe` with `args` on the simulator and forwarded to a service on it: each run
+/// prints `summary` (its "name: N checks, 0 failed" line) and every one of `lines`,
+/// exits 0, and logs no unsupported entry point.
+fn on_sim_and_forwarded(exe: &std::path::Path, args: &[&str], summary: &str, lines: &[&str]) {
+    let server = Server::start();
+    let addr = server.env();
+    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
+    for env in [SIM, &forwarded[..]] {
+        let out = nvcc::run_args(exe, args, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(stdout.contains(summary), "{env:?}: {fails:#?}\n{stdout}");
+        for l in lines {
+            assert!(stdout.contains(l), "{env:?}: no `{l}` in\n{stdout}");
+        }
+        assert!(out.status.success(), "{env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
+    }
+    server.wait_idle();
+}
+
 #[test]
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn runtime_api_program_on_the_simulator() {
@@ -128,24 +150,12 @@ fn managed_variables_on_the_simulator_and_forwarded() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn virtual_functions_and_function_pointers() {
     let exe = build("indirect_calls", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("indirect_calls: 24 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(
-            stdout.contains("call through a host function's address: cudaErrorInvalidPc (718)"),
-            "{env:?}: {stdout}"
-        );
-        assert!(out.status.success(), "{env:?}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "indirect_calls: 24 checks, 0 failed",
+        &["call through a host function's address: cudaErrorInvalidPc (718)"],
+    );
 }
 
 /// `pitched.cu`: cudaMallocPitch/cudaMalloc3D, 2-D and 3-D copies and memsets on the
@@ -155,26 +165,12 @@ fn virtual_functions_and_function_pointers() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn pitched_memory_copies_and_memsets() {
     let exe = build("pitched", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("pitched: 29 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(
-            stdout.contains("volume: hv2[2][3][8] = 2359.5 (want 2359.5)"),
-            "{stdout}"
-        );
-        assert!(out.status.success(), "{env:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "pitched: 29 checks, 0 failed",
+        &["volume: hv2[2][3][8] = 2359.5 (want 2359.5)"],
+    );
 }
 
 /// `runtime_queries.cu`: driver entry points through the runtime, stream and device
@@ -184,23 +180,12 @@ fn pitched_memory_copies_and_memsets() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn runtime_queries_that_libraries_make() {
     let exe = build("runtime_queries", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("runtime_queries: 55 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(stdout.contains("kernel name: _Z5scalePffi"), "{stdout}");
-        assert!(out.status.success(), "{env:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "runtime_queries: 55 checks, 0 failed",
+        &["kernel name: _Z5scalePffi"],
+    );
 }
 
 /// `graph_update.cu`: node parameters set in a graph and in an executable graph,
@@ -210,26 +195,12 @@ fn runtime_queries_that_libraries_make() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn graphs_changed_after_they_are_built() {
     let exe = build("graph_update", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("graph_update: 44 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(
-            stdout.contains("after update: out2[0] = 0.75, host saw 11"),
-            "{stdout}"
-        );
-        assert!(out.status.success(), "{env:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "graph_update: 44 checks, 0 failed",
+        &["after update: out2[0] = 0.75, host saw 11"],
+    );
 }
 
 /// `textures.cu`: texture objects over arrays, linear and pitched memory (point and
@@ -241,21 +212,12 @@ fn graphs_changed_after_they_are_built() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn textures_and_surfaces() {
     let exe = build("textures", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("textures: 60 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(stdout.contains("bilinear: out[2][15] = 207.5"), "{stdout}");
-        assert!(out.status.success(), "{env:?}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "textures: 60 checks, 0 failed",
+        &["bilinear: out[2][15] = 207.5"],
+    );
 }
 
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
@@ -288,23 +250,12 @@ fn driver_api_programs_load_fatbins_in_their_own_context() {
     let sass = fatbin("sass", &["-gencode", "arch=compute_90,code=sm_90"]);
     let args = [&ptx, &plain, &sass].map(|p| p.to_str().expect("a UTF-8 path").to_string());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = nvcc::run_args(&exe, &args, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
-        assert!(
-            stdout.contains("driver_interop: 35 checks, 0 failed"),
-            "{env:?}: {fails:#?}\n{stdout}"
-        );
-        assert!(stdout.contains("machine-code-only fatbin: 209"), "{stdout}");
-        assert!(out.status.success(), "{env:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("not supported"), "{env:?}: {stderr}");
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &args,
+        "driver_interop: 35 checks, 0 failed",
+        &["machine-code-only fatbin: 209"],
+    );
 }
 
 #[test]
@@ -399,18 +350,10 @@ fn separate_compilation_links_the_relocatable_ptx() {
 #[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
 fn graphs_built_node_by_node() {
     let exe = build("graph_nodes", "zstd", PTX80);
-    let server = Server::start();
-    let addr = server.env();
-    let forwarded = [("VMGPU_CUDA_SERVER", addr.as_str())];
-    for env in [SIM, &forwarded[..]] {
-        let out = run(&exe, env);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            stdout.contains("graph_nodes: 0 of 1036 elements wrong")
-                && stdout.contains("graph_nodes: 40 checks, 0 failed"),
-            "{env:?}: {stdout}"
-        );
-        assert!(out.status.success());
-    }
-    server.wait_idle();
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "graph_nodes: 40 checks, 0 failed",
+        &["graph_nodes: 0 of 1036 elements wrong"],
+    );
 }

@@ -12,17 +12,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
+#include "check.h"
 #define DRV(call) CHECK(#call, (call) == CUDA_SUCCESS)
 #define RT(call) CHECK(#call, (call) == cudaSuccess)
 
@@ -135,6 +125,5 @@ int main(int argc, char **argv) {
   RT(cudaMalloc(&p, 64));
   RT(cudaFree(p));
 
-  printf("driver_interop: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("driver_interop");
 }

@@ -5,18 +5,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 __global__ void scale_add(const float *in, float *out, int n, float k) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -132,6 +121,5 @@ int main() {
   OK(cudaStreamDestroy(s));
   OK(cudaFree(in));
   OK(cudaFree(out));
-  printf("graph_nodes: %d checks, %d failed\n", checks, failures);
-  return failures != 0;
+  return summary("graph_nodes");
 }

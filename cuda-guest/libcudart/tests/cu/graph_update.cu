@@ -7,18 +7,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 __global__ void axpb(float *p, float a, float b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -177,6 +166,5 @@ int main() {
   OK(cudaFreeHost(out));
   OK(cudaFreeHost(out2));
   OK(cudaStreamDestroy(s));
-  printf("graph_update: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("graph_update");
 }

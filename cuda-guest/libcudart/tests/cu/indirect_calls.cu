@@ -8,18 +8,7 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 #define N 256
 
@@ -156,6 +145,5 @@ int main() {
   CHECK("a call through a host function's address fails with cudaErrorInvalidPc", e == cudaErrorInvalidPc);
   CHECK("the error is sticky", cudaMemcpy(hout, out, sizeof hout, cudaMemcpyDeviceToHost) == cudaErrorInvalidPc);
 
-  printf("indirect_calls: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("indirect_calls");
 }

@@ -5,18 +5,7 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 #define N 1000
 
@@ -116,6 +105,5 @@ int main() {
   CHECK("after cudaDeviceReset: vals[7] is 3 * 0 + 1, seeded 142",
         vals[7] == 1.0f && seeded == 142);
 
-  printf("managed_var: %d checks, %d failed\n", checks, failures);
-  return failures != 0;
+  return summary("managed_var");
 }

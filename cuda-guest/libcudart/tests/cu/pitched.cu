@@ -7,18 +7,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 // Adds 1000 * z + 100 * y to every float of a pitched volume (w x h x d floats).
 __global__ void bump(cudaPitchedPtr p, int w, int h, int d) {
@@ -122,6 +111,5 @@ int main() {
   OK(cudaFree(vol.ptr));
   OK(cudaFree(d));
   OK(cudaStreamDestroy(s));
-  printf("pitched: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("pitched");
 }

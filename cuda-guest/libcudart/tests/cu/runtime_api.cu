@@ -6,18 +6,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 __device__ int counter;
 __constant__ float coeff[4];
@@ -323,6 +312,5 @@ int main() {
   CHECK("an illegal address", e == cudaErrorIllegalAddress);
   CHECK("sticky: every later call", cudaMalloc(&dx, 4) == cudaErrorIllegalAddress);
 
-  printf("runtime_api: %d checks, %d failed\n", checks, failures);
-  return failures != 0;
+  return summary("runtime_api");
 }

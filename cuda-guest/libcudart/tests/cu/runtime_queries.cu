@@ -7,18 +7,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 __global__ void scale(float *p, float k, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -133,6 +122,5 @@ int main() {
   OK(cudaFree(p));
   OK(cudaStreamDestroy(s));
   OK(cudaStreamDestroy(nb));
-  printf("runtime_queries: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("runtime_queries");
 }

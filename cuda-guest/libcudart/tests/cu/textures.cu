@@ -10,18 +10,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "check.h"
 
 #define W 16
 #define H 8
@@ -277,6 +266,5 @@ int main() {
   printf("     trapping surface write outside: %s\n", cudaGetErrorName(e));
   CHECK("a .trap surface write outside the surface fails the launch", e == cudaErrorIllegalAddress);
 
-  printf("textures: %d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return summary("textures");
 }

@@ -10,18 +10,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-static int checks, failures;
-#define CHECK(what, cond)                                                          \
-  do {                                                                             \
-    checks++;                                                                      \
-    if (cond) {                                                                    \
-      printf("ok   %s\n", what);                                                   \
-    } else {                                                                       \
-      failures++;                                                                  \
-      printf("FAIL %s (line %d)\n", what, __LINE__);                               \
-    }                                                                              \
-  } while (0)
-#define OK(call) CHECK(#call, (call) == cudaSuccess)
+#include "../cu/check.h"
 
 __constant__ float coeff[4];
 __device__ int counter;
@@ -216,6 +205,5 @@ int main() {
   device_properties();
   managed_memory();
   symbols_streams_events();
-  printf("cuda12_api: %d checks, %d failed\n", checks, failures);
-  return failures != 0;
+  return summary("cuda12_api");
 }
