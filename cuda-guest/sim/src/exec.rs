@@ -1250,8 +1250,29 @@ impl<'a, 'b> Exec<'a, 'b> {
                                 row[l] = ws[l] as u64 & dmask;
                             }
                         } else {
-                            for l in 0..32 {
-                                row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                            // The same per half warp (a 16-wide block: a row of a 16x16
+                            // tile each): one word, or 16 consecutive words, per half.
+                            let (mut hstep, mut hdiff) = (0u64, 0u64);
+                            for (l, &o) in offs.iter().enumerate() {
+                                let h = offs[l & 16];
+                                hstep |= o ^ h.wrapping_add(4 * (l & 15) as u64);
+                                hdiff |= o ^ h;
+                            }
+                            let w1 = (offs[16] >> 2) as usize;
+                            if hdiff == 0 {
+                                row[..16].fill(sh[w0] as u64 & dmask);
+                                row[16..].fill(sh[w1] as u64 & dmask);
+                            } else if let (Some(lo), Some(hi), 0) =
+                                (sh.get(w0..w0 + 16), sh.get(w1..w1 + 16), hstep)
+                            {
+                                for l in 0..16 {
+                                    row[l] = lo[l] as u64 & dmask;
+                                    row[16 + l] = hi[l] as u64 & dmask;
+                                }
+                            } else {
+                                for l in 0..32 {
+                                    row[l] = sh[(offs[l] >> 2) as usize] as u64 & dmask;
+                                }
                             }
                         }
                         if *sx {
