@@ -19,6 +19,64 @@ pub const MAGIC: u32 = 0x3178_7476; // "vtx1"
 /// Bytes of a descriptor in device memory.
 pub const SIZE: usize = 72;
 
+/// `CUDA_ARRAY3D_DESCRIPTOR` (cuda.h): an array's extent, format and flags.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Array3DDescriptor {
+    /// Texels a row.
+    pub width: usize,
+    /// Rows (0 for 1-D).
+    pub height: usize,
+    /// Slices or layers (0 for 1-D and 2-D).
+    pub depth: usize,
+    /// `CUarray_format`.
+    pub format: u32,
+    /// Channels a texel.
+    pub channels: u32,
+    /// `CUDA_ARRAY3D_*` flags.
+    pub flags: u32,
+}
+
+/// `CUDA_RESOURCE_DESC` (cuda.h): the resource type, its union as words (read per
+/// type), and flags.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceDesc {
+    /// `CUresourcetype`.
+    pub res_type: u32,
+    /// The union: array handle; or device pointer, format and channels (low and high
+    /// half of the second word), then size (linear) or width, height, pitch (pitch 2-D).
+    pub res: [u64; 16],
+    /// Must be 0.
+    pub flags: u32,
+}
+
+/// `CUDA_TEXTURE_DESC` (cuda.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TextureDesc {
+    /// `CUaddress_mode` of each dimension.
+    pub address: [u32; 3],
+    /// `CUfilter_mode`.
+    pub filter: u32,
+    /// `CU_TRSF_*`.
+    pub flags: u32,
+    /// Ignored here.
+    pub max_anisotropy: u32,
+    /// Ignored here (no mipmaps).
+    pub mipmap_filter: u32,
+    /// Ignored here.
+    pub mipmap_bias: f32,
+    /// Ignored here.
+    pub min_mipmap_clamp: f32,
+    /// Ignored here.
+    pub max_mipmap_clamp: f32,
+    /// The border color.
+    pub border: [f32; 4],
+    /// Reserved.
+    pub reserved: [i32; 12],
+}
+
 /// A texel's channel type (`CUarray_format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

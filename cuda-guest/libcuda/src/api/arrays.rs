@@ -12,10 +12,12 @@
 //! handle it would misread.
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_uint, c_void};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use vmgpu_cuda_api::texture::{self, AddressMode, Descriptor, Format};
+use vmgpu_cuda_api::texture::{
+    self, AddressMode, Array3DDescriptor, Descriptor, Format, ResourceDesc, TextureDesc,
+};
 
 use super::{call, current, driver, nonnull, out, ptr};
 use crate::fail::{Fail, R};
@@ -29,18 +31,6 @@ pub(crate) struct ArrayDescriptor {
     height: usize,
     format: c_uint,
     channels: c_uint,
-}
-
-/// `CUDA_ARRAY3D_DESCRIPTOR`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Array3DDescriptor {
-    width: usize,
-    height: usize,
-    depth: usize,
-    format: c_uint,
-    channels: c_uint,
-    flags: c_uint,
 }
 
 /// `CUDA_ARRAY3D_LAYERED`.
@@ -198,31 +188,6 @@ entry! {
         // SAFETY: `out` refuses null.
         unsafe { out(d, a.desc) }
     }
-}
-
-/// `CUDA_RESOURCE_DESC`: its type, the union (as bytes, read per type) and flags.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ResourceDesc {
-    res_type: c_uint,
-    res: [u64; 16],
-    flags: c_uint,
-}
-
-/// `CUDA_TEXTURE_DESC`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TextureDesc {
-    address: [c_uint; 3],
-    filter: c_uint,
-    flags: c_uint,
-    max_anisotropy: c_uint,
-    mipmap_filter: c_uint,
-    mipmap_bias: f32,
-    min_mipmap_clamp: f32,
-    max_mipmap_clamp: f32,
-    border: [f32; 4],
-    reserved: [c_int; 12],
 }
 
 /// `CU_RESOURCE_TYPE_*`.

@@ -14,6 +14,9 @@ use super::{
 use crate::driver::{CUdeviceptr, Handle};
 use crate::errors::*;
 use crate::state::{cu, Fail, R};
+use vmgpu_cuda_api::texture::{
+    Array3DDescriptor, ResourceDesc as DriverResourceDesc, TextureDesc as DriverTextureDesc,
+};
 
 /// `struct cudaChannelFormatDesc`.
 #[repr(C)]
@@ -30,18 +33,6 @@ pub struct ChannelFormatDesc {
 const KIND_SIGNED: c_int = 0;
 const KIND_UNSIGNED: c_int = 1;
 const KIND_FLOAT: c_int = 2;
-
-/// `CUDA_ARRAY3D_DESCRIPTOR`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct Array3DDescriptor {
-    width: usize,
-    height: usize,
-    depth: usize,
-    format: c_uint,
-    channels: c_uint,
-    flags: c_uint,
-}
 
 /// The driver's format and channel count of a channel descriptor (equal widths, 1, 2
 /// or 4 channels).
@@ -406,15 +397,6 @@ pub struct ResourceDesc {
     res: [u64; 7],
 }
 
-/// `CUDA_RESOURCE_DESC`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct DriverResourceDesc {
-    res_type: c_uint,
-    res: [u64; 16],
-    flags: c_uint,
-}
-
 /// The driver's resource descriptor of the runtime's.
 ///
 /// # Safety
@@ -492,22 +474,6 @@ pub struct TextureDesc {
     max_mipmap_clamp: f32,
     disable_trilinear: c_int,
     seamless_cubemap: c_int,
-}
-
-/// `CUDA_TEXTURE_DESC`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct DriverTextureDesc {
-    address: [c_uint; 3],
-    filter: c_uint,
-    flags: c_uint,
-    max_anisotropy: c_uint,
-    mipmap_filter: c_uint,
-    mipmap_bias: f32,
-    min_mipmap_clamp: f32,
-    max_mipmap_clamp: f32,
-    border: [f32; 4],
-    reserved: [c_int; 12],
 }
 
 rt! {
