@@ -70,7 +70,7 @@ fn entry_points_resolve_through_cu_get_proc_address_to_the_versioned_symbols() {
         checked += 1;
     }
     assert_eq!(checked, cuda_guest::driver::loader::ENTRY_POINTS.len());
-    assert_eq!(native.driver_version().unwrap(), 12080);
+    assert_eq!(native.driver_version().unwrap(), 13000);
     assert_eq!(
         native
             .device_name(cuda_guest::driver::Device::new(0))

@@ -39,7 +39,7 @@ fn vector_add_in_sim_mode() {
         out.contains("vmgpu PTX simulator (virtual sm_80), sm_80"),
         "{out}"
     );
-    assert!(out.contains("driver 12080"), "{out}");
+    assert!(out.contains("driver 13000"), "{out}");
     assert!(out.contains("1000 elements OK (c[999] = 1498.5)"), "{out}");
 }
 

@@ -116,8 +116,10 @@ fn sim_pci_bus(dev: u32) -> u32 {
 pub fn sim_pci_bus_id(dev: u32) -> String {
     format!("0000:{:02x}:00.0", sim_pci_bus(dev))
 }
-/// The CUDA version the simulator reports (`cuDriverGetVersion`): 12.8.
-pub const SIM_DRIVER_VERSION: i32 = 12080;
+/// The CUDA version the simulator reports (`cuDriverGetVersion`): 13.0, the `cuda.h`
+/// whose entry points `libcuda.so.1` serves (CUDA 12's too). A driver older than the
+/// runtime would be refused by programs that compare the two, as cuda-samples do.
+pub const SIM_DRIVER_VERSION: i32 = 13000;
 /// Largest shared memory (static plus dynamic) one block may use on the virtual device,
 /// after opting in with [`Backend::function_set_max_dynamic_shared`].
 pub const SIM_MAX_SHARED_PER_BLOCK: u32 = 166_912;

@@ -69,7 +69,7 @@ fn devices_json_reports_the_documented_virtual_device() {
     assert_eq!(v["backend"]["kind"], "sim");
     assert_eq!(v["backend"]["requested"], "sim");
     assert_eq!(v["backend"]["source"], "VMGPU_CUDA_BACKEND");
-    assert_eq!(v["backend"]["driver_version"], 12080);
+    assert_eq!(v["backend"]["driver_version"], 13000);
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 1);
     let d = &devices[0];
