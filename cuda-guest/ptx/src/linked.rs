@@ -217,10 +217,29 @@ pub fn link(name: &str, mut modules: Vec<Module>) -> Result<Module, ParseError> 
             continue;
         }
         if !DEVICE_RUNTIME.contains(&f.name.as_str()) {
+            // libcudadevrt's entry points: kernels launching kernels, which only a GPU's
+            // device runtime provides.
+            let cdp = [
+                "__cudaCDP",
+                "cudaLaunchDevice",
+                "cudaGetParameterBuffer",
+                "cnp",
+            ]
+            .iter()
+            .any(|p| f.name.starts_with(p));
+            let why = if cdp {
+                " (a call of CUDA's device runtime: dynamic parallelism, kernels launching \
+                 kernels, is not supported)"
+            } else {
+                ""
+            };
             return Err(err(
                 &unit,
                 f.line,
-                format!("unresolved extern function {}: no unit defines it", f.name),
+                format!(
+                    "unresolved extern function {}: no unit defines it{why}",
+                    f.name
+                ),
             ));
         }
         defined.insert(f.name.clone(), (String::new(), f.line));

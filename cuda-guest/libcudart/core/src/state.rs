@@ -6,7 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_int, c_void, CString};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::driver::{self, CUdeviceptr, Driver, Handle};
@@ -365,7 +365,16 @@ impl Runtime {
             Image::Units(units) => {
                 let mut state: Handle = std::ptr::null_mut();
                 let none = std::ptr::null_mut();
-                cu!(self.d, cuLinkCreate_v2(0, none, none.cast(), &mut state))?;
+                // The linker's error log (CU_JIT_ERROR_LOG_BUFFER and its size), to say
+                // why a link fails.
+                let mut log = vec![0u8; 4096];
+                let mut options: [c_int; 2] = [5, 6];
+                let mut values: [*mut c_void; 2] =
+                    [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+                cu!(
+                    self.d,
+                    cuLinkCreate_v2(2, options.as_mut_ptr(), values.as_mut_ptr(), &mut state)
+                )?;
                 let linked = (|| {
                     for (i, u) in units.iter().enumerate() {
                         let name = CString::new(format!("relocatable-{i}.ptx")).expect("no NUL");
@@ -390,7 +399,14 @@ impl Runtime {
                     cu!(self.d, cuModuleLoadData(&mut m, img))
                 })();
                 let _ = cu!(self.d, cuLinkDestroy(state));
-                linked?;
+                linked.map_err(|mut f| {
+                    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                    let text = String::from_utf8_lossy(&log[..end]);
+                    if !text.trim().is_empty() {
+                        f.detail = format!("{}: {}", f.detail, text.trim());
+                    }
+                    f
+                })?;
             }
         }
         Ok(m)
