@@ -187,6 +187,9 @@ impl Linker {
             let mut bytes = text.into_bytes();
             bytes.push(0);
             self.image = Some(bytes);
+            // Done: the logs the program gave are written (empty), as after a load, so
+            // that none is left as it was allocated.
+            self.log("");
         }
         let image = self.image.as_ref().expect("made above");
         Ok((image.as_ptr().cast(), image.len()))
