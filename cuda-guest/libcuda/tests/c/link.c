@@ -15,6 +15,8 @@ static void *vals[] = {error_log, (void *)(size_t)sizeof error_log};
 
 static CUlinkState create(void) {
   CUlinkState l;
+  /* The size option is in/out: a link writes what it filled there. */
+  vals[1] = (void *)(size_t)sizeof error_log;
   CHECK(cuLinkCreate(2, opts, vals, &l));
   return l;
 }
