@@ -613,3 +613,50 @@ fn a_call_through_a_pointer_naming_no_function_stops_the_launch() {
         s.reset();
     }
 }
+
+#[test]
+fn bmsk_and_vabsdiff4_as_thrust_and_stereo_kernels_use_them() {
+    // Lane l: bmsk.clamp with a = l, b = 40 - l (clamped to 32); bmsk.wrap with
+    // a = l + 30, b = l; vabsdiff4.u32 and .s32 .add of two packed words plus 1000.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n\
+         .reg .b32 %r<16>; .reg .b64 %rd<6>;\n\
+         ld.param.u64 %rd1, [out]; mov.u32 %r1, %tid.x;\n\
+         mov.u32 %r2, 40; sub.u32 %r3, %r2, %r1;\n\
+         bmsk.clamp.b32 %r4, %r1, %r3;\n\
+         add.u32 %r5, %r1, 30; bmsk.wrap.b32 %r6, %r5, %r1;\n\
+         mul.lo.u32 %r7, %r1, 0x01030507; mov.u32 %r8, 0x80ff10f0;\n\
+         vabsdiff4.u32.u32.u32.add %r9, %r7, %r8, 1000;\n\
+         vabsdiff4.s32.s32.s32.add %r10, %r7, %r8, 1000;\n\
+         mul.wide.u32 %rd2, %r1, 16; add.s64 %rd3, %rd1, %rd2;\n\
+         st.global.v4.u32 [%rd3], {{%r4, %r6, %r9, %r10}};\n\
+         ret;\n}}\n"
+    );
+    let mut s = sim(2);
+    let m = s.load_module("bits.ptx", &ptx).unwrap();
+    let out = s.malloc(16 * 32).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)]).unwrap();
+    let got = read_u32(&mut s, out, 128);
+    let mask = |p: u32, w: u32| (((1u64 << w) - 1) << p) as u32;
+    let sad = |x: u32, y: u32, signed: bool| {
+        let b = |v: u32, i: u32| {
+            let v = (v >> (8 * i)) as u8;
+            if signed {
+                v as i8 as i64
+            } else {
+                v as i64
+            }
+        };
+        (1000 + (0..4).map(|i| (b(x, i) - b(y, i)).abs()).sum::<i64>()) as u32
+    };
+    for l in 0..32u32 {
+        let w = l.wrapping_mul(0x0103_0507);
+        let want = [
+            mask(l.min(32), (40 - l).min(32)),
+            mask((l + 30) & 31, l & 31),
+            sad(w, 0x80ff_10f0, false),
+            sad(w, 0x80ff_10f0, true),
+        ];
+        assert_eq!(&got[4 * l as usize..4 * l as usize + 4], &want, "lane {l}");
+    }
+}

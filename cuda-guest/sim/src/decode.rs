@@ -2118,6 +2118,43 @@ impl<'a> Dec<'a> {
                     member,
                 }
             }
+            "bmsk" => {
+                need(3)?;
+                if types != [ScalarType::B32] {
+                    return derr(line, format!("`{}`: bmsk is .b32", i.full_name()));
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let f: BinFn = if i.has("wrap") {
+                    ops::bmsk::<true>
+                } else {
+                    ops::bmsk::<false>
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "vabsdiff4" => {
+                need(4)?;
+                if !i.has("add") || types.len() != 3 || i.has("sat") {
+                    return derr(
+                        line,
+                        format!(
+                            "`{}`: only the .add (sum) form of vabsdiff4 is supported",
+                            i.full_name()
+                        ),
+                    );
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src(&ops[1], line)?;
+                let b = self.src(&ops[2], line)?;
+                let c = self.src(&ops[3], line)?;
+                let f: TerFn = if types[1] == ScalarType::S32 {
+                    ops::vabsdiff4_add::<true>
+                } else {
+                    ops::vabsdiff4_add::<false>
+                };
+                Op::Ter(f, d, a, b, c)
+            }
             "dp4a" | "dp2a" => {
                 need(4)?;
                 if types.len() != 2 {

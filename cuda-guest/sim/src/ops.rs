@@ -1561,6 +1561,46 @@ pub(crate) fn cmp_f16<const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
     cmp_flt::<f32, OP>(&buf, 0, 1)
 }
 
+/// `bmsk.clamp.b32` / `bmsk.wrap.b32 d, a, b`: `b` bits set from bit `a` (each clamped
+/// to 32, or taken modulo 32), the bits past 31 dropped.
+pub(crate) fn bmsk<const WRAP: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        let (p, w) = if WRAP {
+            (x as u32 & 31, y as u32 & 31)
+        } else {
+            ((x as u32).min(32), (y as u32).min(32))
+        };
+        (((1u64 << w) - 1) << p) as u32 as u64
+    })
+}
+
+/// `vabsdiff4.dtype.atype.btype.add d, a, b, c`: c plus the sum of the absolute
+/// differences of the four bytes of a and b (signed or not).
+pub(crate) fn vabsdiff4_add<const SIGNED: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let byte = |v: u64, i: u32| -> i64 {
+            let b = (v >> (8 * i)) as u8;
+            if SIGNED {
+                b as i8 as i64
+            } else {
+                b as i64
+            }
+        };
+        let mut acc = z as u32 as i64;
+        for i in 0..4 {
+            acc += (byte(x, i) - byte(y, i)).abs();
+        }
+        acc as u32 as u64
+    })
+}
+
 /// `dp4a.atype.btype d, a, b, c`: c plus the dot product of the four bytes of a and b.
 pub(crate) fn dp4a<const SA: bool, const SB: bool>(
     o: &mut [u64],
