@@ -183,7 +183,7 @@ fn runtime_queries_that_libraries_make() {
     on_sim_and_forwarded(
         &exe,
         &[],
-        "runtime_queries: 55 checks, 0 failed",
+        "runtime_queries: 59 checks, 0 failed",
         &["kernel name: _Z5scalePffi"],
     );
 }

@@ -385,6 +385,90 @@ rt! {
     }
 }
 
+/// `cudaLaunchConfig_t`: geometry, dynamic shared memory, stream and launch attributes
+/// (`cudaLaunchAttribute` is the driver's `CUlaunchAttribute`, ids included).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchConfig {
+    grid: Dim3,
+    block: Dim3,
+    shared: usize,
+    stream: Handle,
+    attrs: *const c_void,
+    num_attrs: c_uint,
+}
+
+/// `CUlaunchConfig`.
+#[repr(C)]
+struct DriverLaunchConfig {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: Handle,
+    attrs: *const c_void,
+    num_attrs: c_uint,
+}
+
+/// `cudaLaunchKernelExC[_ptsz]`: the driver's `cuLaunchKernelEx` with the registered
+/// kernel's function.
+///
+/// # Safety
+/// `config` is null or the program's; `args` its argument array.
+unsafe fn launch_ex(
+    config: *const LaunchConfig,
+    func: *const c_void,
+    args: *mut *mut c_void,
+    per_thread_stream: bool,
+) -> R<()> {
+    let rt = bound()?;
+    // SAFETY: null or the program's configuration.
+    let c = unsafe { config.as_ref() }
+        .ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null config"))?;
+    let f = rt.function(func as usize)?;
+    let shared = u32::try_from(c.shared).map_err(|_| {
+        Fail::new(
+            cudaErrorInvalidValue,
+            format!("{} bytes of shared memory", c.shared),
+        )
+    })?;
+    let d = DriverLaunchConfig {
+        grid: [c.grid.x, c.grid.y, c.grid.z],
+        block: [c.block.x, c.block.y, c.block.z],
+        shared,
+        stream: if per_thread_stream {
+            per_thread(c.stream)
+        } else {
+            c.stream
+        },
+        attrs: c.attrs,
+        num_attrs: c.num_attrs,
+    };
+    cu!(
+        rt.d,
+        cuLaunchKernelEx(
+            (&d as *const DriverLaunchConfig).cast(),
+            f,
+            args,
+            std::ptr::null_mut()
+        )
+    )
+}
+
+rt! {
+    /// `cudaLaunchKernelExC`.
+    fn cudaLaunchKernelExC(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) {
+        // SAFETY: the program's configuration and arguments.
+        unsafe { launch_ex(config, func, args, false) }
+    }
+}
+rt! {
+    /// `cudaLaunchKernelExC_ptsz`.
+    fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) {
+        // SAFETY: the program's configuration and arguments.
+        unsafe { launch_ex(config, func, args, true) }
+    }
+}
+
 /// The null stream of a `_ptsz` variant is the per-thread stream.
 pub fn per_thread(s: Handle) -> Handle {
     if s.is_null() {

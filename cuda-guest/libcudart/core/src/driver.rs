@@ -181,6 +181,7 @@ driver_api! {
     cuTexObjectDestroy(o: u64);
     cuSurfObjectCreate(o: *mut u64, r: *const c_void);
     cuSurfObjectDestroy(o: u64);
+    cuLaunchKernelEx(config: *const c_void, f: Handle, params: *mut *mut c_void, extra: *mut *mut c_void);
     cuMemcpyPeer(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize);
     cuMemcpyPeerAsync(dst: CUdeviceptr, dst_ctx: Handle, src: CUdeviceptr, src_ctx: Handle, n: usize, s: Handle);
     cuDeviceCanAccessPeer(can: *mut c_int, d: c_int, peer: c_int);

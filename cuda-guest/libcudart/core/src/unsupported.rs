@@ -167,8 +167,6 @@ unsupported! {
     cudaKernelSetAttributeForDevice,
     cudaLaunchCooperativeKernel,
     cudaLaunchCooperativeKernel_ptsz,
-    cudaLaunchKernelExC,
-    cudaLaunchKernelExC_ptsz,
     cudaLibraryEnumerateKernels,
     cudaLibraryGetGlobal,
     cudaLibraryGetKernel,

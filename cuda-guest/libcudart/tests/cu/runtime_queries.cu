@@ -119,6 +119,20 @@ int main() {
   OK(cudaDeviceSynchronize());
   printf("     destructor ran: %d\n", destroyed);
   CHECK("the user object's destructor ran once the graph was gone", destroyed == 7);
+  // cudaLaunchKernelEx (the C++ template over cudaLaunchKernelExC), with an attribute.
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3((n + 127) / 128);
+  lc.blockDim = dim3(128);
+  lc.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributePriority;
+  attr[0].val.priority = 0;
+  lc.attrs = attr;
+  lc.numAttrs = 1;
+  OK(cudaLaunchKernelEx(&lc, scale, p, 2.0f, n));
+  OK(cudaStreamSynchronize(s));
+  OK(cudaMemcpy(h, p, sizeof h, cudaMemcpyDeviceToHost));
+  CHECK("cudaLaunchKernelEx doubled every element (h[999] = 5994)", h[999] == 5994.0f);
   OK(cudaFree(p));
   OK(cudaStreamDestroy(s));
   OK(cudaStreamDestroy(nb));
