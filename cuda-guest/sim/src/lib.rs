@@ -572,6 +572,15 @@ impl Program {
             + insts(&self.prologue)
             + self.ipdom.capacity() * size_of::<u32>()
             + self.consts.capacity() * size_of::<(decode::R, u64)>()
+            // The lane-affine tags' tables: per instruction, the registers it touches;
+            // the registers the body never writes.
+            + self.touch.capacity() * size_of::<Box<[(decode::R, bool)]>>()
+            + self
+                .touch
+                .iter()
+                .map(|t| t.len() * size_of::<(decode::R, bool)>())
+                .sum::<usize>()
+            + self.fixed.capacity() * size_of::<decode::R>()
     }
 }
 
