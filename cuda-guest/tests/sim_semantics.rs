@@ -635,7 +635,8 @@ fn bmsk_and_vabsdiff4_as_thrust_and_stereo_kernels_use_them() {
     let mut s = sim(2);
     let m = s.load_module("bits.ptx", &ptx).unwrap();
     let out = s.malloc(16 * 32).unwrap();
-    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)]).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
     let got = read_u32(&mut s, out, 128);
     let mask = |p: u32, w: u32| (((1u64 << w) - 1) << p) as u32;
     let sad = |x: u32, y: u32, signed: bool| {
