@@ -376,7 +376,7 @@ impl Session {
         data
     }
 
-    /// Buffers of at least [`RECYCLE_MIN`] bytes allocated for device-to-host data so far.
+    /// Buffers of at least 64 KiB (`RECYCLE_MIN`) allocated for device-to-host data so far.
     pub fn fresh_data_buffers(&self) -> u64 {
         self.fresh_data_buffers
     }
