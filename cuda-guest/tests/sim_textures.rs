@@ -60,6 +60,7 @@ fn image(s: &mut Simulator, linear_filter: bool) -> (DevicePtr, DevicePtr) {
         normalized_float: false,
         linear_filter,
         surface: false,
+        cubemap: false,
         address: [AddressMode::Clamp; 3],
         border: [0.0; 4],
     };
@@ -184,6 +185,7 @@ fn surface_loads_and_stores_with_zero_clamp_and_trap() {
         normalized_float: false,
         linear_filter: false,
         surface: true,
+        cubemap: false,
         address: [AddressMode::Clamp; 3],
         border: [0.0; 4],
     };
@@ -254,7 +256,7 @@ fn what_is_not_supported_is_named_at_load() {
         ),
         (
             "",
-            "tex.cube.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6, %f5, %f6}];",
+            "tex.2dms.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6, %f5, %f6}];",
             "geometries",
         ),
         (
@@ -272,4 +274,70 @@ fn what_is_not_supported_is_named_at_load() {
         let e = s.load_module("bad.ptx", &ptx).unwrap_err();
         assert!(e.to_string().contains(want), "{body}: {e}");
     }
+}
+
+#[test]
+fn tex_cube_reads_the_face_a_direction_points_at() {
+    let mut s = sim();
+    // Six 1x1 faces holding 10 * face.
+    let texels: Vec<u8> = (0..6)
+        .flat_map(|f| (10.0f32 * f as f32).to_le_bytes())
+        .collect();
+    let base = upload(&mut s, &texels);
+    let d = Descriptor {
+        base: base.0,
+        width: 1,
+        height: 1,
+        depth: 6,
+        pitch: 4,
+        format: Format::F32,
+        channels: 1,
+        dims: 2,
+        layered: true,
+        linear: false,
+        normalized_coords: false,
+        normalized_float: false,
+        linear_filter: false,
+        surface: false,
+        cubemap: true,
+        address: [AddressMode::Clamp; 3],
+        border: [0.0; 4],
+    };
+    let obj = upload(&mut s, &d.encode());
+    // Thread t samples direction t: +x, -x, +y, -y, +z, -z.
+    let dirs: Vec<u8> = [
+        [1.0f32, 0.1, 0.2],
+        [-1.0, 0.1, 0.2],
+        [0.1, 1.0, 0.2],
+        [0.1, -1.0, 0.2],
+        [0.1, 0.2, 1.0],
+        [0.1, 0.2, -1.0],
+    ]
+    .iter()
+    .flat_map(|v| v.iter().flat_map(|c| c.to_le_bytes()))
+    .collect();
+    let dv = upload(&mut s, &dirs);
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 t, .param .u64 dirs, .param .u64 out)\n{{\n\
+         .reg .b32 %r<4>; .reg .f32 %f<12>; .reg .b64 %rd<10>;\n\
+         ld.param.u64 %rd1, [t]; ld.param.u64 %rd2, [dirs]; ld.param.u64 %rd3, [out];\n\
+         mov.u32 %r1, %tid.x; mul.wide.u32 %rd4, %r1, 12; add.s64 %rd5, %rd2, %rd4;\n\
+         ld.global.f32 %f1, [%rd5]; ld.global.f32 %f2, [%rd5+4]; ld.global.f32 %f3, [%rd5+8];\n\
+         tex.cube.v4.f32.f32 {{%f4, %f5, %f6, %f7}}, [%rd1, {{%f1, %f2, %f3, %f3}}];\n\
+         mul.wide.u32 %rd6, %r1, 4; add.s64 %rd7, %rd3, %rd6; st.global.f32 [%rd7], %f4;\n\
+         ret;\n}}\n"
+    );
+    let m = s.load_module("cube.ptx", &ptx).unwrap();
+    let out = s.malloc(4 * 6).unwrap();
+    s.launch(
+        &m,
+        "k",
+        cfg(1, 6),
+        &[KernelArg::Ptr(obj), KernelArg::Ptr(dv), KernelArg::Ptr(out)],
+    )
+    .unwrap();
+    assert_eq!(
+        read_f32(&mut s, out, 6),
+        [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    );
 }

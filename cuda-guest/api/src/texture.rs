@@ -211,6 +211,9 @@ pub struct Descriptor {
     pub linear_filter: bool,
     /// A surface object (`suld`/`sust`, byte coordinates in x) rather than a texture.
     pub surface: bool,
+    /// A cubemap: six faces as layers (+x, -x, +y, -y, +z, -z), sampled by direction
+    /// (`layered` too; a layered cubemap has 6 layers a cube).
+    pub cubemap: bool,
     /// Per dimension.
     pub address: [AddressMode; 3],
     /// Returned outside a texture with border addressing.
@@ -235,7 +238,8 @@ impl Descriptor {
             | u8::from(self.normalized_coords) << 2
             | u8::from(self.normalized_float) << 3
             | u8::from(self.linear_filter) << 4
-            | u8::from(self.surface) << 5;
+            | u8::from(self.surface) << 5
+            | u8::from(self.cubemap) << 6;
         for (i, a) in self.address.iter().enumerate() {
             b[8 + i] = a.code();
         }
@@ -285,6 +289,7 @@ impl Descriptor {
             normalized_float: flag(3),
             linear_filter: flag(4),
             surface: flag(5),
+            cubemap: flag(6),
             address: [mode(0)?, mode(1)?, mode(2)?],
             border: [border(0), border(1), border(2), border(3)],
         })
@@ -329,6 +334,7 @@ mod tests {
             normalized_float: false,
             linear_filter: true,
             surface: false,
+            cubemap: false,
             address: [AddressMode::Wrap, AddressMode::Border, AddressMode::Clamp],
             border: [0.5, -1.0, 0.0, 1.0],
         };

@@ -2478,10 +2478,14 @@ impl<'a> Dec<'a> {
             (true, 1)
         } else if i.has("a2d") {
             (true, 2)
+        } else if i.has("cube") {
+            (false, 3)
+        } else if i.has("acube") {
+            (true, 3)
         } else {
             return derr(
                 line,
-                format!("`{name}`: only the 1d, 2d, 3d, a1d and a2d geometries are supported"),
+                format!("`{name}`: only the 1d, 2d, 3d, a1d, a2d, cube and acube geometries are supported"),
             );
         };
         let (d, _) = self.vec_regs(&i.operands[0], line, true)?;

@@ -25,13 +25,14 @@
 //!   run by the lanes whose pointer is its address. A lane whose pointer names none of
 //!   them (null, a data or host pointer, another module's function) stops the launch
 //!   with [`SimError::BadCall`] (`CUDA_ERROR_INVALID_PC`).
-//! - Textures and surfaces through objects: `tex.{1d,2d,3d,a1d,a2d}.v4` (f32, s32 or u32
+//! - Textures and surfaces through objects: `tex.{1d,2d,3d,a1d,a2d,cube,acube}.v4` (f32, s32 or u32
 //!   results; float or integer coordinates) and `suld.b`/`sust.b` (1-D, 2-D, 3-D;
 //!   `.trap`, `.clamp`, `.zero`). An object handle is the device address of a
 //!   descriptor `libcuda.so.1` writes there ([`vmgpu_cuda_api::texture`]), read as
 //!   global memory; sampling is CUDA's: point or bilinear/trilinear in 1/256 steps, wrap
 //!   and mirror on normalized coordinates, clamp, border, 8/16-bit texels as
-//!   normalized floats, `tex1Dfetch` reading 0 outside. A handle that names no object,
+//!   normalized floats, `tex1Dfetch` reading 0 outside, a cubemap's direction choosing
+//!   its face as CUDA's table does. A handle that names no object,
 //!   or a trapping surface access outside, stops the launch ([`SimError::Texture`],
 //!   `CUDA_ERROR_ILLEGAL_ADDRESS`); texels of freed memory fault as a load would.
 //! - Global memory: tagged 64-bit addresses never reused, so null, freed and foreign
@@ -91,7 +92,7 @@
 //! %dynamic_smem_size %total_smem_size`; the constant `WARP_SZ`.
 //!
 //! Not implemented (a load error names the line): texture and surface references
-//! (`.texref`/`.surfref`), cubemap and multisample geometries, `tld4`, `txq`, `suq`,
+//! (`.texref`/`.surfref`), multisample geometries, `tld4`, `txq`, `suq`,
 //! formatted surface stores, mipmap levels, `brx.idx`,
 //! `prmt` modes, f16x2/bf16 arithmetic (bf16 conversions are implemented), `mma`/`wmma`,
 //! `bar.arrive`, clusters.

@@ -158,6 +158,41 @@ pub(crate) fn sample<E>(
     ret: Result4,
     fetch: &mut dyn FnMut(u64, usize) -> Result<[u8; 16], E>,
 ) -> Result<[u32; 4], E> {
+    if d.cubemap {
+        // A direction: the face its largest component points at, and where on it.
+        let [x, y, z] = match coords {
+            Coords::Float(f) => f,
+            Coords::Int(i) => i.map(|v| v as f32),
+        };
+        let (ax, ay, az) = (x.abs(), y.abs(), z.abs());
+        let (face, s, t, m) = if ax >= ay && ax >= az {
+            if x >= 0.0 {
+                (0, -z, -y, ax)
+            } else {
+                (1, z, -y, ax)
+            }
+        } else if ay >= az {
+            if y >= 0.0 {
+                (2, x, z, ay)
+            } else {
+                (3, x, -z, ay)
+            }
+        } else if z >= 0.0 {
+            (4, x, -y, az)
+        } else {
+            (5, -x, -y, az)
+        };
+        let m = if m > 0.0 { m } else { 1.0 };
+        let face_desc = Descriptor {
+            cubemap: false,
+            layered: true,
+            normalized_coords: true,
+            address: [AddressMode::Clamp; 3],
+            ..*d
+        };
+        let uv = [(s / m + 1.0) * 0.5, (t / m + 1.0) * 0.5, 0.0];
+        return sample(&face_desc, Coords::Float(uv), face + 6 * layer, ret, fetch);
+    }
     let dims = usize::from(d.dims);
     let size = [d.width, d.height, d.depth];
     let layer = if d.layered {
@@ -319,6 +354,7 @@ mod tests {
             normalized_float: false,
             linear_filter: false,
             surface: false,
+            cubemap: false,
             address: [AddressMode::Clamp; 3],
             border: [0.0; 4],
         }
@@ -495,9 +531,48 @@ mod tests {
     }
 
     #[test]
+    fn a_cubemap_direction_picks_its_face_and_place() {
+        // Six 2x2 faces, texel value = 10 * face + index in the face.
+        let mut v = vec![];
+        for f in 0..6 {
+            for i in 0..4 {
+                v.push((10 * f + i) as f32);
+            }
+        }
+        let mem = f32s(&v);
+        let d = Descriptor {
+            cubemap: true,
+            layered: true,
+            depth: 6,
+            dims: 2,
+            ..desc(Format::F32, 1, 2, 2)
+        };
+        let at = |x: f32, y: f32, z: f32| {
+            let r = sample(
+                &d,
+                Coords::Float([x, y, z]),
+                0,
+                Result4::F32,
+                &mut from(&mem),
+            );
+            f32::from_bits(r.unwrap()[0])
+        };
+        // +x, s = -z, t = -y: (1, -0.5, 0.5) is s = -0.5, t = 0.5: texel (0, 1) of face 0.
+        assert_eq!(at(1.0, -0.5, 0.5), 2.0);
+        // -y (face 3): s = x, t = -z: (0.5, -1, -0.5) is texel (1, 1).
+        assert_eq!(at(0.5, -1.0, -0.5), 33.0);
+        // -z (face 5): s = -x, t = -y: (0.5, 0.5, -1) is texel (0, 0).
+        assert_eq!(at(0.5, 0.5, -1.0), 50.0);
+        // +y (face 2), +z (face 4).
+        assert_eq!(at(-0.5, 1.0, -0.5), 20.0);
+        assert_eq!(at(0.5, 0.5, 1.0), 41.0);
+    }
+
+    #[test]
     fn surface_accesses_in_bytes_with_their_bounds_modes() {
         let d = Descriptor {
             surface: true,
+            cubemap: false,
             ..desc(Format::F32, 1, 4, 2)
         };
         assert_eq!(

@@ -37,6 +37,8 @@ pub(crate) struct ArrayDescriptor {
 const ARRAY3D_LAYERED: c_uint = 0x01;
 /// `CUDA_ARRAY3D_SURFACE_LDST`.
 const ARRAY3D_SURFACE_LDST: c_uint = 0x02;
+/// `CUDA_ARRAY3D_CUBEMAP`.
+const ARRAY3D_CUBEMAP: c_uint = 0x04;
 /// `CUDA_ARRAY3D_TEXTURE_GATHER`.
 const ARRAY3D_TEXTURE_GATHER: c_uint = 0x08;
 
@@ -117,12 +119,22 @@ fn create(p: *mut Handle, d: Array3DDescriptor) -> R<()> {
             format!("array extent {}x{}x{}", d.width, d.height, d.depth),
         ));
     }
-    if d.flags & !(ARRAY3D_LAYERED | ARRAY3D_SURFACE_LDST | ARRAY3D_TEXTURE_GATHER) != 0 {
+    let known = ARRAY3D_LAYERED | ARRAY3D_SURFACE_LDST | ARRAY3D_TEXTURE_GATHER | ARRAY3D_CUBEMAP;
+    if d.flags & !known != 0 {
         return Err(Fail::new(
             CUDA_ERROR_NOT_SUPPORTED,
             format!(
-                "array flags {:#x} (layered, surface load/store and texture gather are supported)",
+                "array flags {:#x} (layered, cubemap, surface load/store and texture gather are supported)",
                 d.flags
+            ),
+        ));
+    }
+    if d.flags & ARRAY3D_CUBEMAP != 0 && (d.width != d.height || d.depth == 0 || d.depth % 6 != 0) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!(
+                "a cubemap is square with 6 faces a cube: {}x{}x{}",
+                d.width, d.height, d.depth
             ),
         ));
     }
@@ -221,6 +233,7 @@ fn resource(r: &ResourceDesc, surface: bool) -> R<Descriptor> {
             normalized_float: false,
             linear_filter: false,
             surface,
+            cubemap: false,
             address: [AddressMode::Clamp; 3],
             border: [0.0; 4],
         };
@@ -240,7 +253,8 @@ fn resource(r: &ResourceDesc, surface: bool) -> R<Descriptor> {
                     "a surface needs an array made with CUDA_ARRAY3D_SURFACE_LDST".into(),
                 ));
             }
-            let layered = x.flags & ARRAY3D_LAYERED != 0;
+            let cubemap = x.flags & ARRAY3D_CUBEMAP != 0;
+            let layered = x.flags & ARRAY3D_LAYERED != 0 || cubemap;
             let dims = if x.height == 0 {
                 1
             } else if x.depth == 0 || layered {
@@ -251,6 +265,7 @@ fn resource(r: &ResourceDesc, surface: bool) -> R<Descriptor> {
             Descriptor {
                 dims,
                 layered,
+                cubemap,
                 ..plain(
                     word(0),
                     a.format,
