@@ -129,7 +129,9 @@ fn create(p: *mut Handle, d: Array3DDescriptor) -> R<()> {
             ),
         ));
     }
-    if d.flags & ARRAY3D_CUBEMAP != 0 && (d.width != d.height || d.depth == 0 || d.depth % 6 != 0) {
+    if d.flags & ARRAY3D_CUBEMAP != 0
+        && (d.width != d.height || d.depth == 0 || !d.depth.is_multiple_of(6))
+    {
         return Err(Fail::new(
             CUDA_ERROR_INVALID_VALUE,
             format!(
