@@ -38,6 +38,30 @@ fn read_f32(s: &mut Simulator, p: DevicePtr, n: usize) -> Vec<f32> {
         .collect()
 }
 
+/// A descriptor of `width` x `height` (x `depth`) texels of `format` at `base`, rows
+/// tight, clamped point sampling of texel coordinates: what each test changes from.
+fn plain(base: DevicePtr, width: u64, height: u64, depth: u64, format: Format) -> Descriptor {
+    Descriptor {
+        base: base.0,
+        width,
+        height,
+        depth,
+        pitch: width * format.bytes(),
+        format,
+        channels: 1,
+        dims: 2,
+        layered: false,
+        linear: false,
+        normalized_coords: false,
+        normalized_float: false,
+        linear_filter: false,
+        surface: false,
+        cubemap: false,
+        address: [AddressMode::Clamp; 3],
+        border: [0.0; 4],
+    }
+}
+
 /// A 4x2 float image (10 * row + column) and its descriptor's object.
 fn image(s: &mut Simulator, linear_filter: bool) -> (DevicePtr, DevicePtr) {
     let texels: Vec<u8> = [0.0f32, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0]
@@ -46,23 +70,8 @@ fn image(s: &mut Simulator, linear_filter: bool) -> (DevicePtr, DevicePtr) {
         .collect();
     let base = upload(s, &texels);
     let d = Descriptor {
-        base: base.0,
-        width: 4,
-        height: 2,
-        depth: 1,
-        pitch: 16,
-        format: Format::F32,
-        channels: 1,
-        dims: 2,
-        layered: false,
-        linear: false,
-        normalized_coords: false,
-        normalized_float: false,
         linear_filter,
-        surface: false,
-        cubemap: false,
-        address: [AddressMode::Clamp; 3],
-        border: [0.0; 4],
+        ..plain(base, 4, 2, 1, Format::F32)
     };
     (base, upload(s, &d.encode()))
 }
@@ -171,23 +180,8 @@ fn surface_loads_and_stores_with_zero_clamp_and_trap() {
     let words: Vec<u8> = (0u32..8).flat_map(|v| v.to_le_bytes()).collect();
     let base = upload(&mut s, &words);
     let d = Descriptor {
-        base: base.0,
-        width: 4,
-        height: 2,
-        depth: 1,
-        pitch: 16,
-        format: Format::U32,
-        channels: 1,
-        dims: 2,
-        layered: false,
-        linear: false,
-        normalized_coords: false,
-        normalized_float: false,
-        linear_filter: false,
         surface: true,
-        cubemap: false,
-        address: [AddressMode::Clamp; 3],
-        border: [0.0; 4],
+        ..plain(base, 4, 2, 1, Format::U32)
     };
     let obj = upload(&mut s, &d.encode());
     let ptx = format!(
@@ -285,23 +279,9 @@ fn tex_cube_reads_the_face_a_direction_points_at() {
         .collect();
     let base = upload(&mut s, &texels);
     let d = Descriptor {
-        base: base.0,
-        width: 1,
-        height: 1,
-        depth: 6,
-        pitch: 4,
-        format: Format::F32,
-        channels: 1,
-        dims: 2,
         layered: true,
-        linear: false,
-        normalized_coords: false,
-        normalized_float: false,
-        linear_filter: false,
-        surface: false,
         cubemap: true,
-        address: [AddressMode::Clamp; 3],
-        border: [0.0; 4],
+        ..plain(base, 1, 1, 6, Format::F32)
     };
     let obj = upload(&mut s, &d.encode());
     // Thread t samples direction t: +x, -x, +y, -y, +z, -z.

@@ -1585,20 +1585,26 @@ pub(crate) fn vabsdiff4_add<const SIGNED: bool>(
     mk: u32,
 ) {
     map3(o, d, a, b, c, mk, |x, y, z| {
-        let byte = |v: u64, i: u32| -> i64 {
-            let b = (v >> (8 * i)) as u8;
-            if SIGNED {
-                b as i8 as i64
-            } else {
-                b as i64
-            }
-        };
-        let mut acc = z as u32 as i64;
-        for i in 0..4 {
-            acc += (byte(x, i) - byte(y, i)).abs();
-        }
-        acc as u32 as u64
+        bytes4(x, y, z, SIGNED, SIGNED, |p, q| (p - q).abs())
     })
+}
+
+/// `z` plus `f` of each of the four byte pairs of `x` and `y` (signed or not as `sx`
+/// and `sy` say), as 32 bits: dp4a's and vabsdiff4.add's shape.
+fn bytes4(x: u64, y: u64, z: u64, sx: bool, sy: bool, f: impl Fn(i64, i64) -> i64) -> u64 {
+    let byte = |v: u64, i: u32, s: bool| -> i64 {
+        let b = (v >> (8 * i)) as u8;
+        if s {
+            b as i8 as i64
+        } else {
+            b as i64
+        }
+    };
+    let mut acc = z as u32 as i64;
+    for i in 0..4 {
+        acc += f(byte(x, i, sx), byte(y, i, sy));
+    }
+    acc as u32 as u64
 }
 
 /// `dp4a.atype.btype d, a, b, c`: c plus the dot product of the four bytes of a and b.
@@ -1611,19 +1617,7 @@ pub(crate) fn dp4a<const SA: bool, const SB: bool>(
     mk: u32,
 ) {
     map3(o, d, a, b, c, mk, |x, y, z| {
-        let byte = |v: u64, i: u32, s: bool| -> i64 {
-            let b = (v >> (8 * i)) as u8;
-            if s {
-                b as i8 as i64
-            } else {
-                b as i64
-            }
-        };
-        let mut acc = z as u32 as i64;
-        for i in 0..4 {
-            acc += byte(x, i, SA) * byte(y, i, SB);
-        }
-        acc as u32 as u64
+        bytes4(x, y, z, SA, SB, |p, q| p * q)
     })
 }
 
