@@ -17,7 +17,7 @@
 //! opens no session. `VMGPU_CUDA_LOG` sets the log level on standard error (`off`,
 //! `warn`, `info`, `debug`). The simulator runs a launch's blocks on every core unless
 //! `VMGPU_SIM_THREADS` sets how many threads (1: in order, repeatable to the fault); it
-//! reads `VMGPU_SIM_MEMORY` and `VMGPU_SIM_DEVICES` too.
+//! reads `VMGPU_SIM_TIMEOUT`, `VMGPU_SIM_MEMORY` and `VMGPU_SIM_DEVICES` too.
 //!
 //! See the crate's README for the exported entry points and how to build the library.
 
@@ -39,7 +39,8 @@ use vmgpu_cuda_proto::client::RemoteBackend;
 use vmgpu_cuda_sim::{SimBackend, SimConfig};
 
 /// The simulator's settings from the environment: `VMGPU_SIM_THREADS` (threads per
-/// launch; every core without it), `VMGPU_SIM_MEMORY` (each device's memory in bytes) and `VMGPU_SIM_DEVICES`
+/// launch; every core without it), `VMGPU_SIM_TIMEOUT` (seconds a launch may run; 0:
+/// no limit), `VMGPU_SIM_MEMORY` (each device's memory in bytes) and `VMGPU_SIM_DEVICES`
 /// (how many devices, 1 to 16).
 fn sim_config_from_env() -> SimConfig {
     // Threads: every core, or VMGPU_SIM_THREADS (SimConfig::default_threads).
@@ -49,6 +50,20 @@ fn sim_config_from_env() -> SimConfig {
         .and_then(|v| v.parse::<u64>().ok())
     {
         config.memory_limit = m;
+    }
+    // Seconds a launch may run (0: no limit), for programs slower on the simulator
+    // than its default minute allows.
+    if let Ok(v) = std::env::var("VMGPU_SIM_TIMEOUT") {
+        match v.trim().parse::<f64>() {
+            Ok(s) if s == 0.0 => config.time_limit = None,
+            Ok(s) if s > 0.0 && s.is_finite() => {
+                config.time_limit = Some(std::time::Duration::from_secs_f64(s.min(1e9)))
+            }
+            _ => crate::log::warn(&format!(
+                "VMGPU_SIM_TIMEOUT={v:?} is not a number of seconds (0 for none): the launch limit stays {:?}",
+                config.time_limit
+            )),
+        }
     }
     if let Some(n) = std::env::var("VMGPU_SIM_DEVICES")
         .ok()

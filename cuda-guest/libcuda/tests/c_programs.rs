@@ -75,6 +75,33 @@ fn out_of_bounds_kernel_is_an_illegal_address_at_the_next_sync_in_sim_mode() {
     assert!(out.contains("oob: OK"), "{out}");
 }
 
+/// `VMGPU_SIM_TIMEOUT` sets the simulator's launch time limit: a kernel that never ends
+/// is stopped by it (a time limit, not the instruction budget), and a bad value is
+/// named in a warning.
+#[test]
+fn the_launch_time_limit_comes_from_the_environment_in_sim_mode() {
+    let exe = compile("timeout");
+    let env = [
+        SIM[0],
+        SIM[1],
+        ("VMGPU_SIM_TIMEOUT", "1"),
+        ("VMGPU_CUDA_LOG", "debug"),
+    ];
+    let out = run(&exe, &[&fixture("infinite_loop.nvrtc.ptx")], &env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("702 CUDA_ERROR_LAUNCH_TIMEOUT"), "{stdout}");
+    assert!(stderr.contains("(time limit)"), "{stderr}");
+    let env = [SIM[0], SIM[1], ("VMGPU_SIM_TIMEOUT", "soon")];
+    let out = run(&exe, &[&fixture("vector_add.nvrtc.ptx")], &env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("VMGPU_SIM_TIMEOUT=\"soon\" is not a number of seconds"),
+        "{stderr}"
+    );
+}
+
 /// `tests/c/link.c` on `env`'s mode: two NVRTC -rdc units linked with cuLink*.
 fn link_program(env: &[(&str, &str)]) -> String {
     let exe = compile("link");
