@@ -55,9 +55,9 @@ fn sim_config_from_env() -> SimConfig {
     // than its default minute allows.
     if let Ok(v) = std::env::var("VMGPU_SIM_TIMEOUT") {
         match v.trim().parse::<f64>() {
-            Ok(s) if s == 0.0 => config.time_limit = None,
-            Ok(s) if s > 0.0 && s.is_finite() => {
-                config.time_limit = Some(std::time::Duration::from_secs_f64(s.min(1e9)))
+            Ok(s) if s.is_finite() && s >= 0.0 => {
+                config.time_limit =
+                    (s > 0.0).then(|| std::time::Duration::from_secs_f64(s.min(1e9)))
             }
             _ => crate::log::warn(&format!(
                 "VMGPU_SIM_TIMEOUT={v:?} is not a number of seconds (0 for none): the launch limit stays {:?}",
