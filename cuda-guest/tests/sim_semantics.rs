@@ -661,3 +661,119 @@ fn bmsk_and_vabsdiff4_as_thrust_and_stereo_kernels_use_them() {
         assert_eq!(&got[4 * l as usize..4 * l as usize + 4], &want, "lane {l}");
     }
 }
+
+#[test]
+fn a_32_bit_shared_address_wraps_with_its_offset() {
+    // nvcc's unrolled loops address shared memory as `[%r+128]` with `%r` = base - 128
+    // (a 32-bit register that went below zero): the sum wraps at 2^32, as on the GPU.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<6>; .reg .b64 %rd<4>;\n\
+         .shared .align 4 .b8 sm[128];\n ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n\
+         mov.u32 %r2, sm;\n shl.b32 %r3, %r1, 2;\n add.s32 %r4, %r2, %r3;\n add.s32 %r4, %r4, -128;\n\
+         add.s32 %r5, %r1, 100;\n st.shared.u32 [%r4+128], %r5;\n bar.sync 0;\n\
+         ld.shared.u32 %r5, [%r4+128];\n mul.wide.u32 %rd2, %r1, 4;\n add.s64 %rd3, %rd1, %rd2;\n\
+         st.global.u32 [%rd3], %r5;\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s.load_module("wrap.ptx", &ptx).unwrap();
+    let out = s.malloc(4 * 32).unwrap();
+    s.launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap();
+    let want: Vec<u32> = (100..132).collect();
+    assert_eq!(read_u32(&mut s, out, 32), want);
+}
+
+/// A warp loads a 16x16 f16 matrix and its identity as wmma fragments, multiplies them
+/// and stores the product (f32): the matrix back.
+fn wmma_kernel() -> String {
+    let r = |p: &str, n: usize| {
+        (1..=n)
+            .map(|i| format!("%{p}{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "{HEADER}.visible .entry k(.param .u64 a, .param .u64 b, .param .u64 c)\n{{\n\
+         .reg .b32 %r<9>; .reg .b32 %q<9>; .reg .f32 %f<9>; .reg .f32 %z; .reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [a];\n ld.param.u64 %rd2, [b];\n ld.param.u64 %rd3, [c];\n\
+         mov.f32 %z, 0f00000000;\n\
+         wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {{{a}}}, [%rd1], 16;\n\
+         wmma.load.b.sync.aligned.col.m16n16k16.global.f16 {{{b}}}, [%rd2], 16;\n\
+         wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {{{f}}}, {{{a}}}, {{{b}}}, {{%z,%z,%z,%z,%z,%z,%z,%z}};\n\
+         wmma.store.d.sync.aligned.row.m16n16k16.global.f32 [%rd3], {{{f}}}, 16;\n ret;\n}}\n",
+        a = r("r", 8),
+        b = r("q", 8),
+        f = r("f", 8),
+    )
+}
+
+#[test]
+fn wmma_multiplies_fragments_and_needs_the_whole_warp() {
+    let ptx = wmma_kernel();
+    let mut s = sim(1);
+    let m = s.load_module("wmma.ptx", &ptx).unwrap();
+    let (a, b, c) = (
+        s.malloc(512).unwrap(),
+        s.malloc(512).unwrap(),
+        s.malloc(1024).unwrap(),
+    );
+    // The f16 bits of a small integer; A holds i % 17, B the identity.
+    let half = |v: u32| -> [u8; 2] {
+        let bits = match v {
+            0 => 0,
+            _ => {
+                let e = 31 - v.leading_zeros();
+                ((e + 15) << 10) | ((v << (10 - e)) & 0x3ff)
+            }
+        };
+        (bits as u16).to_le_bytes()
+    };
+    let av: Vec<u8> = (0..256).flat_map(|i| half(i % 17)).collect();
+    let bv: Vec<u8> = (0..256)
+        .flat_map(|i| half((i / 16 == i % 16) as u32))
+        .collect();
+    s.memcpy_htod(a, &av).unwrap();
+    s.memcpy_htod(b, &bv).unwrap();
+    let args = [KernelArg::Ptr(a), KernelArg::Ptr(b), KernelArg::Ptr(c)];
+    s.launch(&m, "k", cfg(1, 32), &args).unwrap();
+    let mut out = vec![0u8; 1024];
+    s.memcpy_dtoh(&mut out, c).unwrap();
+    let got: Vec<f32> = out
+        .chunks(4)
+        .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
+        .collect();
+    let want: Vec<f32> = (0..256).map(|i| (i % 17) as f32).collect();
+    assert_eq!(got, want);
+    // Half a warp: a divergence at a warp-wide instruction, named.
+    let e = s.launch(&m, "k", cfg(1, 16), &args).unwrap_err();
+    let SimError::BarrierDivergence { at, message } = &e else {
+        panic!("{e}")
+    };
+    assert!(
+        message.contains("wmma") && message.contains("0x0000ffff"),
+        "{e}"
+    );
+    assert_eq!(
+        at.line,
+        1 + ptx.lines().position(|l| l.contains("wmma.load.a")).unwrap() as u32
+    );
+    s.reset();
+    // A matrix past its allocation's end: the load faults at its line.
+    let small = s.malloc(256).unwrap();
+    let e = s
+        .launch(
+            &m,
+            "k",
+            cfg(1, 32),
+            &[KernelArg::Ptr(small), KernelArg::Ptr(b), KernelArg::Ptr(c)],
+        )
+        .unwrap_err();
+    let SimError::MemoryFault(f) = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(f.address, small.0 + 256, "{e}");
+    assert_eq!(
+        f.at.line,
+        1 + ptx.lines().position(|l| l.contains("wmma.load.a")).unwrap() as u32
+    );
+}

@@ -220,6 +220,22 @@ fn textures_and_surfaces() {
     );
 }
 
+/// `wmma.cu`: warp matrix multiply-accumulate (what tensor cores run) in every input
+/// type (f16 with f32 and f16 accumulators, bf16, tf32, f64, s8, u8 saturating) and
+/// shape family, row- and column-major, from global and shared memory; on the
+/// simulator and forwarded to it.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn warp_matrix_multiply_accumulate() {
+    let exe = build("wmma", "zstd", PTX80);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "wmma: 15 checks, 0 failed",
+        &["f16 gemm 64x64x64 (alpha 2, beta -1): C[5][7] = "],
+    );
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -423,6 +423,8 @@ pub(crate) enum Op {
         ncoords: u8,
         bounds: crate::texture::Bounds,
     },
+    /// `wmma.load`, `wmma.store` and `wmma.mma` (the warp's fragments, see `wmma.rs`).
+    Wmma(Box<crate::wmma::Wmma>),
     Nop,
 }
 
@@ -1729,6 +1731,37 @@ impl<'a> Dec<'a> {
                     Op::Bin(ops::add::<u64>, d, a, k)
                 }
             }
+            "cvt" if i.has("tf32") => {
+                need(2)?;
+                if types != [ScalarType::F32] {
+                    return derr(
+                        line,
+                        format!("`{}`: tf32 is converted from f32", i.full_name()),
+                    );
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], ScalarType::F32, line)?;
+                let f: UnFn = match (
+                    i.has("rna"),
+                    i.has("rn"),
+                    i.has("rz"),
+                    i.has("relu"),
+                    i.has("satfinite"),
+                ) {
+                    (true, _, _, false, false) => ops::tf32::<0, false, false>,
+                    (true, _, _, false, true) => ops::tf32::<0, false, true>,
+                    (_, true, _, false, false) => ops::tf32::<1, false, false>,
+                    (_, true, _, true, false) => ops::tf32::<1, true, false>,
+                    (_, true, _, false, true) => ops::tf32::<1, false, true>,
+                    (_, true, _, true, true) => ops::tf32::<1, true, true>,
+                    (_, _, true, false, false) => ops::tf32::<2, false, false>,
+                    (_, _, true, true, false) => ops::tf32::<2, true, false>,
+                    (_, _, true, false, true) => ops::tf32::<2, false, true>,
+                    (_, _, true, true, true) => ops::tf32::<2, true, true>,
+                    _ => return derr(line, format!("`{}` is not supported", i.full_name())),
+                };
+                Op::Un(f, d, a)
+            }
             "cvt" => {
                 need(2)?;
                 if types.len() != 2 {
@@ -1996,6 +2029,7 @@ impl<'a> Dec<'a> {
             }
             "membar" | "fence" => Op::Nop,
             "call" => return self.call(i, guard),
+            "wmma" => self.wmma(i, line)?,
             "shfl" => {
                 need(4)?;
                 let mode = if i.has("up") {
@@ -2604,6 +2638,87 @@ impl<'a> Dec<'a> {
         })
     }
 
+    /// `wmma.load`, `wmma.store`, `wmma.mma`: each fragment a vector of as many
+    /// registers as PTX gives it.
+    fn wmma(&mut self, i: &Instruction, line: u32) -> DResult<Op> {
+        use crate::wmma::{parse, Form, Use, Wmma};
+        let form =
+            parse(&i.modifiers).or_else(|e| derr(line, format!("`{}`: {e}", i.full_name())))?;
+        let regs = |this: &mut Self, o: &Operand, n: usize, dest: bool| -> DResult<Vec<R>> {
+            let (rs, _) = this.vec_regs(o, line, dest)?;
+            if rs.len() != n || !matches!(o, Operand::Vector(_)) {
+                return derr(
+                    line,
+                    format!(
+                        "`{}`: a fragment of {n} registers {{...}} expected",
+                        i.full_name()
+                    ),
+                );
+            }
+            Ok(rs)
+        };
+        let ops = &i.operands;
+        let w = match form {
+            Form::Memory {
+                store,
+                frag,
+                col_major,
+                sp,
+            } => {
+                if !(2..=3).contains(&ops.len()) {
+                    return derr(line, format!("`{}`: 2 or 3 operands", i.full_name()));
+                }
+                let (aop, vop) = if store {
+                    (&ops[0], &ops[1])
+                } else {
+                    (&ops[1], &ops[0])
+                };
+                let (a, off, spo) = self.addr(aop, line)?;
+                let sp = match (spo, sp) {
+                    (Some(s), Sp::Generic) => s,
+                    (_, s) => s,
+                };
+                let stride = match ops.get(2) {
+                    Some(o) => Some(self.src_typed(o, ScalarType::U32, line)?),
+                    None => None,
+                };
+                let v = regs(self, vop, frag.regs(), !store)?;
+                if store {
+                    Wmma::Store {
+                        frag,
+                        col_major,
+                        sp,
+                        s: v,
+                        a,
+                        off,
+                        stride,
+                    }
+                } else {
+                    Wmma::Load {
+                        frag,
+                        col_major,
+                        sp,
+                        d: v,
+                        a,
+                        off,
+                        stride,
+                    }
+                }
+            }
+            Form::Mma(mma) => {
+                if ops.len() != 4 {
+                    return derr(line, format!("`{}`: 4 operands", i.full_name()));
+                }
+                let a = regs(self, &ops[1], mma.frag(Use::A).regs(), false)?;
+                let b = regs(self, &ops[2], mma.frag(Use::B).regs(), false)?;
+                let c = regs(self, &ops[3], mma.frag(Use::C).regs(), false)?;
+                let d = regs(self, &ops[0], mma.d_frag().regs(), true)?;
+                Wmma::Mma { mma, d, a, b, c }
+            }
+        };
+        Ok(Op::Wmma(Box::new(w)))
+    }
+
     fn mem(&mut self, i: &Instruction, types: &[ScalarType], line: u32) -> DResult<Op> {
         let is_st = i.opcode == "st";
         if i.operands.len() < 2 {
@@ -3120,6 +3235,7 @@ fn written(op: &Op) -> Vec<R> {
             store: false, v, n, ..
         } => v[..*n as usize].to_vec(),
         Op::Atom { d, .. } => d.iter().copied().collect(),
+        Op::Wmma(w) => w.reads_writes().1,
         Op::Vote {
             mode: VoteMode::Ballot,
             d,
@@ -3194,6 +3310,7 @@ fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
         Op::Redux { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::Match { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::BadCall { a } => (vec![*a], vec![]),
+        Op::Wmma(w) => w.reads_writes(),
         Op::Tex {
             d,
             obj,

@@ -7,6 +7,7 @@
 use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
+use super::wmma::{Frag, Use, Wmma};
 use super::{
     Assertion, FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc,
     OutputStream, SimConfig, SimError,
@@ -537,22 +538,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                     (Sp::Global, addr, "generic")
                 }
             }
-            Sp::Shared => {
-                let a = if addr.wrapping_sub(SHARED_WINDOW) < WINDOW_SIZE {
-                    addr - SHARED_WINDOW
-                } else {
-                    addr
-                };
-                (Sp::Shared, a, "shared")
-            }
-            Sp::Local => {
-                let a = if addr.wrapping_sub(LOCAL_WINDOW) < WINDOW_SIZE {
-                    addr - LOCAL_WINDOW
-                } else {
-                    addr
-                };
-                (Sp::Local, a, "local")
-            }
+            Sp::Shared => (Sp::Shared, window_offset(addr, SHARED_WINDOW), "shared"),
+            Sp::Local => (Sp::Local, window_offset(addr, LOCAL_WINDOW), "local"),
             Sp::Global => (Sp::Global, addr, "global"),
         };
         if addr & (align - 1) != 0 {
@@ -738,6 +725,106 @@ impl<'a, 'b> Exec<'a, 'b> {
             Target::Local(o) => read_le(&warp.local, o + off as usize, size),
             Target::Param(o) => read_le(self.l.params, o + off as usize, size),
         }
+    }
+
+    fn store(&mut self, t: &Target, off: u64, size: u8, v: u64, warp: &mut Warp) {
+        match *t {
+            Target::Global(i, o) => self.l.live[i].store(o + off, size, v),
+            Target::Shared(o) => sh_write(&mut self.shared, o + off as usize, size, v),
+            Target::Local(o) => write_le(&mut warp.local, o + off as usize, size, v),
+            // `resolve` refuses a write to the parameters (read-only).
+            Target::Param(_) => {}
+        }
+    }
+
+    /// `wmma.load`, `wmma.store`, `wmma.mma`: warp-wide, so every lane takes part (a
+    /// partial warp is a divergence, as at a barrier). Loads and stores go element by
+    /// element, each checked as `ld`/`st` would be, at each lane's own address.
+    fn wmma(
+        &mut self,
+        op: &Wmma,
+        w: &mut Warp,
+        mask: u32,
+        wid: u32,
+        pc: u32,
+        ls: usize,
+    ) -> Result<(), SimError> {
+        if mask != FULL {
+            return Err(SimError::BarrierDivergence {
+                at: self.location(wid, mask.trailing_zeros() as usize, pc),
+                message: format!(
+                    "wmma is warp-wide, but only lanes {mask:#010x} of warp {wid} execute it"
+                ),
+            });
+        }
+        let row = |w: &Warp, r: R, l: usize| w.regs[r as usize * 32 + l];
+        match op {
+            Wmma::Load {
+                frag,
+                col_major,
+                sp,
+                d,
+                a,
+                off,
+                stride,
+            }
+            | Wmma::Store {
+                frag,
+                col_major,
+                sp,
+                s: d,
+                a,
+                off,
+                stride,
+            } => {
+                let store = matches!(op, Wmma::Store { .. });
+                let bits = frag.elem.bits();
+                let (bytes, emask) = (bits as u64 / 8, u64::MAX >> (64 - bits));
+                let n = d.len();
+                let mut vals = vec![0u64; 32 * n];
+                for l in 0..32 {
+                    let base = row(w, *a, l).wrapping_add(*off as u64);
+                    let ld =
+                        stride.map_or(frag.default_ld(*col_major), |s| row(w, s, l) as u32 as u64);
+                    for e in 0..frag.per_lane() {
+                        let (r, c) = frag.place(l as u32, e);
+                        let addr = base
+                            .wrapping_add(Frag::offset(r, c, *col_major, ld).wrapping_mul(bytes));
+                        let t = self.resolve(*sp, addr, bytes, bytes, store, wid, l, pc, ls)?;
+                        let (k, shift) = frag.slot(e);
+                        if store {
+                            let v = (row(w, d[k], l) >> shift) & emask;
+                            self.store(&t, 0, bytes as u8, v, w);
+                        } else {
+                            vals[l * n + k] |= self.load(&t, 0, bytes as u8, w) << shift;
+                        }
+                    }
+                }
+                if !store {
+                    for (k, &r) in d.iter().enumerate() {
+                        for l in 0..32 {
+                            w.regs[r as usize * 32 + l] = vals[l * n + k];
+                        }
+                    }
+                }
+            }
+            Wmma::Mma { mma, d, a, b, c } => {
+                let gather = |f: Frag, regs: &[R]| f.gather(|l, k| row(w, regs[k], l as usize));
+                let dm = mma.compute(
+                    &gather(mma.frag(Use::A), a),
+                    &gather(mma.frag(Use::B), b),
+                    &gather(mma.frag(Use::C), c),
+                );
+                let mut out = vec![0u64; d.len()];
+                for l in 0..32 {
+                    mma.d_frag().scatter(&dm, l, &mut out);
+                    for (k, &r) in d.iter().enumerate() {
+                        w.regs[r as usize * 32 + l as usize] = out[k];
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn tick(&mut self, pc: u32) -> Result<(), SimError> {
@@ -1425,15 +1512,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     for k in 0..*n as usize {
                         let v = w.regs[s[k] as usize * 32 + l];
                         let o = (k * *size as usize) as u64;
-                        match t {
-                            Target::Global(i, go) => self.l.live[i].store(go + o, *size, v),
-                            Target::Shared(so) => {
-                                sh_write(&mut self.shared, so + o as usize, *size, v)
-                            }
-                            Target::Local(lo) => write_le(&mut w.local, lo + o as usize, *size, v),
-                            // `resolve` refuses a write to the parameters (read-only).
-                            Target::Param(_) => {}
-                        }
+                        self.store(&t, o, *size, v, w);
                     }
                 });
             }
@@ -2219,6 +2298,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 };
                 write(&mut w.regs, *d, &[v; 32], mask);
             }
+            Op::Wmma(op) => self.wmma(op, w, mask, wid, pc, ls)?,
             Op::Nop => fence(SeqCst),
             Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
@@ -2509,6 +2589,21 @@ fn alu_affine(inst: &Inst, w: &mut Warp) -> bool {
 
 /// Writes `setp`'s predicates from the comparison's lanes `r`.
 #[inline(always)]
+/// The offset a `.shared` or `.local` address names: a window address's low half, and
+/// the sum of a 32-bit register and an instruction's offset modulo 2^32, as the
+/// hardware's 32-bit addressing of these spaces wraps (nvcc's `[%r21+128]` with `%r21`
+/// = base - 128). Any other value stays as it is (out of bounds: device addresses are
+/// far above 2^33).
+fn window_offset(addr: u64, window: u64) -> u64 {
+    if addr.wrapping_sub(window) < WINDOW_SIZE {
+        addr - window
+    } else if addr < 2 << 32 || addr >= 0u64.wrapping_sub(1 << 32) {
+        addr & 0xffff_ffff
+    } else {
+        addr
+    }
+}
+
 fn setp_write(
     w: &mut Warp,
     d: P,

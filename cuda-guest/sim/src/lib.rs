@@ -157,6 +157,7 @@ mod memory;
 mod ops;
 mod printf;
 mod texture;
+mod wmma;
 
 pub use backend::SimBackend;
 pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};

@@ -385,6 +385,44 @@ pub(crate) fn max<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) 
         T::from_u64(x).max(T::from_u64(y)).to_u64()
     })
 }
+/// `cvt.{rna,rn,rz}[.relu][.satfinite].tf32.f32`: an f32 rounded to tf32's 10 mantissa
+/// bits (the low 13 bits zero), `MODE` 0 to nearest with ties away (`rna`), 1 to nearest
+/// even, 2 toward zero; `RELU` makes negatives 0, `SAT` keeps an infinity finite. NaN
+/// stays NaN.
+pub(crate) fn tf32<const MODE: u8, const RELU: bool, const SAT: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    mk: u32,
+) {
+    map1(o, d, a, mk, |x| tf32_of::<MODE, RELU, SAT>(x as u32) as u64)
+}
+
+pub(crate) fn tf32_of<const MODE: u8, const RELU: bool, const SAT: bool>(x: u32) -> u32 {
+    let f = f32::from_bits(x);
+    if f.is_nan() {
+        return 0x7fff_ffff;
+    }
+    if RELU && (f < 0.0 || x == 0x8000_0000) {
+        return 0;
+    }
+    let r = if f.is_infinite() {
+        x
+    } else {
+        let bump = match MODE {
+            0 => 0x1000,
+            1 => 0xfff + ((x >> 13) & 1),
+            _ => 0,
+        };
+        (x + bump) & !0x1fff
+    };
+    if SAT && f32::from_bits(r).is_infinite() {
+        // The largest finite tf32, with the sign.
+        (r & 0x8000_0000) | 0x7f7f_e000
+    } else {
+        r
+    }
+}
 pub(crate) fn neg<T: Int>(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| T::from_u64(x).wneg().to_u64())
 }
