@@ -236,6 +236,24 @@ fn warp_matrix_multiply_accumulate() {
     );
 }
 
+/// `cdp.cu`: dynamic parallelism (built with `-rdc=true -lcudadevrt`): a tree of
+/// launches, children of one stream in order (a later child sees an earlier one's own
+/// children's writes), device-side cudaMalloc/cudaMemcpyAsync/cudaFree on a named
+/// stream, a refused launch's error and text, the nesting limit; on the simulator and
+/// forwarded to it.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn kernels_launching_kernels() {
+    let flags = [PTX80[0], PTX80[1], "-rdc=true", "-lcudadevrt"];
+    let exe = build("cdp", "rdc", &flags);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "cdp: 25 checks, 0 failed",
+        &["a tree of launches 4 deep: 62 threads ran, depth sum 196"],
+    );
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

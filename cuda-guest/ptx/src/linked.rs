@@ -12,8 +12,29 @@ use crate::{parse, Module, Operand, ParseError, ParseErrorKind, Space, Statement
 use std::collections::{HashMap, HashSet};
 
 /// The functions CUDA's device runtime provides (declared `.extern` by every unit that
-/// calls them, defined by none).
-pub const DEVICE_RUNTIME: &[&str] = &["vprintf", "__assertfail", "malloc", "free"];
+/// calls them, defined by none; libcudadevrt's PTX defines the `__cudaCDP2` ones over a
+/// GPU driver's private system calls, so a consumer answers them itself, and that unit
+/// is not linked).
+pub const DEVICE_RUNTIME: &[&str] = &[
+    "vprintf",
+    "__assertfail",
+    "malloc",
+    "free",
+    // Dynamic parallelism (CDP2): `<<<>>>` in a kernel, and what it may call around it.
+    "__cudaCDP2GetParameterBufferV2",
+    "__cudaCDP2LaunchDeviceV2",
+    "__cudaCDP2LaunchDeviceV2_ptsz",
+    "__cudaCDP2StreamCreateWithFlags",
+    "__cudaCDP2StreamDestroy",
+    "__cudaCDP2GetLastError",
+    "__cudaCDP2PeekAtLastError",
+    "__cudaCDP2GetErrorString",
+    "__cudaCDP2GetErrorName",
+    "__cudaCDP2MemcpyAsync",
+    "__cudaCDP2MemcpyAsync_ptsz",
+    "__cudaCDP2Malloc",
+    "__cudaCDP2Free",
+];
 
 /// The first line of a linked image.
 pub const MAGIC: &str = "//vmgpu linked PTX 1\n";
@@ -131,6 +152,13 @@ pub fn parse_any(name: &str, text: &str) -> Result<Module, ParseError> {
 /// arrays (dynamic shared memory) stay as they are.
 pub fn link(name: &str, mut modules: Vec<Module>) -> Result<Module, ParseError> {
     let err = |module: &str, line: u32, message: String| error(module, line, "link", message);
+    // libcudadevrt's unit (it defines the device runtime's calls over a GPU driver's
+    // system calls) is left out: the consumer answers those calls.
+    modules.retain(|m| {
+        !m.functions
+            .iter()
+            .any(|f| f.body.is_some() && f.name.starts_with("__cudaCDP2"))
+    });
     // A unit's own symbols (neither `.visible` nor `.extern`: NVVM's `$str` format
     // strings, `static` variables and functions) are renamed where another unit defines
     // the same name, so each unit keeps its own.
@@ -217,8 +245,8 @@ pub fn link(name: &str, mut modules: Vec<Module>) -> Result<Module, ParseError> 
             continue;
         }
         if !DEVICE_RUNTIME.contains(&f.name.as_str()) {
-            // libcudadevrt's entry points: kernels launching kernels, which only a GPU's
-            // device runtime provides.
+            // Other libcudadevrt entry points (events, waits, grid-wide sync), which only
+            // a GPU's device runtime provides.
             let cdp = [
                 "__cudaCDP",
                 "cudaLaunchDevice",
@@ -228,8 +256,9 @@ pub fn link(name: &str, mut modules: Vec<Module>) -> Result<Module, ParseError> 
             .iter()
             .any(|p| f.name.starts_with(p));
             let why = if cdp {
-                " (a call of CUDA's device runtime: dynamic parallelism, kernels launching \
-                 kernels, is not supported)"
+                " (a call of CUDA's device runtime that the simulator does not answer: \
+                 it answers kernels launching kernels, streams, copies, malloc/free and \
+                 errors, not events, waits or grid-wide sync)"
             } else {
                 ""
             };
@@ -340,6 +369,34 @@ mod tests {
 
     fn unit(body: &str) -> String {
         format!("{HEAD}{body}")
+    }
+
+    #[test]
+    fn libcudadevrts_unit_is_left_to_the_consumer() {
+        // A program launching a kernel from device code, and libcudadevrt's unit, which
+        // defines the launch over a GPU driver's system call no unit defines.
+        let program = unit(
+            ".extern .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 a, .param .b64 b);\n\
+             .visible .entry k() { ret; }",
+        );
+        let devrt = unit(
+            ".extern .func (.param .b32 r) cnpLaunchDeviceV(.param .b64 a);\n\
+             .visible .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 a, .param .b64 b) { ret; }",
+        );
+        let m = link(
+            "img",
+            vec![
+                parse("a.ptx", &program).unwrap(),
+                parse("devrt.ptx", &devrt).unwrap(),
+            ],
+        )
+        .unwrap();
+        let funcs: Vec<(&str, bool)> = m
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.body.is_some()))
+            .collect();
+        assert_eq!(funcs, [("k", true), ("__cudaCDP2LaunchDeviceV2", false)]);
     }
 
     #[test]

@@ -425,6 +425,14 @@ pub(crate) enum Op {
     },
     /// `wmma.load`, `wmma.store` and `wmma.mma` (the warp's fragments, see `wmma.rs`).
     Wmma(Box<crate::wmma::Wmma>),
+    /// A call of CUDA's device runtime (dynamic parallelism, see `cdp.rs`): its
+    /// arguments, and where its result goes (`ret_size` bytes).
+    Cdp {
+        call: crate::cdp::Call,
+        args: Vec<ArgSrc>,
+        ret: Option<ArgSrc>,
+        ret_size: u8,
+    },
     Nop,
 }
 
@@ -609,7 +617,8 @@ impl<'a> ModuleCtx<'a> {
         let bodies = bodies(module);
         let mut funcs = HashMap::new();
         for (i, f) in module.functions.iter().enumerate() {
-            if f.body.is_some() && !f.is_entry {
+            // Kernels too: device code launching a kernel takes its address.
+            if f.body.is_some() {
                 funcs.entry(f.name.as_str()).or_insert(func_address(tag, i));
             }
         }
@@ -644,6 +653,9 @@ impl<'a> ModuleCtx<'a> {
             .iter()
             .filter_map(|n| {
                 let &(f, w) = bodies.get(n.as_str())?;
+                if f.is_entry {
+                    return None;
+                }
                 Some((*funcs.get(n.as_str())?, f, w))
             })
             .collect();
@@ -2685,7 +2697,7 @@ impl<'a> Dec<'a> {
                 let v = regs(self, vop, frag.regs(), !store)?;
                 if store {
                     Wmma::Store {
-                        frag,
+                        frag: frag.places(),
                         col_major,
                         sp,
                         s: v,
@@ -2695,7 +2707,7 @@ impl<'a> Dec<'a> {
                     }
                 } else {
                     Wmma::Load {
-                        frag,
+                        frag: frag.places(),
                         col_major,
                         sp,
                         d: v,
@@ -2713,7 +2725,20 @@ impl<'a> Dec<'a> {
                 let b = regs(self, &ops[2], mma.frag(Use::B).regs(), false)?;
                 let c = regs(self, &ops[3], mma.frag(Use::C).regs(), false)?;
                 let d = regs(self, &ops[0], mma.d_frag().regs(), true)?;
-                Wmma::Mma { mma, d, a, b, c }
+                let places = Box::new([
+                    mma.frag(Use::A).places(),
+                    mma.frag(Use::B).places(),
+                    mma.frag(Use::C).places(),
+                    mma.d_frag().places(),
+                ]);
+                Wmma::Mma {
+                    mma,
+                    places,
+                    d,
+                    a,
+                    b,
+                    c,
+                }
             }
         };
         Ok(Op::Wmma(Box::new(w)))
@@ -3098,12 +3123,16 @@ impl Dec<'_> {
         if self.m.bodies.contains_key(fname) {
             return Ok(None);
         }
+        let cdp = crate::cdp::Call::of(fname);
         let (want_args, want_rets) = match fname {
             "__assertfail" => (5, 0..=0),
             "vprintf" => (2, 0..=1),
             "malloc" => (1, 1..=1),
             "free" => (1, 0..=0),
-            _ => return Ok(None),
+            _ => match cdp {
+                Some((_, n, _)) => (n, 0..=1),
+                None => return Ok(None),
+            },
         };
         if args.len() != want_args || !want_rets.contains(&rets.len()) {
             return derr(
@@ -3131,7 +3160,14 @@ impl Dec<'_> {
                 ),
             }
         };
-        Ok(Some(if fname == "vprintf" {
+        Ok(Some(if let Some((call, _, ret_size)) = cdp {
+            Op::Cdp {
+                call,
+                args: args.iter().map(&mut src).collect::<DResult<_>>()?,
+                ret: rets.first().map(&mut src).transpose()?,
+                ret_size,
+            }
+        } else if fname == "vprintf" {
             Op::Printf {
                 format: src(&args[0])?,
                 args: src(&args[1])?,
@@ -3236,6 +3272,10 @@ fn written(op: &Op) -> Vec<R> {
         } => v[..*n as usize].to_vec(),
         Op::Atom { d, .. } => d.iter().copied().collect(),
         Op::Wmma(w) => w.reads_writes().1,
+        Op::Cdp {
+            ret: Some(ArgSrc::Reg(r)),
+            ..
+        } => vec![*r],
         Op::Vote {
             mode: VoteMode::Ballot,
             d,
@@ -3311,6 +3351,10 @@ fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
         Op::Match { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::BadCall { a } => (vec![*a], vec![]),
         Op::Wmma(w) => w.reads_writes(),
+        Op::Cdp { args, ret, .. } => (
+            args.iter().flat_map(arg).collect(),
+            ret.as_ref().map(arg).unwrap_or_default(),
+        ),
         Op::Tex {
             d,
             obj,
@@ -3759,7 +3803,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
     let uses_heap = d
         .insts
         .iter()
-        .any(|i| matches!(i.op, Op::Malloc { .. } | Op::Free { .. }));
+        .any(|i| matches!(i.op, Op::Malloc { .. } | Op::Free { .. } | Op::Cdp { .. }));
     let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
     consts.push((d.dyn_reg, shared_static));
     Ok(Program {

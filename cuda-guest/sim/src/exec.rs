@@ -7,16 +7,23 @@
 use super::decode::*;
 use super::memory::{Alloc, Freed, Memory};
 use super::ops::{self, Lanes};
-use super::wmma::{Frag, Use, Wmma};
+use super::wmma::{Frag, Place, Places, Wmma};
 use super::{
     Assertion, FaultKind, LaunchConfig, LaunchReport, Location, MemoryFault, NearestAlloc,
     OutputStream, SimConfig, SimError,
 };
+use crate::cdp::{self, Call, Child};
+use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const FULL: u32 = u32::MAX;
+
+/// A launch's shared tables, a poisoned lock (a worker that panicked) read as it is.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// Warp instructions between budget/time checks.
 const TICK: u64 = 4096;
 
@@ -225,6 +232,16 @@ struct Launch<'a> {
     printed: Mutex<Vec<u8>>,
     /// The device heap (`malloc`, `free`).
     heap: Option<&'a crate::memory::DeviceHeap>,
+    /// The module, whose kernels device code launches (dynamic parallelism).
+    module: &'a crate::Module,
+    /// How deep in launches from device code this grid is (0: launched by the host).
+    depth: u32,
+    /// What the grid queued to run when it ends (see `cdp.rs`).
+    children: Mutex<Vec<Child>>,
+    /// Parameter buffers given out and not yet launched: kernel and geometry.
+    buffers: Mutex<HashMap<u64, (String, LaunchConfig)>>,
+    /// The last device-runtime error of each thread (block, thread) that had one.
+    last_error: Mutex<HashMap<(u64, u32), u32>>,
 }
 
 /// The most `printf` output one launch keeps, as a GPU's default printf FIFO
@@ -331,6 +348,7 @@ fn sext(v: u64, size: u8) -> u64 {
     (((v << sh) as i64) >> sh) as u64
 }
 
+#[derive(Clone, Copy)]
 enum Target {
     Global(usize, u64),
     Shared(usize),
@@ -778,25 +796,41 @@ impl<'a, 'b> Exec<'a, 'b> {
                 stride,
             } => {
                 let store = matches!(op, Wmma::Store { .. });
-                let bits = frag.elem.bits();
+                let f = &frag.frag;
+                let bits = f.elem.bits();
                 let (bytes, emask) = (bits as u64 / 8, u64::MAX >> (64 - bits));
+                let (rows, cols) = f.dims();
                 let n = d.len();
                 let mut vals = vec![0u64; 32 * n];
                 for l in 0..32 {
                     let base = row(w, *a, l).wrapping_add(*off as u64);
                     let ld =
-                        stride.map_or(frag.default_ld(*col_major), |s| row(w, s, l) as u32 as u64);
-                    for e in 0..frag.per_lane() {
-                        let (r, c) = frag.place(l as u32, e);
-                        let addr = base
-                            .wrapping_add(Frag::offset(r, c, *col_major, ld).wrapping_mul(bytes));
-                        let t = self.resolve(*sp, addr, bytes, bytes, store, wid, l, pc, ls)?;
-                        let (k, shift) = frag.slot(e);
+                        stride.map_or(f.default_ld(*col_major), |s| row(w, s, l) as u32 as u64);
+                    let at = |p: &Place| Frag::offset(p.row as u32, p.col as u32, *col_major, ld);
+                    // The whole matrix checked at once; element by element (each fault
+                    // precise) when it is not inside one allocation.
+                    let span = (Frag::offset(rows - 1, cols - 1, *col_major, ld) + 1)
+                        .saturating_mul(bytes);
+                    let whole = self
+                        .resolve(*sp, base, span, bytes, store, wid, l, pc, ls)
+                        .ok();
+                    for p in frag.lane(l) {
+                        let (t, o) = match &whole {
+                            Some(t) => (*t, at(p) * bytes),
+                            None => {
+                                let addr = base.wrapping_add(at(p).wrapping_mul(bytes));
+                                (
+                                    self.resolve(*sp, addr, bytes, bytes, store, wid, l, pc, ls)?,
+                                    0,
+                                )
+                            }
+                        };
                         if store {
-                            let v = (row(w, d[k], l) >> shift) & emask;
-                            self.store(&t, 0, bytes as u8, v, w);
+                            let v = (row(w, d[p.reg as usize], l) >> p.shift) & emask;
+                            self.store(&t, o, bytes as u8, v, w);
                         } else {
-                            vals[l * n + k] |= self.load(&t, 0, bytes as u8, w) << shift;
+                            vals[l * n + p.reg as usize] |=
+                                self.load(&t, o, bytes as u8, w) << p.shift;
                         }
                     }
                 }
@@ -808,23 +842,172 @@ impl<'a, 'b> Exec<'a, 'b> {
                     }
                 }
             }
-            Wmma::Mma { mma, d, a, b, c } => {
-                let gather = |f: Frag, regs: &[R]| f.gather(|l, k| row(w, regs[k], l as usize));
+            Wmma::Mma {
+                mma,
+                places,
+                d,
+                a,
+                b,
+                c,
+            } => {
+                let gather = |p: &Places, regs: &[R]| p.gather(|l, k| row(w, regs[k], l));
                 let dm = mma.compute(
-                    &gather(mma.frag(Use::A), a),
-                    &gather(mma.frag(Use::B), b),
-                    &gather(mma.frag(Use::C), c),
+                    &gather(&places[0], a),
+                    &gather(&places[1], b),
+                    &gather(&places[2], c),
                 );
                 let mut out = vec![0u64; d.len()];
                 for l in 0..32 {
-                    mma.d_frag().scatter(&dm, l, &mut out);
+                    places[3].scatter(&dm, l, &mut out);
                     for (k, &r) in d.iter().enumerate() {
-                        w.regs[r as usize * 32 + l as usize] = out[k];
+                        w.regs[r as usize * 32 + l] = out[k];
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// One thread's call of CUDA's device runtime (see `cdp.rs`): its result.
+    #[allow(clippy::too_many_arguments)]
+    fn cdp(
+        &mut self,
+        call: Call,
+        args: &[ArgSrc],
+        w: &mut Warp,
+        wid: u32,
+        lane: usize,
+        pc: u32,
+        ls: usize,
+    ) -> Result<u64, SimError> {
+        let arg = |w: &Warp, k: usize, off: usize, len: u8| -> u64 {
+            match args[k] {
+                ArgSrc::Reg(r) => {
+                    let v = w.regs[r as usize * 32 + lane] >> (8 * off.min(7));
+                    if len >= 8 {
+                        v
+                    } else {
+                        v & ((1u64 << (8 * len)) - 1)
+                    }
+                }
+                ArgSrc::Local(o) => read_le(&w.local, lane * ls + o as usize + off, len),
+            }
+        };
+        let l = self.l;
+        let thread = (self.block_linear, wid * 32 + lane as u32);
+        let fail = |e: u32| {
+            lock(&l.last_error).insert(thread, e);
+            e as u64
+        };
+        let heap = l.heap;
+        Ok(match call {
+            Call::ParamBuffer => {
+                let func = arg(w, 0, 0, 8);
+                let dims = |k| std::array::from_fn(|i| arg(w, k, 4 * i, 4) as u32);
+                let cfg = LaunchConfig {
+                    grid: dims(1),
+                    block: dims(2),
+                    shared_bytes: arg(w, 3, 0, 4) as u32,
+                };
+                let Some(kernel) = l.module.entries.get(&func) else {
+                    // A null buffer: the launch that follows fails.
+                    fail(cdp::INVALID_DEVICE_FUNCTION);
+                    return Ok(0);
+                };
+                let size = l.module.kernels[kernel].prog.param_size;
+                let p = heap.map_or(0, |h| h.alloc(size.max(1) as u64));
+                if p == 0 {
+                    fail(cdp::MEMORY_ALLOCATION);
+                } else {
+                    lock(&l.buffers).insert(p, (kernel.clone(), cfg));
+                }
+                p
+            }
+            Call::Launch => {
+                let buf = arg(w, 0, 0, 8);
+                let Some((kernel, cfg)) = lock(&l.buffers).remove(&buf) else {
+                    return Ok(fail(cdp::INVALID_RESOURCE_HANDLE));
+                };
+                let prog = &l.module.kernels[&kernel].prog;
+                let refused = if !cdp::config_ok(&cfg, prog.shared_static) {
+                    Some(cdp::INVALID_CONFIGURATION)
+                } else if l.depth >= cdp::MAX_DEPTH {
+                    Some(cdp::LAUNCH_MAX_DEPTH_EXCEEDED)
+                } else {
+                    None
+                };
+                if let Some(e) = refused {
+                    heap.map(|h| h.free(buf));
+                    return Ok(fail(e));
+                }
+                lock(&l.children).push(Child::Launch {
+                    kernel,
+                    cfg,
+                    params: buf,
+                    size: prog.param_size,
+                });
+                0
+            }
+            Call::StreamCreate => {
+                // Streams order nothing here beyond launch order (children run one
+                // after another), so every stream is one handle.
+                let t =
+                    self.resolve(Sp::Generic, arg(w, 0, 0, 8), 8, 8, true, wid, lane, pc, ls)?;
+                self.store(&t, 0, 8, 0x5354_5245_414d, w);
+                0
+            }
+            Call::StreamDestroy => 0,
+            Call::GetLastError => lock(&l.last_error).remove(&thread).unwrap_or(0) as u64,
+            Call::PeekAtLastError => lock(&l.last_error).get(&thread).copied().unwrap_or(0) as u64,
+            Call::ErrorString | Call::ErrorName => {
+                let (name, text) = cdp::error_text(arg(w, 0, 0, 4) as u32);
+                let s = if call == Call::ErrorName { name } else { text };
+                let p = heap.map_or(0, |h| h.alloc(s.len() as u64 + 1));
+                if p != 0 {
+                    let t = self.resolve(
+                        Sp::Global,
+                        p,
+                        s.len() as u64 + 1,
+                        1,
+                        true,
+                        wid,
+                        lane,
+                        pc,
+                        ls,
+                    )?;
+                    for (i, b) in s.bytes().chain([0]).enumerate() {
+                        self.store(&t, i as u64, 1, b as u64, w);
+                    }
+                }
+                p
+            }
+            Call::MemcpyAsync => {
+                lock(&l.children).push(Child::Copy {
+                    dst: arg(w, 0, 0, 8),
+                    src: arg(w, 1, 0, 8),
+                    bytes: arg(w, 2, 0, 8),
+                });
+                0
+            }
+            Call::Malloc => {
+                let p = heap.map_or(0, |h| h.alloc(arg(w, 1, 0, 8)));
+                if p == 0 {
+                    return Ok(fail(cdp::MEMORY_ALLOCATION));
+                }
+                let t =
+                    self.resolve(Sp::Generic, arg(w, 0, 0, 8), 8, 8, true, wid, lane, pc, ls)?;
+                self.store(&t, 0, 8, p, w);
+                0
+            }
+            Call::Free => {
+                let p = arg(w, 0, 0, 8);
+                if p != 0 && !heap.is_some_and(|h| h.free(p)) {
+                    let at = self.location(wid, lane, pc);
+                    log::warn!("device cudaFree: {at}: {p:#x} is not a block of the device heap");
+                }
+                0
+            }
+        })
     }
 
     fn tick(&mut self, pc: u32) -> Result<(), SimError> {
@@ -2299,6 +2482,30 @@ impl<'a, 'b> Exec<'a, 'b> {
                 write(&mut w.regs, *d, &[v; 32], mask);
             }
             Op::Wmma(op) => self.wmma(op, w, mask, wid, pc, ls)?,
+            Op::Cdp {
+                call,
+                args,
+                ret,
+                ret_size,
+            } => {
+                let mut results = Vec::with_capacity(32);
+                each_lane!(mask, lane, {
+                    results.push((lane, self.cdp(*call, args, w, wid, lane, pc, ls)?));
+                });
+                match *ret {
+                    Some(ArgSrc::Reg(r)) => {
+                        for (lane, v) in results {
+                            w.regs[r as usize * 32 + lane] = v;
+                        }
+                    }
+                    Some(ArgSrc::Local(o)) => {
+                        for (lane, v) in results {
+                            write_le(&mut w.local, lane * ls + o as usize, *ret_size, v);
+                        }
+                    }
+                    None => {}
+                }
+            }
             Op::Nop => fence(SeqCst),
             Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
@@ -2966,6 +3173,9 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
 }
 
 /// Runs one launch.
+/// Runs a grid of `prog` (of `module`); what it launched in turn is put in `children`,
+/// for the caller to run after it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     prog: &Program,
     mem: &Memory,
@@ -2973,6 +3183,9 @@ pub(crate) fn launch(
     cancel: &AtomicBool,
     cfg: LaunchConfig,
     params: &[u8],
+    module: &crate::Module,
+    depth: u32,
+    children: &mut Vec<Child>,
 ) -> Result<LaunchReport, SimError> {
     let start = Instant::now();
     let nthreads = cfg.block.iter().product::<u32>();
@@ -2997,6 +3210,11 @@ pub(crate) fn launch(
         workers,
         printed: Mutex::new(Vec::new()),
         heap: mem.heap.as_deref(),
+        module,
+        depth,
+        children: Mutex::new(Vec::new()),
+        buffers: Mutex::new(HashMap::new()),
+        last_error: Mutex::new(HashMap::new()),
     };
     let next = AtomicU64::new(0);
     if workers == 1 {
@@ -3016,6 +3234,14 @@ pub(crate) fn launch(
     if !printed.is_empty() {
         (config.output.0)(OutputStream::Stdout, &printed);
     }
+    // Buffers given out but never launched go back to the heap.
+    let unused = l.buffers.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = l.heap {
+        for &p in unused.keys() {
+            h.free(p);
+        }
+    }
+    *children = l.children.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some((_, e)) = l.error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         if let SimError::Assert(_) = &e {
             (config.output.0)(OutputStream::Stderr, format!("{e}\n").as_bytes());

@@ -151,6 +151,7 @@
 
 pub mod backend;
 pub mod bench;
+mod cdp;
 mod decode;
 mod exec;
 mod memory;
@@ -170,7 +171,7 @@ use memory::Memory;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Simulator settings.
 #[derive(Debug, Clone)]
@@ -598,6 +599,8 @@ pub struct Module {
     /// The virtual architecture of its `.target` (`sm_80` is 80; 0 when none is named).
     arch: u32,
     sim_tag: u64,
+    /// Kernel names by their addresses (device code launching kernels names them so).
+    entries: HashMap<u64, String>,
 }
 
 impl Module {
@@ -859,6 +862,10 @@ impl Simulator {
             shared_size,
             extern_shared,
         };
+        let entries = m
+            .entries()
+            .filter_map(|f| Some((*ctx.funcs.get(f.name.as_str())?, f.name.clone())))
+            .collect();
         let mut kernels = HashMap::new();
         for f in m.entries() {
             let prog = decode::decode_kernel(&ctx, f).map_err(|e| SimError::Unsupported {
@@ -895,6 +902,7 @@ impl Simulator {
                 })
                 .unwrap_or(0),
             sim_tag: self.mem.tag,
+            entries,
         }))
     }
 
@@ -1221,14 +1229,87 @@ impl Simulator {
                 line: 0,
             });
         }
-        exec::launch(
+        let start = Instant::now();
+        let mut children = vec![];
+        let mut report = exec::launch(
             &k.prog,
             &self.mem,
             &self.config,
             self.cancel.flag(),
             cfg,
             params,
-        )
+            module,
+            0,
+            &mut children,
+        )?;
+        if !children.is_empty() {
+            self.run_children(module, children, 1, &mut report)?;
+            report.elapsed = start.elapsed();
+        }
+        Ok(report)
+    }
+
+    /// Runs what a grid launched from device code (see `cdp.rs`), in order, each
+    /// child's own children right after it; `depth` is their nesting (1: launched by a
+    /// grid the host launched).
+    fn run_children(
+        &self,
+        module: &Module,
+        children: Vec<cdp::Child>,
+        depth: u32,
+        report: &mut LaunchReport,
+    ) -> Result<(), SimError> {
+        for c in children {
+            match c {
+                cdp::Child::Copy { dst, src, bytes } => {
+                    let bad = |ptr: u64, what: &str| SimError::InvalidPointer {
+                        ptr: DevicePtr(ptr),
+                        len: bytes,
+                        message: format!("the {what} of a cudaMemcpyAsync in device code"),
+                    };
+                    let (s, so) = self
+                        .mem
+                        .find(src, bytes)
+                        .ok_or_else(|| bad(src, "source"))?;
+                    let (d, doff) = self
+                        .mem
+                        .find(dst, bytes)
+                        .ok_or_else(|| bad(dst, "destination"))?;
+                    d.copy_from(doff, s, so, bytes);
+                }
+                cdp::Child::Launch {
+                    kernel,
+                    cfg,
+                    params,
+                    size,
+                } => {
+                    let mut buf = vec![0u8; size as usize];
+                    if let Some((a, off)) = self.mem.find(params, size as u64) {
+                        a.read_bytes(off, &mut buf);
+                    }
+                    if let Some(h) = &self.mem.heap {
+                        h.free(params);
+                    }
+                    let k = module.launchable(&kernel)?;
+                    let mut grand = vec![];
+                    let r = exec::launch(
+                        &k.prog,
+                        &self.mem,
+                        &self.config,
+                        self.cancel.flag(),
+                        cfg,
+                        &buf,
+                        module,
+                        depth,
+                        &mut grand,
+                    )?;
+                    report.warp_instructions += r.warp_instructions;
+                    report.blocks += r.blocks;
+                    self.run_children(module, grand, depth + 1, report)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Puts the simulator in its failed state after a launch's fault (the first one

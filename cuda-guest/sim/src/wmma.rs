@@ -199,30 +199,79 @@ impl Frag {
         }
     }
 
-    /// The matrix (row-major, element bits) from every lane's registers `regs[lane]`,
-    /// taking each element from the first lanes that hold it.
-    pub(crate) fn gather(&self, regs: impl Fn(u32, usize) -> u64) -> Vec<u64> {
-        let (r, c) = self.dims();
-        let mask = u64::MAX >> (64 - self.elem.bits());
-        let mut m = vec![0u64; (r * c) as usize];
-        for lane in 0..self.lanes() {
-            for e in 0..self.per_lane() {
+    /// Where every lane's elements sit, computed once.
+    pub(crate) fn places(&self) -> Places {
+        let (per, lanes) = (self.per_lane(), self.lanes());
+        let mut at = Vec::with_capacity((32 * per) as usize);
+        for lane in 0..32 {
+            for e in 0..per {
                 let (row, col) = self.place(lane, e);
                 let (reg, shift) = self.slot(e);
-                m[(row * c + col) as usize] = (regs(lane, reg) >> shift) & mask;
+                at.push(Place {
+                    row: row as u16,
+                    col: col as u16,
+                    reg: reg as u8,
+                    shift: shift as u8,
+                });
+            }
+        }
+        Places {
+            frag: *self,
+            per_lane: per as usize,
+            // Lanes past the first copy repeat it.
+            first_copy: lanes as usize,
+            at: at.into(),
+        }
+    }
+}
+
+/// One element of a lane: its row and column, and its register and bit shift.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    pub row: u16,
+    pub col: u16,
+    pub reg: u8,
+    pub shift: u8,
+}
+
+/// Every lane's [`Place`]s of a fragment, lane by lane.
+#[derive(Debug, Clone)]
+pub(crate) struct Places {
+    pub frag: Frag,
+    per_lane: usize,
+    first_copy: usize,
+    at: Box<[Place]>,
+}
+
+impl Places {
+    /// Lane `lane`'s elements, in order.
+    pub(crate) fn lane(&self, lane: usize) -> &[Place] {
+        &self.at[lane * self.per_lane..(lane + 1) * self.per_lane]
+    }
+
+    fn index(&self, p: &Place) -> usize {
+        p.row as usize * self.frag.dims().1 as usize + p.col as usize
+    }
+
+    /// The matrix (row-major, element bits) from every lane's registers
+    /// (`regs(lane, register)`), each element taken from the first lanes holding it.
+    pub(crate) fn gather(&self, regs: impl Fn(usize, usize) -> u64) -> Vec<u64> {
+        let (r, c) = self.frag.dims();
+        let mask = u64::MAX >> (64 - self.frag.elem.bits());
+        let mut m = vec![0u64; (r * c) as usize];
+        for lane in 0..self.first_copy {
+            for p in self.lane(lane) {
+                m[self.index(p)] = (regs(lane, p.reg as usize) >> p.shift) & mask;
             }
         }
         m
     }
 
     /// Lane `lane`'s registers holding `matrix` (row-major, element bits).
-    pub(crate) fn scatter(&self, matrix: &[u64], lane: u32, out: &mut [u64]) {
-        let c = self.dims().1;
+    pub(crate) fn scatter(&self, matrix: &[u64], lane: usize, out: &mut [u64]) {
         out.fill(0);
-        for e in 0..self.per_lane() {
-            let (row, col) = self.place(lane, e);
-            let (reg, shift) = self.slot(e);
-            out[reg] |= matrix[(row * c + col) as usize] << shift;
+        for p in self.lane(lane) {
+            out[p.reg as usize] |= matrix[self.index(p)] << p.shift;
         }
     }
 }
@@ -299,24 +348,23 @@ impl Mma {
             }
         } else {
             let av: Vec<f32> = a.iter().map(|&x| self.a.input_f32(x)).collect();
-            // B transposed, so the inner loop reads both inputs in order.
-            let mut bt = vec![0f32; k * n];
-            for l in 0..k {
-                for j in 0..n {
-                    bt[j * k + l] = self.b.input_f32(b[l * n + j]);
-                }
-            }
+            let bv: Vec<f32> = b.iter().map(|&x| self.b.input_f32(x)).collect();
+            // A row of D at a time, its columns summed side by side (each in k order).
+            let mut acc = vec![0f32; n];
             for i in 0..m {
-                let ar = &av[i * k..i * k + k];
-                for j in 0..n {
-                    let br = &bt[j * k..j * k + k];
-                    let mut acc = self.c.input_f32(c[i * n + j]);
-                    for l in 0..k {
-                        acc += ar[l] * br[l];
+                for (j, x) in acc.iter_mut().enumerate() {
+                    *x = self.c.input_f32(c[i * n + j]);
+                }
+                for l in 0..k {
+                    let x = av[i * k + l];
+                    for (s, &y) in acc.iter_mut().zip(&bv[l * n..l * n + n]) {
+                        *s += x * y;
                     }
+                }
+                for (j, &x) in acc.iter().enumerate() {
                     d[i * n + j] = match self.d {
-                        Elem::F16 => f64_to_f16(acc as f64, Rnd::N) as u64,
-                        _ => acc.to_bits() as u64,
+                        Elem::F16 => f64_to_f16(x as f64, Rnd::N) as u64,
+                        _ => x.to_bits() as u64,
                     };
                 }
             }
@@ -332,7 +380,7 @@ pub(crate) enum Wmma {
     /// own address), laid out `col_major` or not, `stride` elements apart (the matrix's
     /// row or column length when `None`).
     Load {
-        frag: Frag,
+        frag: Places,
         col_major: bool,
         sp: Sp,
         d: Vec<R>,
@@ -342,7 +390,7 @@ pub(crate) enum Wmma {
     },
     /// `wmma.store.d`: lane registers `s` to memory, as [`Wmma::Load`] reads it.
     Store {
-        frag: Frag,
+        frag: Places,
         col_major: bool,
         sp: Sp,
         s: Vec<R>,
@@ -353,6 +401,8 @@ pub(crate) enum Wmma {
     /// `wmma.mma`: `d = a * b + c`.
     Mma {
         mma: Mma,
+        /// The places of A, B, C and D.
+        places: Box<[Places; 4]>,
         d: Vec<R>,
         a: Vec<R>,
         b: Vec<R>,
@@ -562,15 +612,16 @@ mod tests {
     #[test]
     fn gather_undoes_scatter() {
         let f = frag("load.a.sync.aligned.row.m16n16k16.f16");
+        let p = f.places();
         let m: Vec<u64> = (0..256).map(|i| i * 7 % 65521).collect();
         let regs: Vec<Vec<u64>> = (0..32)
             .map(|l| {
                 let mut o = vec![0; f.regs()];
-                f.scatter(&m, l, &mut o);
+                p.scatter(&m, l, &mut o);
                 o
             })
             .collect();
-        assert_eq!(f.gather(|l, r| regs[l as usize][r]), m);
+        assert_eq!(p.gather(|l, r| regs[l][r]), m);
     }
 
     fn h(x: f32) -> u64 {

@@ -69,6 +69,7 @@ driver_api! {
     cuCtxSynchronize();
     cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
     cuModuleLoadData(m: *mut Handle, image: *const c_void);
+    cuModuleLoadDataEx(m: *mut Handle, image: *const c_void, n: c_uint, options: *mut c_int, values: *mut *mut c_void);
     cuModuleGetFunction(f: *mut Handle, m: Handle, name: *const c_char);
     cuModuleGetGlobal_v2(p: *mut CUdeviceptr, bytes: *mut usize, m: Handle, name: *const c_char);
     cuFuncGetAttribute(v: *mut c_int, attr: c_int, f: Handle);

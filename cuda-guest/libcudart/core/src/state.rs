@@ -360,17 +360,25 @@ impl Runtime {
     /// through the driver's linker.
     fn load(&self, image: &Image) -> R<Handle> {
         let mut m: Handle = std::ptr::null_mut();
-        match image {
-            Image::Ptx(ptx) => cu!(self.d, cuModuleLoadData(&mut m, ptx.as_ptr().cast()))?,
+        // The driver's error log (CU_JIT_ERROR_LOG_BUFFER and its size), to say why a
+        // module does not load or a link fails (the simulator names the PTX line).
+        let mut log = vec![0u8; 4096];
+        let mut options: [c_int; 2] = [5, 6];
+        let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+        let loaded = match image {
+            Image::Ptx(ptx) => cu!(
+                self.d,
+                cuModuleLoadDataEx(
+                    &mut m,
+                    ptx.as_ptr().cast(),
+                    2,
+                    options.as_mut_ptr(),
+                    values.as_mut_ptr()
+                )
+            ),
             Image::Units(units) => {
                 let mut state: Handle = std::ptr::null_mut();
                 let none = std::ptr::null_mut();
-                // The linker's error log (CU_JIT_ERROR_LOG_BUFFER and its size), to say
-                // why a link fails.
-                let mut log = vec![0u8; 4096];
-                let mut options: [c_int; 2] = [5, 6];
-                let mut values: [*mut c_void; 2] =
-                    [log.as_mut_ptr().cast(), log.len() as *mut c_void];
                 cu!(
                     self.d,
                     cuLinkCreate_v2(2, options.as_mut_ptr(), values.as_mut_ptr(), &mut state)
@@ -399,16 +407,17 @@ impl Runtime {
                     cu!(self.d, cuModuleLoadData(&mut m, img))
                 })();
                 let _ = cu!(self.d, cuLinkDestroy(state));
-                linked.map_err(|mut f| {
-                    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                    let text = String::from_utf8_lossy(&log[..end]);
-                    if !text.trim().is_empty() {
-                        f.detail = format!("{}: {}", f.detail, text.trim());
-                    }
-                    f
-                })?;
+                linked
             }
-        }
+        };
+        loaded.map_err(|mut f| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            if !text.trim().is_empty() {
+                f.detail = format!("{}: {}", f.detail, text.trim());
+            }
+            f
+        })?;
         Ok(m)
     }
 
