@@ -1657,6 +1657,12 @@ fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
     }
     let e = driver()?;
     let c = current()?;
+    // Captured: the graph's allocation node.
+    if e.graphs().status(stream).0 != crate::capture::CAPTURE_NONE {
+        let p = graph_alloc(bytes as u64, |op| e.capture_all(stream, &[op]).map(drop))?;
+        // SAFETY: checked non-null; a writable CUdeviceptr.
+        return unsafe { out(dptr, p) };
+    }
     // The stream must exist; the memory is usable at once (before the stream reaches
     // the allocation), which stream order allows.
     e.stream_query(c, stream)?;
@@ -1668,12 +1674,193 @@ fn alloc_async(dptr: *mut CUdeviceptr, bytes: usize, stream: u64) -> R<()> {
 fn free_async(dptr: CUdeviceptr, stream: u64) -> R<()> {
     let e = driver()?;
     let c = current()?;
+    // Captured: the graph's free node, of one of its allocations.
+    if e.graphs().status(stream).0 != crate::capture::CAPTURE_NONE {
+        graph_free_check(dptr)?;
+        e.capture_all(stream, &[crate::capture::Op::MemFree { dptr }])?;
+        e.graphs().graph_free(dptr);
+        return Ok(());
+    }
     // Stream-ordered: freed once the stream has passed its work so far.
     e.stream_synchronize(c, stream)?;
     if dptr == 0 {
         return Ok(());
     }
     e.mem_free(c, dptr)
+}
+
+/// A graph's allocation of `bytes`, its node added by `add` (a captured call, or a
+/// node of a graph): the memory is made now and kept while a graph holds the node.
+fn graph_alloc(bytes: u64, add: impl FnOnce(crate::capture::Op) -> R<()>) -> R<u64> {
+    let e = driver()?;
+    let c = current()?;
+    let dptr = e.mem_alloc(c, bytes)?;
+    e.graphs().graph_alloc(dptr, bytes);
+    if let Err(f) = add(crate::capture::Op::MemAlloc { dptr, bytes }) {
+        e.graphs().graph_free(dptr);
+        let _ = e.mem_free(c, dptr);
+        return Err(f);
+    }
+    Ok(dptr)
+}
+
+/// `CUDA_ERROR_INVALID_VALUE` unless `dptr` is a graph's allocation (what a graph's
+/// free node may free).
+fn graph_free_check(dptr: u64) -> R<()> {
+    if driver()?.graphs().is_graph_alloc(dptr) {
+        Ok(())
+    } else {
+        Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("{dptr:#x} is not a graph's allocation (a graph frees only its own)"),
+        ))
+    }
+}
+
+/// Frees the memory of graph allocations that are freed and that no graph holds any
+/// more (after a graph or executable graph goes, or a trim).
+fn release_graph_memory() -> R<()> {
+    let e = driver()?;
+    let gone = e.graphs().take_unheld();
+    if !gone.is_empty() {
+        let c = current()?;
+        for p in gone {
+            e.mem_free(c, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// `CUDA_MEM_ALLOC_NODE_PARAMS`: the pool's properties (`CUmemPoolProps`: allocation
+/// type, handle types, location, ...), access descriptors, size, and the address the
+/// node gives back.
+#[repr(C)]
+pub(crate) struct MemAllocNodeParams {
+    alloc_type: c_int,
+    handle_types: c_int,
+    location_type: c_int,
+    location_id: c_int,
+    win32: *mut c_void,
+    max_size: usize,
+    usage: u16,
+    reserved: [u8; 54],
+    access_descs: *const c_void,
+    access_count: usize,
+    bytesize: usize,
+    dptr: CUdeviceptr,
+}
+
+entry! {
+    /// `cuGraphAddMemAllocNode`: pinned device memory of the current context's device;
+    /// made now (its address in `dptr`) and kept while a graph holds the node.
+    fn cuGraphAddMemAllocNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *mut MemAllocNodeParams) {
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_mut() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+        // CU_MEM_ALLOCATION_TYPE_PINNED on CU_MEM_LOCATION_TYPE_DEVICE.
+        if p.alloc_type != 1 || p.location_type != 1 || p.bytesize == 0 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!(
+                    "allocation type {}, location type {}, {} bytes (pinned device memory of some bytes)",
+                    p.alloc_type, p.location_type, p.bytesize
+                ),
+            ));
+        }
+        let kind = crate::capture::NODE_MEM_ALLOC;
+        // SAFETY: the program's node slot and dependencies.
+        p.dptr = graph_alloc(p.bytesize as u64, |op| unsafe { add_node(node, graph, deps, n, kind, vec![op]) })?;
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuGraphAddMemFreeNode`: frees a graph's allocation when the graph runs.
+    fn cuGraphAddMemFreeNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, dptr: CUdeviceptr) {
+        graph_free_check(dptr)?;
+        let op = crate::capture::Op::MemFree { dptr };
+        // SAFETY: the program's node slot and dependencies.
+        unsafe { add_node(node, graph, deps, n, crate::capture::NODE_MEM_FREE, vec![op]) }?;
+        driver()?.graphs().graph_free(dptr);
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuGraphMemAllocNodeGetParams`.
+    fn cuGraphMemAllocNodeGetParams(node: Handle, p: *mut MemAllocNodeParams) {
+        let (_, ops) = driver()?.graphs().node_ops(nonnull(node, "graph node")?)?;
+        let [crate::capture::Op::MemAlloc { dptr, bytes }] = ops[..] else {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("node {node:?} is not an allocation node")));
+        };
+        // SAFETY: null or the program's parameters.
+        let p = unsafe { p.as_mut() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null params_out"))?;
+        (p.alloc_type, p.handle_types, p.location_type, p.location_id) = (1, 0, 1, 0);
+        (p.access_descs, p.access_count) = (std::ptr::null(), 0);
+        (p.bytesize, p.dptr) = (bytes as usize, dptr);
+        Ok(())
+    }
+}
+
+entry! {
+    /// `cuGraphMemFreeNodeGetParams`.
+    fn cuGraphMemFreeNodeGetParams(node: Handle, dptr: *mut CUdeviceptr) {
+        let (_, ops) = driver()?.graphs().node_ops(nonnull(node, "graph node")?)?;
+        let [crate::capture::Op::MemFree { dptr: p }] = ops[..] else {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("node {node:?} is not a free node")));
+        };
+        if dptr.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null dptr_out"));
+        }
+        // SAFETY: checked non-null; a writable CUdeviceptr.
+        unsafe { out(dptr, p) }
+    }
+}
+
+/// `CUDA_ERROR_INVALID_DEVICE` unless `device` is one.
+fn check_device(device: CUdevice) -> R<()> {
+    let n = driver()?.device_count()?;
+    if device < 0 || device as u32 >= n {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_DEVICE,
+            format!("device {device}"),
+        ));
+    }
+    Ok(())
+}
+
+entry! {
+    /// `cuDeviceGetGraphMemAttribute`: the memory graphs' allocations hold (used and
+    /// reserved are the same here), now or at most.
+    fn cuDeviceGetGraphMemAttribute(device: CUdevice, attr: c_int, value: *mut c_void) {
+        check_device(device)?;
+        let v = driver()?.graphs().graph_mem_attribute(attr)?;
+        if value.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null value"));
+        }
+        // SAFETY: checked non-null; a cuuint64_t.
+        unsafe { out(value.cast::<u64>(), v) }
+    }
+}
+
+entry! {
+    /// `cuDeviceSetGraphMemAttribute`: a high watermark reset (to 0).
+    fn cuDeviceSetGraphMemAttribute(device: CUdevice, attr: c_int, value: *mut c_void) {
+        check_device(device)?;
+        if value.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null value"));
+        }
+        // SAFETY: checked non-null; a cuuint64_t.
+        let v = unsafe { value.cast::<u64>().read_unaligned() };
+        driver()?.graphs().reset_graph_mem_high(attr, v)
+    }
+}
+
+entry! {
+    /// `cuDeviceGraphMemTrim`: frees what freed graph allocations no graph holds.
+    fn cuDeviceGraphMemTrim(device: CUdevice) {
+        check_device(device)?;
+        release_graph_memory()
+    }
 }
 
 // The stream-ordered allocator's pools: each device has its default pool, which
@@ -2900,7 +3087,7 @@ entry! {
     fn cuGraphDestroy(graph: Handle) {
         let d = driver()?.graphs().destroy(nonnull(graph, "graph")?)?;
         run_destructors(d);
-        Ok(())
+        release_graph_memory()
     }
 }
 
@@ -3293,7 +3480,7 @@ unsafe fn run_ops(ops: Vec<crate::capture::Op>, stream: Option<u64>) -> R<()> {
                 width,
                 count,
             } => memset(dst, value, width, count as usize, stream)?,
-            Op::Launch { .. } | Op::HostFunc(_) => {
+            Op::Launch { .. } | Op::HostFunc(_) | Op::MemAlloc { .. } | Op::MemFree { .. } => {
                 return Err(Fail::new(
                     CUDA_ERROR_UNKNOWN,
                     "run_ops: a launch or host function among copies",
@@ -4043,7 +4230,7 @@ entry! {
     fn cuGraphExecDestroy(exec: Handle) {
         let d = driver()?.graphs().exec_destroy(nonnull(exec, "graph exec")?)?;
         run_destructors(d);
-        Ok(())
+        release_graph_memory()
     }
 }
 
@@ -4277,15 +4464,12 @@ unsupported! {
     cuDevSmResourceSplitByCount,
     cuDeviceGetDevResource,
     cuDeviceGetExecAffinitySupport,
-    cuDeviceGetGraphMemAttribute,
     cuDeviceGetLuid,
     cuDeviceGetNvSciSyncAttributes,
     cuDeviceGetP2PAttribute,
     cuDeviceGetProperties,
     cuDeviceGetTexture1DLinearMaxWidth,
-    cuDeviceGraphMemTrim,
     cuDeviceRegisterAsyncNotification,
-    cuDeviceSetGraphMemAttribute,
     cuDeviceSetMemPool,
     cuDeviceUnregisterAsyncNotification,
     cuExternalMemoryGetMappedBuffer,
@@ -4305,8 +4489,6 @@ unsupported! {
     cuGraphAddEventWaitNode,
     cuGraphAddExternalSemaphoresSignalNode,
     cuGraphAddExternalSemaphoresWaitNode,
-    cuGraphAddMemAllocNode,
-    cuGraphAddMemFreeNode,
     cuGraphAddNode,
     cuGraphAddNode_v2,
     cuGraphBatchMemOpNodeGetParams,
@@ -4340,8 +4522,6 @@ unsupported! {
     cuGraphKernelNodeGetParams,
     cuGraphKernelNodeGetParams_v2,
     cuGraphKernelNodeSetAttribute,
-    cuGraphMemAllocNodeGetParams,
-    cuGraphMemFreeNodeGetParams,
     cuGraphMemcpyNodeGetParams,
     cuGraphMemsetNodeGetParams,
     cuGraphNodeFindInClone,

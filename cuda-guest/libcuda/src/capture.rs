@@ -58,6 +58,13 @@ pub enum Op {
     },
     /// `cuLaunchHostFunc`, `cuStreamAddCallback`.
     HostFunc(RepeatableHostFunc),
+    /// A graph's allocation (`cuGraphAddMemAllocNode`, `cuMemAllocAsync` captured): the
+    /// memory is made with the node and kept for the graph's life (see
+    /// [`Captures::graph_alloc`]), so running it does nothing.
+    MemAlloc { dptr: u64, bytes: u64 },
+    /// A graph's free of its allocation (`cuGraphAddMemFreeNode`, `cuMemFreeAsync`
+    /// captured): nothing to run either.
+    MemFree { dptr: u64 },
 }
 
 impl std::fmt::Debug for Op {
@@ -69,6 +76,8 @@ impl std::fmt::Debug for Op {
             Op::DtoD { dst, src, bytes } => write!(f, "dtod {src:#x} -> {dst:#x} {bytes} B"),
             Op::Launch { function, .. } => write!(f, "launch {function:#x}"),
             Op::HostFunc(_) => f.write_str("host function"),
+            Op::MemAlloc { dptr, bytes } => write!(f, "alloc {dptr:#x} {bytes} B"),
+            Op::MemFree { dptr } => write!(f, "free {dptr:#x}"),
         }
     }
 }
@@ -115,6 +124,8 @@ pub const NODE_MEMCPY: i32 = 1;
 pub const NODE_MEMSET: i32 = 2;
 pub const NODE_HOST: i32 = 3;
 pub const NODE_EMPTY: i32 = 5;
+pub const NODE_MEM_ALLOC: i32 = 10;
+pub const NODE_MEM_FREE: i32 = 11;
 
 /// One node of a graph: its kind, its work (a memcpy or memset of several rows is
 /// several operations; an empty node has none) and the nodes it depends on (indices).
@@ -193,7 +204,18 @@ fn kind_of(op: &Op) -> i32 {
         Op::HtoD { .. } | Op::DtoH { .. } | Op::DtoD { .. } => NODE_MEMCPY,
         Op::Launch { .. } => NODE_KERNEL,
         Op::HostFunc(_) => NODE_HOST,
+        Op::MemAlloc { .. } => NODE_MEM_ALLOC,
+        Op::MemFree { .. } => NODE_MEM_FREE,
     }
+}
+
+/// Memory a graph allocates: its size, and whether it has been freed (by a free node of
+/// the graph, or by the program outside it), after which it goes once no graph or
+/// executable graph holds its allocation node.
+#[derive(Debug, Clone, Copy)]
+struct GraphAlloc {
+    bytes: u64,
+    freed: bool,
 }
 
 /// The capture state of the program: sequences by number, which stream and which event
@@ -216,6 +238,10 @@ pub struct Captures {
     /// The user-object references a graph or executable graph owns: handle to
     /// (object, count).
     owned: HashMap<u64, Vec<(u64, u32)>>,
+    /// Graphs' allocations by address.
+    graph_mem: HashMap<u64, GraphAlloc>,
+    /// The most bytes graphs' allocations held at once (since reset).
+    graph_mem_high: u64,
     next: u64,
 }
 
@@ -522,6 +548,16 @@ impl Captures {
         Ok(self.graphs[&g].nodes[i].kind)
     }
 
+    /// The kind and work of node `node`.
+    pub fn node_ops(&self, node: u64) -> R<(i32, Vec<Op>)> {
+        let &(g, i) = self
+            .nodes
+            .get(&node)
+            .ok_or_else(|| unknown("graph node", node))?;
+        let n = &self.graphs[&g].nodes[i];
+        Ok((n.kind, n.ops.clone()))
+    }
+
     /// `cuGraphClone`: a copy of the graph with nodes of its own.
     pub fn clone_graph(&mut self, graph: u64) -> R<u64> {
         let def = self.def(graph)?.clone();
@@ -779,6 +815,93 @@ impl Captures {
             .remove(&exec)
             .ok_or_else(|| unknown("graph exec", exec))?;
         Ok(self.disown(exec))
+    }
+
+    /// Takes `bytes` at `dptr` (just allocated) as a graph's allocation.
+    pub fn graph_alloc(&mut self, dptr: u64, bytes: u64) {
+        self.graph_mem.insert(
+            dptr,
+            GraphAlloc {
+                bytes,
+                freed: false,
+            },
+        );
+        self.graph_mem_high = self.graph_mem_high.max(self.graph_mem_used());
+    }
+
+    /// Whether `dptr` is a graph's allocation (a free node may name only those).
+    pub fn is_graph_alloc(&self, dptr: u64) -> bool {
+        self.graph_mem.contains_key(&dptr)
+    }
+
+    /// A graph's allocation freed (by a free node, or by the program): whether its
+    /// memory may go now (no graph holds its allocation node: the caller frees it);
+    /// `None` when `dptr` is no graph's allocation.
+    pub fn graph_free(&mut self, dptr: u64) -> Option<bool> {
+        let a = self.graph_mem.get_mut(&dptr)?;
+        a.freed = true;
+        Some(self.take_unheld().contains(&dptr))
+    }
+
+    /// The freed graph allocations no graph or executable graph holds any more, taken
+    /// out for the caller to free.
+    pub fn take_unheld(&mut self) -> Vec<u64> {
+        let held = |p: u64| {
+            let has = |ops: &[Op]| {
+                ops.iter()
+                    .any(|o| matches!(o, Op::MemAlloc { dptr, .. } if *dptr == p))
+            };
+            self.graphs
+                .values()
+                .any(|g| g.nodes.iter().any(|n| has(&n.ops)))
+                || self.execs.values().any(|(_, g)| has(g))
+                || self
+                    .sequences
+                    .values()
+                    .any(|q| q.ops.iter().any(|o| has(o)))
+        };
+        let gone: Vec<u64> = self
+            .graph_mem
+            .iter()
+            .filter(|(&p, a)| a.freed && !held(p))
+            .map(|(&p, _)| p)
+            .collect();
+        for p in &gone {
+            self.graph_mem.remove(p);
+        }
+        gone
+    }
+
+    /// Bytes graphs' allocations hold now.
+    pub fn graph_mem_used(&self) -> u64 {
+        self.graph_mem.values().map(|a| a.bytes).sum()
+    }
+
+    /// `cuDeviceGetGraphMemAttribute`: used and reserved memory (the same here: each
+    /// allocation is its own memory), now or at most since the last reset.
+    pub fn graph_mem_attribute(&self, attr: i32) -> R<u64> {
+        match attr {
+            0 | 2 => Ok(self.graph_mem_used()),
+            1 | 3 => Ok(self.graph_mem_high),
+            _ => Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("graph memory attribute {attr}"),
+            )),
+        }
+    }
+
+    /// `cuDeviceSetGraphMemAttribute`: a high watermark (1, 3) reset to 0.
+    pub fn reset_graph_mem_high(&mut self, attr: i32, value: u64) -> R<()> {
+        if !matches!(attr, 1 | 3) || value != 0 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!(
+                    "graph memory attribute {attr} set to {value} (only the high watermarks, to 0)"
+                ),
+            ));
+        }
+        self.graph_mem_high = self.graph_mem_used();
+        Ok(())
     }
 
     /// Refuses `what` (a context-wide synchronisation) while any stream captures: it

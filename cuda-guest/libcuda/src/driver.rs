@@ -302,6 +302,8 @@ impl Driver {
                 self.launch(ctx, function, config, stream, &args)
             }
             Op::HostFunc(f) => self.stream_host_func(ctx, stream, f),
+            // Made with the node, kept for the graph's life.
+            Op::MemAlloc { .. } | Op::MemFree { .. } => Ok(()),
         }
     }
 
@@ -814,6 +816,10 @@ impl Driver {
 
     pub fn mem_free(&self, ctx: u64, ptr: u64) -> R<()> {
         let c = self.bound(ctx)?;
+        // A graph's allocation stays while a graph holds its allocation node.
+        if lock(&self.captures).graph_free(ptr) == Some(false) {
+            return Ok(());
+        }
         // Held work may use it (the driver's cuMemFree waits for the device too).
         self.settle(|h| !h.any());
         self.backend.mem_free(DevicePtr(ptr))?;

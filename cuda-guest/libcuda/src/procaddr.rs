@@ -215,6 +215,13 @@ variants! {
     "cuGraphAddMemsetNode" 10000 false cuGraphAddMemsetNode;
     "cuGraphAddHostNode" 10000 false cuGraphAddHostNode;
     "cuGraphAddEmptyNode" 10000 false cuGraphAddEmptyNode;
+    "cuGraphAddMemAllocNode" 11040 false cuGraphAddMemAllocNode;
+    "cuGraphAddMemFreeNode" 11040 false cuGraphAddMemFreeNode;
+    "cuGraphMemAllocNodeGetParams" 11040 false cuGraphMemAllocNodeGetParams;
+    "cuGraphMemFreeNodeGetParams" 11040 false cuGraphMemFreeNodeGetParams;
+    "cuDeviceGetGraphMemAttribute" 11040 false cuDeviceGetGraphMemAttribute;
+    "cuDeviceSetGraphMemAttribute" 11040 false cuDeviceSetGraphMemAttribute;
+    "cuDeviceGraphMemTrim" 11040 false cuDeviceGraphMemTrim;
     "cuGraphAddDependencies" 10000 false cuGraphAddDependencies;
     "cuGraphAddDependencies" 12030 false cuGraphAddDependencies_v2;
     "cuGraphGetNodes" 10000 false cuGraphGetNodes;

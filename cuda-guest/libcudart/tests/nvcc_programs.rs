@@ -254,6 +254,21 @@ fn kernels_launching_kernels() {
     );
 }
 
+/// `graph_memory.cu`: graph memory nodes, captured (`cudaMallocAsync`/`cudaFreeAsync`
+/// in a capture) and built by hand (with 1-D copy nodes), an allocation freed outside
+/// its graph, node parameters, graph memory attributes; on the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn graph_memory_nodes() {
+    let exe = build("graph_memory", "zstd", PTX80);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "graph_memory: 59 checks, 0 failed",
+        &["captured: 4 nodes, the first of type 10, the last 11"],
+    );
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -1690,6 +1690,57 @@ rt! {
         cu!(rt.d, cuGraphAddMemcpyNode(node, g, deps, n, (&c as *const DriverMemcpy3D).cast(), ctx))
     }
 }
+/// A linear copy of `count` bytes as the driver's copy (`cudaGraph*MemcpyNode*1D`).
+fn copy_1d(dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) -> R<DriverMemcpy3D> {
+    let at = |ptr: usize| PitchedPtr {
+        ptr: ptr as *mut c_void,
+        pitch: count,
+        xsize: count,
+        ysize: 1,
+    };
+    let origin = Size3 { x: 0, y: 0, z: 0 };
+    driver_copy(&Memcpy3DParms {
+        src_array: std::ptr::null_mut(),
+        src_pos: origin,
+        src_ptr: at(src as usize),
+        dst_array: std::ptr::null_mut(),
+        dst_pos: origin,
+        dst_ptr: at(dst as usize),
+        extent: Size3 {
+            x: count,
+            y: 1,
+            z: 1,
+        },
+        kind,
+    })
+}
+
+rt! {
+    /// `cudaGraphAddMemcpyNode1D`: `count` bytes of linear memory.
+    fn cudaGraphAddMemcpyNode1D(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
+        let rt = bound()?;
+        let c = copy_1d(dst, src, count, kind)?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphAddMemcpyNode(node, g, deps, n, (&c as *const DriverMemcpy3D).cast(), ctx))
+    }
+}
+rt! {
+    /// `cudaGraphMemcpyNodeSetParams1D`.
+    fn cudaGraphMemcpyNodeSetParams1D(node: Handle, dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
+        let rt = bound()?;
+        let c = copy_1d(dst, src, count, kind)?;
+        cu!(rt.d, cuGraphMemcpyNodeSetParams(node, (&c as *const DriverMemcpy3D).cast()))
+    }
+}
+rt! {
+    /// `cudaGraphExecMemcpyNodeSetParams1D`.
+    fn cudaGraphExecMemcpyNodeSetParams1D(x: Handle, node: Handle, dst: *mut c_void, src: *const c_void, count: usize, kind: c_int) {
+        let rt = bound()?;
+        let c = copy_1d(dst, src, count, kind)?;
+        let ctx = rt.context_of(state::device())?;
+        cu!(rt.d, cuGraphExecMemcpyNodeSetParams(x, node, (&c as *const DriverMemcpy3D).cast(), ctx))
+    }
+}
 rt! {
     /// `cudaGraphAddMemsetNode` (`struct cudaMemsetParams` is the driver's layout).
     fn cudaGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void) {
@@ -1705,6 +1756,36 @@ forward! {
 forward! {
     /// `cudaGraphAddEmptyNode`.
     fn cudaGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize) => cuGraphAddEmptyNode(node, g, deps, n);
+}
+forward! {
+    /// `cudaGraphAddMemAllocNode` (`struct cudaMemAllocNodeParams` is the driver's
+    /// layout).
+    fn cudaGraphAddMemAllocNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *mut c_void) => cuGraphAddMemAllocNode(node, g, deps, n, p);
+}
+forward! {
+    /// `cudaGraphAddMemFreeNode`.
+    fn cudaGraphAddMemFreeNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, dptr: *mut c_void) => cuGraphAddMemFreeNode(node, g, deps, n, dptr as CUdeviceptr);
+}
+forward! {
+    /// `cudaGraphMemAllocNodeGetParams`.
+    fn cudaGraphMemAllocNodeGetParams(node: Handle, p: *mut c_void) => cuGraphMemAllocNodeGetParams(node, p);
+}
+forward! {
+    /// `cudaGraphMemFreeNodeGetParams` (a `void*` out, the driver's `CUdeviceptr`).
+    fn cudaGraphMemFreeNodeGetParams(node: Handle, dptr: *mut c_void) => cuGraphMemFreeNodeGetParams(node, dptr.cast());
+}
+forward! {
+    /// `cudaDeviceGetGraphMemAttribute` (`cudaGraphMemAttributeType` numbers are the
+    /// driver's).
+    fn cudaDeviceGetGraphMemAttribute(d: c_int, attr: c_int, v: *mut c_void) => cuDeviceGetGraphMemAttribute(d, attr, v);
+}
+forward! {
+    /// `cudaDeviceSetGraphMemAttribute`.
+    fn cudaDeviceSetGraphMemAttribute(d: c_int, attr: c_int, v: *mut c_void) => cuDeviceSetGraphMemAttribute(d, attr, v);
+}
+forward! {
+    /// `cudaDeviceGraphMemTrim`.
+    fn cudaDeviceGraphMemTrim(d: c_int) => cuDeviceGraphMemTrim(d);
 }
 forward! {
     /// `cudaGraphGetNodes`.

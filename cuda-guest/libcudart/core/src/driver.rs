@@ -130,6 +130,13 @@ driver_api! {
     cuGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void, ctx: Handle);
     cuGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void);
     cuGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize);
+    cuGraphAddMemAllocNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *mut c_void);
+    cuGraphAddMemFreeNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, dptr: CUdeviceptr);
+    cuGraphMemAllocNodeGetParams(node: Handle, p: *mut c_void);
+    cuGraphMemFreeNodeGetParams(node: Handle, dptr: *mut CUdeviceptr);
+    cuDeviceGetGraphMemAttribute(d: c_int, attr: c_int, v: *mut c_void);
+    cuDeviceSetGraphMemAttribute(d: c_int, attr: c_int, v: *mut c_void);
+    cuDeviceGraphMemTrim(d: c_int);
     cuGraphAddDependencies_v2(g: Handle, from: *const Handle, to: *const Handle, edges: *const u64, n: usize);
     cuGraphGetNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
     cuGraphGetRootNodes(g: Handle, nodes: *mut Handle, count: *mut usize);
