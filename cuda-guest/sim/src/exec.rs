@@ -850,15 +850,21 @@ impl<'a, 'b> Exec<'a, 'b> {
                 b,
                 c,
             } => {
-                let gather = |p: &Places, regs: &[R]| p.gather(|l, k| row(w, regs[k], l));
-                let dm = mma.compute(
-                    &gather(&places[0], a),
-                    &gather(&places[1], b),
-                    &gather(&places[2], c),
-                );
-                let mut out = vec![0u64; d.len()];
+                // The matrices on the stack: A and B have at most 512 elements, C and
+                // D 256, in every shape.
+                let (mut am, mut bm, mut cm, mut dm) =
+                    ([0u64; 512], [0u64; 512], [0u64; 256], [0u64; 256]);
+                let gather = |p: &Places, regs: &[R], m: &mut [u64]| {
+                    p.gather_into(|l, k| row(w, regs[k], l), m)
+                };
+                gather(&places[0], a, &mut am);
+                gather(&places[1], b, &mut bm);
+                gather(&places[2], c, &mut cm);
+                mma.compute_into(&am, &bm, &cm, &mut dm);
+                let mut out = [0u64; 8];
+                let out = &mut out[..d.len()];
                 for l in 0..32 {
-                    places[3].scatter(&dm, l, &mut out);
+                    places[3].scatter(&dm, l, out);
                     for (k, &r) in d.iter().enumerate() {
                         w.regs[r as usize * 32 + l] = out[k];
                     }

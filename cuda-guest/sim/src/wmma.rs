@@ -74,7 +74,7 @@ impl Elem {
     /// An A or B element as an f32 (exactly: f16, bf16 and tf32 are subsets of f32).
     fn input_f32(self, bits: u64) -> f32 {
         match self {
-            Elem::F16 => f16_to_f32(bits as u16),
+            Elem::F16 => f16_table()[bits as u16 as usize],
             Elem::Bf16 => f32::from_bits((bits as u32) << 16),
             Elem::Tf32 => f32::from_bits(bits as u32 & !0x1fff),
             _ => f32::from_bits(bits as u32),
@@ -88,6 +88,13 @@ impl Elem {
             _ => bits as u32 as i32 as i64,
         }
     }
+}
+
+/// Every f16 as an f32 (256 KiB, made once): the multiplier's inputs are converted
+/// hundreds of times per `wmma.mma`.
+fn f16_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Box<[f32]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| (0..=u16::MAX).map(f16_to_f32).collect())
 }
 
 /// A matrix shape `mMnNkK`.
@@ -254,16 +261,22 @@ impl Places {
     }
 
     /// The matrix (row-major, element bits) from every lane's registers
-    /// (`regs(lane, register)`), each element taken from the first lanes holding it.
-    pub(crate) fn gather(&self, regs: impl Fn(usize, usize) -> u64) -> Vec<u64> {
-        let (r, c) = self.frag.dims();
+    /// (`regs(lane, register)`), each element taken from the first lanes holding it,
+    /// into `m` (at least rows x columns long).
+    pub(crate) fn gather_into(&self, regs: impl Fn(usize, usize) -> u64, m: &mut [u64]) {
         let mask = u64::MAX >> (64 - self.frag.elem.bits());
-        let mut m = vec![0u64; (r * c) as usize];
         for lane in 0..self.first_copy {
             for p in self.lane(lane) {
                 m[self.index(p)] = (regs(lane, p.reg as usize) >> p.shift) & mask;
             }
         }
+    }
+
+    #[cfg(test)]
+    fn gather(&self, regs: impl Fn(usize, usize) -> u64) -> Vec<u64> {
+        let (r, c) = self.frag.dims();
+        let mut m = vec![0u64; (r * c) as usize];
+        self.gather_into(regs, &mut m);
         m
     }
 
@@ -316,10 +329,17 @@ impl Mma {
     /// Floating point: f16, bf16 and tf32 products are exact in f32, so each step is one
     /// f32 rounding of the sum, in k order; f64 steps are fused multiply-adds. Integers
     /// sum exactly, then wrap or saturate to s32.
-    pub(crate) fn compute(&self, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
+    #[cfg(test)]
+    fn compute(&self, a: &[u64], b: &[u64], c: &[u64]) -> Vec<u64> {
+        let mut d = vec![0u64; (self.shape.m * self.shape.n) as usize];
+        self.compute_into(a, b, c, &mut d);
+        d
+    }
+
+    /// [`Mma::compute`] into `d` (at least m x n long), with no allocation.
+    pub(crate) fn compute_into(&self, a: &[u64], b: &[u64], c: &[u64], d: &mut [u64]) {
         let Shape { m, n, k } = self.shape;
         let (m, n, k) = (m as usize, n as usize, k as usize);
-        let mut d = vec![0u64; m * n];
         if self.a.is_int() {
             for i in 0..m {
                 for j in 0..n {
@@ -347,10 +367,17 @@ impl Mma {
                 }
             }
         } else {
-            let av: Vec<f32> = a.iter().map(|&x| self.a.input_f32(x)).collect();
-            let bv: Vec<f32> = b.iter().map(|&x| self.b.input_f32(x)).collect();
+            // Every shape's A and B have at most 512 elements, C at most 256.
+            let (mut av, mut bv) = ([0f32; 512], [0f32; 512]);
+            for (x, &y) in av.iter_mut().zip(&a[..m * k]) {
+                *x = self.a.input_f32(y);
+            }
+            for (x, &y) in bv.iter_mut().zip(&b[..k * n]) {
+                *x = self.b.input_f32(y);
+            }
+            let mut acc = [0f32; 32];
+            let acc = &mut acc[..n];
             // A row of D at a time, its columns summed side by side (each in k order).
-            let mut acc = vec![0f32; n];
             for i in 0..m {
                 for (j, x) in acc.iter_mut().enumerate() {
                     *x = self.c.input_f32(c[i * n + j]);
@@ -369,7 +396,6 @@ impl Mma {
                 }
             }
         }
-        d
     }
 }
 
