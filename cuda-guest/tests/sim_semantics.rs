@@ -777,3 +777,28 @@ fn wmma_multiplies_fragments_and_needs_the_whole_warp() {
         1 + ptx.lines().position(|l| l.contains("wmma.load.a")).unwrap() as u32
     );
 }
+
+#[test]
+fn environment_registers_read_as_in_a_launch_that_is_not_cooperative() {
+    // Cooperative groups' `this_grid()` reads its workspace from %envreg1:%envreg2: a
+    // kernel using it loads, and `grid.sync()` (a null workspace) traps, as on a GPU
+    // outside a cooperative launch.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %envreg2;\n mov.u32 %r2, %envreg1;\n\
+         cvt.u64.u32 %rd2, %r1;\n st.global.u64 [%rd1], %rd2;\n setp.ne.u32 %p1, %r2, 0;\n\
+         @%p1 bra DONE;\n trap;\nDONE:\n ret;\n}}\n"
+    );
+    let mut s = sim(1);
+    let m = s.load_module("envreg.ptx", &ptx).unwrap();
+    let out = s.malloc(8).unwrap();
+    s.memcpy_htod(out, &[0xff; 8]).unwrap();
+    let e = s
+        .launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(out)])
+        .unwrap_err();
+    assert!(matches!(e, SimError::Trap { .. }), "{e}");
+    s.reset();
+    let mut b = [0u8; 8];
+    s.memcpy_dtoh(&mut b, out).unwrap();
+    assert_eq!(b, [0; 8]);
+}

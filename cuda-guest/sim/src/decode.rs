@@ -982,6 +982,16 @@ impl<'a> Dec<'a> {
                     } else if n == "WARP_SZ" {
                         // PTX's predefined constant: the warp size.
                         self.konst(32)
+                    } else if n
+                        .strip_prefix("%envreg")
+                        .and_then(|d| d.parse::<u32>().ok())
+                        .is_some_and(|d| d < 32)
+                    {
+                        // The driver's environment registers: 0 in every launch here,
+                        // as in a GPU's launch that is not cooperative. Cooperative
+                        // groups' grid workspace (%envreg1:%envreg2) is then null, so
+                        // `this_grid()` works and `grid.sync()` traps, as there.
+                        self.konst(0)
                     } else {
                         return derr(line, format!("unknown name {n}"));
                     }
