@@ -215,7 +215,7 @@ fn handshake_bytes_and_negotiation() {
     let cb = c.encode();
     assert_eq!(
         hex(&cb),
-        "56 47 50 43 01 00 01 00 03 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00"
+        "56 47 50 43 01 00 02 00 03 00 00 00 00 00 00 00 00 00 10 00 00 00 00 00"
     );
     assert_eq!(
         ClientHello::decode(&cb).unwrap(),
@@ -478,6 +478,16 @@ fn sample_requests() -> Vec<RequestFrame> {
             },
             stream: StreamId(0x100),
             params: KernelParams::pack(&[&[1; 8], &[2; 8], &[3; 8], &[4; 4]]),
+        },
+        R::LaunchCooperativeKernel {
+            function: FunctionId(0x104),
+            config: cuda_guest::driver::LaunchConfig {
+                grid: [216, 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            },
+            stream: StreamId(0x100),
+            params: KernelParams::pack(&[&[5; 8], &[6; 4]]),
         },
     ];
     reqs.into_iter()
@@ -1539,7 +1549,8 @@ fn pipelining_rules() {
             Opcode::MemcpyDtoDAsync,
             Opcode::StreamWaitEvent,
             Opcode::EventRecord,
-            Opcode::LaunchKernel
+            Opcode::LaunchKernel,
+            Opcode::LaunchCooperativeKernel
         ]
     );
     let s = StreamId(0x100);

@@ -344,6 +344,8 @@ code_enum! {
         ConcurrentManagedAccess = 89,
         /// `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED`.
         HostRegisterSupported = 99,
+        /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH` (`cuLaunchCooperativeKernel`).
+        CooperativeLaunch = 95,
         /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` (`cuMemAllocAsync`).
         MemoryPoolsSupported = 115,
         /// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
@@ -931,4 +933,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()>;
+    /// Launches `function` cooperatively (`cuLaunchCooperativeKernel`): every block of
+    /// the grid runs at once, so blocks may wait for each other (cooperative groups'
+    /// `grid.sync()`). The caller keeps the grid within what the device holds at once
+    /// (occupancy times multiprocessors). A backend without them answers
+    /// `CUDA_ERROR_NOT_SUPPORTED`.
+    ///
+    /// # Safety
+    /// As [`Backend::launch`].
+    unsafe fn launch_cooperative(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        let _ = (function, config, stream, args);
+        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuLaunchCooperativeKernel").into())
+    }
 }

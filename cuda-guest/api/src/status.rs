@@ -140,6 +140,8 @@ statuses! {
     ERROR_INVALID_PC / CUDA_ERROR_INVALID_PC = 718, sticky, "invalid program counter";
     /// Launch failed (sticky).
     ERROR_LAUNCH_FAILED / CUDA_ERROR_LAUNCH_FAILED = 719, sticky, "unspecified launch failure";
+    /// A cooperative launch's grid is larger than the device holds at once.
+    ERROR_COOPERATIVE_LAUNCH_TOO_LARGE / CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720, plain, "too many blocks in cooperative launch";
     /// Not permitted (e.g. a quota forbids it).
     ERROR_NOT_PERMITTED / CUDA_ERROR_NOT_PERMITTED = 800, plain, "operation not permitted";
     /// Not supported (an entry point or feature the service lacks).

@@ -306,6 +306,19 @@ pub type cuModuleGetGlobal = unsafe extern "C" fn(
     module: CUmodule,
     name: *const c_char,
 ) -> CUresult;
+/// `cuLaunchCooperativeKernel` (`cuLaunchKernel`'s arguments but `extra`).
+pub type cuLaunchCooperativeKernel = unsafe extern "C" fn(
+    f: CUfunction,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    shared_bytes: c_uint,
+    stream: CUstream,
+    params: *mut *mut c_void,
+) -> CUresult;
 /// `cuLaunchKernel`.
 pub type cuLaunchKernel = unsafe extern "C" fn(
     f: CUfunction,

@@ -1401,15 +1401,26 @@ impl Model {
                     6 => KernelParams::default(),
                     _ => KernelParams::opaque(pattern(u64::from(pb), pa)),
                 };
-                Request::LaunchKernel {
-                    function,
-                    config: cuda_guest::driver::LaunchConfig {
-                        grid,
-                        block,
-                        shared_bytes,
-                    },
-                    stream,
-                    params,
+                let config = cuda_guest::driver::LaunchConfig {
+                    grid,
+                    block,
+                    shared_bytes,
+                };
+                // One in eight, by a byte already drawn: a cooperative launch.
+                if pb % 8 == 7 {
+                    Request::LaunchCooperativeKernel {
+                        function,
+                        config,
+                        stream,
+                        params,
+                    }
+                } else {
+                    Request::LaunchKernel {
+                        function,
+                        config,
+                        stream,
+                        params,
+                    }
                 }
             }
             OP_STREAM_CREATE => Request::StreamCreate {
@@ -1775,7 +1786,9 @@ impl Model {
                 self.last_id = f.id;
                 let opcode = f.request.opcode();
                 self.sent.insert(f.id, opcode);
-                if let Request::LaunchKernel { .. } = f.request {
+                if let Request::LaunchKernel { .. } | Request::LaunchCooperativeKernel { .. } =
+                    f.request
+                {
                     summary.launches += 1;
                 }
                 self.before_effects(&f.request);
@@ -1834,7 +1847,9 @@ impl Model {
     /// and asynchronous writes make them unknown.
     fn before_effects(&mut self, request: &Request) {
         match request {
-            Request::LaunchKernel { .. } => self.forget_context(),
+            Request::LaunchKernel { .. } | Request::LaunchCooperativeKernel { .. } => {
+                self.forget_context()
+            }
             Request::Memset {
                 dst,
                 count,
@@ -2653,6 +2668,9 @@ impl Model {
                 );
             }
             Request::LaunchKernel {
+                function, stream, ..
+            }
+            | Request::LaunchCooperativeKernel {
                 function, stream, ..
             } => {
                 self.ensure(

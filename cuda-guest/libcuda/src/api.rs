@@ -1381,6 +1381,7 @@ unsafe fn launch(
     stream: u64,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
+    cooperative: bool,
 ) -> R<()> {
     let e = driver()?;
     let f = nonnull(f, "function")?;
@@ -1399,7 +1400,7 @@ unsafe fn launch(
     };
     // SAFETY: the caller's guarantee.
     let args = unsafe { gather_args(&layout, params, extra) }?;
-    e.launch(ctx, f, config, stream, &args)
+    e.launch(ctx, f, config, stream, &args, cooperative)
 }
 
 /// The kernel's arguments from `kernelParams` or `extra`, as cuda.h describes them,
@@ -1494,7 +1495,25 @@ entry! {
     /// `cuLaunchKernel`.
     fn cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
         // SAFETY: the program's arguments as cuda.h describes them.
-        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, false), params, extra) }
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, false), params, extra, false) }
+    }
+}
+
+entry! {
+    /// `cuLaunchCooperativeKernel`: every block at once (cooperative groups' grid
+    /// sync); a grid larger than the device holds at once is
+    /// `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`.
+    fn cuLaunchCooperativeKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, false), params, std::ptr::null_mut(), true) }
+    }
+}
+
+entry! {
+    /// `cuLaunchCooperativeKernel_ptsz`.
+    fn cuLaunchCooperativeKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void) {
+        // SAFETY: the program's arguments as cuda.h describes them.
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, true), params, std::ptr::null_mut(), true) }
     }
 }
 
@@ -1520,18 +1539,21 @@ pub(crate) struct LaunchAttribute {
 }
 
 /// Checks a launch's attributes: the hints are taken (priorities, access policy,
-/// scheduling and serialisation policies), a cluster of one block and a non-cooperative
-/// launch are plain launches; cooperative launches, clusters and programmatic events
-/// are not supported here.
-fn launch_attributes(attrs: &[LaunchAttribute]) -> R<()> {
+/// scheduling and serialisation policies), a cluster of one block is a plain launch;
+/// clusters and programmatic events are not supported here. Whether it is cooperative.
+fn launch_attributes(attrs: &[LaunchAttribute]) -> R<bool> {
+    let mut cooperative = false;
     for a in attrs {
         let supported = match a.id {
             // IGNORE, ACCESS_POLICY_WINDOW, SYNCHRONIZATION_POLICY, CLUSTER_SCHEDULING_
             // POLICY_PREFERENCE, PROGRAMMATIC_STREAM_SERIALIZATION, PRIORITY,
             // MEM_SYNC_DOMAIN_MAP, MEM_SYNC_DOMAIN: hints.
             0 | 1 | 3 | 5 | 6 | 8 | 9 | 10 => true,
-            // COOPERATIVE: 0 is a plain launch.
-            2 => a.value[0] == 0,
+            // COOPERATIVE.
+            2 => {
+                cooperative = a.value[0] != 0;
+                true
+            }
             // CLUSTER_DIMENSION: one block per cluster is a plain launch.
             4 => a.value[..3].iter().all(|d| *d <= 1),
             _ => false,
@@ -1547,7 +1569,7 @@ fn launch_attributes(attrs: &[LaunchAttribute]) -> R<()> {
             ));
         }
     }
-    Ok(())
+    Ok(cooperative)
 }
 
 /// `cuLaunchKernelEx`: its configuration's launch.
@@ -1570,6 +1592,7 @@ unsafe fn launch_ex(
     }
     // SAFETY: non-null, and a valid CUlaunchConfig (the caller).
     let c = unsafe { &*config };
+    let mut cooperative = false;
     if c.num_attrs > 0 {
         if c.attrs.is_null() {
             return Err(Fail::new(
@@ -1578,7 +1601,9 @@ unsafe fn launch_ex(
             ));
         }
         // SAFETY: `attrs` holds `num_attrs` entries (the caller).
-        launch_attributes(unsafe { std::slice::from_raw_parts(c.attrs, c.num_attrs as usize) })?;
+        cooperative = launch_attributes(unsafe {
+            std::slice::from_raw_parts(c.attrs, c.num_attrs as usize)
+        })?;
     }
     // SAFETY: as the caller guarantees for `cuLaunchKernel`'s arguments.
     unsafe {
@@ -1590,6 +1615,7 @@ unsafe fn launch_ex(
             strm(c.stream, per_thread),
             params,
             extra,
+            cooperative,
         )
     }
 }
@@ -1614,7 +1640,7 @@ entry! {
     /// `cuLaunchKernel_ptsz`: the null stream is the per-thread default stream.
     fn cuLaunchKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, stream: Handle, params: *mut *mut c_void, extra: *mut *mut c_void) {
         // SAFETY: the program's arguments as cuda.h describes them.
-        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, true), params, extra) }
+        unsafe { launch(f, [gx, gy, gz], [bx, by, bz], shared, strm(stream, true), params, extra, false) }
     }
 }
 
@@ -3185,6 +3211,7 @@ unsafe fn kernel_op(p: &KernelNodeParams, kern: Handle) -> R<crate::capture::Op>
             shared_bytes: p.shared,
         },
         args: args.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
+        cooperative: false,
     })
 }
 
@@ -4556,9 +4583,7 @@ unsupported! {
     cuKernelGetName,
     cuKernelGetParamInfo,
     cuLaunch,
-    cuLaunchCooperativeKernel,
     cuLaunchCooperativeKernelMultiDevice,
-    cuLaunchCooperativeKernel_ptsz,
     cuLaunchGrid,
     cuLaunchGridAsync,
     cuLibraryEnumerateKernels,

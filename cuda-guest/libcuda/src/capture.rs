@@ -50,11 +50,13 @@ pub enum Op {
     },
     /// `cuMemcpyDtoDAsync`.
     DtoD { dst: u64, src: u64, bytes: u64 },
-    /// A kernel launch with its packed arguments.
+    /// A kernel launch with its packed arguments (`cooperative`: every block at once,
+    /// `cuLaunchCooperativeKernel`).
     Launch {
         function: u64,
         config: LaunchConfig,
         args: Vec<Box<[u8]>>,
+        cooperative: bool,
     },
     /// `cuLaunchHostFunc`, `cuStreamAddCallback`.
     HostFunc(RepeatableHostFunc),

@@ -297,9 +297,10 @@ impl Driver {
                 function,
                 config,
                 args,
+                cooperative,
             } => {
                 let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-                self.launch(ctx, function, config, stream, &args)
+                self.launch(ctx, function, config, stream, &args, cooperative)
             }
             Op::HostFunc(f) => self.stream_host_func(ctx, stream, f),
             // Made with the node, kept for the graph's life.
@@ -779,6 +780,9 @@ impl Driver {
         Ok(self.function(function)?.1.layout.clone())
     }
 
+    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel` (`cooperative`: its grid is
+    /// checked against what the device holds at once, occupancy times multiprocessors,
+    /// as the driver does).
     pub fn launch(
         &self,
         _ctx: u64,
@@ -786,13 +790,31 @@ impl Driver {
         config: LaunchConfig,
         stream: u64,
         args: &[&[u8]],
+        cooperative: bool,
     ) -> R<()> {
         let (c, f) = self.function(function)?;
         let s = self.stream(&c, stream)?;
+        if cooperative {
+            let (limits, kernel) = self.occupancy(function)?;
+            let threads = config.block.iter().product::<u32>();
+            let per_sm = limits.active_blocks(&kernel, threads, config.shared_bytes as u64);
+            let most = per_sm as u64 * limits.sm_count as u64;
+            let blocks = config.grid.iter().map(|&g| g as u64).product::<u64>();
+            if blocks > most {
+                return Err(Fail::new(
+                    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                    format!(
+                        "a grid of {blocks} blocks; the device holds {most} of these at once ({per_sm} per multiprocessor, {} multiprocessors)",
+                        limits.sm_count
+                    ),
+                ));
+            }
+        }
         if self.divert(stream, || Op::Launch {
             function,
             config,
             args: args.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
+            cooperative,
         })? {
             return Ok(());
         }
@@ -800,7 +822,14 @@ impl Driver {
         // parameter list (count and sizes), which the simulator checks again; the module
         // stays loaded while the function is in the tables; what the kernel reaches is
         // simulated device memory, checked by the simulator.
-        unsafe { self.backend.launch(&f.function, &config, &s, args) }?;
+        unsafe {
+            if cooperative {
+                self.backend
+                    .launch_cooperative(&f.function, &config, &s, args)
+            } else {
+                self.backend.launch(&f.function, &config, &s, args)
+            }
+        }?;
         Ok(())
     }
 

@@ -215,6 +215,8 @@ variants! {
     "cuGraphAddMemsetNode" 10000 false cuGraphAddMemsetNode;
     "cuGraphAddHostNode" 10000 false cuGraphAddHostNode;
     "cuGraphAddEmptyNode" 10000 false cuGraphAddEmptyNode;
+    "cuLaunchCooperativeKernel" 9000 false cuLaunchCooperativeKernel;
+    "cuLaunchCooperativeKernel" 9000 true cuLaunchCooperativeKernel_ptsz;
     "cuGraphAddMemAllocNode" 11040 false cuGraphAddMemAllocNode;
     "cuGraphAddMemFreeNode" 11040 false cuGraphAddMemFreeNode;
     "cuGraphMemAllocNodeGetParams" 11040 false cuGraphMemAllocNodeGetParams;

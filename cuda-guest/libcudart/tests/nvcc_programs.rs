@@ -269,6 +269,22 @@ fn graph_memory_nodes() {
     );
 }
 
+/// `cooperative.cu`: cooperative launches (`cudaLaunchCooperativeKernel`, and
+/// `cudaLaunchKernelExC` with the cooperative attribute), cooperative groups'
+/// `grid.sync()` across 48 blocks, a grid too large refused; on the simulator and
+/// forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn cooperative_launches() {
+    let exe = build("cooperative", "zstd", PTX80);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "cooperative: 21 checks, 0 failed",
+        &["cudaLaunchCooperativeKernel: 48 blocks across two grid.sync(): out[127] = "],
+    );
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -129,6 +129,7 @@ entry_points! {
     func_get_attribute: cuFuncGetAttribute = "cuFuncGetAttribute", "cuFuncGetAttribute";
     module_get_global: cuModuleGetGlobal = "cuModuleGetGlobal", "cuModuleGetGlobal_v2";
     launch_kernel: cuLaunchKernel = "cuLaunchKernel", "cuLaunchKernel";
+    launch_cooperative_kernel: cuLaunchCooperativeKernel = "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel";
 }
 
 fn cstr(s: &'static str) -> Result<&'static CStr, DriverError> {

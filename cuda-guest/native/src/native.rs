@@ -50,6 +50,86 @@ pub struct NativeBackend {
 }
 
 impl NativeBackend {
+    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel` (`cooperative`).
+    ///
+    /// # Safety
+    /// As [`Backend::launch`].
+    unsafe fn launch_grid(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+        cooperative: bool,
+    ) -> Result<()> {
+        let name = if cooperative {
+            "cuLaunchCooperativeKernel"
+        } else {
+            "cuLaunchKernel"
+        };
+        self.owned(function.owner(), name)?;
+        let s = self.stream_raw(stream, name)?;
+        let mut inline = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
+        let mut heap: Vec<*mut c_void>;
+        let params: &mut [*mut c_void] = if args.len() <= INLINE_ARGS {
+            for (slot, a) in inline.iter_mut().zip(args) {
+                *slot = a.as_ptr() as *mut c_void;
+            }
+            &mut inline[..args.len()]
+        } else {
+            heap = args.iter().map(|a| a.as_ptr() as *mut c_void).collect();
+            &mut heap
+        };
+        let params_ptr = if params.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            params.as_mut_ptr()
+        };
+        let [gx, gy, gz] = config.grid;
+        let [bx, by, bz] = config.block;
+        let f = function.raw() as usize as sys::CUfunction;
+        let shared = config.shared_bytes;
+        // SAFETY: `function` and `s` are live handles of this backend; `params_ptr` is
+        // null or points to `args.len()` pointers, each to the bytes of one argument,
+        // which the driver only reads during the call (it copies the values); the caller
+        // guarantees the arguments match the kernel's parameters and the contract for
+        // what the kernel reaches.
+        let r = unsafe {
+            if cooperative {
+                (self.api().launch_cooperative_kernel)(
+                    f, gx, gy, gz, bx, by, bz, shared, s, params_ptr,
+                )
+            } else {
+                (self.api().launch_kernel)(
+                    f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    shared,
+                    s,
+                    params_ptr,
+                    std::ptr::null_mut(),
+                )
+            }
+        };
+        self.check(
+            r,
+            || {
+                format!(
+                    "{name}(grid {:?}, block {:?}, {} shared bytes, {} args)",
+                    config.grid,
+                    config.block,
+                    config.shared_bytes,
+                    args.len()
+                )
+            },
+            Some(stream.raw()),
+        )
+    }
+
     /// Loads the driver (`VMGPU_LIBCUDA`, else `libcuda.so.1`), initialises it, and
     /// finds its devices. Without a library, an entry point or a device this is an
     /// error, never a panic.
@@ -1012,59 +1092,19 @@ impl Backend for NativeBackend {
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        self.owned(function.owner(), "cuLaunchKernel")?;
-        let s = self.stream_raw(stream, "cuLaunchKernel")?;
-        let mut inline = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
-        let mut heap: Vec<*mut c_void>;
-        let params: &mut [*mut c_void] = if args.len() <= INLINE_ARGS {
-            for (slot, a) in inline.iter_mut().zip(args) {
-                *slot = a.as_ptr() as *mut c_void;
-            }
-            &mut inline[..args.len()]
-        } else {
-            heap = args.iter().map(|a| a.as_ptr() as *mut c_void).collect();
-            &mut heap
-        };
-        let params_ptr = if params.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            params.as_mut_ptr()
-        };
-        let [gx, gy, gz] = config.grid;
-        let [bx, by, bz] = config.block;
-        // SAFETY: `function` and `s` are live handles of this backend; `params_ptr` is
-        // null or points to `args.len()` pointers, each to the bytes of one argument,
-        // which the driver only reads during the call (it copies the values); the caller
-        // guarantees the arguments match the kernel's parameters and the contract for
-        // what the kernel reaches.
-        let r = unsafe {
-            (self.api().launch_kernel)(
-                function.raw() as usize as sys::CUfunction,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                config.shared_bytes,
-                s,
-                params_ptr,
-                std::ptr::null_mut(),
-            )
-        };
-        self.check(
-            r,
-            || {
-                format!(
-                    "cuLaunchKernel(grid {:?}, block {:?}, {} shared bytes, {} args)",
-                    config.grid,
-                    config.block,
-                    config.shared_bytes,
-                    args.len()
-                )
-            },
-            Some(stream.raw()),
-        )
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.launch_grid(function, config, stream, args, false) }
+    }
+
+    unsafe fn launch_cooperative(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.launch_grid(function, config, stream, args, true) }
     }
 }
 

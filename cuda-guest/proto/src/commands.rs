@@ -409,4 +409,17 @@ commands! {
         /// Parameters.
         params: KernelParams,
     } = 0x0701 [context, pipelined] on stream -> Empty => launch;
+
+    /// `cuLaunchCooperativeKernel` (since 1.2): as `LaunchKernel`, every block of the
+    /// grid at once (the client keeps the grid within what the device holds).
+    LaunchCooperativeKernel {
+        /// Kernel.
+        function: FunctionId,
+        /// Stream.
+        stream: StreamId,
+        /// As `LaunchKernel`'s.
+        config: LaunchConfig,
+        /// Parameters.
+        params: KernelParams,
+    } = 0x0702 [context, pipelined, v1_2] on stream -> Empty => launch_cooperative;
 }

@@ -94,7 +94,8 @@ macro_rules! needs {
 }
 
 /// The flags a row may add after its level: `pipelined` (may go with `NO_REPLY`),
-/// `v1_1` (added in protocol 1.1). `flag!(fact flag)` is what `flag` says of `fact`.
+/// `v1_1`, `v1_2` (added in protocol 1.1, 1.2). `flag!(fact flag)` is what `flag` says
+/// of `fact`.
 macro_rules! flag {
     (pipelined pipelined) => {
         true
@@ -102,11 +103,17 @@ macro_rules! flag {
     (pipelined v1_1) => {
         false
     };
+    (pipelined v1_2) => {
+        false
+    };
     (minor pipelined) => {
         0
     };
     (minor v1_1) => {
         1
+    };
+    (minor v1_2) => {
+        2
     };
 }
 

@@ -97,7 +97,7 @@ pub use vmgpu_cuda_api::{DevicePtr, ParamLayout, Status};
 /// Protocol major version: peers of different majors do not talk.
 pub const VERSION_MAJOR: u16 = 1;
 /// Protocol minor version: the session uses the smaller of the two peers' minors.
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 2;
 
 /// Feature bits negotiated in the handshake (the session gets the intersection of what
 /// the client asks and the server offers; unknown bits are ignored).

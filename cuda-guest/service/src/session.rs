@@ -677,7 +677,13 @@ impl Session {
                 config,
                 stream,
                 params,
-            } => self.launch_kernel(cx, function, config, stream, &params),
+            } => self.launch_kernel(cx, function, config, stream, &params, false),
+            R::LaunchCooperativeKernel {
+                function,
+                config,
+                stream,
+                params,
+            } => self.launch_kernel(cx, function, config, stream, &params, true),
             // One backend call each, as their rows say (`Opcode::plain`).
             request => {
                 let scope = Scope { session: self, cx };

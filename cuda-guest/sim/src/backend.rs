@@ -172,6 +172,8 @@ enum Op {
         kernel: String,
         cfg: engine::LaunchConfig,
         args: Vec<KernelArg>,
+        /// Every block at once (`cuLaunchCooperativeKernel`).
+        cooperative: bool,
     },
     Record {
         event: u64,
@@ -801,6 +803,7 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         kernel,
         cfg,
         args,
+        cooperative,
     } = &item.op
     {
         // Checked and run under a read lock: other streams' kernels run meanwhile (the
@@ -811,10 +814,17 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         if setup {
             shared.sim().setup_launch(module, kernel).map_err(fail)?;
         }
+        if *cooperative {
+            shared.sim().setup_cooperative().map_err(fail)?;
+        }
         let r = {
             let sim = shared.sim_read();
             let params = sim.check_launch(module, kernel, *cfg, args).map_err(fail)?;
-            sim.run_prepared(module, kernel, *cfg, &params)
+            if *cooperative {
+                sim.run_prepared_cooperative(module, kernel, *cfg, &params)
+            } else {
+                sim.run_prepared(module, kernel, *cfg, &params)
+            }
         };
         if let Err(e) = &r {
             shared.sim().launch_failed(e);
@@ -977,6 +987,8 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
         A::ManagedMemory => 1,
         A::ConcurrentManagedAccess => 1,
         A::HostRegisterSupported => 1,
+        // Every block of a cooperative launch runs at once (one host thread each).
+        A::CooperativeLaunch => 1,
         // cuMemAllocAsync and cuMemFreeAsync work (as on an H100), from each device's
         // one default pool (libcuda.so.1 answers its cuMemPool* queries).
         A::MemoryPoolsSupported => 1,
@@ -1939,20 +1951,48 @@ impl SimContext {
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        const OP: &str = "cuLaunchKernel";
-        self.owned(function.owner(), OP)?;
-        let mut st = self.live(OP)?;
-        let s = self.stream_id(&st, stream, OP)?;
+        self.launch_grid(function, config, stream, args, false)
+    }
+
+    unsafe fn launch_cooperative(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        self.launch_grid(function, config, stream, args, true)
+    }
+}
+
+impl SimContext {
+    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel` (`cooperative`).
+    fn launch_grid(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+        cooperative: bool,
+    ) -> Result<()> {
+        let op_name: &str = if cooperative {
+            "cuLaunchCooperativeKernel"
+        } else {
+            "cuLaunchKernel"
+        };
+        self.owned(function.owner(), op_name)?;
+        let mut st = self.live(op_name)?;
+        let s = self.stream_id(&st, stream, op_name)?;
         let Some(f) = st.functions.get(&function.raw()) else {
             return self.fail(
                 sys::CUDA_ERROR_INVALID_HANDLE,
-                OP,
+                op_name,
                 "unknown function (its module was unloaded, or the context reset)".into(),
             );
         };
         let launch_op = || {
             format!(
-                "cuLaunchKernel({}, grid {:?}, block {:?}, {} shared bytes, {} args)",
+                "{op_name}({}, grid {:?}, block {:?}, {} shared bytes, {} args)",
                 f.name,
                 config.grid,
                 config.block,
@@ -2011,6 +2051,7 @@ impl SimContext {
                 shared_bytes: config.shared_bytes,
             },
             args: args.iter().map(|a| KernelArg::Bytes(a.to_vec())).collect(),
+            cooperative,
         };
         self.submit(&mut st, s, op);
         Ok(())
@@ -2346,6 +2387,7 @@ impl Backend for SimBackend {
         fn function_set_attribute(function: &Function, attribute: FunctionAttribute, value: i32) -> Result<()>;
         fn module_get_global(module: &Module, name: &str) -> Result<(DevicePtr, usize)>;
         unsafe fn launch(function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
+        unsafe fn launch_cooperative(function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
     }
 
     fn module_host_bytes(&self, module: &Module) -> Option<u64> {

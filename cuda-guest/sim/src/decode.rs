@@ -79,10 +79,17 @@ pub(crate) const SPECIALS: &[&str] = &[
     "%reserved_smem_offset_cap",
     "%reserved_smem_offset_0",
     "%reserved_smem_offset_1",
+    // The driver's environment registers cooperative groups read: the grid's workspace
+    // address (high, low half) in a cooperative launch, 0 in any other (the rest of
+    // %envreg0-31 are 0 in every launch).
+    "%envreg1",
+    "%envreg2",
 ];
 
 /// The index in [`SPECIALS`] of `%reserved_smem_offset_begin`.
 pub(crate) const RESERVED_SMEM_SPECIAL: usize = 27;
+/// The index in [`SPECIALS`] of `%envreg1`.
+pub(crate) const ENVREG1_SPECIAL: usize = 32;
 /// The bytes of reserved shared memory a block gets when its kernel names it.
 pub(crate) const RESERVED_SMEM: u32 = 1024;
 pub(crate) const NSPECIAL: u32 = SPECIALS.len() as u32;
@@ -425,6 +432,11 @@ pub(crate) enum Op {
     },
     /// `wmma.load`, `wmma.store` and `wmma.mma` (the warp's fragments, see `wmma.rs`).
     Wmma(Box<crate::wmma::Wmma>),
+    /// Before a load with memory-ordering semantics (`.acquire`, `.volatile`,
+    /// `.relaxed`) from global memory: in a cooperative launch, where every block has a
+    /// host thread and blocks may spin on such loads waiting for each other
+    /// (`grid.sync()`), the thread lets the others run.
+    SpinHint,
     /// A call of CUDA's device runtime (dynamic parallelism, see `cdp.rs`): its
     /// arguments, and where its result goes (`ret_size` bytes).
     Cdp {
@@ -977,7 +989,7 @@ impl<'a> Dec<'a> {
                 Some(Sym::KParam(off, _)) => self.konst(PARAM_WINDOW + off as u64),
                 None => {
                     if let Some(i) = SPECIALS.iter().position(|s| s == n) {
-                        self.reserved_smem |= i >= RESERVED_SMEM_SPECIAL;
+                        self.reserved_smem |= (RESERVED_SMEM_SPECIAL..ENVREG1_SPECIAL).contains(&i);
                         i as R
                     } else if n == "WARP_SZ" {
                         // PTX's predefined constant: the warp size.
@@ -987,10 +999,7 @@ impl<'a> Dec<'a> {
                         .and_then(|d| d.parse::<u32>().ok())
                         .is_some_and(|d| d < 32)
                     {
-                        // The driver's environment registers: 0 in every launch here,
-                        // as in a GPU's launch that is not cooperative. Cooperative
-                        // groups' grid workspace (%envreg1:%envreg2) is then null, so
-                        // `this_grid()` works and `grid.sync()` traps, as there.
+                        // The driver's other environment registers: 0 in every launch.
                         self.konst(0)
                     } else {
                         return derr(line, format!("unknown name {n}"));
@@ -1923,6 +1932,14 @@ impl<'a> Dec<'a> {
                 let b = self.src_typed(&ops[2], t, line)?;
                 let (p, neg) = self.pred(&ops[3], line)?;
                 Op::Selp { d, a, b, p, neg }
+            }
+            "ld" if ["acquire", "volatile", "relaxed"].iter().any(|m| i.has(m))
+                && !i.has("shared")
+                && !i.has("local")
+                && !i.has("param") =>
+            {
+                self.emit(Op::SpinHint, guard, line);
+                self.mem(i, &types, line)?
             }
             "ld" | "ldu" | "st" => self.mem(i, &types, line)?,
             "tex" => self.tex(i, &types, line)?,
@@ -3327,7 +3344,7 @@ fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
         }
         Op::LdParam { d, n, .. } => (vec![], d[..*n as usize].to_vec()),
         Op::Atom { d, a, b, c, .. } => (vec![*a, *b, *c], d.iter().copied().collect()),
-        Op::Bra { .. } | Op::Exit | Op::Trap | Op::Nop => (vec![], vec![]),
+        Op::Bra { .. } | Op::Exit | Op::Trap | Op::Nop | Op::SpinHint => (vec![], vec![]),
         // `bar.red`'s destination is written by the block scheduler, which resets its tag.
         Op::Bar { .. } => (vec![], vec![]),
         Op::Assert { args } => (args.iter().flat_map(arg).collect(), vec![]),

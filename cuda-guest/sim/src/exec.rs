@@ -236,6 +236,9 @@ struct Launch<'a> {
     module: &'a crate::Module,
     /// How deep in launches from device code this grid is (0: launched by the host).
     depth: u32,
+    /// A cooperative launch's grid workspace (cooperative groups' `grid.sync()`
+    /// counter, `%envreg1:%envreg2`); 0 in any other launch.
+    workspace: u64,
     /// What the grid queued to run when it ends (see `cdp.rs`).
     children: Mutex<Vec<Child>>,
     /// Parameter buffers given out and not yet launched: kernel and geometry.
@@ -2513,6 +2516,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                 }
             }
             Op::Nop => fence(SeqCst),
+            Op::SpinHint => {
+                if self.l.workspace != 0 {
+                    std::thread::yield_now();
+                }
+            }
             Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
         }
         Ok(())
@@ -3104,6 +3112,8 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         {
             regs[(RESERVED_SMEM_SPECIAL + k) * 32 + lane as usize] = v;
         }
+        regs[ENVREG1_SPECIAL * 32 + lane as usize] = l.workspace >> 32;
+        regs[(ENVREG1_SPECIAL + 1) * 32 + lane as usize] = l.workspace & 0xffff_ffff;
     }
     Warp {
         regs,
@@ -3178,7 +3188,6 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
     l.executed.fetch_add(ex.count % TICK, Relaxed);
 }
 
-/// Runs one launch.
 /// Runs a grid of `prog` (of `module`); what it launched in turn is put in `children`,
 /// for the caller to run after it.
 #[allow(clippy::too_many_arguments)]
@@ -3191,12 +3200,19 @@ pub(crate) fn launch(
     params: &[u8],
     module: &crate::Module,
     depth: u32,
+    workspace: u64,
     children: &mut Vec<Child>,
 ) -> Result<LaunchReport, SimError> {
     let start = Instant::now();
     let nthreads = cfg.block.iter().product::<u32>();
     let total: u64 = cfg.grid.iter().map(|&x| x as u64).product();
-    let workers = config.threads.max(1).min(total as usize).min(256) as u32;
+    // A cooperative launch's blocks all run at once, one host thread each (they may
+    // wait for each other); the caller bounded the grid to what the device holds.
+    let workers = if workspace != 0 {
+        total as u32
+    } else {
+        config.threads.max(1).min(total as usize).min(256) as u32
+    };
     let l = Launch {
         prog,
         params,
@@ -3218,6 +3234,7 @@ pub(crate) fn launch(
         heap: mem.heap.as_deref(),
         module,
         depth,
+        workspace,
         children: Mutex::new(Vec::new()),
         buffers: Mutex::new(HashMap::new()),
         last_error: Mutex::new(HashMap::new()),

@@ -1152,6 +1152,15 @@ impl Simulator {
         if !self.launch_needs_setup(module, kernel) {
             return Ok(());
         }
+        self.setup_cooperative()
+    }
+
+    /// Makes what a cooperative launch needs (the device heap, its workspace comes
+    /// from), if it is not made yet.
+    pub fn setup_cooperative(&mut self) -> Result<(), SimError> {
+        if self.mem.heap.is_some() {
+            return Ok(());
+        }
         // The device heap, from device memory (as a GPU reserves it at the first launch
         // that needs it).
         let a = self
@@ -1219,6 +1228,31 @@ impl Simulator {
         cfg: LaunchConfig,
         params: &[u8],
     ) -> Result<LaunchReport, SimError> {
+        self.run_grid(module, kernel, cfg, params, false)
+    }
+
+    /// [`Simulator::run_prepared`] as a cooperative launch (`cuLaunchCooperativeKernel`):
+    /// every block runs at once, with a grid workspace for cooperative groups'
+    /// `grid.sync()` from the device heap ([`Simulator::setup_cooperative`] makes it).
+    /// The caller keeps the grid within what the device holds at once.
+    pub fn run_prepared_cooperative(
+        &self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        params: &[u8],
+    ) -> Result<LaunchReport, SimError> {
+        self.run_grid(module, kernel, cfg, params, true)
+    }
+
+    fn run_grid(
+        &self,
+        module: &Module,
+        kernel: &str,
+        cfg: LaunchConfig,
+        params: &[u8],
+        cooperative: bool,
+    ) -> Result<LaunchReport, SimError> {
         let k = module.launchable(kernel)?;
         if self.cancel.is_cancelled() {
             return Err(SimError::Timeout {
@@ -1230,8 +1264,25 @@ impl Simulator {
             });
         }
         let start = Instant::now();
+        // A cooperative grid's workspace: 16 zeroed bytes of the device heap.
+        let workspace = match (cooperative, &self.mem.heap) {
+            (false, _) => 0,
+            (true, Some(h)) => {
+                let p = h.alloc(16);
+                if let Some((a, off)) = self.mem.find(p, 16) {
+                    a.fill(off, 16, 0);
+                }
+                p
+            }
+            (true, None) => {
+                return Err(SimError::InvalidLaunch {
+                    kernel: kernel.into(),
+                    message: "a cooperative launch without its setup (setup_cooperative)".into(),
+                })
+            }
+        };
         let mut children = vec![];
-        let mut report = exec::launch(
+        let r = exec::launch(
             &k.prog,
             &self.mem,
             &self.config,
@@ -1240,8 +1291,13 @@ impl Simulator {
             params,
             module,
             0,
+            workspace,
             &mut children,
-        )?;
+        );
+        if let (Some(h), true) = (&self.mem.heap, workspace != 0) {
+            h.free(workspace);
+        }
+        let mut report = r?;
         if !children.is_empty() {
             self.run_children(module, children, 1, &mut report)?;
             report.elapsed = start.elapsed();
@@ -1301,6 +1357,7 @@ impl Simulator {
                         &buf,
                         module,
                         depth,
+                        0,
                         &mut grand,
                     )?;
                     report.warp_instructions += r.warp_instructions;

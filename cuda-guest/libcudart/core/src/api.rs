@@ -325,6 +325,23 @@ unsafe fn launch(
     shared: usize,
     stream: Handle,
 ) -> R<()> {
+    // SAFETY: the caller's guarantee.
+    unsafe { launch_grid(func, grid, block, args, shared, stream, false) }
+}
+
+/// `cudaLaunchKernel`, or `cudaLaunchCooperativeKernel` (`cooperative`).
+///
+/// # Safety
+/// As [`launch`].
+unsafe fn launch_grid(
+    func: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared: usize,
+    stream: Handle,
+    cooperative: bool,
+) -> R<()> {
     let rt = bound()?;
     let f = rt.function(func as usize)?;
     let shared = u32::try_from(shared).map_err(|_| {
@@ -333,23 +350,31 @@ unsafe fn launch(
             format!("{shared} bytes of shared memory"),
         )
     })?;
-    cu!(
-        rt.d,
-        cuLaunchKernel(
-            f,
-            grid.x,
-            grid.y,
-            grid.z,
-            block.x,
-            block.y,
-            block.z,
-            shared,
-            stream,
-            args,
-            std::ptr::null_mut()
+    let (g, b) = (grid, block);
+    let r = if cooperative {
+        cu!(
+            rt.d,
+            cuLaunchCooperativeKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, shared, stream, args)
         )
-    )
-    .map_err(|e| match e.code {
+    } else {
+        cu!(
+            rt.d,
+            cuLaunchKernel(
+                f,
+                g.x,
+                g.y,
+                g.z,
+                b.x,
+                b.y,
+                b.z,
+                shared,
+                stream,
+                args,
+                std::ptr::null_mut()
+            )
+        )
+    };
+    r.map_err(|e| match e.code {
         // The runtime's name for a bad geometry.
         cudaErrorInvalidValue => Fail::new(cudaErrorInvalidConfiguration, e.detail),
         _ => e,
@@ -375,6 +400,21 @@ rt! {
     fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
         // SAFETY: the program's argument array.
         unsafe { launch(func, grid, block, args, shared, stream) }
+    }
+}
+rt! {
+    /// `cudaLaunchCooperativeKernel`: every block at once (cooperative groups' grid
+    /// sync).
+    fn cudaLaunchCooperativeKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the program's argument array.
+        unsafe { launch_grid(func, grid, block, args, shared, stream, true) }
+    }
+}
+rt! {
+    /// `cudaLaunchCooperativeKernel_ptsz`.
+    fn cudaLaunchCooperativeKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, shared: usize, stream: Handle) {
+        // SAFETY: the program's argument array.
+        unsafe { launch_grid(func, grid, block, args, shared, per_thread(stream), true) }
     }
 }
 rt! {

@@ -75,6 +75,7 @@ driver_api! {
     cuFuncGetAttribute(v: *mut c_int, attr: c_int, f: Handle);
     cuFuncSetAttribute(f: Handle, attr: c_int, v: c_int);
     cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, s: Handle, params: *mut *mut c_void, extra: *mut *mut c_void);
+    cuLaunchCooperativeKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, s: Handle, params: *mut *mut c_void);
     cuMemAlloc_v2(p: *mut CUdeviceptr, bytes: usize);
     cuMemFree_v2(p: CUdeviceptr);
     cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize);

@@ -155,8 +155,6 @@ unsupported! {
     cudaIpcOpenEventHandle,
     cudaIpcOpenMemHandle,
     cudaKernelSetAttributeForDevice,
-    cudaLaunchCooperativeKernel,
-    cudaLaunchCooperativeKernel_ptsz,
     cudaLibraryEnumerateKernels,
     cudaLibraryGetGlobal,
     cudaLibraryGetKernel,

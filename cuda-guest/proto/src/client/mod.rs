@@ -1815,9 +1815,37 @@ impl Backend for RemoteBackend {
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        const OP: &str = "cuLaunchKernel";
-        run(OP, || {
-            check_owner(function.owner(), self.id, OP)?;
+        self.launch_grid(function, config, stream, args, false)
+    }
+
+    unsafe fn launch_cooperative(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()> {
+        self.launch_grid(function, config, stream, args, true)
+    }
+}
+
+impl RemoteBackend {
+    /// `LaunchKernel`, or `LaunchCooperativeKernel` (`cooperative`).
+    fn launch_grid(
+        &self,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+        cooperative: bool,
+    ) -> Result<()> {
+        let op_name = if cooperative {
+            "cuLaunchCooperativeKernel"
+        } else {
+            "cuLaunchKernel"
+        };
+        run(op_name, || {
+            check_owner(function.owner(), self.id, op_name)?;
             let layout = self
                 .state()
                 .functions
@@ -1837,16 +1865,27 @@ impl Backend for RemoteBackend {
                     layout.iter().map(|p| p.size).collect::<Vec<_>>()
                 ))
             })?;
-            self.managed_to_device(OP)?;
-            let (mut c, ctx) = self.on(On::Stream(stream), OP)?;
+            self.managed_to_device(op_name)?;
+            let (mut c, ctx) = self.on(On::Stream(stream), op_name)?;
             let (_, device) = self.server_of(ctx)?;
             self.check_geometry(&mut c, device, config)?;
             self.check_dynamic_shared(&mut c, function.raw(), config.shared_bytes)?;
-            c.post(Request::LaunchKernel {
-                function: FunctionId(function.raw()),
-                stream: StreamId(stream.raw()),
-                config: *config,
-                params,
+            let (function, stream, config) =
+                (FunctionId(function.raw()), StreamId(stream.raw()), *config);
+            c.post(if cooperative {
+                Request::LaunchCooperativeKernel {
+                    function,
+                    stream,
+                    config,
+                    params,
+                }
+            } else {
+                Request::LaunchKernel {
+                    function,
+                    stream,
+                    config,
+                    params,
+                }
             })
         })
     }

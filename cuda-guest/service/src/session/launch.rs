@@ -8,8 +8,8 @@ use vmgpu_cuda_api::LaunchConfig;
 use vmgpu_cuda_proto::{FunctionId, KernelParams, ReplyBody, Status, StreamId};
 
 impl Session {
-    /// `LaunchKernel`: parameters packed by the kernel's layout (checked against it), or
-    /// an opaque buffer split by it.
+    /// `LaunchKernel` (`LaunchCooperativeKernel`: `cooperative`): parameters packed by
+    /// the kernel's layout (checked against it), or an opaque buffer split by it.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn launch_kernel(
         &mut self,
@@ -18,6 +18,7 @@ impl Session {
         cfg: LaunchConfig,
         stream: StreamId,
         params: &KernelParams,
+        cooperative: bool,
     ) -> Done {
         self.launch_quota();
         let f = Self::found(&self.functions, "function", function.0, cx)?;
@@ -77,7 +78,13 @@ impl Session {
         // allocations faults in that context only (the device's address translation);
         // the host memory it may reach is what this context registered: the guest's own
         // RAM.
-        unsafe { be.launch(&f.function, &cfg, st, &args)? };
+        unsafe {
+            if cooperative {
+                be.launch_cooperative(&f.function, &cfg, st, &args)?
+            } else {
+                be.launch(&f.function, &cfg, st, &args)?
+            }
+        };
         Ok(ReplyBody::Empty)
     }
 
