@@ -250,6 +250,7 @@ macro_rules! conformance_suite {
             vector_add_computes,
             bad_launch_geometry_is_invalid_value,
             launch_beyond_the_register_file_is_out_of_resources,
+            a_cooperative_launch_computes,
         );
         // These leave a sticky error behind.
         conformance_suite!(@faulting $setup, $faults, [$(#[$attr])*],
@@ -1929,6 +1930,42 @@ pub fn bad_launch_geometry_is_invalid_value(f: &Fixture) {
 /// A block whose threads need more registers than an SM has is
 /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` at the call (`register_hog`, about 100
 /// registers a thread, in 1024-thread blocks; seen on an H100); a smaller block runs.
+/// `cuLaunchCooperativeKernel` (every block at once) computes as a plain launch does.
+pub fn a_cooperative_launch_computes(f: &Fixture) {
+    let b = f.b();
+    let (_m, sum) = kernel(f, KERNELS_PTX, "block_sum");
+    let n = 1024u32;
+    let input: Vec<u32> = (0..n).map(|i| i * 5 + 2).collect();
+    let din = upload(
+        f,
+        &input
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<_>>(),
+    );
+    let dout = ok(b.mem_alloc(8 * 4), "cuMemAlloc");
+    let args: [&[u8]; 3] = [
+        &din.0.to_le_bytes(),
+        &dout.0.to_le_bytes(),
+        &n.to_le_bytes(),
+    ];
+    let cfg = LaunchConfig {
+        shared_bytes: 512,
+        ..LaunchConfig::linear(8, 128)
+    };
+    // SAFETY: block_sum(in, out, n) reads n inputs and writes one output per block (8).
+    ok(
+        unsafe { b.launch_cooperative(&sum, &cfg, &Stream::DEFAULT, &args) },
+        "cuLaunchCooperativeKernel",
+    );
+    ok(b.context_synchronize(), "cuCtxSynchronize");
+    let out = u32s(&download(f, dout, 32));
+    for (blk, got) in out.iter().enumerate() {
+        let want: u32 = input[blk * 128..(blk + 1) * 128].iter().sum();
+        assert_eq!(*got, want, "block {blk}");
+    }
+}
+
 pub fn launch_beyond_the_register_file_is_out_of_resources(f: &Fixture) {
     let b = f.b();
     let (m, hog) = kernel(f, KERNELS_PTX, "register_hog");

@@ -1720,6 +1720,123 @@ static void g_arrays(void) {
   cuMemFree(lin);
 }
 
+/* Graph memory nodes: an allocation node's memory written by a kernel node and copied
+ * out, freed by a free node; their types and parameters; graph memory attributes; a
+ * free node of memory no graph allocated. */
+static void g_graph_memory(void) {
+  SETUP();
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "read_counter"));
+  CUgraph g;
+  RES(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS ap;
+  memset(&ap, 0, sizeof ap);
+  ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ap.poolProps.location.id = dev;
+  ap.bytesize = 64;
+  CUgraphNode alloc, kern, copy, fr;
+  RES(cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &ap), CUDA_SUCCESS);
+  TRUE(ap.dptr != 0, "the allocation's address %llx", (unsigned long long)ap.dptr);
+  CUDA_KERNEL_NODE_PARAMS kp = {0};
+  void *args[] = {&ap.dptr};
+  kp.func = f;
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = args;
+  RES(cuGraphAddKernelNode(&kern, g, &alloc, 1, &kp), CUDA_SUCCESS);
+  unsigned host = 0;
+  CUDA_MEMCPY3D cp = {0};
+  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = ap.dptr;
+  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+  cp.dstHost = &host;
+  cp.WidthInBytes = 4;
+  cp.Height = 1;
+  cp.Depth = 1;
+  RES(cuGraphAddMemcpyNode(&copy, g, &kern, 1, &cp, primary), CUDA_SUCCESS);
+  RES(cuGraphAddMemFreeNode(&fr, g, &copy, 1, ap.dptr), CUDA_SUCCESS);
+  CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+  RES(cuGraphNodeGetType(alloc, &t), CUDA_SUCCESS);
+  VAL("allocation node type", t, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  RES(cuGraphNodeGetType(fr, &t), CUDA_SUCCESS);
+  VAL("free node type", t, CU_GRAPH_NODE_TYPE_MEM_FREE);
+  CUDA_MEM_ALLOC_NODE_PARAMS got;
+  memset(&got, 0, sizeof got);
+  RES(cuGraphMemAllocNodeGetParams(alloc, &got), CUDA_SUCCESS);
+  VAL("allocation node bytes", got.bytesize, 64);
+  TRUE(got.dptr == ap.dptr, "allocation node address %llx", (unsigned long long)got.dptr);
+  CUdeviceptr fp = 0;
+  RES(cuGraphMemFreeNodeGetParams(fr, &fp), CUDA_SUCCESS);
+  TRUE(fp == ap.dptr, "free node address %llx", (unsigned long long)fp);
+  CUgraphExec x;
+  RES(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+  for (int k = 0; k < 2; k++) {
+    host = 0;
+    RES(cuGraphLaunch(x, NULL), CUDA_SUCCESS);
+    RES(cuCtxSynchronize(), CUDA_SUCCESS);
+    VAL("the kernel's value, through the graph's allocation", host, 7);
+  }
+  RES(cuGraphExecDestroy(x), CUDA_SUCCESS);
+  RES(cuGraphDestroy(g), CUDA_SUCCESS);
+  RES(cuDeviceGraphMemTrim(dev), CUDA_SUCCESS);
+  cuuint64_t used = 1;
+  RES(cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used), CUDA_SUCCESS);
+  VAL("graph memory in use after the graph went", used, 0);
+  CUdeviceptr plain;
+  MUST(cuMemAlloc(&plain, 16));
+  RES(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  RES(cuGraphAddMemFreeNode(&fr, g, NULL, 0, plain), CUDA_ERROR_INVALID_VALUE);
+  RES(cuGraphDestroy(g), CUDA_SUCCESS);
+  MUST(cuMemFree(plain));
+}
+
+/* Cooperative launches: the attribute, a cooperative grid, the same through
+ * cuLaunchKernelEx's attribute, and a grid larger than the device holds at once. */
+static void g_cooperative(void) {
+  SETUP();
+  int coop = 0, sms = 0, per_sm = 0;
+  RES(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev), CUDA_SUCCESS);
+  VAL("cooperative launch attribute", coop, 1);
+  CUmodule m;
+  MUST(cuModuleLoadData(&m, GLOBALS_PTX));
+  CUfunction f;
+  MUST(cuModuleGetFunction(&f, m, "read_counter"));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 4));
+  MUST(cuMemsetD32(p, 0, 1));
+  void *args[] = {&p};
+  RES(cuLaunchCooperativeKernel(f, 4, 1, 1, 32, 1, 1, 0, NULL, args), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  unsigned v = 0;
+  MUST(cuMemcpyDtoH(&v, p, 4));
+  VAL("a cooperative grid's result", v, 7);
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attr.value.cooperative = 1;
+  CUlaunchConfig lc;
+  memset(&lc, 0, sizeof lc);
+  lc.gridDimX = 2;
+  lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = 32;
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.attrs = &attr;
+  lc.numAttrs = 1;
+  MUST(cuMemsetD32(p, 0, 1));
+  RES(cuLaunchKernelEx(&lc, f, args, NULL), CUDA_SUCCESS);
+  RES(cuCtxSynchronize(), CUDA_SUCCESS);
+  MUST(cuMemcpyDtoH(&v, p, 4));
+  VAL("cuLaunchKernelEx, cooperative: the result", v, 7);
+  RES(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 32, 0), CUDA_SUCCESS);
+  RES(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), CUDA_SUCCESS);
+  RES(cuLaunchCooperativeKernel(f, (unsigned)(per_sm * sms + 1), 1, 1, 32, 1, 1, 0, NULL, args),
+      CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  MUST(cuMemFree(p));
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -1739,6 +1856,7 @@ static const struct {
     {"occupancy", g_occupancy},     {"limits", g_limits},
     {"graphs", g_graphs},           {"managed", g_managed},
     {"graph_nodes", g_graph_nodes}, {"copies_2d", g_copies_2d}, {"arrays", g_arrays},
+    {"graph_memory", g_graph_memory}, {"cooperative", g_cooperative},
 };
 
 int main(int argc, char **argv) {

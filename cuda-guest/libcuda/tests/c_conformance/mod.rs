@@ -104,6 +104,8 @@ macro_rules! c_conformance {
             c_managed,
             c_copies_2d,
             c_arrays,
+            c_graph_memory,
+            c_cooperative,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
