@@ -1,6 +1,6 @@
 //! Execution semantics on small hand-written PTX: shuffles read every source before
 //! writing, atomics stay atomic across host threads, divergent calls and returns
-//! reconverge, recursion is refused, dynamic shared memory, `%laneid`/lane masks.
+//! reconverge, recursion (a frame per call, and a stack that overflows), dynamic shared memory, `%laneid`/lane masks.
 
 use cuda_guest::sim::{KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
 
@@ -135,23 +135,75 @@ fn divergent_calls_and_returns_reconverge() {
     }
 }
 
+/// Recursion runs out of line, each call with a frame of its own: `fact(n, p)` writes
+/// `n` through `p` into its caller's `.local` slot, zeroes its own slot, recurses with a
+/// pointer to it, and multiplies by what its callee wrote there plus one. Lanes recurse
+/// to different depths (their thread index).
 #[test]
-fn recursion_is_refused_with_its_line() {
+fn recursion_runs_with_a_frame_per_call() {
+    let ptx = format!(
+        "{HEADER}.func (.param .b64 ret) fact(.param .b64 n, .param .b64 p)\n{{\n\
+         .local .align 8 .b8 buf[16];\n .reg .b64 %rd<12>; .reg .pred %p<2>;\n\
+         ld.param.b64 %rd1, [n];\n ld.param.b64 %rd2, [p];\n setp.eq.u64 %p1, %rd2, 0;\n\
+         @%p1 bra NOPARENT;\n st.u64 [%rd2], %rd1;\n\
+         NOPARENT:\n st.local.u64 [buf], 0;\n setp.eq.u64 %p1, %rd1, 0;\n @%p1 bra BASE;\n\
+         mov.u64 %rd3, buf;\n cvta.local.u64 %rd4, %rd3;\n sub.u64 %rd5, %rd1, 1;\n\
+         {{\n .param .b64 a0; .param .b64 a1; .param .b64 r0;\n\
+         st.param.b64 [a0], %rd5;\n st.param.b64 [a1], %rd4;\n\
+         call.uni (r0), fact, (a0, a1);\n ld.param.b64 %rd6, [r0];\n }}\n\
+         ld.local.u64 %rd7, [buf];\n add.u64 %rd7, %rd7, 1;\n mul.lo.u64 %rd8, %rd6, %rd7;\n\
+         st.param.b64 [ret], %rd8;\n ret;\n\
+         BASE:\n mov.u64 %rd9, 1;\n st.param.b64 [ret], %rd9;\n ret;\n}}\n\
+         .visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<3>; .reg .b64 %rd<8>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n cvt.u64.u32 %rd2, %r1;\n mov.u64 %rd6, 0;\n\
+         {{\n .param .b64 a0; .param .b64 a1; .param .b64 r0;\n\
+         st.param.b64 [a0], %rd2;\n st.param.b64 [a1], %rd6;\n\
+         call.uni (r0), fact, (a0, a1);\n ld.param.b64 %rd3, [r0];\n }}\n\
+         mul.wide.u32 %rd4, %r1, 8;\n add.s64 %rd5, %rd1, %rd4;\n st.global.u64 [%rd5], %rd3;\n ret;\n}}\n"
+    );
+    for threads in [1, 2] {
+        let mut s = sim(threads);
+        let m = s.load_module("fact.ptx", &ptx).unwrap();
+        let out = s.malloc(8 * 64).unwrap();
+        s.launch(&m, "k", cfg(1, 64), &[KernelArg::Ptr(out)])
+            .unwrap();
+        let mut bytes = vec![0u8; 8 * 64];
+        s.memcpy_dtoh(&mut bytes, out).unwrap();
+        for (n, got) in bytes.chunks(8).enumerate() {
+            let want = (1..=n as u64).fold(1u64, |a, k| a.wrapping_mul(k));
+            assert_eq!(
+                u64::from_le_bytes(got.try_into().unwrap()),
+                want,
+                "fact({n})"
+            );
+        }
+    }
+}
+
+/// Endless recursion: the call past the thread's stack stops the launch.
+#[test]
+fn endless_recursion_overflows_the_stack() {
     let ptx = format!(
         "{HEADER}.func f()\n{{\n call.uni f, ();\n ret;\n}}\n.visible .entry k()\n{{\n call.uni f, ();\n ret;\n}}\n"
     );
     let mut s = sim(1);
-    let e = s.load_module("rec.ptx", &ptx).unwrap_err();
-    let SimError::Unsupported {
-        module,
-        line,
-        message,
+    let m = s.load_module("rec.ptx", &ptx).unwrap();
+    let e = s.launch(&m, "k", cfg(1, 32), &[]).unwrap_err();
+    let SimError::StackOverflow {
+        at,
+        function,
+        depth,
+        limit,
     } = &e
     else {
         panic!("{e}")
     };
-    assert_eq!((module.as_str(), *line), ("rec.ptx", 6));
-    assert!(message.contains("recursion"), "{message}");
+    // Each call takes 16 bytes of the 16 KiB: the 1025th is one too many.
+    assert_eq!(
+        (function.as_str(), *depth, *limit, at.line, at.thread),
+        ("f", 1025, cuda_guest::sim::STACK_SIZE, 6, [0, 0, 0])
+    );
+    assert_eq!(cuda_guest::sim::STACK_SIZE, 16 * 1024);
 }
 
 #[test]

@@ -285,6 +285,22 @@ fn cooperative_launches() {
     );
 }
 
+/// `recursion.cu`: recursive device functions (two-way, mutual, lanes at different
+/// depths, a callee writing its caller's local array, structs by value, printf inside)
+/// against the same functions on the host, and a recursion too deep for the stack; on
+/// the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn recursive_device_functions() {
+    let exe = build("recursion", "zstd", PTX80);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "recursion: 12 checks, 0 failed",
+        &["ok   recursion 2^24 deep: cudaErrorLaunchFailure"],
+    );
+}
+
 /// `fatbin_add.cu` as `nvcc -fatbin` makes it with `flags`, in the libraries' folder.
 fn fatbin(tag: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = nvcc::lib_dir().join(format!("fatbin_add-{tag}.fatbin"));

@@ -917,7 +917,9 @@ fn code_of(e: &SimError) -> i32 {
         }
         SimError::MemoryFault(_) => sys::CUDA_ERROR_ILLEGAL_ADDRESS,
         SimError::Timeout { .. } => sys::CUDA_ERROR_LAUNCH_TIMEOUT,
-        SimError::BarrierDivergence { .. } | SimError::Trap { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
+        SimError::BarrierDivergence { .. }
+        | SimError::Trap { .. }
+        | SimError::StackOverflow { .. } => sys::CUDA_ERROR_LAUNCH_FAILED,
         SimError::Assert(_) => sys::CUDA_ERROR_ASSERT,
         SimError::BadCall { .. } => sys::CUDA_ERROR_INVALID_PC,
         SimError::Texture { .. } => sys::CUDA_ERROR_ILLEGAL_ADDRESS,

@@ -445,6 +445,20 @@ pub(crate) enum Op {
         ret: Option<ArgSrc>,
         ret_size: u8,
     },
+    /// A call of a function run out of line (one that recursion reaches, see
+    /// [`OutFn`]): `args` are copied into a new frame of `prog.funcs[func]` on the
+    /// thread's stack, its registers saved, and the lanes run its body; its results go to
+    /// `rets` at its [`Op::Return`].
+    Call {
+        func: u32,
+        args: Box<[ArgSrc]>,
+        rets: Box<[ArgSrc]>,
+    },
+    /// The end of an out-of-line function's body: its results copied to the caller's
+    /// `rets`, the caller's registers and frame back.
+    Return {
+        func: u32,
+    },
     Nop,
 }
 
@@ -507,6 +521,33 @@ pub(crate) struct Inst {
     pub aff: Aff,
 }
 
+/// A function the kernel calls out of line, because a call reaches it again from its
+/// own body (recursion, direct or through other functions), where inlining would never
+/// end. Its body's code follows the kernel's; each activation has a frame on the
+/// thread's stack (its `.param` and `.local` variables, `frame` bytes) and saves the
+/// registers and predicates its body uses (`regs`, `preds`: those decoded for it).
+#[derive(Debug, Clone)]
+pub(crate) struct OutFn {
+    pub name: String,
+    pub entry: u32,
+    /// The pc of its [`Op::Return`].
+    pub ret: u32,
+    pub frame: u32,
+    pub regs: std::ops::Range<R>,
+    pub preds: std::ops::Range<P>,
+    /// Frame offset and size of each parameter, then of each result.
+    pub params: Vec<(u32, u32)>,
+    pub returns: Vec<(u32, u32)>,
+}
+
+/// Bytes of stack each thread has for out-of-line calls (a GPU's default is 1 KiB;
+/// frames here hold only a function's `.param` and `.local` variables, never its
+/// registers, so this is more than any program asks for with `cudaLimitStackSize`).
+pub const STACK_SIZE: u32 = 16 * 1024;
+/// The least stack an activation takes (a GPU's frame holds at least a return address),
+/// so that the calls a thread can nest are bounded.
+const MIN_FRAME: u64 = 16;
+
 /// A kernel decoded for execution.
 #[derive(Debug)]
 pub(crate) struct Program {
@@ -521,7 +562,16 @@ pub(crate) struct Program {
     pub npreds: u32,
     pub consts: Vec<(R, u64)>,
     pub shared_static: u32,
+    /// Bytes of local memory per thread: its `.local`/`.param` variables
+    /// (`static_local`), then, if it calls functions out of line, [`STACK_SIZE`] of
+    /// stack.
     pub local_size: u32,
+    pub static_local: u32,
+    /// The functions it calls out of line (recursion), by [`Op::Call`]'s index.
+    pub funcs: Vec<OutFn>,
+    /// The register holding the frame of the running out-of-line call (its base in
+    /// local memory), the same in every lane.
+    pub fp: R,
     /// Instructions hoisted out of the kernel: single-definition pure computations on
     /// launch- or warp-invariant values (parameters, constants, `%ntid`, `%tid`...),
     /// evaluated once per warp register file when a launch starts.
@@ -587,6 +637,9 @@ enum Sym {
     Shared(u64),
     Global(u64),
     Local(u64),
+    /// A `.local` or `.param` variable of an out-of-line function: its offset in the
+    /// running call's frame.
+    Frame(u64),
     KParam(u32, u32),
     /// `extern .shared` (dynamic shared memory), placed after the static shared memory.
     DynShared,
@@ -701,9 +754,19 @@ struct Dec<'a> {
     /// The `.callprototype`s seen, by inline instance and label: parameter and return
     /// sizes.
     protos: HashMap<(u32, String), (Vec<u32>, Vec<u32>)>,
-    /// The functions being inlined, outermost first (an indirect call does not inline
-    /// one of them again: that would be recursion).
+    /// The functions being inlined, outermost first (calling one of them again is
+    /// recursion: that call is made out of line).
     stack: Vec<&'a str>,
+    /// While an out-of-line body is decoded: the size of its frame so far (its
+    /// variables are [`Sym::Frame`]s).
+    frame: Option<u64>,
+    /// See [`Program::fp`].
+    fp: R,
+    /// The functions called out of line, by name, and those whose body is still to be
+    /// decoded.
+    outs: Vec<OutFn>,
+    out_ix: HashMap<&'a str, u32>,
+    pending: Vec<(u32, &'a Function)>,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -886,6 +949,15 @@ impl<'a> Dec<'a> {
         r
     }
 
+    /// A register holding the local address of a variable at `o` in the running
+    /// out-of-line call's frame.
+    fn frame_addr(&mut self, o: u64, line: u32) -> R {
+        let k = self.konst(o);
+        let d = self.new_reg();
+        self.emit(Op::Bin(ops::add::<u64>, d, self.fp, k), None, line);
+        d
+    }
+
     fn new_reg(&mut self) -> R {
         let r = self.nregs;
         self.nregs += 1;
@@ -937,6 +1009,19 @@ impl<'a> Dec<'a> {
                     .insert(d.name.clone(), Sym::Shared(self.shared_size));
                 self.shared_size = self.shared_size.saturating_add(d.size());
             }
+            Space::Local | Space::Param if self.frame.is_some() => {
+                let a = d.alignment().max(1) as u64;
+                let at = self
+                    .frame
+                    .unwrap_or(0)
+                    .checked_next_multiple_of(a)
+                    .unwrap_or(u64::MAX);
+                self.scopes
+                    .last_mut()
+                    .expect("scope")
+                    .insert(d.name.clone(), Sym::Frame(at));
+                self.frame = Some(at.saturating_add(d.size().max(1)));
+            }
             Space::Local | Space::Param => {
                 let a = d.alignment().max(1) as u64;
                 self.local_size = self
@@ -983,6 +1068,7 @@ impl<'a> Dec<'a> {
                 Some(Sym::Shared(o)) => self.konst(o),
                 Some(Sym::Global(a)) => self.konst(a),
                 Some(Sym::Local(o)) => self.konst(o),
+                Some(Sym::Frame(o)) => self.frame_addr(o, line),
                 Some(Sym::DynShared) => self.dyn_reg,
                 Some(Sym::Func(a)) => self.konst(a),
                 Some(Sym::Pred(_)) => return derr(line, format!("predicate {n} used as a value")),
@@ -1008,6 +1094,9 @@ impl<'a> Dec<'a> {
             },
             Operand::NameOffset(n, off) => {
                 let base = match self.lookup(n) {
+                    Some(Sym::Frame(o)) => {
+                        return Ok(self.frame_addr(o.wrapping_add(*off as u64), line))
+                    }
                     Some(Sym::Shared(o)) | Some(Sym::Local(o)) | Some(Sym::Global(o)) => o,
                     _ => return derr(line, format!("{n}+{off}: not a variable")),
                 };
@@ -1085,6 +1174,9 @@ impl<'a> Dec<'a> {
                 Some(Sym::Reg(r, _)) => Ok((r, *offset, None)),
                 Some(Sym::Shared(s)) => Ok((self.konst(s), *offset, Some(Sp::Shared))),
                 Some(Sym::Local(s)) => Ok((self.konst(s), *offset, Some(Sp::Local))),
+                Some(Sym::Frame(s)) => {
+                    Ok((self.fp, offset.wrapping_add(s as i64), Some(Sp::Local)))
+                }
                 Some(Sym::Global(a)) => Ok((self.konst(a), *offset, Some(Sp::Global))),
                 Some(Sym::DynShared) => Ok((self.dyn_reg, *offset, Some(Sp::Shared))),
                 Some(Sym::KParam(off, _)) => Ok((
@@ -2929,6 +3021,10 @@ impl<'a> Dec<'a> {
                 format!("call to {fname}, which has no body in this module"),
             );
         };
+        if self.stack.contains(&f.name.as_str()) || self.out_ix.contains_key(f.name.as_str()) {
+            // Recursion: inlining would not end.
+            return self.call_out(f, rets, args, guard, line);
+        }
         // A guarded call: branch around the inlined body.
         let skip_label = format!("$__call_skip_{}", self.next_instance);
         if let Some((p, neg)) = guard {
@@ -3012,9 +3108,6 @@ impl<'a> Dec<'a> {
         let q = self.new_pred();
         let eq = cmp_fn(ScalarType::U64, 0, line)?;
         for (k, (addr, f, weight)) in matching.into_iter().enumerate() {
-            if self.stack.contains(&f.name.as_str()) {
-                continue;
-            }
             let b = self.konst(addr);
             self.emit(
                 Op::Setp {
@@ -3032,7 +3125,11 @@ impl<'a> Dec<'a> {
             self.fixups
                 .push((self.insts.len(), self.instance, next.clone(), line));
             self.emit(Op::Bra { target: 0 }, Some((q, true)), line);
-            self.inline(f, weight, rets, args, line)?;
+            if self.stack.contains(&f.name.as_str()) || self.out_ix.contains_key(f.name.as_str()) {
+                self.call_out(f, rets, args, None, line)?;
+            } else {
+                self.inline(f, weight, rets, args, line)?;
+            }
             self.fixups
                 .push((self.insts.len(), self.instance, end_label.clone(), line));
             self.emit(Op::Bra { target: 0 }, None, line);
@@ -3092,8 +3189,8 @@ impl<'a> Dec<'a> {
                 return derr(line, "call arguments must be .param variables");
             };
             match self.lookup(n) {
-                Some(Sym::Local(o)) => {
-                    bind.insert(p.name.clone(), Sym::Local(o));
+                Some(s @ (Sym::Local(_) | Sym::Frame(_))) => {
+                    bind.insert(p.name.clone(), s);
                 }
                 Some(Sym::Reg(r, w)) => {
                     bind.insert(p.name.clone(), Sym::Reg(r, w));
@@ -3130,14 +3227,170 @@ impl<'a> Dec<'a> {
 }
 
 /// Where a call's argument or result lives: a `.param` variable of the caller (local
-/// memory, at this offset) or a register.
+/// memory, at this offset, or at this offset in the running out-of-line call's frame)
+/// or a register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ArgSrc {
     Local(u64),
+    Frame(u64),
     Reg(R),
 }
 
-impl Dec<'_> {
+impl<'a> Dec<'a> {
+    /// Where the argument or result `o` of a call of `fname` lives.
+    fn arg_src(&self, o: &Operand, fname: &str, line: u32) -> DResult<ArgSrc> {
+        let Operand::Name(n) = o else {
+            return derr(
+                line,
+                format!("{fname}: its arguments must be .param variables"),
+            );
+        };
+        match self.lookup(n) {
+            Some(Sym::Local(o)) => Ok(ArgSrc::Local(o)),
+            Some(Sym::Frame(o)) => Ok(ArgSrc::Frame(o)),
+            Some(Sym::Reg(r, _)) => Ok(ArgSrc::Reg(r)),
+            _ => derr(
+                line,
+                format!("{fname}: argument {n} is not a .param variable"),
+            ),
+        }
+    }
+
+    /// A call of `f` made out of line ([`OutFn`]), `f`'s body decoded later if it is
+    /// not already.
+    fn call_out(
+        &mut self,
+        f: &'a Function,
+        rets: &[Operand],
+        args: &[Operand],
+        guard: Option<(P, bool)>,
+        line: u32,
+    ) -> DResult<()> {
+        let fname = f.name.as_str();
+        if f.params.len() != args.len() || f.returns.len() != rets.len() {
+            return derr(
+                line,
+                format!("call to {fname}: argument count does not match"),
+            );
+        }
+        let id = match self.out_ix.get(fname) {
+            Some(&id) => id,
+            None => {
+                let id = self.outs.len() as u32;
+                let mut at = 0u64;
+                let mut layout = |ps: &[ptx::Param]| {
+                    ps.iter()
+                        .map(|p| {
+                            at = at.next_multiple_of(p.align.clamp(1, 256) as u64);
+                            let o = at;
+                            at += p.size as u64;
+                            (o as u32, p.size)
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let params = layout(&f.params);
+                let returns = layout(&f.returns);
+                self.outs.push(OutFn {
+                    name: f.name.clone(),
+                    entry: 0,
+                    ret: 0,
+                    frame: at as u32,
+                    regs: 0..0,
+                    preds: 0..0,
+                    params,
+                    returns,
+                });
+                self.out_ix.insert(fname, id);
+                self.pending.push((id, f));
+                id
+            }
+        };
+        let args = args
+            .iter()
+            .map(|o| self.arg_src(o, fname, line))
+            .collect::<DResult<_>>()?;
+        let rets = rets
+            .iter()
+            .map(|o| self.arg_src(o, fname, line))
+            .collect::<DResult<_>>()?;
+        self.emit(
+            Op::Call {
+                func: id,
+                args,
+                rets,
+            },
+            guard,
+            line,
+        );
+        Ok(())
+    }
+
+    /// Decodes the bodies of the functions called out of line, after the kernel's code
+    /// (each may call more out of line).
+    fn outlined_bodies(&mut self) -> DResult<()> {
+        while let Some((id, f)) = self.pending.pop() {
+            let Some(body) = f.body.as_ref() else {
+                return derr(
+                    f.line,
+                    format!("call to {}, which has no body in this module", f.name),
+                );
+            };
+            let weight = weight(body);
+            self.weight = self.weight.saturating_add(weight);
+            if self.weight > MAX_WEIGHT {
+                return derr(f.line, too_heavy());
+            }
+            self.check_size(f.line)?;
+            let o = &self.outs[id as usize];
+            let mut bind = HashMap::new();
+            for (p, &(at, _)) in f
+                .params
+                .iter()
+                .zip(&o.params)
+                .chain(f.returns.iter().zip(&o.returns))
+            {
+                bind.insert(p.name.clone(), Sym::Frame(at as u64));
+            }
+            let entry = self.insts.len() as u32;
+            let (r0, p0) = (self.nregs, self.npreds);
+            self.next_instance += 1;
+            self.instance = self.next_instance;
+            let end_label = format!("$__ret_{}", self.instance);
+            self.ret_label = Some(end_label.clone());
+            self.scopes = vec![bind];
+            self.depth = 1;
+            self.stack = vec![f.name.as_str()];
+            self.frame = Some(o.frame as u64);
+            self.body(body)?;
+            self.labels
+                .insert((self.instance, end_label), self.insts.len() as u32);
+            let ret = self.insts.len() as u32;
+            self.emit(Op::Return { func: id }, None, f.line);
+            let frame = self.frame.take().unwrap_or(0);
+            if frame > STACK_SIZE as u64 {
+                return derr(
+                    f.line,
+                    format!(
+                        "{}: {frame} bytes of .local and .param variables, more than the \
+                         {STACK_SIZE} bytes of stack a thread has",
+                        f.name
+                    ),
+                );
+            }
+            let o = &mut self.outs[id as usize];
+            o.entry = entry;
+            o.ret = ret;
+            o.frame = frame.next_multiple_of(MIN_FRAME).max(MIN_FRAME) as u32;
+            o.regs = r0..self.nregs;
+            o.preds = p0..self.npreds;
+        }
+        self.ret_label = None;
+        self.scopes = vec![];
+        self.stack.clear();
+        self.depth = 0;
+        Ok(())
+    }
+
     /// The system calls a kernel makes without a body in its module (`vprintf`,
     /// `__assertfail`, `malloc`, `free`), as operations; `None` for any other callee.
     fn builtin(
@@ -3171,22 +3424,7 @@ impl Dec<'_> {
                 ),
             );
         }
-        let mut src = |o: &Operand| -> DResult<ArgSrc> {
-            let Operand::Name(n) = o else {
-                return derr(
-                    line,
-                    format!("{fname}: its arguments must be .param variables"),
-                );
-            };
-            match self.lookup(n) {
-                Some(Sym::Local(o)) => Ok(ArgSrc::Local(o)),
-                Some(Sym::Reg(r, _)) => Ok(ArgSrc::Reg(r)),
-                _ => derr(
-                    line,
-                    format!("{fname}: argument {n} is not a .param variable"),
-                ),
-            }
-        };
+        let mut src = |o: &Operand| self.arg_src(o, fname, line);
         Ok(Some(if let Some((call, _, ret_size)) = cdp {
             Op::Cdp {
                 call,
@@ -3303,6 +3541,13 @@ fn written(op: &Op) -> Vec<R> {
             ret: Some(ArgSrc::Reg(r)),
             ..
         } => vec![*r],
+        Op::Call { rets, .. } => rets
+            .iter()
+            .filter_map(|a| match a {
+                ArgSrc::Reg(r) => Some(*r),
+                _ => None,
+            })
+            .collect(),
         Op::Vote {
             mode: VoteMode::Ballot,
             d,
@@ -3317,7 +3562,7 @@ fn written(op: &Op) -> Vec<R> {
 fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
     let arg = |a: &ArgSrc| match a {
         ArgSrc::Reg(r) => vec![*r],
-        ArgSrc::Local(_) => vec![],
+        ArgSrc::Local(_) | ArgSrc::Frame(_) => vec![],
     };
     match op {
         Op::Bin(_, d, a, b) => (vec![*a, *b], vec![*d]),
@@ -3377,6 +3622,13 @@ fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
         Op::Redux { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::Match { d, a, member, .. } => (vec![*a, *member], vec![*d]),
         Op::BadCall { a } => (vec![*a], vec![]),
+        // The frame register is written too, with the same value in every lane and its
+        // tag set; and the callee's own registers are given back as they were.
+        Op::Call { args, rets, .. } => (
+            args.iter().flat_map(arg).collect(),
+            rets.iter().flat_map(arg).collect(),
+        ),
+        Op::Return { .. } => (vec![], vec![]),
         Op::Wmma(w) => w.reads_writes(),
         Op::Cdp { args, ret, .. } => (
             args.iter().flat_map(arg).collect(),
@@ -3474,6 +3726,7 @@ fn hoist_invariants(
     nregs: u32,
     consts: &HashMap<u64, R>,
     dyn_reg: R,
+    entries: &mut [u32],
 ) -> (Vec<Inst>, Vec<Inst>) {
     let mut defs = vec![0u32; nregs as usize];
     for i in &insts {
@@ -3526,6 +3779,9 @@ fn hoist_invariants(
         }
     }
     new_index[insts.len()] = n;
+    for e in entries.iter_mut() {
+        *e = new_index[(*e as usize).min(new_index.len() - 1)];
+    }
     let mut out = Vec::with_capacity(n as usize);
     for (pc, mut i) in insts.into_iter().enumerate() {
         if !keep[pc] {
@@ -3553,7 +3809,7 @@ fn ipdoms(insts: &[Inst]) -> Vec<u32> {
                 leader[target as usize] = true;
                 leader[pc + 1] = true;
             }
-            Op::Exit => leader[pc + 1] = true,
+            Op::Exit | Op::Return { .. } => leader[pc + 1] = true,
             _ => {}
         }
     }
@@ -3582,6 +3838,7 @@ fn ipdoms(insts: &[Inst]) -> Vec<u32> {
                     succ[b].push(if end < n { block_of[end] } else { exit });
                 }
             }
+            Op::Return { .. } => succ[b].push(exit),
             Op::Exit => {
                 succ[b].push(exit);
                 if last.guard.is_some() {
@@ -3753,7 +4010,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         m,
         insts: vec![],
         scopes: vec![HashMap::new()],
-        nregs: NSPECIAL + 1,
+        nregs: NSPECIAL + 2,
         npreds: 0,
         consts: HashMap::new(),
         shared_size: m.shared_size,
@@ -3769,6 +4026,11 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         ret_label: None,
         dyn_reg: NSPECIAL,
         weight,
+        frame: None,
+        fp: NSPECIAL + 1,
+        outs: vec![],
+        out_ix: HashMap::new(),
+        pending: vec![],
     };
     for p in &f.params {
         d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
@@ -3776,15 +4038,30 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
     d.body(body)?;
     // Falling off the end exits.
     d.emit(Op::Exit, None, f.line);
+    d.outlined_bodies()?;
     for (pc, inst, l, line) in std::mem::take(&mut d.fixups) {
         let Some(&t) = d.labels.get(&(inst, l.clone())) else {
             return derr(line, format!("unknown label {l}"));
         };
         d.insts[pc].op = Op::Bra { target: t };
     }
-    let (insts, prologue) =
-        hoist_invariants(std::mem::take(&mut d.insts), d.nregs, &d.consts, d.dyn_reg);
+    let mut entries: Vec<u32> = d.outs.iter().map(|o| o.entry).collect();
+    let (insts, prologue) = hoist_invariants(
+        std::mem::take(&mut d.insts),
+        d.nregs,
+        &d.consts,
+        d.dyn_reg,
+        &mut entries,
+    );
     d.insts = insts;
+    for (o, e) in d.outs.iter_mut().zip(entries) {
+        o.entry = e;
+    }
+    for (pc, i) in d.insts.iter().enumerate() {
+        if let Op::Return { func } = i.op {
+            d.outs[func as usize].ret = pc as u32;
+        }
+    }
     let ipdom = ipdoms(&d.insts);
     let touch = touched(&d.insts, d.nregs);
     let mut body_written = vec![false; d.nregs as usize];
@@ -3843,7 +4120,11 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         npreds: d.npreds.max(1),
         consts,
         shared_static: shared_static as u32,
-        local_size: d.local_size.next_multiple_of(8) as u32,
+        local_size: d.local_size.next_multiple_of(16) as u32
+            + if d.outs.is_empty() { 0 } else { STACK_SIZE },
+        static_local: d.local_size.next_multiple_of(16) as u32,
+        funcs: d.outs,
+        fp: d.fp,
         prologue,
         touch,
         fixed,

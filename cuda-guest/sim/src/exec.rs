@@ -32,6 +32,24 @@ struct Frame {
     pc: u32,
     rpc: u32,
     mask: u32,
+    /// The frame of an out-of-line call's body, not yet returned: popping it (its lanes
+    /// exited) ends the call ([`Warp::calls`]).
+    call: bool,
+}
+
+/// An out-of-line call in progress: what its [`Op::Return`] gives back.
+#[derive(Debug)]
+struct CallRec {
+    /// The pc of its [`Op::Call`].
+    site: u32,
+    func: u32,
+    /// The callee's registers, tags and predicates as they were before the call.
+    regs: Box<[u64]>,
+    tags: Box<[Tag]>,
+    preds: Box<[u32]>,
+    /// The caller's frame and stack top.
+    fp: u64,
+    top: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +84,12 @@ struct Warp {
     carry: u32,
     /// This warp's part of a `bar.red` reduction.
     red: u64,
+    /// Out-of-line calls in progress, innermost last.
+    calls: Vec<CallRec>,
+    /// The running call's frame and the top of the stack, as local memory offsets
+    /// (the same in every lane: the lanes of a call are at the same depth).
+    fp: u64,
+    top: u64,
 }
 
 impl Warp {
@@ -285,10 +309,7 @@ impl crate::printf::Reader for ThreadMem<'_, '_, '_> {
 impl ThreadMem<'_, '_, '_> {
     /// The value of a call's argument (`len` bytes) in this thread.
     fn arg(&self, a: ArgSrc, len: u8) -> u64 {
-        match a {
-            ArgSrc::Reg(r) => lanes(&self.w.regs, r)[self.lane],
-            ArgSrc::Local(o) => read_le(&self.w.local, self.lane * self.ls + o as usize, len),
-        }
+        get_arg(self.w, a, self.lane, self.ls, 0, len)
     }
 
     fn text(&mut self, addr: u64) -> String {
@@ -890,17 +911,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         ls: usize,
     ) -> Result<u64, SimError> {
         let arg = |w: &Warp, k: usize, off: usize, len: u8| -> u64 {
-            match args[k] {
-                ArgSrc::Reg(r) => {
-                    let v = w.regs[r as usize * 32 + lane] >> (8 * off.min(7));
-                    if len >= 8 {
-                        v
-                    } else {
-                        v & ((1u64 << (8 * len)) - 1)
-                    }
-                }
-                ArgSrc::Local(o) => read_le(&w.local, lane * ls + o as usize + off, len),
-            }
+            get_arg(w, args[k], lane, ls, off, len)
         };
         let l = self.l;
         let thread = (self.block_linear, wid * 32 + lane as u32);
@@ -1261,7 +1272,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                 return Ok(Stop::Done);
             };
             if top.mask == 0 || top.pc == top.rpc {
-                w.stack.pop();
+                if w.stack.pop().is_some_and(|f| f.call) {
+                    // Every lane of the call exited in it.
+                    self.end_call(w, 0, ls);
+                }
                 continue;
             }
             // Straight-line run of the top frame: `pc` stays local until an instruction
@@ -1288,7 +1302,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                         }
                         continue;
                     }
-                    Op::Bra { .. } | Op::Exit | Op::Bar { .. } | Op::MbarWait { .. } => break,
+                    Op::Bra { .. }
+                    | Op::Exit
+                    | Op::Bar { .. }
+                    | Op::MbarWait { .. }
+                    | Op::Call { .. }
+                    | Op::Return { .. } => break,
                     _ => {}
                 }
                 self.count += 1;
@@ -1341,13 +1360,54 @@ impl<'a, 'b> Exec<'a, 'b> {
                             pc: pc + 1,
                             rpc: ip,
                             mask: nt,
+                            call: false,
                         });
                         w.stack.push(Frame {
                             pc: *target,
                             rpc: ip,
                             mask,
+                            call: false,
                         });
                     }
+                    continue;
+                }
+                Op::Call { func, args, .. } => {
+                    w.stack.last_mut().expect("frame").pc = pc + 1;
+                    if mask != 0 {
+                        let f = &prog.funcs[*func as usize];
+                        self.call(w, wid, pc, mask, *func, args, ls)?;
+                        w.stack.push(Frame {
+                            pc: f.entry,
+                            rpc: f.ret + 1,
+                            mask,
+                            call: true,
+                        });
+                    }
+                    continue;
+                }
+                Op::Return { .. } => {
+                    let top = w.stack.last_mut().expect("frame");
+                    top.pc = pc + 1;
+                    if !std::mem::take(&mut top.call) {
+                        // Lanes that went apart on a path leaving by `exit` reconverge
+                        // only at the kernel's end, so they return one part at a time.
+                        let lane = mask.trailing_zeros() as usize;
+                        return Err(SimError::Unsupported {
+                            module: self.l.prog.name.clone(),
+                            line: insts[pc as usize].line,
+                            message: format!(
+                                "{}: a return by some lanes of a call whose other lanes \
+                                 may leave the function by `exit` (thread {:?} of block {:?})",
+                                prog.funcs
+                                    .iter()
+                                    .find(|f| f.ret == pc)
+                                    .map_or("an out-of-line function", |f| f.name.as_str()),
+                                self.location(wid, lane, pc).thread,
+                                self.block
+                            ),
+                        });
+                    }
+                    self.end_call(w, mask, ls);
                     continue;
                 }
                 Op::Exit => {
@@ -2331,12 +2391,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 if let Some(ret) = ret {
                     for (lane, n) in done {
                         let v = n as u32 as u64;
-                        match *ret {
-                            ArgSrc::Reg(r) => w.regs[r as usize * 32 + lane] = v,
-                            ArgSrc::Local(o) => {
-                                write_le(&mut w.local, lane * ls + o as usize, 4, v)
-                            }
-                        }
+                        put_arg(w, *ret, lane, ls, 4, v);
                     }
                 }
             }
@@ -2355,10 +2410,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     got.push((lane, self.l.heap.map_or(0, |h| h.alloc(n))));
                 });
                 for (lane, p) in got {
-                    match *ret {
-                        ArgSrc::Reg(r) => w.regs[r as usize * 32 + lane] = p,
-                        ArgSrc::Local(o) => write_le(&mut w.local, lane * ls + o as usize, 8, p),
-                    }
+                    put_arg(w, *ret, lane, ls, 8, p);
                 }
             }
             Op::Free { ptr } => {
@@ -2501,18 +2553,10 @@ impl<'a, 'b> Exec<'a, 'b> {
                 each_lane!(mask, lane, {
                     results.push((lane, self.cdp(*call, args, w, wid, lane, pc, ls)?));
                 });
-                match *ret {
-                    Some(ArgSrc::Reg(r)) => {
-                        for (lane, v) in results {
-                            w.regs[r as usize * 32 + lane] = v;
-                        }
+                if let Some(ret) = *ret {
+                    for (lane, v) in results {
+                        put_arg(w, ret, lane, ls, *ret_size, v);
                     }
-                    Some(ArgSrc::Local(o)) => {
-                        for (lane, v) in results {
-                            write_le(&mut w.local, lane * ls + o as usize, *ret_size, v);
-                        }
-                    }
-                    None => {}
                 }
             }
             Op::Nop => fence(SeqCst),
@@ -2521,9 +2565,107 @@ impl<'a, 'b> Exec<'a, 'b> {
                     std::thread::yield_now();
                 }
             }
-            Op::Bra { .. } | Op::Exit | Op::Bar { .. } => {}
+            Op::Bra { .. } | Op::Exit | Op::Bar { .. } | Op::Call { .. } | Op::Return { .. } => {}
         }
         Ok(())
+    }
+
+    /// Makes the out-of-line call at `pc` of function `func` for the lanes of `mask`:
+    /// a zeroed frame on the stack with the arguments in it, the callee's registers
+    /// saved. The caller pushes the SIMT frame of its body.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &mut self,
+        w: &mut Warp,
+        wid: u32,
+        pc: u32,
+        mask: u32,
+        func: u32,
+        args: &[ArgSrc],
+        ls: usize,
+    ) -> Result<(), SimError> {
+        let prog = self.l.prog;
+        let f = &prog.funcs[func as usize];
+        let fp = w.top;
+        let top = fp + f.frame as u64;
+        if top > ls as u64 {
+            return Err(SimError::StackOverflow {
+                at: self.location(wid, mask.trailing_zeros() as usize, pc),
+                function: f.name.clone(),
+                depth: w.calls.len() as u32 + 1,
+                limit: STACK_SIZE,
+            });
+        }
+        for &a in args {
+            if let ArgSrc::Reg(r) = a {
+                w.materialize(r);
+            }
+        }
+        let (fpu, frame) = (fp as usize, f.frame as usize);
+        each_lane!(mask, lane, {
+            let base = lane * ls;
+            w.local[base + fpu..base + fpu + frame].fill(0);
+            for (a, &(at, size)) in args.iter().zip(&f.params) {
+                let to = base + fpu + at as usize;
+                copy_arg(w, *a, base, to, size as usize, lane);
+            }
+        });
+        let (r, p) = (&f.regs, &f.preds);
+        let rec = CallRec {
+            site: pc,
+            func,
+            regs: w.regs[r.start as usize * 32..r.end as usize * 32].into(),
+            tags: w.tags[r.start as usize..r.end as usize].into(),
+            preds: w.preds[p.start as usize..p.end as usize].into(),
+            fp: w.fp,
+            top: w.top,
+        };
+        w.calls.push(rec);
+        set_fp(w, prog.fp, fp, top);
+        Ok(())
+    }
+
+    /// Ends the innermost out-of-line call: its results copied to the caller's places
+    /// for the lanes of `mask` (none when its lanes exited), the callee's registers and
+    /// the caller's frame back.
+    fn end_call(&mut self, w: &mut Warp, mask: u32, ls: usize) {
+        let prog = self.l.prog;
+        let Some(rec) = w.calls.pop() else {
+            return;
+        };
+        let f = &prog.funcs[rec.func as usize];
+        let (r, p) = (&f.regs, &f.preds);
+        w.regs[r.start as usize * 32..r.end as usize * 32].copy_from_slice(&rec.regs);
+        w.tags[r.start as usize..r.end as usize].copy_from_slice(&rec.tags);
+        w.preds[p.start as usize..p.end as usize].copy_from_slice(&rec.preds);
+        let callee_fp = w.fp as usize;
+        set_fp(w, prog.fp, rec.fp, rec.top);
+        let Op::Call { rets, .. } = &prog.insts[rec.site as usize].op else {
+            return;
+        };
+        for &d in rets.iter() {
+            if let ArgSrc::Reg(r) = d {
+                w.tags[r as usize] = Tag::default();
+            }
+        }
+        each_lane!(mask, lane, {
+            let base = lane * ls;
+            for (d, &(at, size)) in rets.iter().zip(&f.returns) {
+                let from = base + callee_fp + at as usize;
+                match *d {
+                    ArgSrc::Reg(r) => {
+                        w.regs[r as usize * 32 + lane] = read_le(&w.local, from, size.min(8) as u8)
+                    }
+                    ArgSrc::Local(o) => w
+                        .local
+                        .copy_within(from..from + size as usize, base + o as usize),
+                    ArgSrc::Frame(o) => w.local.copy_within(
+                        from..from + size as usize,
+                        base + w.fp as usize + o as usize,
+                    ),
+                }
+            }
+        });
     }
 
     fn run_block(&mut self, warps: &mut [Warp]) -> Result<(), SimError> {
@@ -2554,8 +2696,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                 pc: 0,
                 rpc: EXIT_PC,
                 mask: live,
+                call: false,
             });
-            w.local.iter_mut().for_each(|b| *b = 0);
+            // The kernel's own variables start at 0; a call's frame is zeroed when made.
+            let (ls, sl) = (prog.local_size as usize, prog.static_local as usize);
+            for lane in 0..32 {
+                w.local[lane * ls..lane * ls + sl].fill(0);
+            }
+            w.calls.clear();
+            w.fp = 0;
+            w.top = sl as u64;
             // `%ctaid` rows: uniform and read-only to the kernel, so lane 0 tells whether
             // a row already holds this block's value (in a 1D grid y and z never change).
             let r = &mut w.regs;
@@ -2810,6 +2960,73 @@ fn alu_affine(inst: &Inst, w: &mut Warp) -> bool {
 
 /// Writes `setp`'s predicates from the comparison's lanes `r`.
 #[inline(always)]
+/// The local memory offset of a call's argument or result `a` in lane `lane`, if it is
+/// not a register.
+fn arg_at(w: &Warp, a: ArgSrc, lane: usize, ls: usize) -> Option<usize> {
+    match a {
+        ArgSrc::Reg(_) => None,
+        ArgSrc::Local(o) => Some(lane * ls + o as usize),
+        ArgSrc::Frame(o) => Some(lane * ls + w.fp as usize + o as usize),
+    }
+}
+
+/// `len` bytes at byte `off` of a call's argument `a` in lane `lane`.
+fn get_arg(w: &Warp, a: ArgSrc, lane: usize, ls: usize, off: usize, len: u8) -> u64 {
+    match (a, arg_at(w, a, lane, ls)) {
+        (_, Some(at)) => read_le(&w.local, at + off, len),
+        (ArgSrc::Reg(r), None) => {
+            let v = w.regs[r as usize * 32 + lane] >> (8 * off.min(7));
+            if len >= 8 {
+                v
+            } else {
+                v & ((1u64 << (8 * len)) - 1)
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// Writes a call's result `v` (`size` bytes) to `d` in lane `lane`.
+fn put_arg(w: &mut Warp, d: ArgSrc, lane: usize, ls: usize, size: u8, v: u64) {
+    match (d, arg_at(w, d, lane, ls)) {
+        (_, Some(at)) => write_le(&mut w.local, at, size, v),
+        (ArgSrc::Reg(r), None) => w.regs[r as usize * 32 + lane] = v,
+        _ => {}
+    }
+}
+
+/// Copies `size` bytes of a call's argument `a` (in lane `lane`, whose local memory
+/// starts at `base`) to local memory at `to`.
+fn copy_arg(w: &mut Warp, a: ArgSrc, base: usize, to: usize, size: usize, lane: usize) {
+    match a {
+        ArgSrc::Reg(r) => {
+            let v = w.regs[r as usize * 32 + lane].to_le_bytes();
+            let n = size.min(8);
+            w.local[to..to + n].copy_from_slice(&v[..n]);
+        }
+        ArgSrc::Local(o) => {
+            let from = base + o as usize;
+            w.local.copy_within(from..from + size, to);
+        }
+        ArgSrc::Frame(o) => {
+            let from = base + w.fp as usize + o as usize;
+            w.local.copy_within(from..from + size, to);
+        }
+    }
+}
+
+/// Sets the running call's frame `fp` (and its register `reg`, every lane) and the
+/// stack top.
+fn set_fp(w: &mut Warp, reg: R, fp: u64, top: u64) {
+    w.fp = fp;
+    w.top = top;
+    w.regs[reg as usize * 32..reg as usize * 32 + 32].fill(fp);
+    w.tags[reg as usize] = Tag {
+        aff: Some((fp, 0)),
+        lazy: false,
+    };
+}
+
 /// The offset a `.shared` or `.local` address names: a window address's low half, and
 /// the sum of a 32-bit register and an instruction's offset modulo 2^32, as the
 /// hardware's 32-bit addressing of these spaces wraps (nvcc's `[%r21+128]` with `%r21`
@@ -3126,6 +3343,9 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
         bar_pc: 0,
         carry: 0,
         red: 0,
+        calls: vec![],
+        fp: 0,
+        top: 0,
     }
 }
 
@@ -3310,6 +3530,9 @@ mod tests {
             bar_pc: 0,
             carry: 0,
             red: 0,
+            calls: vec![],
+            fp: 0,
+            top: 0,
         }
     }
 

@@ -15,8 +15,16 @@
 //!   with only part of its live lanes is a [`SimError::BarrierDivergence`]; exited
 //!   threads do not count), static and dynamic (`extern .shared`) shared memory,
 //!   `.local` memory, `.func` calls (inlined at decode time, `.param` arguments and
-//!   return values in per-thread local memory; at most 16 deep, so recursion is
-//!   refused, and at most 65,536 calls inlined into one kernel).
+//!   return values in per-thread local memory; at most 16 deep and 65,536 calls
+//!   inlined into one kernel).
+//! - Recursion: a function that a call reaches again from its own body (directly, through
+//!   other functions or through a function pointer) is called out of line. Its body's
+//!   code follows the kernel's; each call gets a frame on the thread's stack of
+//!   [`STACK_SIZE`] bytes (its `.param` and `.local` variables, so a pointer to a
+//!   caller's local stays valid in the callee), saves the registers the body uses and
+//!   gives them back at its return. Lanes of a warp may recurse to different depths (a
+//!   call is a SIMT frame like a branch's). A call past the stack stops the launch with
+//!   [`SimError::StackOverflow`] (`CUDA_ERROR_LAUNCH_FAILED`).
 //! - Function pointers and virtual calls: a `.func`'s address (`mov.u64 %rd, f;`, a
 //!   vtable's initialiser) is a code address in a window of its own, unique to the
 //!   module, that no load or store can reach. An indirect call (`call %rd, (args),
@@ -161,6 +169,7 @@ mod texture;
 mod wmma;
 
 pub use backend::SimBackend;
+pub use decode::STACK_SIZE;
 pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
 /// The PTX front end the simulator decodes from.
 pub use vmgpu_ptx as ptx;
@@ -456,16 +465,29 @@ pub enum SimError {
         at: Location,
     },
     /// A thread called through a function pointer that names no function the call can
-    /// run (null, a data or host pointer, another module's function, one whose
-    /// parameters differ from the prototype's, or a function already being called, which
-    /// would be recursion): the launch stops with an invalid program counter, as on a
-    /// GPU.
-    #[error("call through function pointer {address:#x}, which names no function of this module that the call can run (null, not a function, another module's, parameters unlike the prototype's, or recursion): {at}")]
+    /// run (null, a data or host pointer, another module's function, or one whose
+    /// parameters differ from the prototype's): the launch stops with an invalid program
+    /// counter, as on a GPU.
+    #[error("call through function pointer {address:#x}, which names no function of this module that the call can run (null, not a function, another module's, or parameters unlike the prototype's): {at}")]
     BadCall {
         /// The first thread that called through it.
         at: Location,
         /// The pointer it called through.
         address: u64,
+    },
+    /// A call that would grow a thread's stack past the [`STACK_SIZE`] bytes it has (deep
+    /// or endless recursion): the launch stops, as a GPU's does on a stack overflow, with
+    /// an unspecified launch failure.
+    #[error("stack overflow: the call of {function} at depth {depth} would take the thread past its {limit} bytes of stack: {at}")]
+    StackOverflow {
+        /// The thread that made the call.
+        at: Location,
+        /// The function called.
+        function: String,
+        /// Calls in progress with this one.
+        depth: u32,
+        /// Bytes of stack a thread has.
+        limit: u32,
     },
     /// A texture or surface instruction whose object handle names no object of its
     /// kind, or a `.trap` surface access outside the surface: the launch stops, as a
