@@ -1747,7 +1747,8 @@ fn graph_free_check(dptr: u64) -> R<()> {
 /// more (after a graph or executable graph goes, or a trim).
 fn release_graph_memory() -> R<()> {
     let e = driver()?;
-    let gone = e.graphs().take_unheld();
+    let mut gone = e.graphs().take_unheld();
+    gone.extend(e.graphs().take_unheld_conds());
     if !gone.is_empty() {
         let c = current()?;
         for p in gone {
@@ -2980,10 +2981,14 @@ fn begin_capture(s: u64, mode: c_int) -> R<()> {
 }
 
 fn end_capture(s: u64, graph: *mut Handle) -> R<()> {
+    let e = driver()?;
     if graph.is_null() {
-        return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraph"));
+        if !e.graphs().captures_to_program_graph(s) {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraph"));
+        }
+        return e.capture_end(stream_ctx(s)?, s).map(drop);
     }
-    let r = driver()?.capture_end(stream_ctx(s)?, s);
+    let r = e.capture_end(stream_ctx(s)?, s);
     match &r {
         // SAFETY: checked non-null; a CUgraph slot.
         Ok(g) => unsafe { out(graph, ptr(*g)) }?,
@@ -2997,8 +3002,9 @@ fn end_capture(s: u64, graph: *mut Handle) -> R<()> {
     r.map(drop)
 }
 
-/// `cuStreamGetCaptureInfo` (all versions): the status, the sequence's number and its
-/// graph; no dependency lists (the capture is kept in order, not as nodes).
+/// `cuStreamGetCaptureInfo` (all versions): the status, the sequence's number, the
+/// graph it builds and the nodes its next work will depend on (an array this library
+/// keeps until the capture changes; every edge the default one, so no edge data).
 ///
 /// # Safety
 /// Each pointer is null or writable for its type.
@@ -3011,7 +3017,12 @@ unsafe fn capture_info(
     edges: *mut *const c_void,
     count: *mut usize,
 ) -> R<()> {
-    let (st, seq) = driver()?.capture_status(stream_ctx(s)?, s)?;
+    let e = driver()?;
+    let (st, seq) = e.capture_status(stream_ctx(s)?, s)?;
+    let (g, d, n) = match e.graphs().info(s) {
+        Some((g, d)) if st != 0 => (ptr(g), d.as_ptr().cast::<Handle>(), d.len()),
+        _ => (std::ptr::null_mut(), std::ptr::null(), 0),
+    };
     // SAFETY: `out` refuses null; each optional output is written only when given.
     unsafe {
         out(status, st)?;
@@ -3019,24 +3030,16 @@ unsafe fn capture_info(
             out(id, seq)?;
         }
         if !graph.is_null() {
-            // The graph being built: the sequence's, while one is active.
-            out(
-                graph,
-                if st == 0 {
-                    std::ptr::null_mut()
-                } else {
-                    ptr(seq)
-                },
-            )?;
+            out(graph, g)?;
         }
         if !deps.is_null() {
-            out(deps, std::ptr::null())?;
+            out(deps, d)?;
         }
         if !edges.is_null() {
             out(edges, std::ptr::null())?;
         }
         if !count.is_null() {
-            out(count, 0)?;
+            out(count, n)?;
         }
     }
     Ok(())
@@ -3045,6 +3048,123 @@ unsafe fn capture_info(
 entry! {
     /// `cuStreamBeginCapture_v2`.
     fn cuStreamBeginCapture_v2(s: Handle, mode: c_int) { begin_capture(strm(s, false), mode) }
+}
+
+/// `CUgraphEdgeData`: ports and type of an edge; only the default (all zero) is
+/// supported.
+///
+/// # Safety
+/// `edges` is null or `n` edge records of 8 bytes.
+unsafe fn default_edges(edges: *const u64, n: usize) -> R<()> {
+    if edges.is_null() || n == 0 {
+        return Ok(());
+    }
+    // SAFETY: the caller's guarantee.
+    let e = unsafe { std::slice::from_raw_parts(edges, n) };
+    if e.iter().any(|&x| x != 0) {
+        return Err(Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            "graph edges other than the default (ports, programmatic dependencies)",
+        ));
+    }
+    Ok(())
+}
+
+/// `cuStreamBeginCaptureToGraph`: capture into the program's graph, after `deps`.
+///
+/// # Safety
+/// `deps` is null or `n` node handles; `edges` null or `n` edge records.
+unsafe fn begin_capture_to_graph(
+    s: u64,
+    graph: Handle,
+    deps: *const Handle,
+    edges: *const u64,
+    n: usize,
+    mode: c_int,
+) -> R<()> {
+    if !(0..=2).contains(&mode) {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("stream capture mode {mode}"),
+        ));
+    }
+    // SAFETY: the caller's guarantee.
+    unsafe { default_edges(edges, n) }?;
+    // SAFETY: the caller's guarantee.
+    let deps = unsafe { node_deps(deps, n) }?;
+    driver()?.capture_begin_to_graph(stream_ctx(s)?, s, nonnull(graph, "graph")?, &deps)
+}
+
+entry! {
+    /// `cuStreamBeginCaptureToGraph`.
+    fn cuStreamBeginCaptureToGraph(s: Handle, graph: Handle, deps: *const Handle, edges: *const u64, n: usize, mode: c_int) {
+        // SAFETY: the program's arrays of `n`.
+        unsafe { begin_capture_to_graph(strm(s, false), graph, deps, edges, n, mode) }
+    }
+}
+entry! {
+    /// `cuStreamBeginCaptureToGraph_ptsz`.
+    fn cuStreamBeginCaptureToGraph_ptsz(s: Handle, graph: Handle, deps: *const Handle, edges: *const u64, n: usize, mode: c_int) {
+        // SAFETY: the program's arrays of `n`.
+        unsafe { begin_capture_to_graph(strm(s, true), graph, deps, edges, n, mode) }
+    }
+}
+
+/// `cuStreamUpdateCaptureDependencies`: the capturing stream's next work depends on
+/// `deps` too (`CU_STREAM_ADD_CAPTURE_DEPENDENCIES`, 0) or only
+/// (`CU_STREAM_SET_CAPTURE_DEPENDENCIES`, 1).
+///
+/// # Safety
+/// `deps` is null or `n` node handles; `edges` null or `n` edge records.
+unsafe fn update_capture_deps(
+    s: u64,
+    deps: *const Handle,
+    edges: *const u64,
+    n: usize,
+    flags: c_uint,
+) -> R<()> {
+    if flags > 1 {
+        return Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!("capture dependency flags {flags}"),
+        ));
+    }
+    // SAFETY: the caller's guarantee.
+    unsafe { default_edges(edges, n) }?;
+    // SAFETY: the caller's guarantee.
+    let deps = unsafe { node_deps(deps, n) }?;
+    let e = driver()?;
+    e.capture_status(stream_ctx(s)?, s)?;
+    e.graphs().update_deps(s, &deps, flags == 1)
+}
+
+entry! {
+    /// `cuStreamUpdateCaptureDependencies`.
+    fn cuStreamUpdateCaptureDependencies(s: Handle, deps: *const Handle, n: usize, flags: c_uint) {
+        // SAFETY: the program's array of `n`.
+        unsafe { update_capture_deps(strm(s, false), deps, std::ptr::null(), n, flags) }
+    }
+}
+entry! {
+    /// `cuStreamUpdateCaptureDependencies_ptsz`.
+    fn cuStreamUpdateCaptureDependencies_ptsz(s: Handle, deps: *const Handle, n: usize, flags: c_uint) {
+        // SAFETY: the program's array of `n`.
+        unsafe { update_capture_deps(strm(s, true), deps, std::ptr::null(), n, flags) }
+    }
+}
+entry! {
+    /// `cuStreamUpdateCaptureDependencies_v2` (with edge data).
+    fn cuStreamUpdateCaptureDependencies_v2(s: Handle, deps: *const Handle, edges: *const u64, n: usize, flags: c_uint) {
+        // SAFETY: the program's arrays of `n`.
+        unsafe { update_capture_deps(strm(s, false), deps, edges, n, flags) }
+    }
+}
+entry! {
+    /// `cuStreamUpdateCaptureDependencies_v2_ptsz`.
+    fn cuStreamUpdateCaptureDependencies_v2_ptsz(s: Handle, deps: *const Handle, edges: *const u64, n: usize, flags: c_uint) {
+        // SAFETY: the program's arrays of `n`.
+        unsafe { update_capture_deps(strm(s, true), deps, edges, n, flags) }
+    }
 }
 entry! {
     /// `cuStreamBeginCapture_v2_ptsz`.
@@ -3507,7 +3627,11 @@ unsafe fn run_ops(ops: Vec<crate::capture::Op>, stream: Option<u64>) -> R<()> {
                 width,
                 count,
             } => memset(dst, value, width, count as usize, stream)?,
-            Op::Launch { .. } | Op::HostFunc(_) | Op::MemAlloc { .. } | Op::MemFree { .. } => {
+            Op::Launch { .. }
+            | Op::HostFunc(_)
+            | Op::MemAlloc { .. }
+            | Op::MemFree { .. }
+            | Op::Cond(_) => {
                 return Err(Fail::new(
                     CUDA_ERROR_UNKNOWN,
                     "run_ops: a launch or host function among copies",
@@ -3822,6 +3946,149 @@ entry! {
     fn cuGraphAddEmptyNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize) {
         // SAFETY: the program's node slot and dependencies.
         unsafe { add_node(node, graph, deps, n, crate::capture::NODE_EMPTY, vec![]) }
+    }
+}
+
+entry! {
+    /// `cuGraphConditionalHandleCreate`: a conditional handle of `graph`, here the
+    /// device address of its 32-bit value (set to `default`; each launch of the graph
+    /// sets it again with `CU_GRAPH_COND_ASSIGN_DEFAULT`, flag 1). Kernels set it with
+    /// `cudaGraphSetConditional`, which the simulator answers (in-process or behind the
+    /// service); a GPU's backend does not read such handles.
+    fn cuGraphConditionalHandleCreate(handle: *mut u64, graph: Handle, _ctx: Handle, default: c_uint, flags: c_uint) {
+        if handle.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null pHandle_out"));
+        }
+        if flags > 1 {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, format!("conditional handle flags {flags}")));
+        }
+        let g = nonnull(graph, "graph")?;
+        let e = driver()?;
+        let c = current()?;
+        let dev = e.ctx_device(c)?;
+        if e.device_attribute(dev, vmgpu_cuda_api::texture::CAPABILITY_ATTRIBUTE).unwrap_or(0) != 1 {
+            return Err(Fail::new(
+                CUDA_ERROR_NOT_SUPPORTED,
+                "conditional graph nodes are supported on the simulator (in-process or behind the service), not on a GPU's backend yet",
+            ));
+        }
+        e.graphs().def_exists(g)?;
+        let a = e.mem_alloc(c, 4)?;
+        if let Err(f) = e.memset(c, a, default, 4, 1, None) {
+            let _ = e.mem_free(c, a);
+            return Err(f);
+        }
+        e.graphs().cond_handle(g, a, default, flags == 1)?;
+        // SAFETY: checked non-null; a CUgraphConditionalHandle slot.
+        unsafe { out(handle, a) }
+    }
+}
+
+/// `CUgraphNodeParams`: a node's type, then its parameters (a union of 29 words).
+#[repr(C)]
+pub(crate) struct GraphNodeParams {
+    ty: c_int,
+    reserved0: [c_int; 3],
+    u: [u64; 29],
+    reserved2: i64,
+}
+
+/// `CUDA_CONDITIONAL_NODE_PARAMS`.
+#[repr(C)]
+struct ConditionalNodeParams {
+    handle: u64,
+    kind: c_uint,
+    size: c_uint,
+    graphs: *const u64,
+    ctx: Handle,
+}
+
+/// `cuGraphAddNode`: kernel, memcpy, memset, host, empty and conditional nodes (a
+/// conditional node's body graphs are written to its `phGraph_out`).
+///
+/// # Safety
+/// `node` is null or a node slot; `deps` null or `n` node handles; `edges` null or `n`
+/// edge records; `p` null or the program's parameters as cuda.h describes them.
+unsafe fn graph_add_node(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    edges: *const u64,
+    n: usize,
+    p: *mut GraphNodeParams,
+) -> R<()> {
+    use crate::capture as c;
+    // SAFETY: the caller's guarantee.
+    unsafe { default_edges(edges, n) }?;
+    // SAFETY: null or the program's parameters.
+    let params = unsafe { p.as_mut() }
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null nodeParams"))?;
+    let u = params.u.as_mut_ptr();
+    let (kind, ops) = match params.ty {
+        c::NODE_KERNEL => {
+            // SAFETY: `CUDA_KERNEL_NODE_PARAMS_v3` starts the union, with `_v2`'s layout.
+            let k = unsafe { &*u.cast::<KernelNodeParamsV2>() };
+            // SAFETY: the program's kernel parameters.
+            (c::NODE_KERNEL, vec![unsafe { kernel_op(&k.base, k.kern) }?])
+        }
+        c::NODE_MEMCPY => {
+            // SAFETY: `CUDA_MEMCPY_NODE_PARAMS`: flags, reserved, context, then the copy.
+            let m = unsafe { &*u.add(2).cast::<Memcpy3D>() };
+            (c::NODE_MEMCPY, memcpy3d_ops(m, "memcpy node")?)
+        }
+        c::NODE_MEMSET => {
+            // SAFETY: `CUDA_MEMSET_NODE_PARAMS_v2` starts with `CUDA_MEMSET_NODE_PARAMS`.
+            let m = unsafe { &*u.cast::<MemsetNodeParams>() };
+            (c::NODE_MEMSET, memset_node_ops(Some(m))?)
+        }
+        c::NODE_HOST => {
+            // SAFETY: `CUDA_HOST_NODE_PARAMS_v2` starts with `CUDA_HOST_NODE_PARAMS`.
+            let h = unsafe { &*u.cast::<HostNodeParams>() };
+            (c::NODE_HOST, host_node_ops(Some(h))?)
+        }
+        c::NODE_EMPTY => (c::NODE_EMPTY, vec![]),
+        c::NODE_CONDITIONAL => {
+            if node.is_null() {
+                return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphNode"));
+            }
+            // SAFETY: `CUDA_CONDITIONAL_NODE_PARAMS` starts the union.
+            let cp = unsafe { &mut *u.cast::<ConditionalNodeParams>() };
+            // SAFETY: the caller's guarantee.
+            let deps = unsafe { node_deps(deps, n) }?;
+            let (h, bodies) = driver()?.graphs().add_conditional(
+                nonnull(graph, "graph")?,
+                &deps,
+                cp.handle,
+                cp.kind,
+                cp.size,
+            )?;
+            cp.graphs = bodies;
+            // SAFETY: checked non-null; a CUgraphNode slot.
+            return unsafe { out(node, ptr(h)) };
+        }
+        t => {
+            return Err(Fail::new(
+                CUDA_ERROR_NOT_SUPPORTED,
+                format!("graph node type {t} through cuGraphAddNode (kernel, memcpy, memset, host, empty and conditional nodes are supported)"),
+            ))
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { add_node(node, graph, deps, n, kind, ops) }
+}
+
+entry! {
+    /// `cuGraphAddNode` (CUDA 12.2's, without edge data).
+    fn cuGraphAddNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, p: *mut GraphNodeParams) {
+        // SAFETY: the program's slots, arrays and parameters.
+        unsafe { graph_add_node(node, graph, deps, std::ptr::null(), n, p) }
+    }
+}
+entry! {
+    /// `cuGraphAddNode_v2` (what cuda.h 12.3 and later call `cuGraphAddNode`).
+    fn cuGraphAddNode_v2(node: *mut Handle, graph: Handle, deps: *const Handle, edges: *const u64, n: usize, p: *mut GraphNodeParams) {
+        // SAFETY: the program's slots, arrays and parameters.
+        unsafe { graph_add_node(node, graph, deps, edges, n, p) }
     }
 }
 
@@ -4516,12 +4783,9 @@ unsupported! {
     cuGraphAddEventWaitNode,
     cuGraphAddExternalSemaphoresSignalNode,
     cuGraphAddExternalSemaphoresWaitNode,
-    cuGraphAddNode,
-    cuGraphAddNode_v2,
     cuGraphBatchMemOpNodeGetParams,
     cuGraphBatchMemOpNodeSetParams,
     cuGraphChildGraphNodeGetGraph,
-    cuGraphConditionalHandleCreate,
     cuGraphDebugDotPrint,
     cuGraphDestroyNode,
     cuGraphEventRecordNodeGetEvent,
@@ -4668,8 +4932,6 @@ unsupported! {
     cuStreamBatchMemOp,
     cuStreamBatchMemOp_v2,
     cuStreamBatchMemOp_v2_ptsz,
-    cuStreamBeginCaptureToGraph,
-    cuStreamBeginCaptureToGraph_ptsz,
     cuStreamCopyAttributes,
     cuStreamCopyAttributes_ptsz,
     cuStreamGetAttribute,
@@ -4677,10 +4939,6 @@ unsupported! {
     cuStreamGetGreenCtx,
     cuStreamSetAttribute,
     cuStreamSetAttribute_ptsz,
-    cuStreamUpdateCaptureDependencies,
-    cuStreamUpdateCaptureDependencies_ptsz,
-    cuStreamUpdateCaptureDependencies_v2,
-    cuStreamUpdateCaptureDependencies_v2_ptsz,
     cuStreamWaitValue32,
     cuStreamWaitValue32_v2,
     cuStreamWaitValue32_v2_ptsz,

@@ -11,6 +11,17 @@
 //! keeps every ordering the program asked for. Events recorded during the capture are
 //! dependencies of the graph, not work: querying or synchronising one is
 //! `CUDA_ERROR_CAPTURED_EVENT` and invalidates the capture, as on a GPU.
+//!
+//! A capture builds its graph as it goes (each call a node after the capture's current
+//! dependencies), so the program may read the graph and those dependencies
+//! (`cuStreamGetCaptureInfo`), add nodes to it and change the dependencies
+//! (`cuStreamUpdateCaptureDependencies`), or capture into a graph of its own
+//! (`cuStreamBeginCaptureToGraph`).
+//!
+//! Conditional nodes (`IF`, `WHILE`, `SWITCH`): a handle is 4 bytes of device memory
+//! that kernels set with `cudaGraphSetConditional` (the simulator's device runtime
+//! writes it); when a launched graph reaches such a node, the work before it on the
+//! stream is waited for, the value read, and the body it picks submitted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,6 +78,26 @@ pub enum Op {
     /// A graph's free of its allocation (`cuGraphAddMemFreeNode`, `cuMemFreeAsync`
     /// captured): nothing to run either.
     MemFree { dptr: u64 },
+    /// A conditional node (`CU_GRAPH_NODE_TYPE_CONDITIONAL`): see [`Cond`].
+    Cond(Arc<Cond>),
+}
+
+/// `CUgraphConditionalNodeType`: `IF` (run the first body when the value is not 0, the
+/// second, if there are two, when it is), `WHILE` (run the body while it is not 0,
+/// looking before each run), `SWITCH` (run body `value`, if there is one).
+pub const COND_IF: u32 = 0;
+pub const COND_WHILE: u32 = 1;
+pub const COND_SWITCH: u32 = 2;
+
+/// A conditional node: its handle (here, the device address of the 32-bit value that
+/// `cudaGraphSetConditional` writes), its type and its body graphs; in an executable
+/// graph, the bodies' work too (`run`, one per body).
+#[derive(Debug)]
+pub struct Cond {
+    pub handle: u64,
+    pub kind: u32,
+    pub bodies: Vec<u64>,
+    pub run: Vec<Graph>,
 }
 
 impl std::fmt::Debug for Op {
@@ -80,6 +111,7 @@ impl std::fmt::Debug for Op {
             Op::HostFunc(_) => f.write_str("host function"),
             Op::MemAlloc { dptr, bytes } => write!(f, "alloc {dptr:#x} {bytes} B"),
             Op::MemFree { dptr } => write!(f, "free {dptr:#x}"),
+            Op::Cond(c) => write!(f, "conditional {:#x} type {}", c.handle, c.kind),
         }
     }
 }
@@ -107,12 +139,18 @@ const INSTANTIATE_USE_NODE_PRIORITY: u64 = 8;
 /// One capture sequence.
 #[derive(Debug)]
 struct Sequence {
-    /// Its number (`cuStreamGetCaptureInfo`'s id), and the handle of its graph.
+    /// Its number (`cuStreamGetCaptureInfo`'s id).
     id: u64,
     /// The stream that began it (only it may end it).
     origin: u64,
-    /// The recorded work, in capture order: each call's operations (one node each).
-    ops: Vec<Vec<Op>>,
+    /// The graph it builds: one of its own (the sequence's number), or the program's
+    /// (`cuStreamBeginCaptureToGraph`, `owned` false). Each call captured is a node of
+    /// it after the nodes in `deps`, then the only one there.
+    graph: u64,
+    owned: bool,
+    deps: Vec<usize>,
+    /// `deps` as handles, for `cuStreamGetCaptureInfo` (which lends the array).
+    dep_handles: Vec<u64>,
     /// Why the capture was invalidated, once it was.
     invalid: Option<String>,
 }
@@ -126,6 +164,7 @@ pub const NODE_MEMCPY: i32 = 1;
 pub const NODE_MEMSET: i32 = 2;
 pub const NODE_HOST: i32 = 3;
 pub const NODE_EMPTY: i32 = 5;
+pub const NODE_CONDITIONAL: i32 = 13;
 pub const NODE_MEM_ALLOC: i32 = 10;
 pub const NODE_MEM_FREE: i32 = 11;
 
@@ -139,11 +178,22 @@ struct Node {
     deps: Vec<usize>,
 }
 
+/// A conditional handle of a graph (`cuGraphConditionalHandleCreate`): the device
+/// address of its value, the value a launch of the graph starts it at and whether it
+/// does (`CU_GRAPH_COND_ASSIGN_DEFAULT`).
+#[derive(Debug, Clone, Copy)]
+struct CondHandle {
+    addr: u64,
+    default: u32,
+    assign: bool,
+}
+
 /// A graph (`CUgraph`): captured (each node depends on the one captured before it) or
 /// built node by node (`cuGraphAdd*Node`).
 #[derive(Debug, Clone, Default)]
 struct GraphDef {
     nodes: Vec<Node>,
+    handles: Vec<CondHandle>,
 }
 
 impl GraphDef {
@@ -208,6 +258,7 @@ fn kind_of(op: &Op) -> i32 {
         Op::HostFunc(_) => NODE_HOST,
         Op::MemAlloc { .. } => NODE_MEM_ALLOC,
         Op::MemFree { .. } => NODE_MEM_FREE,
+        Op::Cond(_) => NODE_CONDITIONAL,
     }
 }
 
@@ -244,6 +295,11 @@ pub struct Captures {
     graph_mem: HashMap<u64, GraphAlloc>,
     /// The most bytes graphs' allocations held at once (since reset).
     graph_mem_high: u64,
+    /// Conditional handles' values (device memory) by address, with the graph they
+    /// were made for: freed once no graph or executable graph has them.
+    cond_mem: HashMap<u64, u64>,
+    /// The body graphs of each conditional node, the array `phGraph_out` lends.
+    cond_bodies: HashMap<u64, Box<[u64]>>,
     next: u64,
 }
 
@@ -279,16 +335,83 @@ impl Captures {
             ));
         }
         let id = self.number();
+        self.graphs.insert(id, GraphDef::default());
         self.sequences.insert(
             id,
             Sequence {
                 id,
                 origin: stream,
-                ops: vec![],
+                graph: id,
+                owned: true,
+                deps: vec![],
+                dep_handles: vec![],
                 invalid: None,
             },
         );
         self.streams.insert(stream, id);
+        Ok(())
+    }
+
+    /// `cuStreamBeginCaptureToGraph`: `stream` starts a sequence adding to the program's
+    /// `graph`, its first node after `deps` (nodes of that graph).
+    pub fn begin_to_graph(&mut self, stream: u64, graph: u64, deps: &[u64]) -> R<()> {
+        self.def(graph)?;
+        let idx = deps
+            .iter()
+            .map(|&d| self.index_in(graph, d))
+            .collect::<R<Vec<_>>>()?;
+        self.begin(stream)?;
+        let id = self.streams[&stream];
+        self.graphs.remove(&id);
+        let seq = self.sequences.get_mut(&id).expect("just begun");
+        seq.graph = graph;
+        seq.owned = false;
+        seq.deps = idx;
+        Ok(())
+    }
+
+    /// Whether `stream` captures into a graph of the program's
+    /// (`cuStreamBeginCaptureToGraph`: ending it needs no graph slot).
+    pub fn captures_to_program_graph(&self, stream: u64) -> bool {
+        self.streams
+            .get(&stream)
+            .and_then(|id| self.sequences.get(id))
+            .is_some_and(|q| !q.owned)
+    }
+
+    /// The capturing `stream`'s graph and the nodes its next work will depend on
+    /// (`cuStreamGetCaptureInfo`; the array stays until the capture changes).
+    pub fn info(&mut self, stream: u64) -> Option<(u64, &[u64])> {
+        let id = *self.streams.get(&stream)?;
+        let seq = self.sequences.get_mut(&id)?;
+        let nodes = &self.graphs.get(&seq.graph)?.nodes;
+        seq.dep_handles = seq.deps.iter().map(|&i| nodes[i].handle).collect();
+        Some((seq.graph, &seq.dep_handles))
+    }
+
+    /// `cuStreamUpdateCaptureDependencies`: the capturing `stream`'s next work depends
+    /// on `nodes` (`set`) or on them too.
+    pub fn update_deps(&mut self, stream: u64, nodes: &[u64], set: bool) -> R<()> {
+        let id = *self.streams.get(&stream).ok_or_else(|| {
+            Fail::new(
+                CUDA_ERROR_ILLEGAL_STATE,
+                format!("stream {stream:#x} is not capturing"),
+            )
+        })?;
+        let graph = self.sequences[&id].graph;
+        let idx = nodes
+            .iter()
+            .map(|&d| self.index_in(graph, d))
+            .collect::<R<Vec<_>>>()?;
+        let seq = self.sequences.get_mut(&id).expect("the stream's sequence");
+        if set {
+            seq.deps.clear();
+        }
+        for i in idx {
+            if !seq.deps.contains(&i) {
+                seq.deps.push(i);
+            }
+        }
         Ok(())
     }
 
@@ -312,20 +435,16 @@ impl Captures {
         self.streams.retain(|_, s| *s != id);
         self.events.retain(|_, s| *s != id);
         if let Some(why) = seq.invalid {
+            if seq.owned {
+                self.graphs.remove(&seq.graph);
+                self.nodes.retain(|_, (g, _)| *g != seq.graph);
+            }
             return Err(Fail::new(
                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                 format!("capture {}: {why}", seq.id),
             ));
         }
-        // The graph keeps the sequence's number: `cuStreamGetCaptureInfo` gave it out
-        // as the graph being built. Each captured operation is a node after the one
-        // before it.
-        self.graphs.insert(seq.id, GraphDef::default());
-        for (i, ops) in seq.ops.into_iter().enumerate() {
-            let deps = if i == 0 { vec![] } else { vec![i - 1] };
-            self.push_node(seq.id, kind_of(&ops[0]), ops, deps);
-        }
-        Ok(seq.id)
+        Ok(seq.graph)
     }
 
     /// Records `op` when `stream` captures (`Ok(true)`); `Ok(false)` when it does not.
@@ -337,12 +456,12 @@ impl Captures {
     /// driver captures it) when `stream` captures (`Ok(true)`); `Ok(false)` when it
     /// does not. `ops` gives at least one operation, all of one node kind.
     pub fn record_all(&mut self, stream: u64, ops: impl FnOnce() -> Vec<Op>) -> R<bool> {
-        let Some(id) = self.streams.get(&stream) else {
+        let Some(&id) = self.streams.get(&stream) else {
             return Ok(false);
         };
         let seq = self
             .sequences
-            .get_mut(id)
+            .get_mut(&id)
             .expect("a capturing stream's sequence");
         if let Some(why) = &seq.invalid {
             return Err(Fail::new(
@@ -352,7 +471,10 @@ impl Captures {
         }
         let ops = ops();
         if !ops.is_empty() {
-            seq.ops.push(ops);
+            let (graph, deps) = (seq.graph, std::mem::take(&mut seq.deps));
+            self.push_node(graph, kind_of(&ops[0]), ops, deps);
+            let i = self.graphs[&graph].nodes.len() - 1;
+            self.sequences.get_mut(&id).expect("the sequence").deps = vec![i];
         }
         Ok(true)
     }
@@ -456,6 +578,11 @@ impl Captures {
         let h = self.number();
         self.graphs.insert(h, GraphDef::default());
         h
+    }
+
+    /// `CUDA_ERROR_INVALID_VALUE` unless `graph` is a graph.
+    pub fn def_exists(&self, graph: u64) -> R<()> {
+        self.def(graph).map(drop)
     }
 
     fn def(&self, graph: u64) -> R<&GraphDef> {
@@ -571,12 +698,160 @@ impl Captures {
     }
 
     /// `cuGraphDestroy`: the destructors of user objects whose last reference it held.
+    /// The body graphs of its conditional nodes go with it.
     pub fn destroy(&mut self, graph: u64) -> R<Vec<Destructor>> {
-        self.graphs
+        let def = self
+            .graphs
             .remove(&graph)
             .ok_or_else(|| unknown("graph", graph))?;
         self.nodes.retain(|_, (g, _)| *g != graph);
-        Ok(self.disown(graph))
+        let mut d = self.disown(graph);
+        for n in &def.nodes {
+            self.cond_bodies.remove(&n.handle);
+            for op in &n.ops {
+                if let Op::Cond(c) = op {
+                    for &b in &c.bodies {
+                        if self.graphs.contains_key(&b) {
+                            d.extend(self.destroy(b)?);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    /// The work of graph `graph` (`def`) as an executable graph runs it: its
+    /// conditional handles given their default values first (those that ask), then the
+    /// nodes in order, each conditional node with its bodies' work.
+    fn runnable(&self, def: &GraphDef, graph: u64, depth: u32) -> R<Vec<Op>> {
+        if depth > 32 {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("graph {graph:#x}: conditional bodies nested more than 32 deep"),
+            ));
+        }
+        let mut ops: Vec<Op> = def
+            .handles
+            .iter()
+            .filter(|h| h.assign)
+            .map(|h| Op::Memset {
+                dst: h.addr,
+                value: h.default,
+                width: 4,
+                count: 1,
+            })
+            .collect();
+        for op in def.ordered(graph)? {
+            ops.push(match op {
+                Op::Cond(c) => {
+                    let run = c
+                        .bodies
+                        .iter()
+                        .map(|&b| Ok(Arc::new(self.runnable(self.def(b)?, b, depth + 1)?)))
+                        .collect::<R<Vec<Graph>>>()?;
+                    Op::Cond(Arc::new(Cond {
+                        handle: c.handle,
+                        kind: c.kind,
+                        bodies: c.bodies.clone(),
+                        run,
+                    }))
+                }
+                op => op,
+            });
+        }
+        Ok(ops)
+    }
+
+    /// `cuGraphConditionalHandleCreate`: graph `graph`'s conditional handle whose value
+    /// lives at `addr` (4 bytes of device memory the caller made and set to `default`).
+    pub fn cond_handle(&mut self, graph: u64, addr: u64, default: u32, assign: bool) -> R<()> {
+        self.graphs
+            .get_mut(&graph)
+            .ok_or_else(|| unknown("graph", graph))?
+            .handles
+            .push(CondHandle {
+                addr,
+                default,
+                assign,
+            });
+        self.cond_mem.insert(addr, graph);
+        Ok(())
+    }
+
+    /// A conditional node of type `kind` with `size` new body graphs, on `handle`, after
+    /// `deps`: its handle and the array of its bodies (valid while the node is).
+    pub fn add_conditional(
+        &mut self,
+        graph: u64,
+        deps: &[u64],
+        handle: u64,
+        kind: u32,
+        size: u32,
+    ) -> R<(u64, *const u64)> {
+        self.def(graph)?;
+        if !self.cond_mem.contains_key(&handle) {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("{handle:#x} is no conditional handle"),
+            ));
+        }
+        let ok = match kind {
+            COND_IF => (1..=2).contains(&size),
+            COND_WHILE => size == 1,
+            COND_SWITCH => size >= 1,
+            _ => false,
+        };
+        if !ok {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("conditional node of type {kind} with {size} bodies"),
+            ));
+        }
+        let bodies: Vec<u64> = (0..size).map(|_| self.create()).collect();
+        let op = Op::Cond(Arc::new(Cond {
+            handle,
+            kind,
+            bodies: bodies.clone(),
+            run: vec![],
+        }));
+        let node = match self.add_node(graph, deps, NODE_CONDITIONAL, vec![op]) {
+            Ok(n) => n,
+            Err(f) => {
+                for b in bodies {
+                    self.graphs.remove(&b);
+                }
+                return Err(f);
+            }
+        };
+        let arr = bodies.into_boxed_slice();
+        let p = arr.as_ptr();
+        self.cond_bodies.insert(node, arr);
+        Ok((node, p))
+    }
+
+    /// The conditional handles' values that no graph or executable graph has any more,
+    /// taken out for the caller to free.
+    pub fn take_unheld_conds(&mut self) -> Vec<u64> {
+        fn mentions(ops: &[Op], addr: u64) -> bool {
+            ops.iter().any(|o| match o {
+                Op::Memset { dst, .. } => *dst == addr,
+                Op::Cond(c) => c.handle == addr || c.run.iter().any(|g| mentions(g, addr)),
+                _ => false,
+            })
+        }
+        let gone: Vec<u64> = self
+            .cond_mem
+            .iter()
+            .filter(|(&a, g)| {
+                !self.graphs.contains_key(g) && !self.execs.values().any(|(_, x)| mentions(x, a))
+            })
+            .map(|(&a, _)| a)
+            .collect();
+        for a in &gone {
+            self.cond_mem.remove(a);
+        }
+        gone
     }
 
     /// Drops the user-object references `owner` holds.
@@ -707,7 +982,7 @@ impl Captures {
             });
         }
         let def = self.def(graph)?.clone();
-        let g = Arc::new(def.ordered(graph)?);
+        let g = Arc::new(self.runnable(&def, graph, 0)?);
         let h = self.number();
         self.execs.insert(h, (def, g));
         // The executable graph holds references of its own to the graph's user objects.
@@ -746,7 +1021,7 @@ impl Captures {
     /// `cuGraphExec*NodeSetParams`: in executable graph `exec`, node `node` (a node of
     /// the graph it was made from, of kind `kind`) does `ops` at its next launches.
     pub fn exec_set_node(&mut self, exec: u64, node: u64, kind: i32, ops: Vec<Op>) -> R<()> {
-        let (def, g) = self
+        let (def, _) = self
             .execs
             .get_mut(&exec)
             .ok_or_else(|| unknown("graph exec", exec))?;
@@ -762,7 +1037,11 @@ impl Captures {
                 })?;
         same_kind(n, kind)?;
         n.ops = ops;
-        *g = Arc::new(def.ordered(exec)?);
+        let def = def.clone();
+        let run = Arc::new(self.runnable(&def, exec, 0)?);
+        if let Some((_, g)) = self.execs.get_mut(&exec) {
+            *g = run;
+        }
         Ok(())
     }
 
@@ -772,6 +1051,7 @@ impl Captures {
     /// `_NODE_TYPE_CHANGED` (3), with the first node that differs.
     pub fn exec_update(&mut self, exec: u64, graph: u64) -> R<Result<(), (i32, u64)>> {
         let new = self.def(graph)?.clone();
+        let run = self.runnable(&new, graph, 0)?;
         let (def, g) = self
             .execs
             .get_mut(&exec)
@@ -787,7 +1067,7 @@ impl Captures {
                 return Ok(Err((3, b.handle)));
             }
         }
-        *g = Arc::new(new.ordered(graph)?);
+        *g = Arc::new(run);
         *def = new;
         Ok(Ok(()))
     }
@@ -857,10 +1137,6 @@ impl Captures {
                 .values()
                 .any(|g| g.nodes.iter().any(|n| has(&n.ops)))
                 || self.execs.values().any(|(_, g)| has(g))
-                || self
-                    .sequences
-                    .values()
-                    .any(|q| q.ops.iter().any(|o| has(o)))
         };
         let gone: Vec<u64> = self
             .graph_mem

@@ -22,7 +22,7 @@ use vmgpu_cuda_api::{
     Module, ParamLayout, Stream, StreamFlags,
 };
 
-use crate::capture::{Captures, Op, RepeatableHostFunc};
+use crate::capture::{Captures, Cond, Op, RepeatableHostFunc, COND_IF, COND_SWITCH, COND_WHILE};
 use crate::fail::{lock, Fail, R, STREAM_PER_THREAD};
 use crate::ffi::*;
 use crate::holds::{self, Held, Holds};
@@ -305,6 +305,37 @@ impl Driver {
             Op::HostFunc(f) => self.stream_host_func(ctx, stream, f),
             // Made with the node, kept for the graph's life.
             Op::MemAlloc { .. } | Op::MemFree { .. } => Ok(()),
+            Op::Cond(c) => self.conditional(ctx, stream, &c),
+        }
+    }
+
+    /// A conditional node of a launched graph: once the work before it on `stream` is
+    /// done (its value is the device's), the body its value picks is submitted; a
+    /// `WHILE` node looks again after each run of its body. The caller waits for that
+    /// work, where a GPU would decide on the device.
+    fn conditional(&'static self, ctx: u64, stream: u64, c: &Cond) -> R<()> {
+        loop {
+            self.stream_synchronize(ctx, stream)?;
+            let mut v = [0u8; 4];
+            // SAFETY: a local 4-byte buffer, written by this call only.
+            unsafe { self.memcpy_dtoh(ctx, v.as_mut_ptr(), c.handle, 4, None, false) }?;
+            let v = u32::from_le_bytes(v);
+            let body = match c.kind {
+                COND_IF if v != 0 => c.run.first(),
+                COND_IF => c.run.get(1),
+                COND_WHILE if v != 0 => c.run.first(),
+                COND_SWITCH => c.run.get(v as usize),
+                _ => None,
+            };
+            let Some(body) = body else {
+                return Ok(());
+            };
+            for op in body.iter() {
+                self.submit(ctx, stream, op.clone())?;
+            }
+            if c.kind != COND_WHILE {
+                return Ok(());
+            }
         }
     }
 
@@ -1460,6 +1491,19 @@ impl Driver {
         }
         self.stream_in(ctx, stream)?;
         lock(&self.captures).begin(stream)
+    }
+
+    /// `cuStreamBeginCaptureToGraph`: `stream` captures into the program's `graph`,
+    /// after its nodes `deps`.
+    pub fn capture_begin_to_graph(&self, ctx: u64, stream: u64, graph: u64, deps: &[u64]) -> R<()> {
+        if stream <= STREAM_PER_THREAD {
+            return Err(Fail::new(
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                "a default stream cannot be captured here (capture a created stream)",
+            ));
+        }
+        self.stream_in(ctx, stream)?;
+        lock(&self.captures).begin_to_graph(stream, graph, deps)
     }
 
     /// `cuStreamEndCapture`: the graph recorded.

@@ -208,6 +208,15 @@ variants! {
     "cuStreamGetCaptureInfo" 11030 true cuStreamGetCaptureInfo_v2_ptsz;
     "cuStreamGetCaptureInfo" 12030 false cuStreamGetCaptureInfo_v3;
     "cuStreamGetCaptureInfo" 12030 true cuStreamGetCaptureInfo_v3_ptsz;
+    "cuStreamBeginCaptureToGraph" 12030 false cuStreamBeginCaptureToGraph;
+    "cuStreamBeginCaptureToGraph" 12030 true cuStreamBeginCaptureToGraph_ptsz;
+    "cuStreamUpdateCaptureDependencies" 11030 false cuStreamUpdateCaptureDependencies;
+    "cuStreamUpdateCaptureDependencies" 11030 true cuStreamUpdateCaptureDependencies_ptsz;
+    "cuStreamUpdateCaptureDependencies" 12030 false cuStreamUpdateCaptureDependencies_v2;
+    "cuStreamUpdateCaptureDependencies" 12030 true cuStreamUpdateCaptureDependencies_v2_ptsz;
+    "cuGraphAddNode" 12020 false cuGraphAddNode;
+    "cuGraphAddNode" 12030 false cuGraphAddNode_v2;
+    "cuGraphConditionalHandleCreate" 12030 false cuGraphConditionalHandleCreate;
     "cuGraphCreate" 10000 false cuGraphCreate;
     "cuGraphAddKernelNode" 10000 false cuGraphAddKernelNode;
     "cuGraphAddKernelNode" 12000 false cuGraphAddKernelNode_v2;

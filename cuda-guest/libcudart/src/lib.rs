@@ -9,8 +9,9 @@ use vmgpu_libcudart_core::driver::{Handle, MemLocation};
 use vmgpu_libcudart_core::errors::CudaError;
 use vmgpu_libcudart_core::props::DeviceProp13;
 use vmgpu_libcudart_core::{
-    get_device_properties, get_driver_entry_point, graph_add_dependencies, graph_node_edges,
-    mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+    get_device_properties, get_driver_entry_point, graph_add_dependencies, graph_add_node,
+    graph_node_edges, mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+    stream_get_capture_info, stream_update_capture_dependencies, GraphNodeParams,
 };
 
 /// The CUDA version this library implements (13.0).
@@ -150,4 +151,76 @@ pub unsafe extern "C" fn cudaGraphAddDependencies(
 ) -> CudaError {
     // SAFETY: the caller's arrays.
     unsafe { graph_add_dependencies("cudaGraphAddDependencies", g, from, to, edges, n) }
+}
+
+/// `cudaGraphAddNode` (CUDA 13: edge data, which must be the default).
+///
+/// # Safety
+/// As `cuda_runtime_api.h` 13 describes.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGraphAddNode(
+    node: *mut Handle,
+    g: Handle,
+    deps: *const Handle,
+    edges: *const c_void,
+    n: usize,
+    p: *mut GraphNodeParams,
+) -> CudaError {
+    // SAFETY: the caller's arguments.
+    unsafe { graph_add_node("cudaGraphAddNode", node, g, deps, edges, n, p) }
+}
+
+/// The `cudaStreamGetCaptureInfo` exports (CUDA 13: the graph, dependencies and edge
+/// data): the legacy default stream's and the per-thread one's.
+macro_rules! capture_info {
+    ($( $name:ident, $stream:expr; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` (CUDA 13's form).")]
+        ///
+        /// # Safety
+        /// Each pointer is null or writable for its type.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            s: Handle,
+            status: *mut c_int,
+            id: *mut u64,
+            g: *mut Handle,
+            deps: *mut *const Handle,
+            edges: *mut *const c_void,
+            n: *mut usize,
+        ) -> CudaError {
+            // SAFETY: the caller's arguments.
+            unsafe { stream_get_capture_info(stringify!($name), $stream(s), status, id, g, deps, edges, n) }
+        }
+    )*};
+}
+
+capture_info! {
+    cudaStreamGetCaptureInfo, std::convert::identity;
+    cudaStreamGetCaptureInfo_ptsz, per_thread;
+}
+
+/// The `cudaStreamUpdateCaptureDependencies` exports (CUDA 13: edge data).
+macro_rules! update_capture_deps {
+    ($( $name:ident, $stream:expr; )*) => {$(
+        #[doc = concat!("`", stringify!($name), "` (CUDA 13's form).")]
+        ///
+        /// # Safety
+        /// `deps` is null or `n` node handles; `edges` null or `n` edge data.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            s: Handle,
+            deps: *const Handle,
+            edges: *const c_void,
+            n: usize,
+            flags: c_uint,
+        ) -> CudaError {
+            // SAFETY: the caller's arguments.
+            unsafe { stream_update_capture_dependencies(stringify!($name), $stream(s), deps, edges, n, flags) }
+        }
+    )*};
+}
+
+update_capture_deps! {
+    cudaStreamUpdateCaptureDependencies, std::convert::identity;
+    cudaStreamUpdateCaptureDependencies_ptsz, per_thread;
 }

@@ -285,6 +285,21 @@ fn cooperative_launches() {
     );
 }
 
+/// `graph_conditional.cu`: conditional graph nodes (IF, IF/ELSE, WHILE with a default
+/// value at each launch, SWITCH), a WHILE node added to a graph being captured with its
+/// body captured into it, a bad node refused; on the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn conditional_graph_nodes() {
+    let exe = build("graph_conditional", "zstd", PTX80);
+    on_sim_and_forwarded(
+        &exe,
+        &[],
+        "graph_conditional: 104 checks, 0 failed",
+        &["ok   SWITCH values 0..3: 1 10 100 0"],
+    );
+}
+
 /// `recursion.cu`: recursive device functions (two-way, mutual, lanes at different
 /// depths, a callee writing its caller's local array, structs by value, printf inside)
 /// against the same functions on the host, and a recursion too deep for the stack; on

@@ -40,12 +40,18 @@ pub(crate) enum Call {
     Malloc,
     /// `(void*) -> cudaError_t`.
     Free,
+    /// `cudaGraphSetConditional(handle, value)`: a conditional handle is the device
+    /// address of its 32-bit value (libcuda's graphs read it when the node runs).
+    GraphSetConditional,
 }
 
 impl Call {
     /// The call a device-runtime function's name is, with its number of arguments and
     /// the size of its result (bytes).
     pub(crate) fn of(name: &str) -> Option<(Call, usize, u8)> {
+        if name == "cudaGraphSetConditional" {
+            return Some((Call::GraphSetConditional, 2, 0));
+        }
         let base = name.strip_suffix("_ptsz").unwrap_or(name);
         Some(match base.strip_prefix("__cudaCDP2")? {
             "GetParameterBufferV2" => (Call::ParamBuffer, 4, 8),

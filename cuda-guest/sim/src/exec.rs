@@ -1019,6 +1019,12 @@ impl<'a, 'b> Exec<'a, 'b> {
                 self.store(&t, 0, 8, p, w);
                 0
             }
+            Call::GraphSetConditional => {
+                let t =
+                    self.resolve(Sp::Generic, arg(w, 0, 0, 8), 4, 4, true, wid, lane, pc, ls)?;
+                self.store(&t, 0, 4, arg(w, 1, 0, 4), w);
+                0
+            }
             Call::Free => {
                 let p = arg(w, 0, 0, 8);
                 if p != 0 && !heap.is_some_and(|h| h.free(p)) {

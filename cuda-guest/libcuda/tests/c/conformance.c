@@ -1296,9 +1296,13 @@ static void g_library(void) {
   RES(cuLaunchKernelEx(&cfg, (CUfunction)kern, args, NULL), CUDA_SUCCESS);
   RES(cuMemcpyDtoH(&got, out, 4), CUDA_SUCCESS);
   VAL("the library kernel's read of counter", got, 11);
+  /* Cooperative, a grid of one block: it fits the device, and runs. */
   attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
   attrs[0].value.cooperative = 1;
-  RES(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  RES(cuMemsetD32(out, 0, 1), CUDA_SUCCESS);
+  RES(cuLaunchKernelEx(&cfg, f, args, NULL), CUDA_SUCCESS);
+  RES(cuMemcpyDtoH(&got, out, 4), CUDA_SUCCESS);
+  VAL("the cooperative launch's read of counter", got, 11);
   RES(cuLaunchKernelEx(NULL, f, args, NULL), CUDA_ERROR_INVALID_VALUE);
   /* The default pool, which cuMemAllocAsync draws from. */
   CUmemoryPool pool, current;

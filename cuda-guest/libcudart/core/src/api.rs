@@ -1484,6 +1484,121 @@ forward! {
     fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) => cuStreamIsCapturing(s, status);
 }
 forward! {
+    /// `cudaStreamBeginCaptureToGraph`: capture into the program's graph.
+    fn cudaStreamBeginCaptureToGraph(s: Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, mode: c_int) => cuStreamBeginCaptureToGraph(s, g, deps, edges, n, mode);
+}
+/// `cudaStreamGetCaptureInfo` in CUDA 13's form (with edge data; CUDA 12's `_v3`),
+/// which the soname's crate exports.
+///
+/// # Safety
+/// Each pointer is null or writable for its type.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn stream_get_capture_info(
+    name: &'static str,
+    s: Handle,
+    status: *mut c_int,
+    id: *mut u64,
+    g: *mut Handle,
+    deps: *mut *const Handle,
+    edges: *mut *const c_void,
+    n: *mut usize,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        cu!(
+            rt.d,
+            cuStreamGetCaptureInfo_v3(s, status, id, g, deps, edges, n)
+        )
+    })
+}
+
+/// `cudaStreamUpdateCaptureDependencies` in CUDA 13's form (with edge data; CUDA 12's
+/// `_v2`), which the soname's crate exports.
+///
+/// # Safety
+/// `deps` is null or `n` node handles; `edges` null or `n` edge data.
+pub unsafe fn stream_update_capture_dependencies(
+    name: &'static str,
+    s: Handle,
+    deps: *const Handle,
+    edges: *const c_void,
+    n: usize,
+    flags: c_uint,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        cu!(
+            rt.d,
+            cuStreamUpdateCaptureDependencies_v2(s, deps, edges, n, flags)
+        )
+    })
+}
+forward! {
+    /// `cudaGraphConditionalHandleCreate` (in the current context).
+    fn cudaGraphConditionalHandleCreate(h: *mut u64, g: Handle, default: c_uint, flags: c_uint) => cuGraphConditionalHandleCreate(h, g, std::ptr::null_mut(), default, flags);
+}
+
+/// `struct cudaGraphNodeParams`: the driver's `CUgraphNodeParams` but for a kernel
+/// node's host stub and a memcpy node's runtime copy parameters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GraphNodeParams {
+    ty: c_int,
+    reserved0: [c_int; 3],
+    u: [u64; 29],
+    reserved2: i64,
+}
+
+/// `cudaGraphAddNode` in CUDA 13's form (with edge data; CUDA 12's `_v2`), which the
+/// soname's crate exports: the driver's node, a kernel node given the registered
+/// kernel's function for its host stub; memcpy nodes through here are not supported
+/// (`cudaGraphAddMemcpyNode` is).
+///
+/// # Safety
+/// `node` is null or a node slot; `deps` null or `n` node handles; `edges` null or `n`
+/// edge data; `p` null or the program's `cudaGraphNodeParams`.
+pub unsafe fn graph_add_node(
+    name: &'static str,
+    node: *mut Handle,
+    g: Handle,
+    deps: *const Handle,
+    edges: *const c_void,
+    n: usize,
+    p: *mut GraphNodeParams,
+) -> CudaError {
+    call(name, || {
+        let rt = bound()?;
+        // SAFETY: null or the program's parameters.
+        let params = unsafe { p.as_ref() }
+            .ok_or_else(|| Fail::new(cudaErrorInvalidValue, "null nodeParams"))?;
+        match params.ty {
+            // cudaGraphNodeTypeKernel: `cudaKernelNodeParamsV2` starts with the stub.
+            0 => {
+                let mut d = *params;
+                d.u[0] = rt.function(params.u[0] as usize)? as u64;
+                cu!(
+                    rt.d,
+                    cuGraphAddNode_v2(
+                        node,
+                        g,
+                        deps,
+                        edges,
+                        n,
+                        (&mut d as *mut GraphNodeParams).cast()
+                    )
+                )
+            }
+            1 => Err(Fail::new(
+                cudaErrorNotSupported,
+                "a memcpy node through cudaGraphAddNode (cudaGraphAddMemcpyNode makes one)",
+            )),
+            // The driver writes a conditional node's body graphs into the program's.
+            _ => cu!(rt.d, cuGraphAddNode_v2(node, g, deps, edges, n, p.cast())),
+        }
+    })
+}
+
+forward! {
     /// `cudaGraphInstantiate` (CUDA 12 and later: flags).
     fn cudaGraphInstantiate(x: *mut Handle, g: Handle, flags: u64) => cuGraphInstantiateWithFlags(x, g, flags);
 }
@@ -1940,6 +2055,7 @@ per_thread! {
     cudaStreamBeginCapture_ptsz => cudaStreamBeginCapture(s: Handle, mode: c_int) stream s;
     cudaStreamEndCapture_ptsz => cudaStreamEndCapture(s: Handle, g: *mut Handle) stream s;
     cudaStreamIsCapturing_ptsz => cudaStreamIsCapturing(s: Handle, status: *mut c_int) stream s;
+    cudaStreamBeginCaptureToGraph_ptsz => cudaStreamBeginCaptureToGraph(s: Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, mode: c_int) stream s;
     cudaMemcpy_ptds => cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int);
     cudaMemset_ptds => cudaMemset(p: *mut c_void, v: c_int, n: usize);
     cudaMemcpyToSymbol_ptds => cudaMemcpyToSymbol(symbol: *const c_void, src: *const c_void, n: usize, offset: usize, kind: c_int);

@@ -131,6 +131,11 @@ driver_api! {
     cuGraphAddMemsetNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void, ctx: Handle);
     cuGraphAddHostNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *const c_void);
     cuGraphAddEmptyNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize);
+    cuGraphAddNode_v2(node: *mut Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, p: *mut c_void);
+    cuGraphConditionalHandleCreate(h: *mut u64, g: Handle, ctx: Handle, default: c_uint, flags: c_uint);
+    cuStreamBeginCaptureToGraph(s: Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, mode: c_int);
+    cuStreamGetCaptureInfo_v3(s: Handle, status: *mut c_int, id: *mut u64, g: *mut Handle, deps: *mut *const Handle, edges: *mut *const c_void, n: *mut usize);
+    cuStreamUpdateCaptureDependencies_v2(s: Handle, deps: *const Handle, edges: *const c_void, n: usize, flags: c_uint);
     cuGraphAddMemAllocNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, p: *mut c_void);
     cuGraphAddMemFreeNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, dptr: CUdeviceptr);
     cuGraphMemAllocNodeGetParams(node: Handle, p: *mut c_void);

@@ -36,7 +36,9 @@ pub mod unsupported;
 
 pub use api::{
     device_location, get_device_properties, get_driver_entry_point, graph_add_dependencies,
-    graph_node_edges, mem_advise, mem_prefetch_async, per_thread, runtime_get_version,
+    graph_add_node, graph_node_edges, mem_advise, mem_prefetch_async, per_thread,
+    runtime_get_version, stream_get_capture_info, stream_update_capture_dependencies,
+    GraphNodeParams,
 };
 /// The entry points the thin crates also export under CUDA 12's older names.
 pub mod legacy {
