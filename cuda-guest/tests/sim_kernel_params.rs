@@ -129,6 +129,12 @@ fn maxnreg_caps_the_registers_a_kernel_reports() {
     };
     assert!(regs(&mut s, &plain) > 16);
     assert_eq!(regs(&mut s, &capped), 16);
+    // Hundreds of virtual registers report what fits a block of 1024 threads.
+    let many = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b64 %rd<400>;\n ret;\n}}\n"
+    );
+    assert_eq!(regs(&mut s, &many), cuda_guest::sim::MAX_REGISTERS);
+    assert_eq!(cuda_guest::sim::MAX_REGISTERS, 64);
     let image = cuda_guest::ptx::linked::encode_with([("r.ptx", plain.as_str())], Some(12));
     assert_eq!(regs(&mut s, &image), 12);
 }

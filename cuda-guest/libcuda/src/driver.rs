@@ -690,8 +690,12 @@ impl Driver {
 
     pub fn module_unload(&self, _ctx: u64, module: u64) -> R<()> {
         let c = self.owner(module, TAG_MODULE)?;
-        // Held launches of its kernels run first.
+        // Held launches of its kernels run first, and the context's queued work is
+        // done before the module's code and variables go, as the driver's unload waits:
+        // a program may launch and unload at once (NVIDIA's device-side-launch sample
+        // does), and its kernels still read the module's variables.
         self.settle(|h| !h.any());
+        let synced = self.backend.context_synchronize();
         let m = {
             let mut t = lock(&c.tables);
             let m = t.modules.remove(&module).ok_or_else(|| {
@@ -701,10 +705,12 @@ impl Driver {
             m
         };
         // SAFETY: the module's functions are gone from the tables, so the program's
-        // later launches of them are refused; a backend unloads after the launches it
-        // queued (the simulator counts references; the service synchronises first).
-        unsafe { self.backend.module_unload(m.module) }?;
-        Ok(())
+        // later launches of them are refused, and the work queued before is done.
+        let unloaded = unsafe { self.backend.module_unload(m.module) };
+        // An error of earlier asynchronous work is this call's, as the driver's
+        // cuModuleUnload may return one.
+        synced?;
+        Ok(unloaded?)
     }
 
     pub fn module_get_function(&self, _ctx: u64, module: u64, name: &str) -> R<u64> {

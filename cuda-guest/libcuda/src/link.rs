@@ -2,9 +2,10 @@
 //! `cuLinkComplete`, `cuLinkDestroy`) for PTX inputs: the units are checked and joined
 //! into one linked image (`vmgpu_ptx::linked`), which `cuModuleLoadData` takes as it
 //! takes PTX, on the simulator and forwarded alike; the backend links it when it loads.
-//! A fatbin input adds its PTX. Other input kinds (cubin, object, library, LTO IR) are
-//! machine code or IR this library cannot run: `CUDA_ERROR_NOT_SUPPORTED`, naming the
-//! input.
+//! A fatbin input adds its PTX; a host object (`nvcc -rdc=true -c`) or a library of
+//! them (`ar`, such as libcudadevrt.a) adds the PTX of every fatbin inside. Other input
+//! kinds (cubin, LTO IR), and objects with machine code only, are what this library
+//! cannot run: `CUDA_ERROR_NOT_SUPPORTED`, naming the input.
 
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -17,6 +18,10 @@ use crate::ffi::*;
 const CU_JIT_INPUT_PTX: c_int = 1;
 /// `CU_JIT_INPUT_FATBINARY`.
 const CU_JIT_INPUT_FATBINARY: c_int = 2;
+/// `CU_JIT_INPUT_OBJECT`.
+const CU_JIT_INPUT_OBJECT: c_int = 3;
+/// `CU_JIT_INPUT_LIBRARY`.
+const CU_JIT_INPUT_LIBRARY: c_int = 4;
 /// `CU_JIT_MAX_REGISTERS`.
 const CU_JIT_MAX_REGISTERS: c_int = 0;
 
@@ -143,6 +148,40 @@ impl Linker {
                     crate::driver::fatbin_ptx(data, name).inspect_err(|f| self.log(&f.detail))?;
                 from_fatbin.as_bytes()
             }
+            // A host object (`nvcc -rdc=true -c`) or an archive of them (libcudadevrt.a):
+            // the PTX of each fatbin inside, one unit each.
+            CU_JIT_INPUT_OBJECT | CU_JIT_INPUT_LIBRARY => {
+                let fatbins = vmgpu_ptx::fatbin::embedded(data);
+                let units: Vec<String> = fatbins
+                    .iter()
+                    .filter_map(|f| vmgpu_ptx::fatbin::best_ptx(f).ok())
+                    .map(|e| e.ptx)
+                    .collect();
+                if units.is_empty() {
+                    let (code, why) = if fatbins.is_empty() {
+                        (
+                            CUDA_ERROR_INVALID_IMAGE,
+                            format!("{name}: no device code in this {}", input_name(kind)),
+                        )
+                    } else {
+                        (
+                            CUDA_ERROR_NO_BINARY_FOR_GPU,
+                            format!(
+                                "{name}: the device code of this {} is machine code only \
+                                 (build it with -gencode arch=compute_XX,code=compute_XX to \
+                                 embed PTX)",
+                                input_name(kind)
+                            ),
+                        )
+                    };
+                    self.log(&why);
+                    return Err(Fail::new(code, why));
+                }
+                for (k, u) in units.iter().enumerate() {
+                    self.add_text(&format!("{name}#{k}"), u.as_bytes())?;
+                }
+                return Ok(());
+            }
             _ => {
                 let why = format!(
                     "{name}: {} is machine code or IR this library cannot run; only PTX inputs \
@@ -153,6 +192,12 @@ impl Linker {
                 return Err(Fail::new(CUDA_ERROR_NOT_SUPPORTED, why));
             }
         };
+        self.add_text(name, data)
+    }
+
+    /// Adds one PTX unit (its text, up to a NUL if there is one), checked now, as the
+    /// driver's linker compiles each input as it is added.
+    fn add_text(&mut self, name: &str, data: &[u8]) -> R<()> {
         let end = data.iter().position(|b| *b == 0).unwrap_or(data.len());
         let text = std::str::from_utf8(&data[..end]).map_err(|e| {
             let why = format!("{name}: the PTX is not UTF-8 text ({e})");

@@ -300,6 +300,88 @@ fn conditional_graph_nodes() {
     );
 }
 
+/// Runs `program` with `args`, which must succeed.
+fn tool(program: &std::path::Path, args: &[&std::ffi::OsStr]) {
+    let o = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    assert!(
+        o.status.success(),
+        "{} {args:?}: {}{}",
+        program.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `link_inputs.cu`: the driver's linker given `nvcc -rdc=true -c`'s host object
+/// (`CU_JIT_INPUT_OBJECT`), an `ar` archive of it and NVIDIA's libcudadevrt.a
+/// (`CU_JIT_INPUT_LIBRARY`) with rdc_main.cu's PTX; each module unloaded right after
+/// its launch; on the simulator and forwarded.
+#[test]
+#[ignore = "needs nvcc: VMGPU_NVCC (tests/run-all.sh installs it)"]
+fn the_linker_takes_objects_and_libraries() {
+    let nvcc = nvcc::nvcc();
+    let dir = nvcc::lib_dir();
+    let cu = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cu");
+    let obj = dir.join("rdc_lib-link.o");
+    let lib = dir.join("liblink.a");
+    let ptx = dir.join("rdc_main-link.ptx");
+    let os = |p: &std::path::Path| p.as_os_str().to_owned();
+    let arg = |s: &str| std::ffi::OsString::from(s);
+    tool(
+        &nvcc,
+        &[
+            &arg("-rdc=true"),
+            &arg("-c"),
+            &arg(PTX80[0]),
+            &arg(PTX80[1]),
+            &os(&cu.join("rdc_lib.cu")),
+            &arg("-o"),
+            &os(&obj),
+        ],
+    );
+    let _ = std::fs::remove_file(&lib);
+    tool(
+        std::path::Path::new("ar"),
+        &[&arg("rcs"), &os(&lib), &os(&obj)],
+    );
+    tool(
+        &nvcc,
+        &[
+            &arg("-rdc=true"),
+            &arg("-ptx"),
+            &arg("-arch=compute_80"),
+            &os(&cu.join("rdc_main.cu")),
+            &arg("-o"),
+            &os(&ptx),
+        ],
+    );
+    let devrt = nvcc
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("nvcc's folder")
+        .join("lib/libcudadevrt.a");
+    let libs = dir.to_str().expect("a UTF-8 path").to_string();
+    let exe = build("link_inputs", "drv", &["-L", &libs, "-lcuda"]);
+    let paths: Vec<String> = [&ptx, &obj, &lib, &devrt]
+        .iter()
+        .map(|p| p.to_str().expect("a UTF-8 path").to_string())
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    on_sim_and_forwarded(
+        &exe,
+        &args,
+        "link_inputs: 36 checks, 0 failed",
+        &[
+            "ok   an object (CU_JIT_INPUT_OBJECT): 0 of 1000 wrong (v[999] = 2997.5)",
+            "ok   a library and libcudadevrt.a (CU_JIT_INPUT_LIBRARY): 0 of 1000 wrong",
+            "ok   PTX text as an object: 200",
+        ],
+    );
+}
+
 /// `recursion.cu`: recursive device functions (two-way, mutual, lanes at different
 /// depths, a callee writing its caller's local array, structs by value, printf inside)
 /// against the same functions on the host, and a recursion too deep for the stack; on

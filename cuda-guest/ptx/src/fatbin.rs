@@ -213,6 +213,26 @@ pub fn best_ptx(b: &[u8]) -> Result<PtxEntry, FatbinError> {
     Ok(entries.swap_remove(i))
 }
 
+/// The fatbins inside `b` (a host object or an archive of them, as `nvcc -rdc=true -c`
+/// and `ar` make: each fatbin a section's bytes), in order: every place a fatbin's magic
+/// starts a header whose length fits what follows.
+pub fn embedded(b: &[u8]) -> Vec<&[u8]> {
+    let magic = FATBIN_MAGIC.to_le_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(i) = b[at..].windows(4).position(|w| w == magic) {
+        let start = at + i;
+        match fatbin_len(&b[start..]) {
+            Ok(len) if b.len() - start >= len && len > 16 => {
+                found.push(&b[start..start + len]);
+                at = start + len;
+            }
+            _ => at = start + 1,
+        }
+    }
+    found
+}
+
 /// Whether `b` starts as a fatbin or a wrapper does (its magic).
 pub fn is_fatbin(b: &[u8]) -> bool {
     b.get(..4)
@@ -352,6 +372,28 @@ mod tests {
         // SAFETY: 4 readable bytes.
         let e = unsafe { unwrap(PTX.as_ptr()) }.unwrap_err();
         assert!(matches!(e, FatbinError::BadMagic { .. }), "{e}");
+    }
+
+    #[test]
+    fn fatbins_embedded_in_objects_and_archives_are_found() {
+        let one = fatbin(&[entry(KIND_PTX, 80, 0, PTX.as_bytes(), PTX.len())]);
+        let two = fatbin(&[entry(2, 90, 0, &[7; 8], 8)]);
+        // An archive's bytes: a header, junk, a fatbin at an odd offset, a stray magic
+        // whose length runs past the end, the second fatbin, and a truncated third.
+        let mut b = b"!<arch>\nmember/ 0 0 0 644 1000 `\n\x7fELF...".to_vec();
+        b.push(0);
+        let at_one = b.len();
+        b.extend_from_slice(&one);
+        b.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
+        b.extend_from_slice(&[1, 0, 16, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        b.extend_from_slice(&two);
+        b.extend_from_slice(&one[..one.len() - 8]);
+        let found = embedded(&b);
+        assert_eq!(found, [&one[..], &two[..]]);
+        assert_eq!(found[0].as_ptr(), b[at_one..].as_ptr());
+        assert_eq!(best_ptx(found[0]).unwrap().ptx, PTX);
+        assert!(embedded(PTX.as_bytes()).is_empty());
+        assert!(embedded(&[]).is_empty());
     }
 
     #[test]

@@ -34,6 +34,21 @@ pub const DEVICE_RUNTIME: &[&str] = &[
     "__cudaCDP2MemcpyAsync_ptsz",
     "__cudaCDP2Malloc",
     "__cudaCDP2Free",
+    // The same calls by their public names (what NVVM IR written by hand, and PTX
+    // before CUDA 12, call; libcudadevrt defines them too).
+    "cudaGetParameterBufferV2",
+    "cudaLaunchDeviceV2",
+    "cudaStreamCreateWithFlags",
+    "cudaStreamDestroy",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaMemcpyAsync",
+    "cudaMalloc",
+    "cudaFree",
+    // A conditional graph node's value (`cudaGraphSetConditional`).
+    "cudaGraphSetConditional",
 ];
 
 /// The first line of a linked image.

@@ -53,7 +53,11 @@ impl Call {
             return Some((Call::GraphSetConditional, 2, 0));
         }
         let base = name.strip_suffix("_ptsz").unwrap_or(name);
-        Some(match base.strip_prefix("__cudaCDP2")? {
+        // `__cudaCDP2X` (nvcc 12 and later) or the public `cudaX` (libcudadevrt's).
+        let call = base
+            .strip_prefix("__cudaCDP2")
+            .or_else(|| base.strip_prefix("cuda"))?;
+        Some(match call {
             "GetParameterBufferV2" => (Call::ParamBuffer, 4, 8),
             "LaunchDeviceV2" => (Call::Launch, 2, 4),
             "StreamCreateWithFlags" => (Call::StreamCreate, 2, 4),
@@ -149,5 +153,21 @@ mod tests {
             Call::Launch
         );
         assert!(Call::of("__cudaCDP2StreamWaitEvent").is_none());
+        // The public names NVVM IR calls are the same calls.
+        for (public, cdp2) in [
+            ("cudaGetParameterBufferV2", "__cudaCDP2GetParameterBufferV2"),
+            ("cudaLaunchDeviceV2", "__cudaCDP2LaunchDeviceV2"),
+            ("cudaMalloc", "__cudaCDP2Malloc"),
+            ("cudaMemcpyAsync_ptsz", "__cudaCDP2MemcpyAsync_ptsz"),
+        ] {
+            assert_eq!(Call::of(public), Call::of(cdp2), "{public}");
+            assert!(Call::of(public).is_some());
+            assert!(crate::ptx::linked::DEVICE_RUNTIME.contains(&public.trim_end_matches("_ptsz")));
+        }
+        assert_eq!(
+            Call::of("cudaGraphSetConditional"),
+            Some((Call::GraphSetConditional, 2, 0))
+        );
+        assert!(Call::of("cudaStreamWaitEvent").is_none());
     }
 }

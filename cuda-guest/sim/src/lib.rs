@@ -170,6 +170,15 @@ mod wmma;
 
 pub use backend::SimBackend;
 pub use decode::STACK_SIZE;
+
+/// The most registers per thread a kernel reports: 64, what fits a block of 1024
+/// threads in a multiprocessor's 65,536, as ptxas allocates for
+/// `__launch_bounds__(1024)`. The simulator launches every block size up to 1024 for
+/// every kernel, and its register slots are PTX's virtual registers (often hundreds,
+/// where ptxas would allocate a few dozen), so a higher count would make occupancy
+/// calculators (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, which programs size
+/// cooperative grids with) answer zero blocks for launches that run.
+pub const MAX_REGISTERS: u32 = 64;
 pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
 /// The PTX front end the simulator decodes from.
 pub use vmgpu_ptx as ptx;
@@ -560,13 +569,13 @@ impl Kernel {
     pub fn local_bytes(&self) -> u32 {
         self.prog.local_size
     }
-    /// Registers per thread: the decoded kernel's register slots (with `.func` calls
-    /// inlined), at most 255 as on a GPU and at most its `.maxnreg` (as ptxas spills
-    /// to meet it) (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
+    /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`): the decoded kernel's
+    /// register slots (with `.func` calls inlined), at most [`MAX_REGISTERS`] and at
+    /// most its `.maxnreg` (as ptxas spills to meet it).
     pub fn registers(&self) -> u32 {
         self.prog
             .nregs
-            .min(255)
+            .min(MAX_REGISTERS)
             .min(self.prog.max_regs.unwrap_or(u32::MAX))
     }
     /// Decoded instruction count (with `.func` calls inlined).
