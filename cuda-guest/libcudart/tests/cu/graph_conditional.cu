@@ -35,6 +35,20 @@ static cudaGraphNode_t kernel_node(cudaGraph_t g, cudaGraphNode_t dep, void *fn,
   return n;
 }
 
+// A conditional node of `g` of `type` with `size` bodies on `h`, after `deps`: its
+// parameters (the bodies in `conditional.phGraph_out`) and the result in `*e`.
+static cudaGraphNodeParams cond_node(cudaGraphNode_t *n, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+                                     cudaGraphConditionalHandle h, cudaGraphConditionalNodeType type, unsigned size,
+                                     cudaError_t *e) {
+  cudaGraphNodeParams c = {};
+  c.type = cudaGraphNodeTypeConditional;
+  c.conditional.handle = h;
+  c.conditional.type = type;
+  c.conditional.size = size;
+  *e = cudaGraphAddNode(n, g, deps, nullptr, ndeps, &c);
+  return c;
+}
+
 int main() {
   char what[240];
   int *v, *x, *counter, *runs;
@@ -51,13 +65,10 @@ int main() {
     OK(cudaGraphConditionalHandleCreate(&h, g));
     void *set_args[] = {&h, &v};
     cudaGraphNode_t set = kernel_node(g, nullptr, (void *)set_cond, set_args);
-    cudaGraphNodeParams c = {};
-    c.type = cudaGraphNodeTypeConditional;
-    c.conditional.handle = h;
-    c.conditional.type = cudaGraphCondTypeIf;
-    c.conditional.size = size;
     cudaGraphNode_t cn;
-    OK(cudaGraphAddNode(&cn, g, &set, nullptr, 1, &c));
+    cudaError_t added;
+    cudaGraphNodeParams c = cond_node(&cn, g, &set, 1, h, cudaGraphCondTypeIf, size, &added);
+    OK(added);
     int one = 1, hundred = 100;
     void *then_args[] = {&x, &one};
     kernel_node(c.conditional.phGraph_out[0], nullptr, (void *)add, then_args);
@@ -89,13 +100,10 @@ int main() {
     OK(cudaGraphCreate(&g, 0));
     cudaGraphConditionalHandle h;
     OK(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
-    cudaGraphNodeParams c = {};
-    c.type = cudaGraphNodeTypeConditional;
-    c.conditional.handle = h;
-    c.conditional.type = cudaGraphCondTypeWhile;
-    c.conditional.size = 1;
     cudaGraphNode_t cn;
-    OK(cudaGraphAddNode(&cn, g, nullptr, nullptr, 0, &c));
+    cudaError_t added;
+    cudaGraphNodeParams c = cond_node(&cn, g, nullptr, 0, h, cudaGraphCondTypeWhile, 1, &added);
+    OK(added);
     void *args[] = {&counter, &runs, &h};
     kernel_node(c.conditional.phGraph_out[0], nullptr, (void *)count_down, args);
     cudaGraphExec_t ex;
@@ -125,13 +133,10 @@ int main() {
     OK(cudaGraphConditionalHandleCreate(&h, g));
     void *set_args[] = {&h, &v};
     cudaGraphNode_t set = kernel_node(g, nullptr, (void *)set_cond, set_args);
-    cudaGraphNodeParams c = {};
-    c.type = cudaGraphNodeTypeConditional;
-    c.conditional.handle = h;
-    c.conditional.type = cudaGraphCondTypeSwitch;
-    c.conditional.size = 3;
     cudaGraphNode_t cn;
-    OK(cudaGraphAddNode(&cn, g, &set, nullptr, 1, &c));
+    cudaError_t added;
+    cudaGraphNodeParams c = cond_node(&cn, g, &set, 1, h, cudaGraphCondTypeSwitch, 3, &added);
+    OK(added);
     int ks[3] = {1, 10, 100};
     void *body_args[3][2];
     for (int i = 0; i < 3; i++) {
@@ -172,13 +177,10 @@ int main() {
     add<<<1, 1, 0, s>>>(x, 1000);
     OK(cudaStreamGetCaptureInfo(s, &st, nullptr, &g, &deps, nullptr, &ndeps));
     size_t ndeps_after_kernel = ndeps;
-    cudaGraphNodeParams c = {};
-    c.type = cudaGraphNodeTypeConditional;
-    c.conditional.handle = h;
-    c.conditional.type = cudaGraphCondTypeWhile;
-    c.conditional.size = 1;
     cudaGraphNode_t cn;
-    OK(cudaGraphAddNode(&cn, g, deps, nullptr, ndeps, &c));
+    cudaError_t added;
+    cudaGraphNodeParams c = cond_node(&cn, g, deps, ndeps, h, cudaGraphCondTypeWhile, 1, &added);
+    OK(added);
     cudaGraph_t body = c.conditional.phGraph_out[0];
     OK(cudaStreamUpdateCaptureDependencies(s, &cn, nullptr, 1, cudaStreamSetCaptureDependencies));
     add<<<1, 1, 0, s>>>(x, 1000);
@@ -217,13 +219,9 @@ int main() {
     OK(cudaGraphCreate(&g, 0));
     cudaGraphConditionalHandle h;
     OK(cudaGraphConditionalHandleCreate(&h, g));
-    cudaGraphNodeParams c = {};
-    c.type = cudaGraphNodeTypeConditional;
-    c.conditional.handle = h;
-    c.conditional.type = cudaGraphCondTypeIf;
-    c.conditional.size = 3;
     cudaGraphNode_t cn;
-    cudaError_t e = cudaGraphAddNode(&cn, g, nullptr, nullptr, 0, &c);
+    cudaError_t e;
+    cond_node(&cn, g, nullptr, 0, h, cudaGraphCondTypeIf, 3, &e);
     snprintf(what, sizeof what, "IF with 3 bodies: %s", cudaGetErrorName(e));
     CHECK(what, e == cudaErrorInvalidValue);
     OK(cudaGraphDestroy(g));
