@@ -2764,6 +2764,54 @@ fn stream_priority(s: u64) -> R<c_int> {
     driver()?.stream_flags(stream_ctx(s)?, s).map(|_| 0)
 }
 
+/// `cuStreamSetAttribute`, `cuStreamGetAttribute` and `cuStreamCopyAttributes`, each
+/// for the legacy default stream's `s` and the per-thread one's (`_ptsz`).
+macro_rules! stream_attributes {
+    ($( $set:ident, $get:ident, $copy:ident, $per_thread:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($set), "`: see [`Driver::stream_set_attribute`].")]
+            fn $set(s: Handle, attr: c_int, v: *const crate::driver::StreamAttrValue) {
+                let s = strm(s, $per_thread);
+                // SAFETY: null or the program's `CUstreamAttrValue` (64 bytes).
+                let v = unsafe { v.as_ref() }.ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_VALUE, "null value"))?;
+                driver()?.stream_set_attribute(stream_ctx(s)?, s, attr, *v)
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($get), "`.")]
+            fn $get(s: Handle, attr: c_int, v: *mut crate::driver::StreamAttrValue) {
+                let s = strm(s, $per_thread);
+                let x = driver()?.stream_get_attribute(stream_ctx(s)?, s, attr)?;
+                // SAFETY: `out` refuses null; a `CUstreamAttrValue` slot.
+                unsafe { out(v, x) }
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($copy), "`: every attribute of `src` set on `dst`.")]
+            fn $copy(dst: Handle, src: Handle) {
+                let (d, s) = (strm(dst, $per_thread), strm(src, $per_thread));
+                let e = driver()?;
+                for attr in [1, 3, 8, 9, 10] {
+                    let v = e.stream_get_attribute(stream_ctx(s)?, s, attr)?;
+                    e.stream_set_attribute(stream_ctx(d)?, d, attr, v)?;
+                }
+                Ok(())
+            }
+        }
+    )*};
+}
+
+stream_attributes! {
+    cuStreamSetAttribute, cuStreamGetAttribute, cuStreamCopyAttributes, false;
+    cuStreamSetAttribute_ptsz, cuStreamGetAttribute_ptsz, cuStreamCopyAttributes_ptsz, true;
+}
+
+entry! {
+    /// `cuCtxResetPersistingL2Cache`: no line of the simulator's is persisting (it has
+    /// no cache); a GPU's backend is asked when it has the entry point.
+    fn cuCtxResetPersistingL2Cache() { current().map(drop) }
+}
+
 stream_queries! {
     cuStreamGetFlags, false, c_uint, stream_flags;
     cuStreamGetFlags_ptsz, true, c_uint, stream_flags;
@@ -4749,7 +4797,6 @@ unsupported! {
     cuCtxGetExecAffinity,
     cuCtxGetId,
     cuCtxRecordEvent,
-    cuCtxResetPersistingL2Cache,
     cuCtxSetFlags,
     cuCtxWaitEvent,
     cuDestroyExternalMemory,
@@ -4932,13 +4979,7 @@ unsupported! {
     cuStreamBatchMemOp,
     cuStreamBatchMemOp_v2,
     cuStreamBatchMemOp_v2_ptsz,
-    cuStreamCopyAttributes,
-    cuStreamCopyAttributes_ptsz,
-    cuStreamGetAttribute,
-    cuStreamGetAttribute_ptsz,
     cuStreamGetGreenCtx,
-    cuStreamSetAttribute,
-    cuStreamSetAttribute_ptsz,
     cuStreamWaitValue32,
     cuStreamWaitValue32_v2,
     cuStreamWaitValue32_v2_ptsz,

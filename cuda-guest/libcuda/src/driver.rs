@@ -85,7 +85,17 @@ struct Tables {
     managed: std::collections::HashSet<u64>,
     /// The limits the program set (`cuCtxSetLimit`); the others are [`LIMITS`]'.
     limits: HashMap<i32, u64>,
+    /// Stream attributes the program set (`cuStreamSetAttribute`): hints here, kept
+    /// for `cuStreamGetAttribute` until the stream goes.
+    stream_attrs: HashMap<(u64, i32), StreamAttrValue>,
 }
+
+/// `CUstreamAttrValue` (`CUlaunchAttributeValue`, 64 bytes).
+pub type StreamAttrValue = [u64; 8];
+
+/// `CUstreamAttrID`s a stream takes: the access policy window, the synchronization
+/// policy, the priority, the memory synchronization domain map and domain.
+const STREAM_ATTRS: [i32; 5] = [1, 3, 8, 9, 10];
 
 /// `CUlimit`s and their values on a fresh context (an H100's with NVIDIA's driver):
 /// stack size, printf FIFO, malloc heap, device-runtime sync depth and pending launches,
@@ -1235,6 +1245,64 @@ impl Driver {
         })
     }
 
+    /// `cuStreamSetAttribute`: kept (the simulator has no L2 cache to steer, and the
+    /// others are hints) for `cuStreamGetAttribute`; an access policy window is checked
+    /// against the device's largest and a hit ratio within 0 to 1.
+    pub fn stream_set_attribute(
+        &self,
+        ctx: u64,
+        stream: u64,
+        attr: i32,
+        v: StreamAttrValue,
+    ) -> R<()> {
+        let (c, _) = self.stream_in(ctx, stream)?;
+        if !STREAM_ATTRS.contains(&attr) {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("stream attribute {attr}"),
+            ));
+        }
+        if attr == 1 {
+            // base_ptr, num_bytes, hitRatio (f32), hitProp, missProp.
+            let bytes = v[1];
+            let ratio = f32::from_bits(v[2] as u32);
+            let max = self
+                .backend
+                .device_attribute(Device::new(c.device), DeviceAttribute::Raw(109))
+                .unwrap_or(0)
+                .max(0) as u64;
+            if bytes > max || !(0.0..=1.0).contains(&ratio) {
+                return Err(Fail::new(
+                    CUDA_ERROR_INVALID_VALUE,
+                    format!(
+                        "access policy window of {bytes} bytes (the device's largest is \
+                         {max}), hit ratio {ratio}"
+                    ),
+                ));
+            }
+        }
+        lock(&c.tables).stream_attrs.insert((stream, attr), v);
+        Ok(())
+    }
+
+    /// `cuStreamGetAttribute`: what `cuStreamSetAttribute` set, else a fresh stream's
+    /// (all zero: no window, the default policy, priority 0).
+    pub fn stream_get_attribute(&self, ctx: u64, stream: u64, attr: i32) -> R<StreamAttrValue> {
+        let (c, _) = self.stream_in(ctx, stream)?;
+        if !STREAM_ATTRS.contains(&attr) {
+            return Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("stream attribute {attr}"),
+            ));
+        }
+        let v = lock(&c.tables)
+            .stream_attrs
+            .get(&(stream, attr))
+            .copied()
+            .unwrap_or_default();
+        Ok(v)
+    }
+
     /// `cuStreamGetId`: a number unique to the stream in the process (a created
     /// stream's handle; the legacy default stream 1, the per-thread one 2).
     pub fn stream_id(&self, ctx: u64, stream: u64) -> R<u64> {
@@ -1250,10 +1318,12 @@ impl Driver {
         // Its held work still runs, as its pending work does.
         self.settle(|h| !h.held(stream));
         lock(&self.holds).stream_destroyed(stream);
-        let s = lock(&c.tables)
-            .streams
-            .remove(&stream)
-            .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("stream {stream:#x}")))?;
+        let s = {
+            let mut t = lock(&c.tables);
+            t.stream_attrs.retain(|(st, _), _| *st != stream);
+            t.streams.remove(&stream)
+        }
+        .ok_or_else(|| Fail::new(CUDA_ERROR_INVALID_HANDLE, format!("stream {stream:#x}")))?;
         match unwrap_arc(s) {
             Some(s) => self.backend.stream_destroy(s)?,
             None => log_busy("stream", stream),

@@ -150,6 +150,13 @@ variants! {
     "cuStreamGetPriority" 7000 true cuStreamGetPriority_ptsz;
     "cuStreamGetId" 12000 false cuStreamGetId;
     "cuStreamGetId" 12000 true cuStreamGetId_ptsz;
+    "cuStreamSetAttribute" 11000 false cuStreamSetAttribute;
+    "cuStreamSetAttribute" 11000 true cuStreamSetAttribute_ptsz;
+    "cuStreamGetAttribute" 11000 false cuStreamGetAttribute;
+    "cuStreamGetAttribute" 11000 true cuStreamGetAttribute_ptsz;
+    "cuStreamCopyAttributes" 11000 false cuStreamCopyAttributes;
+    "cuStreamCopyAttributes" 11000 true cuStreamCopyAttributes_ptsz;
+    "cuCtxResetPersistingL2Cache" 11000 false cuCtxResetPersistingL2Cache;
     "cuMemAllocPitch" 3020 false cuMemAllocPitch_v2;
     "cuMemcpy" 4000 false cuMemcpy;
     "cuMemcpy" 7000 true cuMemcpy_ptds;

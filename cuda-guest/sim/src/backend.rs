@@ -1045,6 +1045,10 @@ fn attribute(attr: DeviceAttribute) -> Option<i32> {
                     73 => 32_768,
                     74 => 32_768,
                     77 => 32_768,
+                    // An A100's persisting L2 (30 of its 40 MiB) and largest access
+                    // policy window: stream attributes about it are kept as hints.
+                    108 => 31_457_280,
+                    109 => 134_213_632,
                     _ => 0,
                 }),
                 // Texture and surface objects are descriptors in device memory here.

@@ -1841,6 +1841,54 @@ static void g_cooperative(void) {
   MUST(cuMemFree(p));
 }
 
+/* Stream attributes: an access policy window set, read back and copied to another
+ * stream; a window larger than the device's largest, a bad hit ratio and an unknown
+ * attribute refused; the persisting L2 lines reset. */
+static void g_stream_attributes(void) {
+  SETUP();
+  int persisting = 0, window = 0;
+  RES(cuDeviceGetAttribute(&persisting, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev), CUDA_SUCCESS);
+  RES(cuDeviceGetAttribute(&window, CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev), CUDA_SUCCESS);
+  TRUE(persisting > 0 && window > 0, "persisting L2 %d bytes, largest window %d", persisting, window);
+  CUstream s, t;
+  MUST(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  MUST(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 1 << 20));
+  CUstreamAttrValue v, got;
+  memset(&v, 0, sizeof v);
+  memset(&got, 0xee, sizeof got);
+  RES(cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got), CUDA_SUCCESS);
+  VAL("a fresh stream's window bytes", got.accessPolicyWindow.num_bytes, 0);
+  v.accessPolicyWindow.base_ptr = (void *)p;
+  v.accessPolicyWindow.num_bytes = 1 << 20;
+  v.accessPolicyWindow.hitRatio = 0.5f;
+  v.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+  v.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
+  RES(cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v), CUDA_SUCCESS);
+  RES(cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got), CUDA_SUCCESS);
+  VAL("the window's bytes", got.accessPolicyWindow.num_bytes, 1 << 20);
+  TRUE(got.accessPolicyWindow.base_ptr == (void *)p && got.accessPolicyWindow.hitRatio == 0.5f &&
+           got.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING,
+       "the window read back: base %p, hit ratio %f, hit property %d", got.accessPolicyWindow.base_ptr,
+       (double)got.accessPolicyWindow.hitRatio, (int)got.accessPolicyWindow.hitProp);
+  RES(cuStreamCopyAttributes(t, s), CUDA_SUCCESS);
+  memset(&got, 0, sizeof got);
+  RES(cuStreamGetAttribute(t, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got), CUDA_SUCCESS);
+  VAL("the copied window's bytes", got.accessPolicyWindow.num_bytes, 1 << 20);
+  v.accessPolicyWindow.num_bytes = (size_t)window + 1;
+  RES(cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v), CUDA_ERROR_INVALID_VALUE);
+  v.accessPolicyWindow.num_bytes = 4096;
+  v.accessPolicyWindow.hitRatio = 1.5f;
+  RES(cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v), CUDA_ERROR_INVALID_VALUE);
+  RES(cuStreamGetAttribute(s, (CUstreamAttrID)0x7f, &got), CUDA_ERROR_INVALID_VALUE);
+  RES(cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, (size_t)persisting), CUDA_SUCCESS);
+  RES(cuCtxResetPersistingL2Cache(), CUDA_SUCCESS);
+  MUST(cuMemFree(p));
+  MUST(cuStreamDestroy(s));
+  MUST(cuStreamDestroy(t));
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const struct {
@@ -1861,6 +1909,7 @@ static const struct {
     {"graphs", g_graphs},           {"managed", g_managed},
     {"graph_nodes", g_graph_nodes}, {"copies_2d", g_copies_2d}, {"arrays", g_arrays},
     {"graph_memory", g_graph_memory}, {"cooperative", g_cooperative},
+    {"stream_attributes", g_stream_attributes},
 };
 
 int main(int argc, char **argv) {

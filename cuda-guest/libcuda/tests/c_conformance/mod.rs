@@ -106,6 +106,7 @@ macro_rules! c_conformance {
             c_arrays,
             c_graph_memory,
             c_cooperative,
+            c_stream_attributes,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {

@@ -1484,6 +1484,29 @@ forward! {
     fn cudaStreamIsCapturing(s: Handle, status: *mut c_int) => cuStreamIsCapturing(s, status);
 }
 forward! {
+    /// `cudaStreamSetAttribute` (`cudaStreamAttrValue` is the driver's union).
+    fn cudaStreamSetAttribute(s: Handle, attr: c_int, v: *const c_void) => cuStreamSetAttribute(s, attr, v);
+}
+forward! {
+    /// `cudaStreamGetAttribute`.
+    fn cudaStreamGetAttribute(s: Handle, attr: c_int, v: *mut c_void) => cuStreamGetAttribute(s, attr, v);
+}
+forward! {
+    /// `cudaStreamCopyAttributes`.
+    fn cudaStreamCopyAttributes(dst: Handle, src: Handle) => cuStreamCopyAttributes(dst, src);
+}
+rt! {
+    /// `cudaStreamCopyAttributes_ptsz`: either default stream is this thread's.
+    fn cudaStreamCopyAttributes_ptsz(dst: Handle, src: Handle) {
+        let rt = bound()?;
+        cu!(rt.d, cuStreamCopyAttributes(per_thread(dst), per_thread(src)))
+    }
+}
+forward! {
+    /// `cudaCtxResetPersistingL2Cache`.
+    fn cudaCtxResetPersistingL2Cache() => cuCtxResetPersistingL2Cache();
+}
+forward! {
     /// `cudaStreamBeginCaptureToGraph`: capture into the program's graph.
     fn cudaStreamBeginCaptureToGraph(s: Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, mode: c_int) => cuStreamBeginCaptureToGraph(s, g, deps, edges, n, mode);
 }
@@ -2055,6 +2078,8 @@ per_thread! {
     cudaStreamBeginCapture_ptsz => cudaStreamBeginCapture(s: Handle, mode: c_int) stream s;
     cudaStreamEndCapture_ptsz => cudaStreamEndCapture(s: Handle, g: *mut Handle) stream s;
     cudaStreamIsCapturing_ptsz => cudaStreamIsCapturing(s: Handle, status: *mut c_int) stream s;
+    cudaStreamSetAttribute_ptsz => cudaStreamSetAttribute(s: Handle, attr: c_int, v: *const c_void) stream s;
+    cudaStreamGetAttribute_ptsz => cudaStreamGetAttribute(s: Handle, attr: c_int, v: *mut c_void) stream s;
     cudaStreamBeginCaptureToGraph_ptsz => cudaStreamBeginCaptureToGraph(s: Handle, g: Handle, deps: *const Handle, edges: *const c_void, n: usize, mode: c_int) stream s;
     cudaMemcpy_ptds => cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int);
     cudaMemset_ptds => cudaMemset(p: *mut c_void, v: c_int, n: usize);

@@ -121,6 +121,10 @@ driver_api! {
     cuStreamBeginCapture_v2(s: Handle, mode: c_int);
     cuStreamEndCapture(s: Handle, g: *mut Handle);
     cuStreamIsCapturing(s: Handle, status: *mut c_int);
+    cuStreamSetAttribute(s: Handle, attr: c_int, v: *const c_void);
+    cuStreamGetAttribute(s: Handle, attr: c_int, v: *mut c_void);
+    cuStreamCopyAttributes(dst: Handle, src: Handle);
+    cuCtxResetPersistingL2Cache();
     cuGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64);
     cuGraphLaunch(x: Handle, s: Handle);
     cuGraphExecDestroy(x: Handle);
