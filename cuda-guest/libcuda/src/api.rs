@@ -3679,7 +3679,10 @@ unsafe fn run_ops(ops: Vec<crate::capture::Op>, stream: Option<u64>) -> R<()> {
             | Op::HostFunc(_)
             | Op::MemAlloc { .. }
             | Op::MemFree { .. }
-            | Op::Cond(_) => {
+            | Op::Cond(_)
+            | Op::Child(_)
+            | Op::EventRecord(_)
+            | Op::EventWait(_) => {
                 return Err(Fail::new(
                     CUDA_ERROR_UNKNOWN,
                     "run_ops: a launch or host function among copies",
@@ -4032,6 +4035,99 @@ entry! {
     }
 }
 
+/// The operation of an event record (`wait` false) or wait node on `event`, which must
+/// be live.
+fn event_node_op(event: Handle, wait: bool) -> R<crate::capture::Op> {
+    let e = nonnull(event, "event")?;
+    driver()?.event_known(e)?;
+    Ok(if wait {
+        crate::capture::Op::EventWait(e)
+    } else {
+        crate::capture::Op::EventRecord(e)
+    })
+}
+
+/// The event of event record node (`wait` false) or wait node `node`.
+fn node_event(node: Handle, wait: bool) -> R<u64> {
+    let n = nonnull(node, "node")?;
+    let (kind, ops) = driver()?.graphs().node_ops(n)?;
+    match (ops.first(), wait) {
+        (Some(crate::capture::Op::EventRecord(e)), false)
+        | (Some(crate::capture::Op::EventWait(e)), true) => Ok(*e),
+        _ => Err(Fail::new(
+            CUDA_ERROR_INVALID_VALUE,
+            format!(
+                "node {n:#x} is of type {kind}, not an event {} node",
+                if wait { "wait" } else { "record" }
+            ),
+        )),
+    }
+}
+
+entry! {
+    /// `cuGraphAddChildGraphNode`: a node running a copy of `child`.
+    fn cuGraphAddChildGraphNode(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, child: Handle) {
+        if node.is_null() {
+            return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphNode"));
+        }
+        // SAFETY: the program's array of `n` nodes.
+        let deps = unsafe { node_deps(deps, n) }?;
+        let h = driver()?.graphs().add_child(nonnull(graph, "graph")?, &deps, nonnull(child, "child graph")?)?;
+        // SAFETY: checked non-null; a CUgraphNode slot.
+        unsafe { out(node, ptr(h)) }
+    }
+}
+entry! {
+    /// `cuGraphChildGraphNodeGetGraph`: the node's own graph.
+    fn cuGraphChildGraphNodeGetGraph(node: Handle, graph: *mut Handle) {
+        let g = driver()?.graphs().child_graph(nonnull(node, "node")?)?;
+        // SAFETY: `out` refuses null; a CUgraph slot.
+        unsafe { out(graph, ptr(g)) }
+    }
+}
+
+/// `cuGraphAddEventRecordNode`, `cuGraphAddEventWaitNode`; the get and set of their
+/// events, in graphs and executable graphs.
+macro_rules! event_nodes {
+    ($( $add:ident, $get:ident, $set:ident, $exec_set:ident, $wait:expr; )*) => {$(
+        entry! {
+            #[doc = concat!("`", stringify!($add), "`.")]
+            fn $add(node: *mut Handle, graph: Handle, deps: *const Handle, n: usize, event: Handle) {
+                let kind = if $wait { crate::capture::NODE_WAIT_EVENT } else { crate::capture::NODE_EVENT_RECORD };
+                // SAFETY: the program's node slot and dependencies.
+                unsafe { add_node(node, graph, deps, n, kind, vec![event_node_op(event, $wait)?]) }
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($get), "`.")]
+            fn $get(node: Handle, event: *mut Handle) {
+                let e = node_event(node, $wait)?;
+                // SAFETY: `out` refuses null; a CUevent slot.
+                unsafe { out(event, ptr(e)) }
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($set), "`.")]
+            fn $set(node: Handle, event: Handle) {
+                let kind = if $wait { crate::capture::NODE_WAIT_EVENT } else { crate::capture::NODE_EVENT_RECORD };
+                set_node(None, node, kind, vec![event_node_op(event, $wait)?])
+            }
+        }
+        entry! {
+            #[doc = concat!("`", stringify!($exec_set), "`.")]
+            fn $exec_set(exec: Handle, node: Handle, event: Handle) {
+                let kind = if $wait { crate::capture::NODE_WAIT_EVENT } else { crate::capture::NODE_EVENT_RECORD };
+                set_node(Some(exec), node, kind, vec![event_node_op(event, $wait)?])
+            }
+        }
+    )*};
+}
+
+event_nodes! {
+    cuGraphAddEventRecordNode, cuGraphEventRecordNodeGetEvent, cuGraphEventRecordNodeSetEvent, cuGraphExecEventRecordNodeSetEvent, false;
+    cuGraphAddEventWaitNode, cuGraphEventWaitNodeGetEvent, cuGraphEventWaitNodeSetEvent, cuGraphExecEventWaitNodeSetEvent, true;
+}
+
 /// `CUgraphNodeParams`: a node's type, then its parameters (a union of 29 words).
 #[repr(C)]
 pub(crate) struct GraphNodeParams {
@@ -4095,6 +4191,33 @@ unsafe fn graph_add_node(
             (c::NODE_HOST, host_node_ops(Some(h))?)
         }
         c::NODE_EMPTY => (c::NODE_EMPTY, vec![]),
+        // `CUDA_EVENT_RECORD_NODE_PARAMS`, `CUDA_EVENT_WAIT_NODE_PARAMS`: the event.
+        c::NODE_EVENT_RECORD | c::NODE_WAIT_EVENT => {
+            let wait = params.ty == c::NODE_WAIT_EVENT;
+            // SAFETY: the union's first word is the event.
+            let event = unsafe { *u.cast::<Handle>() };
+            (params.ty, vec![event_node_op(event, wait)?])
+        }
+        // `CUDA_CHILD_GRAPH_NODE_PARAMS`: the graph (copied; ownership moves are not
+        // supported).
+        c::NODE_GRAPH => {
+            if node.is_null() {
+                return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphNode"));
+            }
+            // SAFETY: the union's first word is the graph, the second its ownership.
+            let (child, ownership) = unsafe { (*u.cast::<Handle>(), *u.add(1).cast::<c_int>()) };
+            if ownership != 0 {
+                return Err(Fail::new(
+                    CUDA_ERROR_NOT_SUPPORTED,
+                    "a child graph node taking ownership of its graph (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)",
+                ));
+            }
+            // SAFETY: the caller's guarantee.
+            let deps = unsafe { node_deps(deps, n) }?;
+            let h = driver()?.graphs().add_child(nonnull(graph, "graph")?, &deps, nonnull(child, "child graph")?)?;
+            // SAFETY: checked non-null; a CUgraphNode slot.
+            return unsafe { out(node, ptr(h)) };
+        }
         c::NODE_CONDITIONAL => {
             if node.is_null() {
                 return Err(Fail::new(CUDA_ERROR_INVALID_VALUE, "null phGraphNode"));
@@ -4117,7 +4240,7 @@ unsafe fn graph_add_node(
         t => {
             return Err(Fail::new(
                 CUDA_ERROR_NOT_SUPPORTED,
-                format!("graph node type {t} through cuGraphAddNode (kernel, memcpy, memset, host, empty and conditional nodes are supported)"),
+                format!("graph node type {t} through cuGraphAddNode (kernel, memcpy, memset, host, child graph, empty, event and conditional nodes are supported)"),
             ))
         }
     };
@@ -4825,24 +4948,14 @@ unsupported! {
     cuFuncSetSharedSize,
     cuGetProcAddress_v2_ptsz,
     cuGraphAddBatchMemOpNode,
-    cuGraphAddChildGraphNode,
-    cuGraphAddEventRecordNode,
-    cuGraphAddEventWaitNode,
     cuGraphAddExternalSemaphoresSignalNode,
     cuGraphAddExternalSemaphoresWaitNode,
     cuGraphBatchMemOpNodeGetParams,
     cuGraphBatchMemOpNodeSetParams,
-    cuGraphChildGraphNodeGetGraph,
     cuGraphDebugDotPrint,
     cuGraphDestroyNode,
-    cuGraphEventRecordNodeGetEvent,
-    cuGraphEventRecordNodeSetEvent,
-    cuGraphEventWaitNodeGetEvent,
-    cuGraphEventWaitNodeSetEvent,
     cuGraphExecBatchMemOpNodeSetParams,
     cuGraphExecChildGraphNodeSetParams,
-    cuGraphExecEventRecordNodeSetEvent,
-    cuGraphExecEventWaitNodeSetEvent,
     cuGraphExecExternalSemaphoresSignalNodeSetParams,
     cuGraphExecExternalSemaphoresWaitNodeSetParams,
     cuGraphExecGetFlags,

@@ -80,6 +80,13 @@ pub enum Op {
     MemFree { dptr: u64 },
     /// A conditional node (`CU_GRAPH_NODE_TYPE_CONDITIONAL`): see [`Cond`].
     Cond(Arc<Cond>),
+    /// A child graph node (`cuGraphAddChildGraphNode`): the node's own copy of the
+    /// graph it was given (runs as its nodes do, in their order).
+    Child(u64),
+    /// `cuGraphAddEventRecordNode`: records the event on the launch stream.
+    EventRecord(u64),
+    /// `cuGraphAddEventWaitNode`: the launch stream waits for the event.
+    EventWait(u64),
 }
 
 /// `CUgraphConditionalNodeType`: `IF` (run the first body when the value is not 0, the
@@ -112,6 +119,9 @@ impl std::fmt::Debug for Op {
             Op::MemAlloc { dptr, bytes } => write!(f, "alloc {dptr:#x} {bytes} B"),
             Op::MemFree { dptr } => write!(f, "free {dptr:#x}"),
             Op::Cond(c) => write!(f, "conditional {:#x} type {}", c.handle, c.kind),
+            Op::Child(g) => write!(f, "child graph {g:#x}"),
+            Op::EventRecord(e) => write!(f, "record event {e:#x}"),
+            Op::EventWait(e) => write!(f, "wait for event {e:#x}"),
         }
     }
 }
@@ -163,7 +173,10 @@ pub const NODE_KERNEL: i32 = 0;
 pub const NODE_MEMCPY: i32 = 1;
 pub const NODE_MEMSET: i32 = 2;
 pub const NODE_HOST: i32 = 3;
+pub const NODE_GRAPH: i32 = 4;
 pub const NODE_EMPTY: i32 = 5;
+pub const NODE_WAIT_EVENT: i32 = 6;
+pub const NODE_EVENT_RECORD: i32 = 7;
 pub const NODE_CONDITIONAL: i32 = 13;
 pub const NODE_MEM_ALLOC: i32 = 10;
 pub const NODE_MEM_FREE: i32 = 11;
@@ -259,6 +272,9 @@ fn kind_of(op: &Op) -> i32 {
         Op::MemAlloc { .. } => NODE_MEM_ALLOC,
         Op::MemFree { .. } => NODE_MEM_FREE,
         Op::Cond(_) => NODE_CONDITIONAL,
+        Op::Child(_) => NODE_GRAPH,
+        Op::EventRecord(_) => NODE_EVENT_RECORD,
+        Op::EventWait(_) => NODE_WAIT_EVENT,
     }
 }
 
@@ -295,9 +311,9 @@ pub struct Captures {
     graph_mem: HashMap<u64, GraphAlloc>,
     /// The most bytes graphs' allocations held at once (since reset).
     graph_mem_high: u64,
-    /// Conditional handles' values (device memory) by address, with the graph they
-    /// were made for: freed once no graph or executable graph has them.
-    cond_mem: HashMap<u64, u64>,
+    /// Conditional handles' values (device memory) by address: freed once no graph
+    /// (the one each was made for, or a copy of it) or executable graph has them.
+    cond_mem: std::collections::HashSet<u64>,
     /// The body graphs of each conditional node, the array `phGraph_out` lends.
     cond_bodies: HashMap<u64, Box<[u64]>>,
     next: u64,
@@ -687,14 +703,71 @@ impl Captures {
         Ok((n.kind, n.ops.clone()))
     }
 
-    /// `cuGraphClone`: a copy of the graph with nodes of its own.
+    /// `cuGraphClone`: a copy of the graph with nodes of its own (and copies of its
+    /// conditional bodies and child graphs); its conditional handles are the same.
     pub fn clone_graph(&mut self, graph: u64) -> R<u64> {
         let def = self.def(graph)?.clone();
         let h = self.create();
+        self.graphs.get_mut(&h).expect("just made").handles = def.handles.clone();
         for node in def.nodes {
-            self.push_node(h, node.kind, node.ops, node.deps);
+            let ops = node
+                .ops
+                .into_iter()
+                .map(|op| self.deep_copy(op))
+                .collect::<R<Vec<Op>>>()?;
+            let bodies = match ops.first() {
+                Some(Op::Cond(c)) => Some(c.bodies.clone().into_boxed_slice()),
+                _ => None,
+            };
+            let n = self.push_node(h, node.kind, ops, node.deps);
+            if let Some(b) = bodies {
+                self.cond_bodies.insert(n, b);
+            }
         }
         Ok(h)
+    }
+
+    /// `op` with copies of the graphs it owns (a conditional node's bodies, a child
+    /// graph).
+    fn deep_copy(&mut self, op: Op) -> R<Op> {
+        Ok(match op {
+            Op::Cond(c) => Op::Cond(Arc::new(Cond {
+                handle: c.handle,
+                kind: c.kind,
+                bodies: c
+                    .bodies
+                    .iter()
+                    .map(|&b| self.clone_graph(b))
+                    .collect::<R<_>>()?,
+                run: vec![],
+            })),
+            Op::Child(g) => Op::Child(self.clone_graph(g)?),
+            op => op,
+        })
+    }
+
+    /// `cuGraphAddChildGraphNode`: a node running a copy of `child`, after `deps`.
+    pub fn add_child(&mut self, graph: u64, deps: &[u64], child: u64) -> R<u64> {
+        self.def(graph)?;
+        let copy = self.clone_graph(child)?;
+        self.add_node(graph, deps, NODE_GRAPH, vec![Op::Child(copy)])
+            .inspect_err(|_| {
+                let _ = self.destroy(copy);
+            })
+    }
+
+    /// `cuGraphChildGraphNodeGetGraph`: the graph a child graph node runs.
+    pub fn child_graph(&self, node: u64) -> R<u64> {
+        match self.node_ops(node)? {
+            (NODE_GRAPH, ops) => match ops.first() {
+                Some(Op::Child(g)) => Ok(*g),
+                _ => Err(unknown("child graph node", node)),
+            },
+            (k, _) => Err(Fail::new(
+                CUDA_ERROR_INVALID_VALUE,
+                format!("node {node:#x} is of type {k}, not a child graph node"),
+            )),
+        }
     }
 
     /// `cuGraphDestroy`: the destructors of user objects whose last reference it held.
@@ -709,11 +782,14 @@ impl Captures {
         for n in &def.nodes {
             self.cond_bodies.remove(&n.handle);
             for op in &n.ops {
-                if let Op::Cond(c) = op {
-                    for &b in &c.bodies {
-                        if self.graphs.contains_key(&b) {
-                            d.extend(self.destroy(b)?);
-                        }
+                let owned = match op {
+                    Op::Cond(c) => c.bodies.clone(),
+                    Op::Child(g) => vec![*g],
+                    _ => vec![],
+                };
+                for b in owned {
+                    if self.graphs.contains_key(&b) {
+                        d.extend(self.destroy(b)?);
                     }
                 }
             }
@@ -743,6 +819,10 @@ impl Captures {
             })
             .collect();
         for op in def.ordered(graph)? {
+            if let Op::Child(g) = op {
+                ops.extend(self.runnable(self.def(g)?, g, depth + 1)?);
+                continue;
+            }
             ops.push(match op {
                 Op::Cond(c) => {
                     let run = c
@@ -775,7 +855,7 @@ impl Captures {
                 default,
                 assign,
             });
-        self.cond_mem.insert(addr, graph);
+        self.cond_mem.insert(addr);
         Ok(())
     }
 
@@ -790,7 +870,7 @@ impl Captures {
         size: u32,
     ) -> R<(u64, *const u64)> {
         self.def(graph)?;
-        if !self.cond_mem.contains_key(&handle) {
+        if !self.cond_mem.contains(&handle) {
             return Err(Fail::new(
                 CUDA_ERROR_INVALID_VALUE,
                 format!("{handle:#x} is no conditional handle"),
@@ -843,10 +923,14 @@ impl Captures {
         let gone: Vec<u64> = self
             .cond_mem
             .iter()
-            .filter(|(&a, g)| {
-                !self.graphs.contains_key(g) && !self.execs.values().any(|(_, x)| mentions(x, a))
+            .copied()
+            .filter(|&a| {
+                !self
+                    .graphs
+                    .values()
+                    .any(|g| g.handles.iter().any(|h| h.addr == a))
+                    && !self.execs.values().any(|(_, x)| mentions(x, a))
             })
-            .map(|(&a, _)| a)
             .collect();
         for a in &gone {
             self.cond_mem.remove(a);

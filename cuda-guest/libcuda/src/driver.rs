@@ -316,6 +316,13 @@ impl Driver {
             // Made with the node, kept for the graph's life.
             Op::MemAlloc { .. } | Op::MemFree { .. } => Ok(()),
             Op::Cond(c) => self.conditional(ctx, stream, &c),
+            Op::EventRecord(e) => self.event_record(ctx, e, stream),
+            Op::EventWait(e) => self.stream_wait_event(ctx, stream, e, 0),
+            // An executable graph holds its child graphs' work in their place.
+            Op::Child(g) => Err(Fail::new(
+                CUDA_ERROR_UNKNOWN,
+                format!("child graph {g:#x} submitted whole"),
+            )),
         }
     }
 
@@ -1434,6 +1441,11 @@ impl Driver {
         let h = self.handle(ctx, TAG_EVENT);
         lock(&c.tables).events.insert(h, Arc::new(e));
         Ok(h)
+    }
+
+    /// `CUDA_ERROR_INVALID_HANDLE` unless `event` is a live event.
+    pub fn event_known(&self, event: u64) -> R<()> {
+        self.owner(event, TAG_EVENT).map(drop)
     }
 
     pub fn event_record(&self, _ctx: u64, event: u64, stream: u64) -> R<()> {

@@ -231,6 +231,16 @@ variants! {
     "cuGraphAddMemsetNode" 10000 false cuGraphAddMemsetNode;
     "cuGraphAddHostNode" 10000 false cuGraphAddHostNode;
     "cuGraphAddEmptyNode" 10000 false cuGraphAddEmptyNode;
+    "cuGraphAddChildGraphNode" 10000 false cuGraphAddChildGraphNode;
+    "cuGraphChildGraphNodeGetGraph" 10000 false cuGraphChildGraphNodeGetGraph;
+    "cuGraphAddEventRecordNode" 11010 false cuGraphAddEventRecordNode;
+    "cuGraphAddEventWaitNode" 11010 false cuGraphAddEventWaitNode;
+    "cuGraphEventRecordNodeGetEvent" 11010 false cuGraphEventRecordNodeGetEvent;
+    "cuGraphEventRecordNodeSetEvent" 11010 false cuGraphEventRecordNodeSetEvent;
+    "cuGraphEventWaitNodeGetEvent" 11010 false cuGraphEventWaitNodeGetEvent;
+    "cuGraphEventWaitNodeSetEvent" 11010 false cuGraphEventWaitNodeSetEvent;
+    "cuGraphExecEventRecordNodeSetEvent" 11010 false cuGraphExecEventRecordNodeSetEvent;
+    "cuGraphExecEventWaitNodeSetEvent" 11010 false cuGraphExecEventWaitNodeSetEvent;
     "cuLaunchCooperativeKernel" 9000 false cuLaunchCooperativeKernel;
     "cuLaunchCooperativeKernel" 9000 true cuLaunchCooperativeKernel_ptsz;
     "cuGraphAddMemAllocNode" 11040 false cuGraphAddMemAllocNode;

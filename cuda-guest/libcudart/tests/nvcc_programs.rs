@@ -531,7 +531,7 @@ fn graphs_built_node_by_node() {
     on_sim_and_forwarded(
         &exe,
         &[],
-        "graph_nodes: 40 checks, 0 failed",
+        "graph_nodes: 75 checks, 0 failed",
         &["graph_nodes: 0 of 1036 elements wrong"],
     );
 }

@@ -1503,6 +1503,46 @@ rt! {
     }
 }
 forward! {
+    /// `cudaGraphAddChildGraphNode`: a node running a copy of `child`.
+    fn cudaGraphAddChildGraphNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, child: Handle) => cuGraphAddChildGraphNode(node, g, deps, n, child);
+}
+forward! {
+    /// `cudaGraphChildGraphNodeGetGraph`.
+    fn cudaGraphChildGraphNodeGetGraph(node: Handle, g: *mut Handle) => cuGraphChildGraphNodeGetGraph(node, g);
+}
+forward! {
+    /// `cudaGraphAddEventRecordNode`.
+    fn cudaGraphAddEventRecordNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, e: Handle) => cuGraphAddEventRecordNode(node, g, deps, n, e);
+}
+forward! {
+    /// `cudaGraphAddEventWaitNode`.
+    fn cudaGraphAddEventWaitNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, e: Handle) => cuGraphAddEventWaitNode(node, g, deps, n, e);
+}
+forward! {
+    /// `cudaGraphEventRecordNodeGetEvent`.
+    fn cudaGraphEventRecordNodeGetEvent(node: Handle, e: *mut Handle) => cuGraphEventRecordNodeGetEvent(node, e);
+}
+forward! {
+    /// `cudaGraphEventRecordNodeSetEvent`.
+    fn cudaGraphEventRecordNodeSetEvent(node: Handle, e: Handle) => cuGraphEventRecordNodeSetEvent(node, e);
+}
+forward! {
+    /// `cudaGraphEventWaitNodeGetEvent`.
+    fn cudaGraphEventWaitNodeGetEvent(node: Handle, e: *mut Handle) => cuGraphEventWaitNodeGetEvent(node, e);
+}
+forward! {
+    /// `cudaGraphEventWaitNodeSetEvent`.
+    fn cudaGraphEventWaitNodeSetEvent(node: Handle, e: Handle) => cuGraphEventWaitNodeSetEvent(node, e);
+}
+forward! {
+    /// `cudaGraphExecEventRecordNodeSetEvent`.
+    fn cudaGraphExecEventRecordNodeSetEvent(x: Handle, node: Handle, e: Handle) => cuGraphExecEventRecordNodeSetEvent(x, node, e);
+}
+forward! {
+    /// `cudaGraphExecEventWaitNodeSetEvent`.
+    fn cudaGraphExecEventWaitNodeSetEvent(x: Handle, node: Handle, e: Handle) => cuGraphExecEventWaitNodeSetEvent(x, node, e);
+}
+forward! {
     /// `cudaCtxResetPersistingL2Cache`.
     fn cudaCtxResetPersistingL2Cache() => cuCtxResetPersistingL2Cache();
 }

@@ -125,6 +125,16 @@ driver_api! {
     cuStreamGetAttribute(s: Handle, attr: c_int, v: *mut c_void);
     cuStreamCopyAttributes(dst: Handle, src: Handle);
     cuCtxResetPersistingL2Cache();
+    cuGraphAddChildGraphNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, child: Handle);
+    cuGraphChildGraphNodeGetGraph(node: Handle, g: *mut Handle);
+    cuGraphAddEventRecordNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, e: Handle);
+    cuGraphAddEventWaitNode(node: *mut Handle, g: Handle, deps: *const Handle, n: usize, e: Handle);
+    cuGraphEventRecordNodeGetEvent(node: Handle, e: *mut Handle);
+    cuGraphEventRecordNodeSetEvent(node: Handle, e: Handle);
+    cuGraphEventWaitNodeGetEvent(node: Handle, e: *mut Handle);
+    cuGraphEventWaitNodeSetEvent(node: Handle, e: Handle);
+    cuGraphExecEventRecordNodeSetEvent(x: Handle, node: Handle, e: Handle);
+    cuGraphExecEventWaitNodeSetEvent(x: Handle, node: Handle, e: Handle);
     cuGraphInstantiateWithFlags(x: *mut Handle, g: Handle, flags: u64);
     cuGraphLaunch(x: Handle, s: Handle);
     cuGraphExecDestroy(x: Handle);

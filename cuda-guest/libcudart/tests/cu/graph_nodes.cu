@@ -3,6 +3,7 @@
 // and a host function after it; launched twice, cloned, and checked against the host.
 #include <cstdio>
 #include <cstring>
+#include <vector>
 #include <cuda_runtime.h>
 
 #include "check.h"
@@ -118,6 +119,82 @@ int main() {
   OK(cudaGraphExecDestroy(x));
   OK(cudaGraphDestroy(c));
   OK(cudaGraphDestroy(g));
+
+  // A child graph node (two scale_add kernels: b += 3 * a, then b += a), an event
+  // record node after it, and, in a second graph on another stream, an event wait node
+  // on that event.
+  {
+    int n = 256;
+    float *a, *b;
+    OK(cudaMalloc(&a, n * sizeof(float)));
+    OK(cudaMalloc(&b, n * sizeof(float)));
+    std::vector<float> ha(n);
+    for (int i = 0; i < n; i++) ha[i] = (float)i;
+    OK(cudaMemcpy(a, ha.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    OK(cudaMemset(b, 0, n * sizeof(float)));
+    cudaGraph_t child, parent;
+    OK(cudaGraphCreate(&child, 0));
+    OK(cudaGraphCreate(&parent, 0));
+    float k1 = 3.0f, k2 = 1.0f;
+    void *args1[] = {&a, &b, &n, &k1};
+    void *args2[] = {&a, &b, &n, &k2};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void *)scale_add;
+    kp.gridDim = dim3((n + 127) / 128);
+    kp.blockDim = dim3(128);
+    kp.kernelParams = args1;
+    cudaGraphNode_t k1n, k2n, childn, rec, wait;
+    OK(cudaGraphAddKernelNode(&k1n, child, NULL, 0, &kp));
+    kp.kernelParams = args2;
+    OK(cudaGraphAddKernelNode(&k2n, child, &k1n, 1, &kp));
+    cudaEvent_t ev;
+    OK(cudaEventCreate(&ev));
+    OK(cudaGraphAddChildGraphNode(&childn, parent, NULL, 0, child));
+    OK(cudaGraphAddEventRecordNode(&rec, parent, &childn, 1, ev));
+    // The node holds a copy: changing the child graph now changes nothing.
+    OK(cudaGraphDestroy(child));
+    cudaGraph_t inside;
+    size_t inside_nodes = 0;
+    OK(cudaGraphChildGraphNodeGetGraph(childn, &inside));
+    OK(cudaGraphGetNodes(inside, NULL, &inside_nodes));
+    cudaEvent_t got_ev = nullptr;
+    OK(cudaGraphEventRecordNodeGetEvent(rec, &got_ev));
+    cudaGraphNodeType t_child, t_rec;
+    OK(cudaGraphNodeGetType(childn, &t_child));
+    OK(cudaGraphNodeGetType(rec, &t_rec));
+    cudaGraph_t waiter;
+    OK(cudaGraphCreate(&waiter, 0));
+    OK(cudaGraphAddEventWaitNode(&wait, waiter, NULL, 0, ev));
+    cudaGraphExec_t xp, xw;
+    OK(cudaGraphInstantiate(&xp, parent, 0));
+    OK(cudaGraphInstantiate(&xw, waiter, 0));
+    cudaStream_t s2;
+    OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    OK(cudaGraphLaunch(xp, s));
+    OK(cudaGraphLaunch(xw, s2));
+    OK(cudaStreamSynchronize(s2));
+    cudaError_t q = cudaEventQuery(ev);
+    std::vector<float> hb(n);
+    OK(cudaMemcpy(hb.data(), b, n * sizeof(float), cudaMemcpyDeviceToHost));
+    int wrong_b = 0;
+    for (int i = 0; i < n; i++) wrong_b += hb[i] != 4.0f * i;
+    char what[240];
+    snprintf(what, sizeof what,
+             "child graph node (type %d, %zu nodes inside) then event record node (type %d, its event %s): %d of %d "
+             "wrong, the event %s after the waiting graph",
+             (int)t_child, inside_nodes, (int)t_rec, got_ev == ev ? "kept" : "lost", wrong_b, n,
+             q == cudaSuccess ? "complete" : "pending");
+    CHECK(what, t_child == cudaGraphNodeTypeGraph && inside_nodes == 2 && t_rec == cudaGraphNodeTypeEventRecord &&
+                    got_ev == ev && wrong_b == 0 && q == cudaSuccess);
+    OK(cudaGraphExecDestroy(xp));
+    OK(cudaGraphExecDestroy(xw));
+    OK(cudaGraphDestroy(parent));
+    OK(cudaGraphDestroy(waiter));
+    OK(cudaEventDestroy(ev));
+    OK(cudaStreamDestroy(s2));
+    OK(cudaFree(a));
+    OK(cudaFree(b));
+  }
   OK(cudaStreamDestroy(s));
   OK(cudaFree(in));
   OK(cudaFree(out));
