@@ -1841,6 +1841,99 @@ static void g_cooperative(void) {
   MUST(cuMemFree(p));
 }
 
+/* Child graph and event nodes: a child graph of two memsets run from a parent graph
+ * (the node keeps its own copy), an event record node after it, a second graph whose
+ * event wait node orders a copy after it on another stream; the nodes' events read and
+ * changed; cuGraphAddNode making the same kinds. */
+static void g_graph_child_event(void) {
+  SETUP();
+  CUdeviceptr p;
+  MUST(cuMemAlloc(&p, 64));
+  MUST(cuMemsetD32(p, 0, 16));
+  CUgraph child, parent, waiter;
+  RES(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  RES(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+  RES(cuGraphCreate(&waiter, 0), CUDA_SUCCESS);
+  CUgraphNode a, b, childn, rec, wait, copyn, other;
+  CUDA_MEMSET_NODE_PARAMS ms = {0};
+  ms.dst = p;
+  ms.value = 7;
+  ms.elementSize = 4;
+  ms.width = 8;
+  ms.height = 1;
+  RES(cuGraphAddMemsetNode(&a, child, NULL, 0, &ms, primary), CUDA_SUCCESS);
+  ms.value = 9;
+  ms.width = 4; /* words 0..3 again, after the first */
+  RES(cuGraphAddMemsetNode(&b, child, &a, 1, &ms, primary), CUDA_SUCCESS);
+  RES(cuGraphAddChildGraphNode(&childn, parent, NULL, 0, child), CUDA_SUCCESS);
+  RES(cuGraphDestroy(child), CUDA_SUCCESS); /* the node has its own copy */
+  CUgraph inside;
+  size_t count = 0;
+  RES(cuGraphChildGraphNodeGetGraph(childn, &inside), CUDA_SUCCESS);
+  RES(cuGraphGetNodes(inside, NULL, &count), CUDA_SUCCESS);
+  VAL("nodes of the child node's graph", count, 2);
+  CUevent ev, ev2, got;
+  MUST(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+  MUST(cuEventCreate(&ev2, CU_EVENT_DEFAULT));
+  RES(cuGraphAddEventRecordNode(&rec, parent, &childn, 1, ev2), CUDA_SUCCESS);
+  RES(cuGraphEventRecordNodeSetEvent(rec, ev), CUDA_SUCCESS);
+  RES(cuGraphEventRecordNodeGetEvent(rec, &got), CUDA_SUCCESS);
+  TRUE(got == ev, "the record node's event after setting it (%p, want %p)", (void *)got, (void *)ev);
+  RES(cuGraphEventWaitNodeGetEvent(rec, &got), CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeType t;
+  RES(cuGraphNodeGetType(childn, &t), CUDA_SUCCESS);
+  VAL("child graph node type", t, CU_GRAPH_NODE_TYPE_GRAPH);
+  RES(cuGraphNodeGetType(rec, &t), CUDA_SUCCESS);
+  VAL("event record node type", t, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+  CUgraphNodeParams np;
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+  np.eventWait.event = ev;
+  RES(cuGraphAddNode(&wait, waiter, NULL, 0, &np), CUDA_SUCCESS);
+  RES(cuGraphNodeGetType(wait, &t), CUDA_SUCCESS);
+  VAL("event wait node type (cuGraphAddNode)", t, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+  unsigned host[8] = {0};
+  CUDA_MEMCPY3D cp = {0};
+  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  cp.srcDevice = p;
+  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+  cp.dstHost = host;
+  cp.WidthInBytes = sizeof host;
+  cp.Height = 1;
+  cp.Depth = 1;
+  RES(cuGraphAddMemcpyNode(&copyn, waiter, &wait, 1, &cp, primary), CUDA_SUCCESS);
+  CUgraph scratch;
+  RES(cuGraphCreate(&scratch, 0), CUDA_SUCCESS);
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  np.graph.graph = inside;
+  RES(cuGraphAddNode(&other, scratch, NULL, 0, &np), CUDA_SUCCESS);
+  RES(cuGraphNodeGetType(other, &t), CUDA_SUCCESS);
+  VAL("child graph node type (cuGraphAddNode)", t, CU_GRAPH_NODE_TYPE_GRAPH);
+  RES(cuGraphDestroy(scratch), CUDA_SUCCESS);
+  CUgraphExec xp, xw;
+  RES(cuGraphInstantiate(&xp, parent, 0), CUDA_SUCCESS);
+  RES(cuGraphInstantiate(&xw, waiter, 0), CUDA_SUCCESS);
+  CUstream s1, s2;
+  MUST(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  MUST(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  RES(cuGraphLaunch(xp, s1), CUDA_SUCCESS);
+  RES(cuGraphLaunch(xw, s2), CUDA_SUCCESS);
+  RES(cuStreamSynchronize(s2), CUDA_SUCCESS);
+  RES(cuEventQuery(ev), CUDA_SUCCESS);
+  TRUE(host[0] == 9 && host[3] == 9 && host[4] == 7 && host[7] == 7,
+       "the waiting graph's copy saw both memsets: %u %u %u %u", host[0], host[3], host[4], host[7]);
+  RES(cuGraphExecDestroy(xp), CUDA_SUCCESS);
+  RES(cuGraphExecDestroy(xw), CUDA_SUCCESS);
+  RES(cuGraphDestroy(parent), CUDA_SUCCESS);
+  RES(cuGraphDestroy(waiter), CUDA_SUCCESS);
+  MUST(cuStreamDestroy(s1));
+  MUST(cuStreamDestroy(s2));
+  MUST(cuEventDestroy(ev));
+  MUST(cuEventDestroy(ev2));
+  MUST(cuMemFree(p));
+}
+
 /* Stream attributes: an access policy window set, read back and copied to another
  * stream; a window larger than the device's largest, a bad hit ratio and an unknown
  * attribute refused; the persisting L2 lines reset. */
@@ -1909,7 +2002,7 @@ static const struct {
     {"graphs", g_graphs},           {"managed", g_managed},
     {"graph_nodes", g_graph_nodes}, {"copies_2d", g_copies_2d}, {"arrays", g_arrays},
     {"graph_memory", g_graph_memory}, {"cooperative", g_cooperative},
-    {"stream_attributes", g_stream_attributes},
+    {"stream_attributes", g_stream_attributes}, {"graph_child_event", g_graph_child_event},
 };
 
 int main(int argc, char **argv) {

@@ -107,6 +107,7 @@ macro_rules! c_conformance {
             c_graph_memory,
             c_cooperative,
             c_stream_attributes,
+            c_graph_child_event,
         );
     };
     (@each $target:path, [$($attr:tt)*], $name:ident $(, $rest:ident)* $(,)?) => {
