@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use cuda_guest::driver::{
     Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
-    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, MemInfo, Module,
-    ParamLayout, Result, SimBackend, Stream, StreamFlags,
+    FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags, LaunchConfig, LaunchKind,
+    MemInfo, Module, ParamLayout, Result, SimBackend, Stream, StreamFlags,
 };
 use cuda_guest::proto::{
     ContextId, EventId, FunctionInfo, HostSource, MemsetWidth, ModuleId, Opcode, ReplyBody,
@@ -1066,15 +1066,16 @@ impl Backend for NativeLike {
     ) -> Result<()> {
         self.0.function_set_attribute(function, attribute, value)
     }
-    unsafe fn launch(
+    unsafe fn launch_kind(
         &self,
+        kind: LaunchKind,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
         // SAFETY: the caller's guarantees, passed on.
-        unsafe { self.0.launch(function, config, stream, args) }
+        unsafe { self.0.launch_kind(kind, function, config, stream, args) }
     }
 }
 

@@ -422,6 +422,35 @@ pub struct ParamLayout {
     pub size: u32,
 }
 
+/// How a grid is launched: plainly (`cuLaunchKernel`) or with every block at once
+/// (`cuLaunchCooperativeKernel`, for cooperative groups' `grid.sync()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchKind {
+    /// `cuLaunchKernel`.
+    Plain,
+    /// `cuLaunchCooperativeKernel`.
+    Cooperative,
+}
+
+impl LaunchKind {
+    /// `Cooperative` when `cooperative`, else `Plain`.
+    pub const fn of(cooperative: bool) -> Self {
+        if cooperative {
+            Self::Cooperative
+        } else {
+            Self::Plain
+        }
+    }
+
+    /// The driver entry point that makes this kind of launch, for messages.
+    pub const fn entry_point(self) -> &'static str {
+        match self {
+            Self::Plain => "cuLaunchKernel",
+            Self::Cooperative => "cuLaunchCooperativeKernel",
+        }
+    }
+}
+
 /// Grid, block and dynamic shared memory of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -919,28 +948,44 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             value,
         )
     }
-    /// Launches `function` on `stream`. `args` holds each kernel parameter's bytes, in
-    /// order (a `u64` device pointer as its 8 little-endian bytes, a `u32` as 4, ...).
+    /// Launches `function` on `stream`, as `kind` says. `args` holds each kernel
+    /// parameter's bytes, in order (a `u64` device pointer as its 8 little-endian bytes,
+    /// a `u32` as 4, ...). A cooperative launch runs every block of the grid at once, so
+    /// blocks may wait for each other (cooperative groups' `grid.sync()`); the caller
+    /// keeps such a grid within what the device holds at once (occupancy times
+    /// multiprocessors), and a backend without them answers `CUDA_ERROR_NOT_SUPPORTED`.
     ///
     /// # Safety
     /// `args` matches the kernel's parameter list in number and sizes; the module of
     /// `function` stays loaded until the launch is done; every address the kernel reaches
     /// obeys the trait's contract.
+    unsafe fn launch_kind(
+        &self,
+        kind: LaunchKind,
+        function: &Function,
+        config: &LaunchConfig,
+        stream: &Stream,
+        args: &[&[u8]],
+    ) -> Result<()>;
+    /// `cuLaunchKernel`: [`Backend::launch_kind`] of [`LaunchKind::Plain`].
+    ///
+    /// # Safety
+    /// As [`Backend::launch_kind`].
     unsafe fn launch(
         &self,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
-    ) -> Result<()>;
-    /// Launches `function` cooperatively (`cuLaunchCooperativeKernel`): every block of
-    /// the grid runs at once, so blocks may wait for each other (cooperative groups'
-    /// `grid.sync()`). The caller keeps the grid within what the device holds at once
-    /// (occupancy times multiprocessors). A backend without them answers
-    /// `CUDA_ERROR_NOT_SUPPORTED`.
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.launch_kind(LaunchKind::Plain, function, config, stream, args) }
+    }
+    /// `cuLaunchCooperativeKernel`: [`Backend::launch_kind`] of
+    /// [`LaunchKind::Cooperative`].
     ///
     /// # Safety
-    /// As [`Backend::launch`].
+    /// As [`Backend::launch_kind`].
     unsafe fn launch_cooperative(
         &self,
         function: &Function,
@@ -948,7 +993,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        let _ = (function, config, stream, args);
-        Err(CudaError::builtin(sys::CUDA_ERROR_NOT_SUPPORTED, "cuLaunchCooperativeKernel").into())
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.launch_kind(LaunchKind::Cooperative, function, config, stream, args) }
     }
 }

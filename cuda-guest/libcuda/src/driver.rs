@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use vmgpu_cuda_api::LaunchKind;
 use vmgpu_cuda_api::{
     Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr, Event, EventFlags, Function,
     FunctionAttribute, HostAlloc, HostAllocFlags, HostFunc, HostRegisterFlags, LaunchConfig,
@@ -877,12 +878,8 @@ impl Driver {
         // stays loaded while the function is in the tables; what the kernel reaches is
         // simulated device memory, checked by the simulator.
         unsafe {
-            if cooperative {
-                self.backend
-                    .launch_cooperative(&f.function, &config, &s, args)
-            } else {
-                self.backend.launch(&f.function, &config, &s, args)
-            }
+            self.backend
+                .launch_kind(LaunchKind::of(cooperative), &f.function, &config, &s, args)
         }?;
         Ok(())
     }

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use crate::loader::{Driver, DriverApi, LoadOptions};
 use vmgpu_cuda_api::error::{is_sticky, CudaError, DriverError};
+use vmgpu_cuda_api::LaunchKind;
 use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
     Event, EventFlags, Function, FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags,
@@ -50,7 +51,7 @@ pub struct NativeBackend {
 }
 
 impl NativeBackend {
-    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel` (`cooperative`).
+    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel`, as `kind` says.
     ///
     /// # Safety
     /// As [`Backend::launch`].
@@ -60,13 +61,9 @@ impl NativeBackend {
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
-        cooperative: bool,
+        kind: LaunchKind,
     ) -> Result<()> {
-        let name = if cooperative {
-            "cuLaunchCooperativeKernel"
-        } else {
-            "cuLaunchKernel"
-        };
+        let name = kind.entry_point();
         self.owned(function.owner(), name)?;
         let s = self.stream_raw(stream, name)?;
         let mut inline = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
@@ -95,7 +92,7 @@ impl NativeBackend {
         // guarantees the arguments match the kernel's parameters and the contract for
         // what the kernel reaches.
         let r = unsafe {
-            if cooperative {
+            if kind == LaunchKind::Cooperative {
                 (self.api().launch_cooperative_kernel)(
                     f, gx, gy, gz, bx, by, bz, shared, s, params_ptr,
                 )
@@ -1085,26 +1082,16 @@ impl Backend for NativeBackend {
         Ok((DevicePtr(ptr), bytes))
     }
 
-    unsafe fn launch(
+    unsafe fn launch_kind(
         &self,
+        kind: LaunchKind,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.launch_grid(function, config, stream, args, false) }
-    }
-
-    unsafe fn launch_cooperative(
-        &self,
-        function: &Function,
-        config: &LaunchConfig,
-        stream: &Stream,
-        args: &[&[u8]],
-    ) -> Result<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.launch_grid(function, config, stream, args, true) }
+        unsafe { self.launch_grid(function, config, stream, args, kind) }
     }
 }
 

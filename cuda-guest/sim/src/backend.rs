@@ -83,6 +83,7 @@ use std::time::Instant;
 use crate::ptx;
 use crate::{self as engine, CancelToken, FaultKind, KernelArg, SimConfig, SimError, Simulator};
 use vmgpu_cuda_api::error::{CudaError, DriverError};
+use vmgpu_cuda_api::LaunchKind;
 use vmgpu_cuda_api::{
     next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute, DevicePtr,
     Event, EventFlags, Function, FunctionAttribute, HostAlloc, HostAllocFlags, HostRegisterFlags,
@@ -1950,42 +1951,29 @@ impl SimContext {
         }
     }
 
-    unsafe fn launch(
+    unsafe fn launch_kind(
         &self,
+        kind: LaunchKind,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        self.launch_grid(function, config, stream, args, false)
-    }
-
-    unsafe fn launch_cooperative(
-        &self,
-        function: &Function,
-        config: &LaunchConfig,
-        stream: &Stream,
-        args: &[&[u8]],
-    ) -> Result<()> {
-        self.launch_grid(function, config, stream, args, true)
+        self.launch_grid(function, config, stream, args, kind)
     }
 }
 
 impl SimContext {
-    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel` (`cooperative`).
+    /// `cuLaunchKernel`, or `cuLaunchCooperativeKernel`, as `kind` says.
     fn launch_grid(
         &self,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
-        cooperative: bool,
+        kind: LaunchKind,
     ) -> Result<()> {
-        let op_name: &str = if cooperative {
-            "cuLaunchCooperativeKernel"
-        } else {
-            "cuLaunchKernel"
-        };
+        let op_name = kind.entry_point();
         self.owned(function.owner(), op_name)?;
         let mut st = self.live(op_name)?;
         let s = self.stream_id(&st, stream, op_name)?;
@@ -2057,7 +2045,7 @@ impl SimContext {
                 shared_bytes: config.shared_bytes,
             },
             args: args.iter().map(|a| KernelArg::Bytes(a.to_vec())).collect(),
-            cooperative,
+            cooperative: kind == LaunchKind::Cooperative,
         };
         self.submit(&mut st, s, op);
         Ok(())
@@ -2392,8 +2380,7 @@ impl Backend for SimBackend {
         fn function_attribute(function: &Function, attribute: FunctionAttribute) -> Result<i32>;
         fn function_set_attribute(function: &Function, attribute: FunctionAttribute, value: i32) -> Result<()>;
         fn module_get_global(module: &Module, name: &str) -> Result<(DevicePtr, usize)>;
-        unsafe fn launch(function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
-        unsafe fn launch_cooperative(function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
+        unsafe fn launch_kind(kind: LaunchKind, function: &Function, config: &LaunchConfig, stream: &Stream, args: &[&[u8]]) -> Result<()>;
     }
 
     fn module_host_bytes(&self, module: &Module) -> Option<u64> {

@@ -79,6 +79,7 @@ use crate::{
     ContextId, EventId, Features, FunctionId, HostDest, KernelParams, Limits, MemsetWidth,
     ModuleId, ReplyBody, Request, StreamId,
 };
+use vmgpu_cuda_api::LaunchKind;
 use vmgpu_cuda_api::{
     check_owner, next_instance_id, sys, Backend, BackendKind, Context, Device, DeviceAttribute,
     DevicePtr, Event, EventFlags, Function, FunctionAttribute, HostAlloc, HostAllocFlags,
@@ -1808,42 +1809,29 @@ impl Backend for RemoteBackend {
         })
     }
 
-    unsafe fn launch(
+    unsafe fn launch_kind(
         &self,
+        kind: LaunchKind,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
     ) -> Result<()> {
-        self.launch_grid(function, config, stream, args, false)
-    }
-
-    unsafe fn launch_cooperative(
-        &self,
-        function: &Function,
-        config: &LaunchConfig,
-        stream: &Stream,
-        args: &[&[u8]],
-    ) -> Result<()> {
-        self.launch_grid(function, config, stream, args, true)
+        self.launch_grid(function, config, stream, args, kind)
     }
 }
 
 impl RemoteBackend {
-    /// `LaunchKernel`, or `LaunchCooperativeKernel` (`cooperative`).
+    /// `LaunchKernel`, or `LaunchCooperativeKernel`, as `kind` says.
     fn launch_grid(
         &self,
         function: &Function,
         config: &LaunchConfig,
         stream: &Stream,
         args: &[&[u8]],
-        cooperative: bool,
+        kind: LaunchKind,
     ) -> Result<()> {
-        let op_name = if cooperative {
-            "cuLaunchCooperativeKernel"
-        } else {
-            "cuLaunchKernel"
-        };
+        let op_name = kind.entry_point();
         run(op_name, || {
             check_owner(function.owner(), self.id, op_name)?;
             let layout = self
@@ -1872,7 +1860,7 @@ impl RemoteBackend {
             self.check_dynamic_shared(&mut c, function.raw(), config.shared_bytes)?;
             let (function, stream, config) =
                 (FunctionId(function.raw()), StreamId(stream.raw()), *config);
-            c.post(if cooperative {
+            c.post(if kind == LaunchKind::Cooperative {
                 Request::LaunchCooperativeKernel {
                     function,
                     stream,

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{failed, invalid, Done, Session};
 use vmgpu_cuda_api::LaunchConfig;
+use vmgpu_cuda_api::LaunchKind;
 use vmgpu_cuda_proto::{FunctionId, KernelParams, ReplyBody, Status, StreamId};
 
 impl Session {
@@ -78,13 +79,7 @@ impl Session {
         // allocations faults in that context only (the device's address translation);
         // the host memory it may reach is what this context registered: the guest's own
         // RAM.
-        unsafe {
-            if cooperative {
-                be.launch_cooperative(&f.function, &cfg, st, &args)?
-            } else {
-                be.launch(&f.function, &cfg, st, &args)?
-            }
-        };
+        unsafe { be.launch_kind(LaunchKind::of(cooperative), &f.function, &cfg, st, &args)? };
         Ok(ReplyBody::Empty)
     }
 
