@@ -1463,70 +1463,107 @@ pub fn function_params_where_known(f: &Fixture) {
     ok(unsafe { f.b().module_unload(m) }, "cuModuleUnload");
 }
 
+/// `block_sum` over 1024 inputs `i * k + c` (8 blocks of 128 threads, one sum a
+/// block): the kernel, its inputs and the device buffers.
+struct BlockSum {
+    module: Module,
+    function: Function,
+    input: Vec<u32>,
+    din: DevicePtr,
+    dout: DevicePtr,
+}
+
+impl BlockSum {
+    fn new(f: &Fixture, k: u32, c: u32) -> Self {
+        let (module, function) = kernel(f, KERNELS_PTX, "block_sum");
+        let input: Vec<u32> = (0..1024).map(|i| i * k + c).collect();
+        let bytes: Vec<u8> = input.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let din = upload(f, &bytes);
+        let dout = ok(f.b().mem_alloc(8 * 4), "cuMemAlloc");
+        BlockSum {
+            module,
+            function,
+            input,
+            din,
+            dout,
+        }
+    }
+
+    /// The launch's argument bytes: in, out, n.
+    fn arg_bytes(&self) -> ([u8; 8], [u8; 8], [u8; 4]) {
+        (
+            self.din.0.to_le_bytes(),
+            self.dout.0.to_le_bytes(),
+            (self.input.len() as u32).to_le_bytes(),
+        )
+    }
+
+    /// Each block's sum is the sum of its 128 inputs.
+    fn check(&self, f: &Fixture) {
+        let out = u32s(&download(f, self.dout, 32));
+        for (blk, got) in out.iter().enumerate() {
+            let want: u32 = self.input[blk * 128..(blk + 1) * 128].iter().sum();
+            assert_eq!(*got, want, "block {blk}");
+        }
+    }
+
+    /// Frees the buffers and unloads the module (its launches are done).
+    fn release(self, f: &Fixture) {
+        ok(f.b().mem_free(self.din), "cuMemFree");
+        ok(f.b().mem_free(self.dout), "cuMemFree");
+        // SAFETY: the caller synchronised after its launches.
+        ok(
+            unsafe { f.b().module_unload(self.module) },
+            "cuModuleUnload",
+        );
+    }
+}
+
 /// Without the kernel's opt-in a launch may use 48 KiB of dynamic shared memory; more is
 /// `CUDA_ERROR_INVALID_VALUE`. `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)` up to
 /// the device's opt-in maximum allows it; beyond is `CUDA_ERROR_INVALID_VALUE`.
 pub fn dynamic_shared_memory_needs_the_opt_in(f: &Fixture) {
     let b = f.b();
-    let (m, sum) = kernel(f, KERNELS_PTX, "block_sum");
-    let n = 1024u32;
-    let input: Vec<u32> = (0..n).map(|i| i * 3 + 1).collect();
-    let din = upload(
-        f,
-        &input
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect::<Vec<_>>(),
-    );
-    let dout = ok(b.mem_alloc(8 * 4), "cuMemAlloc");
-    let args: [&[u8]; 3] = [
-        &din.0.to_le_bytes(),
-        &dout.0.to_le_bytes(),
-        &n.to_le_bytes(),
-    ];
+    let bs = BlockSum::new(f, 3, 1);
+    let (din, dout, n) = bs.arg_bytes();
+    let args: [&[u8]; 3] = [&din, &dout, &n];
+    let sum = &bs.function;
     let big = LaunchConfig {
         shared_bytes: 64 << 10,
         ..LaunchConfig::linear(8, 128)
     };
     // SAFETY: block_sum(in, out, n) reads n inputs and writes one output per block (8).
-    let refused = unsafe { b.launch(&sum, &big, &Stream::DEFAULT, &args) };
+    let refused = unsafe { b.launch(sum, &big, &Stream::DEFAULT, &args) };
     expect_status(
         refused,
         Status::ERROR_INVALID_VALUE,
         "cuLaunchKernel with 64 KiB of dynamic shared memory, no opt-in",
     );
     ok(
-        b.function_set_max_dynamic_shared(&sum, 64 << 10),
+        b.function_set_max_dynamic_shared(sum, 64 << 10),
         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 KiB)",
     );
     // SAFETY: as above.
     ok(
-        unsafe { b.launch(&sum, &big, &Stream::DEFAULT, &args) },
+        unsafe { b.launch(sum, &big, &Stream::DEFAULT, &args) },
         "cuLaunchKernel with 64 KiB after the opt-in",
     );
     ok(b.context_synchronize(), "cuCtxSynchronize");
-    let out = u32s(&download(f, dout, 32));
-    for (blk, got) in out.iter().enumerate() {
-        let want: u32 = input[blk * 128..(blk + 1) * 128].iter().sum();
-        assert_eq!(*got, want, "block {blk}");
-    }
+    bs.check(f);
     let optin = ok(
         b.device_attribute(f.dev, DeviceAttribute::MaxSharedMemoryPerBlockOptin),
         "cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)",
     ) as u32;
     ok(
-        b.function_set_max_dynamic_shared(&sum, optin),
+        b.function_set_max_dynamic_shared(sum, optin),
         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, opt-in maximum)",
     );
     expect_status(
-        b.function_set_max_dynamic_shared(&sum, optin + 1),
+        b.function_set_max_dynamic_shared(sum, optin + 1),
         Status::ERROR_INVALID_VALUE,
         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, opt-in maximum + 1)",
     );
-    ok(b.mem_free(din), "cuMemFree");
-    ok(b.mem_free(dout), "cuMemFree");
-    // SAFETY: its launches are done (synchronised).
-    ok(unsafe { b.module_unload(m) }, "cuModuleUnload");
+    bs.release(f);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1927,45 +1964,29 @@ pub fn bad_launch_geometry_is_invalid_value(f: &Fixture) {
     ok(unsafe { b.module_unload(m) }, "cuModuleUnload");
 }
 
-/// A block whose threads need more registers than an SM has is
-/// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` at the call (`register_hog`, about 100
-/// registers a thread, in 1024-thread blocks; seen on an H100); a smaller block runs.
 /// `cuLaunchCooperativeKernel` (every block at once) computes as a plain launch does.
 pub fn a_cooperative_launch_computes(f: &Fixture) {
     let b = f.b();
-    let (_m, sum) = kernel(f, KERNELS_PTX, "block_sum");
-    let n = 1024u32;
-    let input: Vec<u32> = (0..n).map(|i| i * 5 + 2).collect();
-    let din = upload(
-        f,
-        &input
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect::<Vec<_>>(),
-    );
-    let dout = ok(b.mem_alloc(8 * 4), "cuMemAlloc");
-    let args: [&[u8]; 3] = [
-        &din.0.to_le_bytes(),
-        &dout.0.to_le_bytes(),
-        &n.to_le_bytes(),
-    ];
+    let bs = BlockSum::new(f, 5, 2);
+    let (din, dout, n) = bs.arg_bytes();
+    let args: [&[u8]; 3] = [&din, &dout, &n];
     let cfg = LaunchConfig {
         shared_bytes: 512,
         ..LaunchConfig::linear(8, 128)
     };
     // SAFETY: block_sum(in, out, n) reads n inputs and writes one output per block (8).
     ok(
-        unsafe { b.launch_cooperative(&sum, &cfg, &Stream::DEFAULT, &args) },
+        unsafe { b.launch_cooperative(&bs.function, &cfg, &Stream::DEFAULT, &args) },
         "cuLaunchCooperativeKernel",
     );
     ok(b.context_synchronize(), "cuCtxSynchronize");
-    let out = u32s(&download(f, dout, 32));
-    for (blk, got) in out.iter().enumerate() {
-        let want: u32 = input[blk * 128..(blk + 1) * 128].iter().sum();
-        assert_eq!(*got, want, "block {blk}");
-    }
+    bs.check(f);
+    bs.release(f);
 }
 
+/// A block whose threads need more registers than an SM has is
+/// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` at the call (`register_hog`, about 100
+/// registers a thread, in 1024-thread blocks; seen on an H100); a smaller block runs.
 pub fn launch_beyond_the_register_file_is_out_of_resources(f: &Fixture) {
     let b = f.b();
     let (m, hog) = kernel(f, KERNELS_PTX, "register_hog");
