@@ -173,8 +173,8 @@ enum Op {
         kernel: String,
         cfg: engine::LaunchConfig,
         args: Vec<KernelArg>,
-        /// Every block at once (`cuLaunchCooperativeKernel`).
-        cooperative: bool,
+        /// Plain, or every block at once (`cuLaunchCooperativeKernel`).
+        kind: LaunchKind,
     },
     Record {
         event: u64,
@@ -804,7 +804,7 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         kernel,
         cfg,
         args,
-        cooperative,
+        kind,
     } = &item.op
     {
         // Checked and run under a read lock: other streams' kernels run meanwhile (the
@@ -815,17 +815,13 @@ fn execute(shared: &Shared, item: &Queued) -> std::result::Result<(), (Fault, bo
         if setup {
             shared.sim().setup_launch(module, kernel).map_err(fail)?;
         }
-        if *cooperative {
+        if *kind == LaunchKind::Cooperative {
             shared.sim().setup_cooperative().map_err(fail)?;
         }
         let r = {
             let sim = shared.sim_read();
             let params = sim.check_launch(module, kernel, *cfg, args).map_err(fail)?;
-            if *cooperative {
-                sim.run_prepared_cooperative(module, kernel, *cfg, &params)
-            } else {
-                sim.run_prepared(module, kernel, *cfg, &params)
-            }
+            sim.run_prepared(module, kernel, *cfg, &params, *kind)
         };
         if let Err(e) = &r {
             shared.sim().launch_failed(e);
@@ -2045,7 +2041,7 @@ impl SimContext {
                 shared_bytes: config.shared_bytes,
             },
             args: args.iter().map(|a| KernelArg::Bytes(a.to_vec())).collect(),
-            cooperative: kind == LaunchKind::Cooperative,
+            kind,
         };
         self.submit(&mut st, s, op);
         Ok(())

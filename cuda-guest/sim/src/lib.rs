@@ -179,7 +179,9 @@ pub use decode::STACK_SIZE;
 /// calculators (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, which programs size
 /// cooperative grids with) answer zero blocks for launches that run.
 pub const MAX_REGISTERS: u32 = 64;
-pub use vmgpu_cuda_api::{DevicePtr, FaultKind, LaunchConfig, Location, MemoryFault, NearestAlloc};
+pub use vmgpu_cuda_api::{
+    DevicePtr, FaultKind, LaunchConfig, LaunchKind, Location, MemoryFault, NearestAlloc,
+};
 /// The PTX front end the simulator decodes from.
 pub use vmgpu_ptx as ptx;
 
@@ -1149,7 +1151,7 @@ impl Simulator {
         args: &[KernelArg],
     ) -> Result<LaunchReport, SimError> {
         let params = self.prepare_launch(module, kernel, cfg, args)?;
-        let r = self.run_prepared(module, kernel, cfg, &params);
+        let r = self.run_prepared(module, kernel, cfg, &params, LaunchKind::Plain);
         if let Err(e) = &r {
             self.launch_failed(e);
         }
@@ -1251,38 +1253,18 @@ impl Simulator {
     /// Runs a launch [`Simulator::prepare_launch`] checked, through a shared reference:
     /// launches of several streams run at once (device memory is shared between
     /// threads, as between a launch's own worker threads). A failure is the caller's
-    /// to record with [`Simulator::launch_failed`].
+    /// to record with [`Simulator::launch_failed`]. A cooperative launch
+    /// (`cuLaunchCooperativeKernel`) runs every block at once, with a grid workspace for
+    /// cooperative groups' `grid.sync()` from the device heap
+    /// ([`Simulator::setup_cooperative`] makes it); the caller keeps the grid within what
+    /// the device holds at once.
     pub fn run_prepared(
         &self,
         module: &Module,
         kernel: &str,
         cfg: LaunchConfig,
         params: &[u8],
-    ) -> Result<LaunchReport, SimError> {
-        self.run_grid(module, kernel, cfg, params, false)
-    }
-
-    /// [`Simulator::run_prepared`] as a cooperative launch (`cuLaunchCooperativeKernel`):
-    /// every block runs at once, with a grid workspace for cooperative groups'
-    /// `grid.sync()` from the device heap ([`Simulator::setup_cooperative`] makes it).
-    /// The caller keeps the grid within what the device holds at once.
-    pub fn run_prepared_cooperative(
-        &self,
-        module: &Module,
-        kernel: &str,
-        cfg: LaunchConfig,
-        params: &[u8],
-    ) -> Result<LaunchReport, SimError> {
-        self.run_grid(module, kernel, cfg, params, true)
-    }
-
-    fn run_grid(
-        &self,
-        module: &Module,
-        kernel: &str,
-        cfg: LaunchConfig,
-        params: &[u8],
-        cooperative: bool,
+        kind: LaunchKind,
     ) -> Result<LaunchReport, SimError> {
         let k = module.launchable(kernel)?;
         if self.cancel.is_cancelled() {
@@ -1296,7 +1278,7 @@ impl Simulator {
         }
         let start = Instant::now();
         // A cooperative grid's workspace: 16 zeroed bytes of the device heap.
-        let workspace = match (cooperative, &self.mem.heap) {
+        let workspace = match (kind == LaunchKind::Cooperative, &self.mem.heap) {
             (false, _) => 0,
             (true, Some(h)) => {
                 let p = h.alloc(16);
