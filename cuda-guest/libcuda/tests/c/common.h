@@ -1,4 +1,5 @@
-/* Shared by the test programs: check a driver call, read a PTX file. Written against
+/* Shared by the test programs: check a driver call, read a PTX file, load one on the
+ * primary context. Written against
  * the stock cuda.h only. */
 #ifndef VMGPU_SHIM_TEST_COMMON_H
 #define VMGPU_SHIM_TEST_COMMON_H
@@ -44,6 +45,20 @@ static inline char *read_file(const char *path) {
   buf[n] = 0;
   fclose(f);
   return buf;
+}
+
+/* cuInit, device 0's primary context retained and pushed current, and the PTX file at
+ * `path` loaded into it. */
+static inline CUmodule load_on_primary(const char *path, CUdevice *dev, CUcontext *ctx) {
+  char *ptx = read_file(path);
+  CHECK(cuInit(0));
+  CHECK(cuDeviceGet(dev, 0));
+  CHECK(cuDevicePrimaryCtxRetain(ctx, *dev));
+  CHECK(cuCtxPushCurrent(*ctx));
+  CUmodule mod;
+  CHECK(cuModuleLoadData(&mod, ptx));
+  free(ptx);
+  return mod;
 }
 
 #endif

@@ -5,15 +5,9 @@
 
 int main(int argc, char **argv) {
   EXPECT(argc == 2);
-  char *ptx = read_file(argv[1]);
-  CHECK(cuInit(0));
   CUdevice dev;
-  CHECK(cuDeviceGet(&dev, 0));
   CUcontext ctx;
-  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK(cuCtxPushCurrent(ctx));
-  CUmodule mod;
-  CHECK(cuModuleLoadData(&mod, ptx));
+  CUmodule mod = load_on_primary(argv[1], &dev, &ctx);
   CUfunction k;
   CHECK(cuModuleGetFunction(&k, mod, "infinite_loop"));
   CUdeviceptr flag, spins;
