@@ -2613,7 +2613,7 @@ impl<'a, 'b> Exec<'a, 'b> {
             w.local[base + fpu..base + fpu + frame].fill(0);
             for (a, &(at, size)) in args.iter().zip(&f.params) {
                 let to = base + fpu + at as usize;
-                copy_arg(w, *a, base, to, size as usize, lane);
+                copy_arg(w, *a, lane, ls, to, size as usize);
             }
         });
         let (r, p) = (&f.regs, &f.preds);
@@ -2658,17 +2658,12 @@ impl<'a, 'b> Exec<'a, 'b> {
             let base = lane * ls;
             for (d, &(at, size)) in rets.iter().zip(&f.returns) {
                 let from = base + callee_fp + at as usize;
-                match *d {
-                    ArgSrc::Reg(r) => {
+                match (arg_at(w, *d, lane, ls), *d) {
+                    (Some(to), _) => w.local.copy_within(from..from + size as usize, to),
+                    (None, ArgSrc::Reg(r)) => {
                         w.regs[r as usize * 32 + lane] = read_le(&w.local, from, size.min(8) as u8)
                     }
-                    ArgSrc::Local(o) => w
-                        .local
-                        .copy_within(from..from + size as usize, base + o as usize),
-                    ArgSrc::Frame(o) => w.local.copy_within(
-                        from..from + size as usize,
-                        base + w.fp as usize + o as usize,
-                    ),
+                    (None, _) => {}
                 }
             }
         });
@@ -3009,23 +3004,17 @@ fn put_arg(w: &mut Warp, d: ArgSrc, lane: usize, ls: usize, size: u8, v: u64) {
     }
 }
 
-/// Copies `size` bytes of a call's argument `a` (in lane `lane`, whose local memory
-/// starts at `base`) to local memory at `to`.
-fn copy_arg(w: &mut Warp, a: ArgSrc, base: usize, to: usize, size: usize, lane: usize) {
-    match a {
-        ArgSrc::Reg(r) => {
+/// Copies `size` bytes of a call's argument `a` (in lane `lane`) to local memory at
+/// `to`.
+fn copy_arg(w: &mut Warp, a: ArgSrc, lane: usize, ls: usize, to: usize, size: usize) {
+    match (arg_at(w, a, lane, ls), a) {
+        (Some(from), _) => w.local.copy_within(from..from + size, to),
+        (None, ArgSrc::Reg(r)) => {
             let v = w.regs[r as usize * 32 + lane].to_le_bytes();
             let n = size.min(8);
             w.local[to..to + n].copy_from_slice(&v[..n]);
         }
-        ArgSrc::Local(o) => {
-            let from = base + o as usize;
-            w.local.copy_within(from..from + size, to);
-        }
-        ArgSrc::Frame(o) => {
-            let from = base + w.fp as usize + o as usize;
-            w.local.copy_within(from..from + size, to);
-        }
+        (None, _) => {}
     }
 }
 
