@@ -2791,7 +2791,7 @@ macro_rules! stream_attributes {
             fn $copy(dst: Handle, src: Handle) {
                 let (d, s) = (strm(dst, $per_thread), strm(src, $per_thread));
                 let e = driver()?;
-                for attr in [1, 3, 8, 9, 10] {
+                for attr in crate::driver::STREAM_ATTRS {
                     let v = e.stream_get_attribute(stream_ctx(s)?, s, attr)?;
                     e.stream_set_attribute(stream_ctx(d)?, d, attr, v)?;
                 }
@@ -4016,13 +4016,7 @@ entry! {
         let g = nonnull(graph, "graph")?;
         let e = driver()?;
         let c = current()?;
-        let dev = e.ctx_device(c)?;
-        if e.device_attribute(dev, vmgpu_cuda_api::texture::CAPABILITY_ATTRIBUTE).unwrap_or(0) != 1 {
-            return Err(Fail::new(
-                CUDA_ERROR_NOT_SUPPORTED,
-                "conditional graph nodes are supported on the simulator (in-process or behind the service), not on a GPU's backend yet",
-            ));
-        }
+        e.simulator_feature(c, "conditional graph nodes")?;
         e.graphs().def_exists(g)?;
         let a = e.mem_alloc(c, 4)?;
         if let Err(f) = e.memset(c, a, default, 4, 1, None) {

@@ -96,7 +96,7 @@ pub type StreamAttrValue = [u64; 8];
 
 /// `CUstreamAttrID`s a stream takes: the access policy window, the synchronization
 /// policy, the priority, the memory synchronization domain map and domain.
-const STREAM_ATTRS: [i32; 5] = [1, 3, 8, 9, 10];
+pub const STREAM_ATTRS: [i32; 5] = [1, 3, 8, 9, 10];
 
 /// `CUlimit`s and their values on a fresh context (an H100's with NVIDIA's driver):
 /// stack size, printf FIFO, malloc heap, device-runtime sync depth and pending launches,
@@ -496,6 +496,29 @@ impl Driver {
 
     pub fn device_pci_bus_id(&self, dev: u32) -> R<String> {
         Ok(self.backend.device_pci_bus_id(self.device(dev)?)?)
+    }
+
+    /// `CUDA_ERROR_NOT_SUPPORTED`, naming `what`, unless the device of context `ctx`
+    /// is the simulator (in-process or behind the service): the features whose device
+    /// side only it implements (texture and surface objects read as descriptors from
+    /// device memory, conditional handles set by its `cudaGraphSetConditional`), as the
+    /// private attribute [`vmgpu_cuda_api::texture::CAPABILITY_ATTRIBUTE`] says.
+    pub fn simulator_feature(&self, ctx: u64, what: &str) -> R<()> {
+        let dev = self.ctx_device(ctx)?;
+        if self
+            .device_attribute(dev, vmgpu_cuda_api::texture::CAPABILITY_ATTRIBUTE)
+            .unwrap_or(0)
+            == 1
+        {
+            return Ok(());
+        }
+        Err(Fail::new(
+            CUDA_ERROR_NOT_SUPPORTED,
+            format!(
+                "{what} are supported on the simulator (in-process or behind the service), \
+                 not on a GPU's backend yet"
+            ),
+        ))
     }
 
     pub fn device_attribute(&self, dev: u32, attr: i32) -> R<i32> {

@@ -3021,7 +3021,7 @@ impl<'a> Dec<'a> {
                 format!("call to {fname}, which has no body in this module"),
             );
         };
-        if self.stack.contains(&f.name.as_str()) || self.out_ix.contains_key(f.name.as_str()) {
+        if self.recursive(f) {
             // Recursion: inlining would not end.
             return self.call_out(f, rets, args, guard, line);
         }
@@ -3125,7 +3125,7 @@ impl<'a> Dec<'a> {
             self.fixups
                 .push((self.insts.len(), self.instance, next.clone(), line));
             self.emit(Op::Bra { target: 0 }, Some((q, true)), line);
-            if self.stack.contains(&f.name.as_str()) || self.out_ix.contains_key(f.name.as_str()) {
+            if self.recursive(f) {
                 self.call_out(f, rets, args, None, line)?;
             } else {
                 self.inline(f, weight, rets, args, line)?;
@@ -3254,6 +3254,12 @@ impl<'a> Dec<'a> {
                 format!("{fname}: argument {n} is not a .param variable"),
             ),
         }
+    }
+
+    /// Whether a call of `f` here is recursion (`f` is being inlined, or already runs
+    /// out of line): it is made out of line.
+    fn recursive(&self, f: &Function) -> bool {
+        self.stack.contains(&f.name.as_str()) || self.out_ix.contains_key(f.name.as_str())
     }
 
     /// A call of `f` made out of line ([`OutFn`]), `f`'s body decoded later if it is

@@ -326,17 +326,7 @@ fn resource(r: &ResourceDesc, surface: bool) -> R<Descriptor> {
 fn place(d: &Descriptor) -> R<u64> {
     let e = driver()?;
     let c = current()?;
-    let dev = e.ctx_device(c)?;
-    if e.device_attribute(dev, texture::CAPABILITY_ATTRIBUTE)
-        .unwrap_or(0)
-        != 1
-    {
-        return Err(Fail::new(
-            CUDA_ERROR_NOT_SUPPORTED,
-            "texture and surface objects are supported on the simulator (in-process or behind \
-             the service), not on a GPU's backend yet",
-        ));
-    }
+    e.simulator_feature(c, "texture and surface objects")?;
     let h = e.mem_alloc(c, texture::SIZE as u64)?;
     let bytes = d.encode();
     // SAFETY: `bytes` is a live buffer of `texture::SIZE` bytes; the copy is synchronous.
