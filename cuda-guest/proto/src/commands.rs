@@ -408,7 +408,7 @@ commands! {
         config: LaunchConfig,
         /// Parameters.
         params: KernelParams,
-    } = 0x0701 [context, pipelined] on stream -> Empty => launch;
+    } = 0x0701 [context, pipelined] on stream -> Empty => launch_kind;
 
     /// `cuLaunchCooperativeKernel` (since 1.2): as `LaunchKernel`, every block of the
     /// grid at once (the client keeps the grid within what the device holds).
@@ -421,5 +421,5 @@ commands! {
         config: LaunchConfig,
         /// Parameters.
         params: KernelParams,
-    } = 0x0702 [context, pipelined, v1_2] on stream -> Empty => launch_cooperative;
+    } = 0x0702 [context, pipelined, v1_2] on stream -> Empty => launch_kind;
 }
