@@ -99,6 +99,7 @@ impl Env {
             // A fuzzed kernel's printf goes nowhere.
             output: cuda_guest::sim::Output(std::sync::Arc::new(|_, _| {})),
             devices: 1,
+            engine: cuda_guest::sim::Engine::from_env(),
         };
         let config = ServiceConfig {
             quota: Quota {

@@ -511,6 +511,50 @@ pub(crate) enum Aff {
     Mem { a: R },
 }
 
+/// What an arithmetic instruction computes, for an engine that compiles instructions
+/// instead of calling their lane functions (the JIT, `jit/`): the integer operations
+/// beyond [`Aff`]'s and float arithmetic and comparisons, each with the result its lane
+/// function gives; `None` for the rest (such an engine calls the lane function).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Sem {
+    #[default]
+    None,
+    /// `and`, `or`, `xor`, `not`, `min`, `max`, `div`, `rem` on `bits`-bit integers.
+    Int { op: IntOp, bits: u8, signed: bool },
+    /// `add`, `sub`, `mul`, `div`, `fma` (`mad.f*`), round to nearest, no flush to
+    /// zero: IEEE results, NaN made canonical.
+    Flt { op: FltOp, f64: bool },
+    /// `setp` on f32 or f64 with comparison code `code` (as `cmp_code`).
+    FCmp { code: u8, f64: bool },
+    /// One of the conversions `cvt_fast` has a lane function for (no saturation, no
+    /// flush to zero; `rnd` is the float or the integer rounding).
+    Cvt { dt: CvtTy, st: CvtTy, rnd: Rnd },
+}
+
+/// An integer operation of [`Sem::Int`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IntOp {
+    And,
+    Or,
+    Xor,
+    Not,
+    Min,
+    Max,
+    /// Division and remainder (by zero: all ones, and the dividend).
+    Div,
+    Rem,
+}
+
+/// A float operation of [`Sem::Flt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FltOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Fma,
+}
+
 /// A decoded instruction.
 #[derive(Debug, Clone)]
 pub(crate) struct Inst {
@@ -519,6 +563,8 @@ pub(crate) struct Inst {
     pub line: u32,
     /// Its lane-affine form, if any.
     pub aff: Aff,
+    /// What it computes, for a compiling engine ([`Sem`]).
+    pub sem: Sem,
 }
 
 /// A function the kernel calls out of line, because a call reaches it again from its
@@ -590,6 +636,15 @@ pub(crate) struct Program {
     /// It reads `%reserved_smem_offset_*`: each block gets [`RESERVED_SMEM`] more bytes
     /// of shared memory, after the static and dynamic ones.
     pub reserved_smem: bool,
+    /// It has `bar.warp.sync` or loads or stores with a memory order (`.volatile`,
+    /// `.relaxed`, `.acquire`, `.release`, `.mmio`): code that may wait for other
+    /// threads or exchange values between the lanes of a warp without a block barrier,
+    /// which only an engine running a warp's lanes together (the interpreter) runs as a
+    /// GPU does.
+    pub lockstep: bool,
+    /// The kernel compiled by the JIT, made at its first launch; `None` when the JIT
+    /// does not take it (see `jit::compile`).
+    pub jit: std::sync::OnceLock<Option<crate::jit::Kernel>>,
 }
 
 /// Most registers a kernel may declare (with inlined calls).
@@ -767,6 +822,8 @@ struct Dec<'a> {
     outs: Vec<OutFn>,
     out_ix: HashMap<&'a str, u32>,
     pending: Vec<(u32, &'a Function)>,
+    /// See [`Program::lockstep`].
+    lockstep: bool,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -1050,6 +1107,7 @@ impl<'a> Dec<'a> {
             guard,
             line,
             aff: Aff::None,
+            sem: Sem::None,
         });
     }
 
@@ -1295,6 +1353,7 @@ impl<'a> Dec<'a> {
         let ftz = i.has("ftz");
         let is_float = matches!(ty, Some(ScalarType::F32 | ScalarType::F64));
         let mut aff = Aff::None;
+        let mut sem = Sem::None;
         let op: Op = match i.opcode.as_str() {
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" => {
@@ -1431,6 +1490,7 @@ impl<'a> Dec<'a> {
                         _ => int_fn!(t, shr, line),
                     }
                 };
+                sem = bin_sem(i, t, is_float, rnd, ftz);
                 if !is_float && t != ScalarType::F16 && !i.has("sat") {
                     let bits = (t.size() * 8) as u8;
                     let signed = matches!(
@@ -1532,9 +1592,19 @@ impl<'a> Dec<'a> {
                         if ftz {
                             ops::ffma32::<true>
                         } else {
+                            sem = Sem::Flt {
+                                op: FltOp::Fma,
+                                f64: false,
+                            };
                             ops::ffma32::<false>
                         }
                     } else {
+                        if !ftz && t == ScalarType::F64 {
+                            sem = Sem::Flt {
+                                op: FltOp::Fma,
+                                f64: true,
+                            };
+                        }
                         flt_fn!(t, ftz, ffma, line)
                     }
                 } else if i.has("hi") {
@@ -1633,6 +1703,13 @@ impl<'a> Dec<'a> {
                     }
                     (o, _) => return derr(line, format!("`{o}.{}` is not supported", t.name())),
                 };
+                if i.opcode == "not" && !is_float {
+                    sem = Sem::Int {
+                        op: IntOp::Not,
+                        bits: (t.size() * 8) as u8,
+                        signed: false,
+                    };
+                }
                 Op::Un(f, d, a)
             }
             "mul24" => {
@@ -1905,7 +1982,14 @@ impl<'a> Dec<'a> {
                     }
                 };
                 match cvt_fast(dc, sc, rnd, irnd, sat, ftz) {
-                    Some(f) => Op::Un(f, d, a),
+                    Some(f) => {
+                        sem = Sem::Cvt {
+                            dt: dc,
+                            st: sc,
+                            rnd,
+                        };
+                        Op::Un(f, d, a)
+                    }
                     None => Op::Cvt {
                         d,
                         a,
@@ -1989,6 +2073,12 @@ impl<'a> Dec<'a> {
                     }
                 } else {
                     use ScalarType::*;
+                    if matches!(src_t, F32 | F64) {
+                        sem = Sem::FCmp {
+                            code,
+                            f64: src_t == F64,
+                        };
+                    }
                     if code <= 5
                         && matches!(src_t, U16 | B16 | S16 | U32 | B32 | S32 | U64 | B64 | S64)
                     {
@@ -2131,6 +2221,7 @@ impl<'a> Dec<'a> {
             }
             "bar" | "barrier" => {
                 if i.has("warp") {
+                    self.lockstep = true;
                     Op::Nop
                 } else if i.has("arrive") {
                     return derr(line, format!("`{}` is not supported", i.full_name()));
@@ -2418,6 +2509,7 @@ impl<'a> Dec<'a> {
         self.emit(op, guard, line);
         if let Some(last) = self.insts.last_mut() {
             last.aff = aff;
+            last.sem = sem;
         }
         let _ = ftz;
         Ok(())
@@ -2891,6 +2983,12 @@ impl<'a> Dec<'a> {
         }
         let size = t.size() as u8;
         let sext = matches!(t, ScalarType::S8 | ScalarType::S16 | ScalarType::S32);
+        if ["volatile", "relaxed", "acquire", "release", "mmio"]
+            .iter()
+            .any(|m| i.has(m))
+        {
+            self.lockstep = true;
+        }
         let space = if i.has("global") {
             Sp::Global
         } else if i.has("shared") {
@@ -3466,6 +3564,43 @@ impl<'a> Dec<'a> {
     }
 }
 
+/// [`Sem`] of a two-operand arithmetic instruction of type `t` (the lane functions the
+/// decoder picks for it compute the same).
+fn bin_sem(i: &Instruction, t: ScalarType, is_float: bool, rnd: Rnd, ftz: bool) -> Sem {
+    use ScalarType::*;
+    if is_float {
+        let op = match i.opcode.as_str() {
+            "add" => FltOp::Add,
+            "sub" => FltOp::Sub,
+            "mul" => FltOp::Mul,
+            "div" if !i.has("approx") && !i.has("full") => FltOp::Div,
+            _ => return Sem::None,
+        };
+        if rnd != Rnd::N || ftz || i.has("sat") {
+            return Sem::None;
+        }
+        return Sem::Flt { op, f64: t == F64 };
+    }
+    if !matches!(t, U16 | B16 | S16 | U32 | B32 | S32 | U64 | B64 | S64) {
+        return Sem::None;
+    }
+    let op = match i.opcode.as_str() {
+        "and" => IntOp::And,
+        "or" => IntOp::Or,
+        "xor" => IntOp::Xor,
+        "min" if !i.has("relu") => IntOp::Min,
+        "max" if !i.has("relu") => IntOp::Max,
+        "div" => IntOp::Div,
+        "rem" => IntOp::Rem,
+        _ => return Sem::None,
+    };
+    Sem::Int {
+        op,
+        bits: (t.size() * 8) as u8,
+        signed: matches!(t, S16 | S32 | S64),
+    }
+}
+
 fn cvt_fast(d: CvtTy, s: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool) -> Option<UnFn> {
     // Fast paths for the common conversions; everything else goes through cvt_one.
     if !sat && !ftz {
@@ -3565,7 +3700,7 @@ fn written(op: &Op) -> Vec<R> {
 
 /// The registers an operation reads and those it writes (every variant named: a new
 /// one must say which it touches, or the engine's lane-affine tags could go stale).
-fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
+pub(crate) fn reads_writes(op: &Op) -> (Vec<R>, Vec<R>) {
     let arg = |a: &ArgSrc| match a {
         ArgSrc::Reg(r) => vec![*r],
         ArgSrc::Local(_) | ArgSrc::Frame(_) => vec![],
@@ -4037,6 +4172,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         outs: vec![],
         out_ix: HashMap::new(),
         pending: vec![],
+        lockstep: false,
     };
     for p in &f.params {
         d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
@@ -4142,5 +4278,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
             .min(),
         uses_heap,
         reserved_smem: d.reserved_smem,
+        lockstep: d.lockstep,
+        jit: std::sync::OnceLock::new(),
     })
 }

@@ -18,6 +18,8 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod jitrun;
+
 const FULL: u32 = u32::MAX;
 
 /// A launch's shared tables, a poisoned lock (a worker that panicked) read as it is.
@@ -1037,7 +1039,13 @@ impl<'a, 'b> Exec<'a, 'b> {
     }
 
     fn tick(&mut self, pc: u32) -> Result<(), SimError> {
-        let total = self.l.executed.fetch_add(TICK, Relaxed) + TICK;
+        self.tick_by(TICK, pc)
+    }
+
+    /// Counts `n` more warp instructions, then checks the budget, the time limit,
+    /// cancellation and other workers' failure.
+    fn tick_by(&mut self, n: u64, pc: u32) -> Result<(), SimError> {
+        let total = self.l.executed.fetch_add(n, Relaxed) + n;
         if self.l.abort.load(Relaxed) {
             return Err(SimError::Sticky(Box::new(SimError::InvalidLaunch {
                 kernel: String::new(),
@@ -2036,45 +2044,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                     let bv = w.regs[*b as usize * 32 + l];
                     let cv = w.regs[*c as usize * 32 + l];
                     let t = self.resolve(*sp, addr, size, size, true, wid, l, pc, ls)?;
-                    let old = match t {
-                        Target::Global(i, o) => {
-                            let al = &self.l.live[i];
-                            if size == 4 {
-                                al.rmw32(o, |x| atom_apply(*op, *ty, x as u64, bv, cv) as u32)
-                                    as u64
-                            } else {
-                                let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner());
-                                let old = al.load(o, 8);
-                                al.store(o, 8, atom_apply(*op, *ty, old, bv, cv));
-                                fence(SeqCst);
-                                old
-                            }
-                        }
-                        Target::Shared(so) => {
-                            let old = sh_read(&self.shared, so, size as u8);
-                            sh_write(
-                                &mut self.shared,
-                                so,
-                                size as u8,
-                                atom_apply(*op, *ty, old, bv, cv),
-                            );
-                            old
-                        }
-                        Target::Local(lo) => {
-                            let old = read_le(&w.local, lo, size as u8);
-                            write_le(
-                                &mut w.local,
-                                lo,
-                                size as u8,
-                                atom_apply(*op, *ty, old, bv, cv),
-                            );
-                            old
-                        }
-                        // `resolve` refuses an atomic on the parameters (a write).
-                        Target::Param(o) => read_le(self.l.params, o, size as u8),
-                    };
+                    let old = self.atom_at(t, *op, *ty, size, bv, cv, &mut w.local);
                     if let Some(d) = d {
                         w.regs[*d as usize * 32 + l] = old;
                     }
@@ -2669,7 +2639,70 @@ impl<'a, 'b> Exec<'a, 'b> {
         });
     }
 
-    fn run_block(&mut self, warps: &mut [Warp]) -> Result<(), SimError> {
+    /// An atomic read-modify-write of `size` bytes at `t` (resolved for a write):
+    /// returns the old value. `local` is the warp's local memory.
+    #[allow(clippy::too_many_arguments)]
+    fn atom_at(
+        &mut self,
+        t: Target,
+        op: AtomOp,
+        ty: AtomTy,
+        size: u64,
+        bv: u64,
+        cv: u64,
+        local: &mut [u8],
+    ) -> u64 {
+        match t {
+            Target::Global(i, o) => {
+                let al = &self.l.live[i];
+                if size == 4 {
+                    al.rmw32(o, |x| atom_apply(op, ty, x as u64, bv, cv) as u32) as u64
+                } else {
+                    let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    let old = al.load(o, 8);
+                    al.store(o, 8, atom_apply(op, ty, old, bv, cv));
+                    fence(SeqCst);
+                    old
+                }
+            }
+            Target::Shared(so) => {
+                let old = sh_read(&self.shared, so, size as u8);
+                sh_write(
+                    &mut self.shared,
+                    so,
+                    size as u8,
+                    atom_apply(op, ty, old, bv, cv),
+                );
+                old
+            }
+            Target::Local(lo) => {
+                let old = read_le(local, lo, size as u8);
+                write_le(local, lo, size as u8, atom_apply(op, ty, old, bv, cv));
+                old
+            }
+            // `resolve` refuses an atomic on the parameters (a write).
+            Target::Param(o) => read_le(self.l.params, o, size as u8),
+        }
+    }
+
+    /// A worker's engine for launch `l`.
+    fn new(l: &'b Launch<'a>) -> Exec<'a, 'b> {
+        Exec {
+            l,
+            block: [0; 3],
+            block_linear: 0,
+            shared: Vec::new(),
+            shared_len: 0,
+            cache: vec![0; l.prog.insts.len()],
+            count: 0,
+            yield_now: false,
+        }
+    }
+
+    /// Starts block `block_linear`: its coordinates and its zeroed shared memory.
+    fn begin_block(&mut self) {
         let l = self.l;
         let prog = l.prog;
         let [gx, gy, _] = l.cfg.grid;
@@ -2685,6 +2718,12 @@ impl<'a, 'b> Exec<'a, 'b> {
         }
         self.shared.clear();
         self.shared.resize(self.shared_len.div_ceil(4) + 1, 0);
+    }
+
+    fn run_block(&mut self, warps: &mut [Warp]) -> Result<(), SimError> {
+        let l = self.l;
+        let prog = l.prog;
+        self.begin_block();
         for (wi, w) in warps.iter_mut().enumerate() {
             let wi = wi as u32;
             let first = wi * 32;
@@ -3282,58 +3321,67 @@ fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
 
 /// A warp's register file with the constants and the block-invariant special
 /// registers in place (`%ctaid` is set per block).
+/// Every special register's value in thread `t` (linear in its block) of a launch, on
+/// host thread `worker`; `%ctaid` is the block's business (0 here).
+fn special_values(l: &Launch, t: u32, worker: u32) -> [u64; NSPECIAL as usize] {
+    let prog = l.prog;
+    let [bx, by, bz] = l.cfg.block;
+    let [gx, gy, gz] = l.cfg.grid;
+    let (wi, lane) = (t / 32, t % 32);
+    let mut v = [0u64; NSPECIAL as usize];
+    let first: [u64; 25] = [
+        (t % bx) as u64,
+        ((t / bx) % by) as u64,
+        (t / (bx * by)) as u64,
+        bx as u64,
+        by as u64,
+        bz as u64,
+        0,
+        0,
+        0,
+        gx as u64,
+        gy as u64,
+        gz as u64,
+        lane as u64,
+        wi as u64,
+        l.nwarps as u64,
+        worker as u64,
+        l.workers as u64,
+        1u64 << lane,
+        (1u64 << lane) - 1,
+        ((1u64 << (lane + 1)) - 1) & 0xffff_ffff,
+        (!((1u64 << (lane + 1)) - 1)) & 0xffff_ffff,
+        (!((1u64 << lane) - 1)) & 0xffff_ffff,
+        0,
+        l.cfg.shared_bytes as u64,
+        (prog.shared_static + l.cfg.shared_bytes) as u64,
+    ];
+    v[..first.len()].copy_from_slice(&first);
+    // %reserved_smem_offset_begin, _end, _cap, _0, _1.
+    let base = reserved_base(prog, &l.cfg) as u64;
+    let size = RESERVED_SMEM as u64;
+    v[RESERVED_SMEM_SPECIAL..RESERVED_SMEM_SPECIAL + 5].copy_from_slice(&[
+        base,
+        base + size,
+        size,
+        base,
+        base + size / 2,
+    ]);
+    v[ENVREG1_SPECIAL] = l.workspace >> 32;
+    v[ENVREG1_SPECIAL + 1] = l.workspace & 0xffff_ffff;
+    v
+}
+
 fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
     let prog = l.prog;
     let mut regs = vec![0u64; prog.nregs as usize * 32];
     for &(r, v) in &prog.consts {
         regs[r as usize * 32..r as usize * 32 + 32].fill(v);
     }
-    let [bx, by, bz] = l.cfg.block;
-    let [gx, gy, gz] = l.cfg.grid;
-    let first = wi * 32;
     for lane in 0..32u32 {
-        let t = first + lane;
-        let vals: [u64; 25] = [
-            (t % bx) as u64,
-            ((t / bx) % by) as u64,
-            (t / (bx * by)) as u64,
-            bx as u64,
-            by as u64,
-            bz as u64,
-            0,
-            0,
-            0,
-            gx as u64,
-            gy as u64,
-            gz as u64,
-            lane as u64,
-            wi as u64,
-            l.nwarps as u64,
-            worker as u64,
-            l.workers as u64,
-            1u64 << lane,
-            (1u64 << lane) - 1,
-            ((1u64 << (lane + 1)) - 1) & 0xffff_ffff,
-            (!((1u64 << (lane + 1)) - 1)) & 0xffff_ffff,
-            (!((1u64 << lane) - 1)) & 0xffff_ffff,
-            0,
-            l.cfg.shared_bytes as u64,
-            (prog.shared_static + l.cfg.shared_bytes) as u64,
-        ];
-        for (k, v) in vals.iter().enumerate() {
+        for (k, v) in special_values(l, wi * 32 + lane, worker).iter().enumerate() {
             regs[k * 32 + lane as usize] = *v;
         }
-        // %reserved_smem_offset_begin, _end, _cap, _0, _1.
-        let base = reserved_base(prog, &l.cfg) as u64;
-        let size = RESERVED_SMEM as u64;
-        for (k, v) in [base, base + size, size, base, base + size / 2]
-            .into_iter()
-            .enumerate()
-        {
-            regs[(RESERVED_SMEM_SPECIAL + k) * 32 + lane as usize] = v;
-        }
-        regs[ENVREG1_SPECIAL * 32 + lane as usize] = l.workspace >> 32;
-        regs[(ENVREG1_SPECIAL + 1) * 32 + lane as usize] = l.workspace & 0xffff_ffff;
     }
     Warp {
         regs,
@@ -3354,16 +3402,7 @@ fn new_warp(l: &Launch, wi: u32, worker: u32) -> Warp {
 
 fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
     let mut warps: Vec<Warp> = (0..l.nwarps).map(|wi| new_warp(l, wi, id)).collect();
-    let mut ex = Exec {
-        l,
-        block: [0; 3],
-        block_linear: 0,
-        shared: Vec::new(),
-        shared_len: 0,
-        cache: vec![0; l.prog.insts.len()],
-        count: 0,
-        yield_now: false,
-    };
+    let mut ex = Exec::new(l);
     // Hoisted launch/warp invariants, once per register file; then the tags of the
     // registers the body never writes.
     for (wi, w) in warps.iter_mut().enumerate() {
@@ -3462,14 +3501,25 @@ pub(crate) fn launch(
         buffers: Mutex::new(HashMap::new()),
         last_error: Mutex::new(HashMap::new()),
     };
+    // The JIT's code when it takes the kernel (a cooperative grid's blocks wait for
+    // each other: those are the interpreter's).
+    let compiled = (config.engine == crate::Engine::Jit
+        && workspace == 0
+        && params.len() >= prog.param_size as usize)
+        .then(|| jitrun::kernel(prog))
+        .flatten();
+    let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
+        Some(k) => jitrun::worker(l, k, next, total, id),
+        None => worker(l, next, total, id),
+    };
     let next = AtomicU64::new(0);
     if workers == 1 {
-        worker(&l, &next, total, 0);
+        work(&l, &next, 0);
     } else {
         std::thread::scope(|s| {
             for id in 0..workers {
-                let (l, next) = (&l, &next);
-                s.spawn(move || worker(l, next, total, id));
+                let (l, next, work) = (&l, &next, &work);
+                s.spawn(move || work(l, next, id));
             }
         });
     }
@@ -3614,6 +3664,7 @@ mod tests {
                 guard: None,
                 line: 0,
                 aff,
+                sem: Sem::None,
             };
             if !alu_affine(&inst, &mut a) {
                 continue;

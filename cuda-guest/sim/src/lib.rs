@@ -162,6 +162,7 @@ pub mod bench;
 mod cdp;
 mod decode;
 mod exec;
+mod jit;
 mod memory;
 mod ops;
 mod printf;
@@ -212,6 +213,53 @@ pub struct SimConfig {
     /// How many devices [`SimBackend`] simulates (1 to [`backend::SIM_MAX_DEVICES`]), each with
     /// [`SimConfig::memory_limit`] of memory of its own.
     pub devices: u32,
+    /// The engine that runs kernels ([`Engine::Jit`] unless `VMGPU_SIM_ENGINE` says
+    /// otherwise: [`Engine::from_env`]).
+    pub engine: Engine,
+}
+
+/// What runs a kernel's instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Engine {
+    /// Kernels the JIT takes run as native code it compiled for them (once per
+    /// kernel, at its first launch); the others are interpreted. Results, faults and
+    /// their reports are the interpreter's.
+    Jit,
+    /// Every kernel is interpreted (the reference the JIT is tested against).
+    Interpreter,
+}
+
+impl Engine {
+    /// The environment variable that sets the default engine: `jit` or `interpreter`.
+    pub const ENV: &'static str = "VMGPU_SIM_ENGINE";
+
+    /// `VMGPU_SIM_ENGINE`'s engine, [`Engine::Jit`] when it is unset; another value is
+    /// logged and ignored.
+    pub fn from_env() -> Engine {
+        match std::env::var(Self::ENV) {
+            Ok(v) => match v.trim() {
+                "jit" => Engine::Jit,
+                "interpreter" | "interp" => Engine::Interpreter,
+                other => {
+                    log::warn!(
+                        "{}={other:?} is not an engine (jit, interpreter): using the JIT",
+                        Self::ENV
+                    );
+                    Engine::Jit
+                }
+            },
+            Err(_) => Engine::Jit,
+        }
+    }
+
+    /// Its name, as `VMGPU_SIM_ENGINE` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Jit => "jit",
+            Engine::Interpreter => "interpreter",
+        }
+    }
 }
 
 /// The stream a kernel's text goes to.
@@ -305,6 +353,7 @@ impl Default for SimConfig {
             memory_limit: 16 << 30,
             output: Output::default(),
             devices: 1,
+            engine: Engine::from_env(),
         }
     }
 }

@@ -141,6 +141,13 @@ impl Alloc {
         })
     }
 
+    /// Where its words are in the host's address space, for compiled code (the JIT),
+    /// which reads and writes them as plain memory: each word is an `AtomicU32`, whose
+    /// contents may change through a shared reference.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.words.as_ptr() as *mut u8
+    }
+
     /// Loads `size` (1, 2, 4, 8) bytes at byte offset `off` (naturally aligned, in range).
     #[inline(always)]
     pub fn load(&self, off: u64, size: u8) -> u64 {

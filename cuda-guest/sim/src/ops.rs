@@ -1291,7 +1291,7 @@ pub(crate) fn f64_to_f32(x: f64, m: Rnd) -> f32 {
 }
 
 /// The value of a register of type `ty` as an exact f64 (float) or integer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CvtTy {
     U(u32),
     S(u32),

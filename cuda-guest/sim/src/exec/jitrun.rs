@@ -1,0 +1,321 @@
+//! The JIT's side of a launch: a kernel compiled by `crate::jit` runs block by block on
+//! the same workers, block order, error handling and accounting as the interpreter; its
+//! helpers are the interpreter's own resolver, fault reports, budget check, lane
+//! functions and atomics.
+
+use super::*;
+use crate::jit::{self, Ctx, Helpers, Kernel, Slot, PROLOGUE};
+
+/// The helpers compiled code calls.
+fn helpers() -> Helpers {
+    Helpers {
+        mem: h_mem as *const () as usize,
+        tick: h_tick as *const () as usize,
+        bin: h_bin as *const () as usize,
+        un: h_un as *const () as usize,
+        ter: h_ter as *const () as usize,
+        cmp: h_cmp as *const () as usize,
+        atom: h_atom as *const () as usize,
+    }
+}
+
+/// The compiled form of `prog`, compiled at its first launch; `None` when the JIT does
+/// not take it (the reason is logged once).
+pub(super) fn kernel(prog: &Program) -> Option<&Kernel> {
+    prog.jit
+        .get_or_init(|| match jit::compile(prog, &helpers()) {
+            Ok(k) => Some(k),
+            Err(why) => {
+                log::debug!("kernel {}: interpreted, not compiled: {why}", prog.name);
+                None
+            }
+        })
+        .as_ref()
+}
+
+/// What the helpers reach through [`Ctx::host`].
+struct Host<'e, 'a, 'b> {
+    ex: &'e mut Exec<'a, 'b>,
+    /// The error a helper recorded (the compiled function then returns 1).
+    error: Option<SimError>,
+    /// The block's local memory (`local_size` bytes per thread).
+    local: *mut u8,
+}
+
+/// The host behind `ctx`.
+///
+/// # Safety
+/// `ctx` is the `Ctx` [`run_blocks`] passed to the compiled function now running on this
+/// thread, whose `host` points to its live `Host`, borrowed by nothing else meanwhile.
+unsafe fn host<'h>(ctx: *mut Ctx) -> &'h mut Host<'h, 'h, 'h> {
+    // SAFETY: as the caller guarantees.
+    unsafe { &mut *((*ctx).host as *mut Host<'h, 'h, 'h>) }
+}
+
+/// The instruction a helper's `pc` names (a body pc, or [`PROLOGUE`] and an index).
+fn inst_at(prog: &Program, pc: u32) -> Option<&Inst> {
+    if pc & PROLOGUE != 0 {
+        prog.prologue.get((pc & !PROLOGUE) as usize)
+    } else {
+        prog.insts.get(pc as usize)
+    }
+}
+
+/// `ld`/`st` at `pc` by thread `t`: the host address of the access at `addr`, resolved
+/// as the interpreter resolves it (the instruction's slot learns a global allocation);
+/// null after recording the fault.
+extern "C" fn h_mem(ctx: *mut Ctx, pc: u32, t: u32, addr: u64) -> *mut u8 {
+    // SAFETY: called by the compiled function that `run_blocks` is running with `ctx`.
+    let host = unsafe { host(ctx) };
+    let ex = &mut *host.ex;
+    let (sp, total, write) = match inst_at(ex.l.prog, pc).map(|i| &i.op) {
+        Some(Op::Ld { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, false),
+        Some(Op::St { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, true),
+        _ => return std::ptr::null_mut(),
+    };
+    let ls = ex.l.prog.local_size as usize;
+    let (wid, lane) = (t / 32, (t % 32) as usize);
+    match ex.resolve(sp, addr, total, total, write, wid, lane, pc, ls) {
+        Ok(Target::Global(i, o)) => {
+            let a = &ex.l.live[i];
+            let p = a.host_ptr();
+            if !(write && a.read_only) {
+                // SAFETY: `ctx.cache` has a slot per instruction (`run_blocks`).
+                let slot = unsafe { &mut *(*ctx).cache.add(pc as usize) };
+                *slot = Slot {
+                    base: a.base,
+                    end: (a.size + 1).saturating_sub(total),
+                    ptr: p as u64,
+                    _pad: 0,
+                };
+            }
+            p.wrapping_add(o as usize)
+        }
+        Ok(Target::Shared(o)) => (ex.shared.as_mut_ptr() as *mut u8).wrapping_add(o),
+        Ok(Target::Local(o)) => host.local.wrapping_add(wid as usize * 32 * ls + o),
+        // Read only: `resolve` refuses a store to the parameters.
+        Ok(Target::Param(o)) => (ex.l.params.as_ptr() as *mut u8).wrapping_add(o),
+        Err(e) => {
+            host.error = Some(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Counts `n` thread instructions and checks the budget, the time limit, cancellation
+/// and other workers' failure: 0 to go on, 1 after recording why not.
+extern "C" fn h_tick(ctx: *mut Ctx, pc: u32, n: u64) -> u32 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    match host.ex.tick_by(n / 32, pc) {
+        Ok(()) => 0,
+        Err(e) => {
+            host.error = Some(e);
+            1
+        }
+    }
+}
+
+/// One lane of a lane function: `regs` holds the sources in lanes 0 of rows 0.., the
+/// result lands in lane 0 of the row after them.
+fn lane_regs(srcs: &[u64]) -> [u64; 128] {
+    let mut r = [0u64; 128];
+    for (k, v) in srcs.iter().enumerate() {
+        r[k * 32] = *v;
+    }
+    r
+}
+
+extern "C" fn h_bin(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u64 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+        Some(Op::Bin(f, ..)) => {
+            let mut r = lane_regs(&[a, b]);
+            f(&mut r, 2, 0, 1, 1);
+            r[64]
+        }
+        _ => 0,
+    }
+}
+
+extern "C" fn h_un(ctx: *mut Ctx, pc: u32, a: u64) -> u64 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+        Some(Op::Un(f, ..)) => {
+            let mut r = lane_regs(&[a]);
+            f(&mut r, 1, 0, 1);
+            r[32]
+        }
+        Some(Op::Cvt {
+            dt,
+            st,
+            rnd,
+            irnd,
+            sat,
+            ftz,
+            ..
+        }) => ops::cvt_one(a, *st, *dt, *rnd, *irnd, *sat, *ftz),
+        _ => 0,
+    }
+}
+
+extern "C" fn h_ter(ctx: *mut Ctx, pc: u32, a: u64, b: u64, c: u64) -> u64 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+        Some(Op::Ter(f, ..)) => {
+            let mut r = lane_regs(&[a, b, c]);
+            f(&mut r, 3, 0, 1, 2, 1);
+            r[96]
+        }
+        _ => 0,
+    }
+}
+
+extern "C" fn h_cmp(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u32 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+        Some(Op::Setp { f, .. }) => f(&lane_regs(&[a, b]), 0, 1) & 1,
+        _ => 0,
+    }
+}
+
+/// `atom` at `pc` by thread `t`: 0 with the old value in `ctx.ret`, or 1 after
+/// recording the fault.
+extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) -> u32 {
+    // SAFETY: as in `h_mem`.
+    let host = unsafe { host(ctx) };
+    let ex = &mut *host.ex;
+    let Some(Op::Atom { sp, op, ty, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
+        return 1;
+    };
+    let (sp, op, ty) = (*sp, *op, *ty);
+    let size: u64 = match ty {
+        AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
+        _ => 8,
+    };
+    let ls = ex.l.prog.local_size as usize;
+    let (wid, lane) = (t / 32, (t % 32) as usize);
+    match ex.resolve(sp, addr, size, size, true, wid, lane, pc, ls) {
+        Ok(target) => {
+            // `compile` refuses atomics on local memory: no lane's local memory is
+            // reached here.
+            let old = ex.atom_at(target, op, ty, size, b, c, &mut []);
+            // SAFETY: `ctx` is valid (as above); only this thread uses it.
+            unsafe { (*ctx).ret = old };
+            0
+        }
+        Err(e) => {
+            host.error = Some(e);
+            1
+        }
+    }
+}
+
+/// A worker of launch `l` running compiled kernel `k`: blocks taken as
+/// [`super::worker`] takes them.
+pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u32) {
+    let prog = l.prog;
+    let n = l.nthreads as usize;
+    let ls = prog.local_size as usize;
+    let mut ex = Exec::new(l);
+    let specials: Vec<[u64; NSPECIAL as usize]> =
+        (0..n as u32).map(|t| special_values(l, t, id)).collect();
+    let tids: Vec<u64> = specials
+        .iter()
+        .map(|s| s[0] | s[1] << 16 | s[2] << 32)
+        .collect();
+    let mut uniform: Vec<u64> = specials
+        .first()
+        .map_or(vec![0; NSPECIAL as usize], |s| s.to_vec());
+    let mut cache = vec![Slot::default(); prog.insts.len()];
+    let mut local = vec![0u8; n.div_ceil(32) * 32 * ls];
+    let mut ctx = Ctx {
+        params: l.params.as_ptr(),
+        shared: std::ptr::null_mut(),
+        shared_len: 0,
+        local: local.as_mut_ptr(),
+        local_size: ls as u64,
+        nthreads: n as u64,
+        tids: tids.as_ptr(),
+        uniform: uniform.as_ptr(),
+        cache: cache.as_mut_ptr(),
+        count: 0,
+        ret: 0,
+        host: std::ptr::null_mut(),
+    };
+    let mut host = Host {
+        ex: &mut ex,
+        error: None,
+        local: local.as_mut_ptr(),
+    };
+    let mut rest = 0u64;
+    let run = (total / (l.workers as u64 * 16)).clamp(1, 32);
+    'outer: loop {
+        if l.abort.load(Relaxed) {
+            break;
+        }
+        let first = next.fetch_add(run, Relaxed);
+        if first >= total {
+            break;
+        }
+        for b in first..(first + run).min(total) {
+            if b > first && l.abort.load(Relaxed) {
+                break 'outer;
+            }
+            host.ex.block_linear = b;
+            let r = run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest);
+            if let Err(e) = r {
+                if !matches!(e, SimError::Sticky(_)) {
+                    let mut g = lock(&l.error);
+                    if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
+                        *g = Some((b, e));
+                    }
+                }
+                l.abort.store(true, Relaxed);
+                break 'outer;
+            }
+        }
+    }
+    l.executed.fetch_add(rest / 32, Relaxed);
+    drop(host);
+    drop((local, cache, tids));
+}
+
+/// Runs the block `host.ex.block_linear`: every thread from its start to its exit.
+fn run_block(
+    k: &Kernel,
+    ctx: &mut Ctx,
+    host: &mut Host,
+    uniform: &mut [u64],
+    rest: &mut u64,
+) -> Result<(), SimError> {
+    let prog = host.ex.l.prog;
+    host.ex.begin_block();
+    uniform[6..9].copy_from_slice(&host.ex.block.map(|x| x as u64));
+    if prog.static_local > 0 {
+        let len = ctx.nthreads as usize * ctx.local_size as usize;
+        // SAFETY: `local` holds at least `nthreads * local_size` bytes (`worker`).
+        unsafe { std::ptr::write_bytes(ctx.local, 0, len) };
+    }
+    ctx.shared = host.ex.shared.as_mut_ptr() as *mut u8;
+    ctx.shared_len = host.ex.shared_len as u64;
+    ctx.uniform = uniform.as_ptr();
+    ctx.host = host as *mut Host as *mut std::ffi::c_void;
+    ctx.count = 0;
+    // SAFETY: every table in `ctx` is sized for this kernel and block (`worker`, above),
+    // `host` is the live `Host` the helpers expect, and nothing else touches either
+    // while the function runs.
+    let rc = unsafe { k.run(ctx) };
+    *rest += ctx.count;
+    if rc != 0 {
+        return Err(host.error.take().unwrap_or(SimError::InvalidLaunch {
+            kernel: prog.name.clone(),
+            message: "the compiled kernel failed without a report".into(),
+        }));
+    }
+    Ok(())
+}
