@@ -2,12 +2,15 @@
 //! loaded, launched with the reference configuration (partial blocks everywhere) on 1
 //! and 2 host threads, and compared with the Rust references of
 //! `tests/common/reference.rs`, bit for bit unless the reference documents an ulp or
-//! absolute bound. Each broken kernel must produce its precise fault.
+//! absolute bound. Each broken kernel must produce its precise fault. Everything runs on
+//! both engines, the interpreter and the JIT (which takes the kernels it can compile).
 
 mod common;
 
 use common::reference::{self as r, Compiler};
-use cuda_guest::sim::{self, DevicePtr, FaultKind, KernelArg, SimConfig, SimError, Simulator};
+use cuda_guest::sim::{
+    self, DevicePtr, Engine, FaultKind, KernelArg, SimConfig, SimError, Simulator,
+};
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -116,9 +119,20 @@ fn launch_config(c: r::LaunchConfig) -> sim::LaunchConfig {
     }
 }
 
-fn new_sim(threads: usize) -> Simulator {
+/// Both engines.
+const ENGINES: [Engine; 2] = [Engine::Interpreter, Engine::Jit];
+
+/// Every compiler with every engine.
+fn variants() -> impl Iterator<Item = (Compiler, Engine)> {
+    Compiler::ALL
+        .into_iter()
+        .flat_map(|c| ENGINES.map(move |e| (c, e)))
+}
+
+fn new_sim(threads: usize, engine: Engine) -> Simulator {
     Simulator::new(SimConfig {
         threads,
+        engine,
         ..SimConfig::default()
     })
 }
@@ -158,10 +172,13 @@ fn each_variant_of(
     mut body: impl FnMut(&mut Simulator, &sim::Module, &str),
 ) {
     for &c in compilers {
-        for threads in [1, 2] {
-            let mut s = new_sim(threads);
-            let m = load(&mut s, kernel, c);
-            body(&mut s, &m, &format!("{kernel}.{} t{threads}", c.tag()));
+        for engine in ENGINES {
+            for threads in [1, 2] {
+                let mut s = new_sim(threads, engine);
+                let m = load(&mut s, kernel, c);
+                let ctx = format!("{kernel}.{} t{threads} {}", c.tag(), engine.name());
+                body(&mut s, &m, &ctx);
+            }
         }
     }
 }
@@ -193,7 +210,7 @@ fn n_arg(n: usize) -> KernelArg {
 fn every_corpus_module_loads() {
     for kernel in r::WORKING_KERNELS.iter().chain(&r::BROKEN_KERNELS) {
         for c in Compiler::ALL {
-            load(&mut new_sim(1), kernel, c);
+            load(&mut new_sim(1, Engine::Interpreter), kernel, c);
         }
     }
 }
@@ -436,8 +453,8 @@ fn math() {
     let i = r::math::Inputs::new();
     let want = r::math::reference(&i);
     let n = i.x.len();
-    for c in Compiler::ALL {
-        let mut s = new_sim(1);
+    for (c, engine) in variants() {
+        let mut s = new_sim(1, engine);
         let m = load(&mut s, "math", c);
         let s = &mut s;
         let (x, y, k) = (upload(s, &i.x), upload(s, &i.y), upload(s, &i.k));
@@ -777,10 +794,10 @@ fn assert_sticky_then_reset(s: &mut Simulator, ctx: &str) {
 #[test]
 fn oob_write_reports_the_store_past_the_end() {
     use r::broken::oob_write::*;
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         for threads in [1, 2] {
             let ctx = format!("oob_write.{} t{threads}", c.tag());
-            let mut s = new_sim(threads);
+            let mut s = new_sim(threads, engine);
             let m = load(&mut s, "oob_write", c);
             let out = zeros::<f32>(&mut s, N as usize);
             let err = s
@@ -819,9 +836,9 @@ fn oob_write_reports_the_store_past_the_end() {
 fn use_after_free_reports_the_freed_allocation() {
     use r::broken::use_after_free::*;
     let input: Vec<f32> = (0..N).map(|v| v as f32 * 0.5).collect();
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         let ctx = format!("use_after_free.{}", c.tag());
-        let mut s = new_sim(1);
+        let mut s = new_sim(1, engine);
         let m = load(&mut s, "use_after_free", c);
         let cfg = launch_config(CONFIG);
         // With `in` alive the kernel is correct.
@@ -876,9 +893,9 @@ fn use_after_free_reports_the_freed_allocation() {
 #[test]
 fn divergent_barrier_is_reported_not_hung() {
     use r::broken::divergent_barrier::*;
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         let ctx = format!("divergent_barrier.{}", c.tag());
-        let mut s = new_sim(1);
+        let mut s = new_sim(1, engine);
         let m = load(&mut s, "divergent_barrier", c);
         let data = upload(&mut s, &vec![1.0f32; N as usize]);
         let err = s
@@ -916,11 +933,12 @@ fn divergent_barrier_is_reported_not_hung() {
 #[test]
 fn infinite_loop_times_out() {
     use r::broken::infinite_loop::*;
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         let ctx = format!("infinite_loop.{}", c.tag());
         let mut s = Simulator::new(SimConfig {
             threads: 1,
             instruction_budget: 200_000,
+            engine,
             ..SimConfig::default()
         });
         let m = load(&mut s, "infinite_loop", c);
@@ -972,9 +990,9 @@ fn ptx_line(kernel: &str, c: Compiler, needle: &str) -> u32 {
 #[test]
 fn misaligned_load_is_reported() {
     use r::broken::misaligned::*;
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         let ctx = format!("misaligned.{}", c.tag());
-        let mut s = new_sim(1);
+        let mut s = new_sim(1, engine);
         let m = load(&mut s, "misaligned", c);
         let base = zeros::<u8>(&mut s, 4 * N as usize + 4);
         let out = zeros::<i32>(&mut s, N as usize);
@@ -1022,9 +1040,9 @@ fn misaligned_load_is_reported() {
 #[test]
 fn shared_out_of_bounds_is_reported() {
     use r::broken::shared_oob::*;
-    for c in Compiler::ALL {
+    for (c, engine) in variants() {
         let ctx = format!("shared_oob.{}", c.tag());
-        let mut s = new_sim(1);
+        let mut s = new_sim(1, engine);
         let m = load(&mut s, "shared_oob", c);
         let input = upload(&mut s, &vec![1.0f32; 128]);
         let out = zeros::<f32>(&mut s, 128);

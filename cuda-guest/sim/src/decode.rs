@@ -642,9 +642,9 @@ pub(crate) struct Program {
     /// which only an engine running a warp's lanes together (the interpreter) runs as a
     /// GPU does.
     pub lockstep: bool,
-    /// The kernel compiled by the JIT, made at its first launch; `None` when the JIT
-    /// does not take it (see `jit::compile`).
-    pub jit: std::sync::OnceLock<Option<crate::jit::Kernel>>,
+    /// The kernel compiled by the JIT, made at its first launch, or why the JIT does
+    /// not take it (see `jit::compile`).
+    pub jit: std::sync::OnceLock<Result<crate::jit::Kernel, String>>,
 }
 
 /// Most registers a kernel may declare (with inlined calls).

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod jitrun;
+pub(crate) use jitrun::kernel as jit_kernel;
 
 const FULL: u32 = u32::MAX;
 
@@ -3506,7 +3507,7 @@ pub(crate) fn launch(
     let compiled = (config.engine == crate::Engine::Jit
         && workspace == 0
         && params.len() >= prog.param_size as usize)
-        .then(|| jitrun::kernel(prog))
+        .then(|| jitrun::kernel(prog).ok())
         .flatten();
     let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
         Some(k) => jitrun::worker(l, k, next, total, id),
@@ -3548,6 +3549,11 @@ pub(crate) fn launch(
         warp_instructions: l.executed.load(Relaxed),
         blocks: total.min(next.load(Relaxed)),
         elapsed: start.elapsed().max(Duration::from_nanos(1)),
+        engine: if compiled.is_some() {
+            crate::Engine::Jit
+        } else {
+            crate::Engine::Interpreter
+        },
     })
 }
 

@@ -99,7 +99,7 @@ pub(crate) struct Helpers {
     pub bin: usize,
     /// `(ctx, pc, a) -> d` of an [`Op::Un`] or [`Op::Cvt`].
     pub un: usize,
-    /// `(ctx, pc, a, b, c) -> d` of an [`Op::Ter`].
+    /// `(ctx, pc, a, b, c) -> d` of an [`Op::Ter`] or [`Op::Prmt`].
     pub ter: usize,
     /// `(ctx, pc, a, b) -> 0 or 1` of an [`Op::Setp`]'s comparison.
     pub cmp: usize,
@@ -190,6 +190,7 @@ fn unsupported(op: &Op) -> Option<&'static str> {
         | Op::Pack { .. }
         | Op::Unpack { .. }
         | Op::Lop3 { .. }
+        | Op::Prmt(..)
         | Op::LdParam { .. }
         | Op::Bra { .. }
         | Op::Exit
@@ -931,7 +932,7 @@ impl<'a> Lower<'a> {
                 let r = self.call(self.sigs.un, self.h.un, &[self.ctx, p, av]);
                 self.set(*d, r);
             }
-            Op::Ter(_, d, a, b, c) => {
+            Op::Ter(_, d, a, b, c) | Op::Prmt(d, a, b, c) => {
                 let (av, bv, cv, p) = (self.reg(*a), self.reg(*b), self.reg(*c), pcv(self));
                 let r = self.call(self.sigs.ter, self.h.ter, &[self.ctx, p, av, bv, cv]);
                 self.set(*d, r);

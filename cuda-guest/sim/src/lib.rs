@@ -436,6 +436,8 @@ pub struct LaunchReport {
     pub blocks: u64,
     /// Wall time of the launch.
     pub elapsed: Duration,
+    /// The engine that ran it: [`Engine::Jit`] when the JIT compiled the kernel.
+    pub engine: Engine,
 }
 
 /// Simulator errors.
@@ -607,6 +609,13 @@ impl Kernel {
     /// Kernel name.
     pub fn name(&self) -> &str {
         &self.prog.name
+    }
+    /// Whether [`Engine::Jit`] runs this kernel as compiled code (compiling it now if
+    /// no launch has yet): `Ok(())`, or why the interpreter runs it.
+    pub fn jit(&self) -> Result<(), String> {
+        exec::jit_kernel(&self.prog)
+            .map(drop)
+            .map_err(str::to_string)
     }
     /// Parameter list (names, types, sizes, alignments, offsets).
     pub fn params(&self) -> &[ptx::Param] {

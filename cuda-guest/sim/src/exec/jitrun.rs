@@ -19,18 +19,19 @@ fn helpers() -> Helpers {
     }
 }
 
-/// The compiled form of `prog`, compiled at its first launch; `None` when the JIT does
-/// not take it (the reason is logged once).
-pub(super) fn kernel(prog: &Program) -> Option<&Kernel> {
+/// The compiled form of `prog`, compiled the first time it is asked for, or why the
+/// JIT does not take it (logged then).
+pub(crate) fn kernel(prog: &Program) -> Result<&Kernel, &str> {
     prog.jit
-        .get_or_init(|| match jit::compile(prog, &helpers()) {
-            Ok(k) => Some(k),
-            Err(why) => {
+        .get_or_init(|| {
+            let k = jit::compile(prog, &helpers());
+            if let Err(why) = &k {
                 log::debug!("kernel {}: interpreted, not compiled: {why}", prog.name);
-                None
             }
+            k
         })
         .as_ref()
+        .map_err(|e| e.as_str())
 }
 
 /// What the helpers reach through [`Ctx::host`].
@@ -170,6 +171,7 @@ extern "C" fn h_ter(ctx: *mut Ctx, pc: u32, a: u64, b: u64, c: u64) -> u64 {
             f(&mut r, 3, 0, 1, 2, 1);
             r[96]
         }
+        Some(Op::Prmt(..)) => ops::prmt(a, b, c),
         _ => 0,
     }
 }
