@@ -3,10 +3,11 @@
 //! reduction over 2^24 f32, a 16x16-tiled matmul 512x512x512, a shared-memory 32x32-tile
 //! transpose of 4096x4096 f32 and a global-atomic histogram of 2^24 words into 256
 //! bins; each on 1, 2, 4, ... host threads up to every core. The kernels are NVRTC 12.9
-//! builds of `tests/ptx/basic.cu` (`bench.ptx`). This is what `vmgpu cuda bench`
-//! reports; nothing here asserts a time.
+//! builds of `tests/ptx/basic.cu` (`bench.ptx`). A kernel the JIT runs is measured on
+//! the interpreter too (first thread count), the JIT's baseline in the same run. This
+//! is what `vmgpu cuda bench` reports; nothing here asserts a time.
 
-use super::{DevicePtr, KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
+use super::{DevicePtr, Engine, KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,12 @@ pub struct BenchResult {
     pub sim: Vec<(usize, Duration)>,
     /// Warp instructions per launch.
     pub warp_instructions: u64,
+    /// The engine that ran the simulator's launches (the default: the JIT where it
+    /// takes the kernel).
+    pub engine: Engine,
+    /// The interpreter's time on the first thread count, measured in the same run, when
+    /// the JIT ran the kernel (the baseline of its speed-up).
+    pub interpreted: Option<Duration>,
 }
 
 impl BenchResult {
@@ -95,6 +102,12 @@ impl BenchResult {
     /// Simulator time on `threads` threads over the native time.
     pub fn ratio(&self, threads: usize) -> Option<f64> {
         Some(self.time(threads)?.as_secs_f64() / self.native.as_secs_f64())
+    }
+    /// The interpreter's time over the engine's, on the first thread count (when the
+    /// JIT ran the kernel).
+    pub fn jit_speedup(&self) -> Option<f64> {
+        let &(_, first) = self.sim.first()?;
+        Some(self.interpreted?.as_secs_f64() / first.as_secs_f64())
     }
     /// Speed-up from the first thread count measured (1 by default) to `threads`.
     pub fn scaling(&self, threads: usize) -> Option<f64> {
@@ -191,33 +204,56 @@ fn close(got: &[f32], want: &[f32], tolerance: f32) -> bool {
             .all(|(g, w)| (g - w).abs() <= tolerance)
 }
 
-/// Runs `case` on each simulator (one per thread count), checking its result.
+/// Runs `case` on simulator `s`, checking its result: the best time, the warp
+/// instructions and the engine of its launches.
+fn measure_on(
+    case: &Case,
+    s: &mut Simulator,
+    repeats: usize,
+) -> Result<(Duration, u64, Engine), SimError> {
+    let m = s.load_module("bench.ptx", BENCH_PTX)?;
+    let l = (case.setup)(s)?;
+    let (mut wi, mut engine) = (0, s.config().engine);
+    let t = best(repeats, || {
+        (case.before)(s, &l.bufs)?;
+        let r = s.launch(&m, case.kernel, l.config, &l.args)?;
+        (wi, engine) = (r.warp_instructions, r.engine);
+        Ok(r.elapsed)
+    })?;
+    if !(case.check)(s, &l.bufs)? {
+        return Err(SimError::InvalidLaunch {
+            kernel: case.kernel.into(),
+            message: format!(
+                "simulated result ({}, {} thread(s)) differs from the native loop",
+                engine.name(),
+                s.config().threads
+            ),
+        });
+    }
+    for p in l.bufs {
+        s.free(p)?;
+    }
+    s.unload_module(&m)?;
+    Ok((t, wi, engine))
+}
+
+/// Runs `case` on each simulator (one per thread count), checking its result; when the
+/// JIT ran it, on the interpreter too (the first thread count), for the JIT's speed-up.
 fn measure(case: Case, sims: &mut [Simulator], repeats: usize) -> Result<BenchResult, SimError> {
     let mut sim = vec![];
-    let mut wi = 0;
+    let (mut wi, mut engine) = (0, Engine::Interpreter);
     for s in sims.iter_mut() {
-        let m = s.load_module("bench.ptx", BENCH_PTX)?;
-        let l = (case.setup)(s)?;
-        let t = best(repeats, || {
-            (case.before)(s, &l.bufs)?;
-            let r = s.launch(&m, case.kernel, l.config, &l.args)?;
-            wi = r.warp_instructions;
-            Ok(r.elapsed)
-        })?;
-        if !(case.check)(s, &l.bufs)? {
-            return Err(SimError::InvalidLaunch {
-                kernel: case.kernel.into(),
-                message: format!(
-                    "simulated result on {} thread(s) differs from the native loop",
-                    s.config().threads
-                ),
-            });
-        }
-        for p in l.bufs {
-            s.free(p)?;
-        }
-        s.unload_module(&m)?;
+        let (t, w, e) = measure_on(&case, s, repeats)?;
+        (wi, engine) = (w, e);
         sim.push((s.config().threads, t));
+    }
+    let mut interpreted = None;
+    if let (Engine::Jit, Some(first)) = (engine, sims.first()) {
+        let mut s = Simulator::new(SimConfig {
+            engine: Engine::Interpreter,
+            ..first.config().clone()
+        });
+        interpreted = Some(measure_on(&case, &mut s, repeats)?.0);
     }
     Ok(BenchResult {
         name: case.name,
@@ -225,6 +261,8 @@ fn measure(case: Case, sims: &mut [Simulator], repeats: usize) -> Result<BenchRe
         native: case.native,
         sim,
         warp_instructions: wi,
+        engine,
+        interpreted,
     })
 }
 
@@ -568,6 +606,7 @@ pub fn report(results: &[BenchResult]) -> String {
     for t in threads.iter().skip(1) {
         s += &format!(" {:>9}", format!("x on {t}t"));
     }
+    s += &format!(" {:>12} {:>10} {:>8}", "engine", "interp", "jit x");
     s += "\n";
     for r in results {
         s += &format!(
@@ -583,6 +622,11 @@ pub fn report(results: &[BenchResult]) -> String {
         s += &format!(" {:>7.2}x", r.ratio(first).unwrap_or(f64::NAN));
         for &(t, _) in r.sim.iter().skip(1) {
             s += &format!(" {:>8.2}x", r.scaling(t).unwrap_or(f64::NAN));
+        }
+        s += &format!(" {:>12}", r.engine.name());
+        match (r.interpreted, r.jit_speedup()) {
+            (Some(i), Some(x)) => s += &format!(" {:>8.1}ms {:>7.2}x", i.as_secs_f64() * 1e3, x),
+            _ => s += &format!(" {:>10} {:>8}", "-", "-"),
         }
         s += "\n";
     }

@@ -76,16 +76,36 @@ pub(crate) struct Ctx {
     pub host: *mut std::ffi::c_void,
 }
 
-/// The allocation a memory instruction hit last: an address `a` is inside it, for the
-/// instruction's access size, when `a - base < end`; the host address is `ptr + (a -
-/// base)`. An empty slot has `end` 0.
+/// The allocation a memory instruction hit last, for its access size `total` (a power
+/// of two): an address `a` is inside it and aligned when `(a - base)` rotated right by
+/// log2(`total`) is below `units` (a misaligned offset rotates its low bits to the top);
+/// the host address is then `ptr + (a - base)`. An empty slot has `units` 0; so has an
+/// allocation whose base is not aligned to `total` (its accesses take the slow path).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Slot {
     pub base: u64,
-    pub end: u64,
+    pub units: u64,
     pub ptr: u64,
     pub _pad: u64,
+}
+
+impl Slot {
+    /// The slot of an allocation at `base` of `size` bytes, host memory at `ptr`, for
+    /// accesses of `total` bytes.
+    pub fn new(base: u64, size: u64, ptr: u64, total: u64) -> Slot {
+        let units = if base.is_multiple_of(total) && size >= total {
+            (size - total) / total + 1
+        } else {
+            0
+        };
+        Slot {
+            base,
+            units,
+            ptr,
+            _pad: 0,
+        }
+    }
 }
 
 /// The engine's helpers the compiled code calls (`extern "C"`), by address.
@@ -817,20 +837,18 @@ impl<'a> Lower<'a> {
         let merge = self.b.create_block();
         let p = self.b.append_block_param(merge, ptr);
         let (fast, slow) = (self.b.create_block(), self.b.create_block());
-        let misaligned = self.b.ins().band_imm(addr, (total - 1) as i64);
-        let aligned = self.b.ins().icmp_imm(IntCC::Equal, misaligned, 0);
         let fast_ptr = match sp {
             Sp::Global | Sp::Generic => {
                 let cache = self.f.cache;
                 let slot = (pc as usize * std::mem::size_of::<Slot>()) as i32;
                 let base = self.b.ins().load(I64, trusted(), cache, slot);
-                let end = self.b.ins().load(I64, trusted(), cache, slot + 8);
-                let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
+                let units = self.b.ins().load(I64, trusted(), cache, slot + 8);
                 let o = self.b.ins().isub(addr, base);
-                let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, o, end);
-                let ok = self.b.ins().band(inside, aligned);
+                let r = self.b.ins().rotr_imm(o, total.trailing_zeros() as i64);
+                let ok = self.b.ins().icmp(IntCC::UnsignedLessThan, r, units);
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);
+                let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
                 self.b.ins().iadd(hp, o)
             }
             Sp::Shared | Sp::Local => {
@@ -856,6 +874,8 @@ impl<'a> Lower<'a> {
                     .icmp_imm(IntCC::UnsignedLessThan, o, WINDOW_SIZE as i64);
                 let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, e, len);
                 let ok = self.b.ins().band(small, fits);
+                let misaligned = self.b.ins().band_imm(addr, (total - 1) as i64);
+                let aligned = self.b.ins().icmp_imm(IntCC::Equal, misaligned, 0);
                 let ok = self.b.ins().band(ok, aligned);
                 self.b.ins().brif(ok, fast, &[], slow, &[]);
                 self.b.switch_to_block(fast);

@@ -83,12 +83,7 @@ extern "C" fn h_mem(ctx: *mut Ctx, pc: u32, t: u32, addr: u64) -> *mut u8 {
             if !(write && a.read_only) {
                 // SAFETY: `ctx.cache` has a slot per instruction (`run_blocks`).
                 let slot = unsafe { &mut *(*ctx).cache.add(pc as usize) };
-                *slot = Slot {
-                    base: a.base,
-                    end: (a.size + 1).saturating_sub(total),
-                    ptr: p as u64,
-                    _pad: 0,
-                };
+                *slot = Slot::new(a.base, a.size, p as u64, total);
             }
             p.wrapping_add(o as usize)
         }

@@ -59,6 +59,10 @@ struct SimRow {
     /// One per thread count, in the order run.
     runs: Vec<SimRun>,
     warp_instructions: u64,
+    /// The engine of the runs (`jit` or `interpreter`).
+    engine: &'static str,
+    /// When the JIT ran them: the interpreter's time on the first thread count.
+    interpreted_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -141,6 +145,23 @@ fn sim_figures(rows: &[BenchResult], figures: &mut Vec<Figure>) {
                 ratio,
                 goal,
                 goal_met,
+            });
+        }
+        // The JIT against the interpreter, both measured in this run.
+        if let (Some(&(threads, sim)), Some(interp)) = (r.sim.first(), r.interpreted) {
+            figures.push(Figure {
+                set: "sim",
+                name: format!("{}_jit_{threads}t", r.name),
+                what: format!(
+                    "{} {}: JIT / interpreter, {threads} thread(s)",
+                    r.name, r.size
+                ),
+                unit: "ms",
+                value: ms(sim),
+                baseline: ms(interp),
+                ratio: sim.as_secs_f64() / interp.as_secs_f64(),
+                goal: None,
+                goal_met: None,
             });
         }
         // Issue 16's scaling goal: the speed-up on N threads at least 0.75 N (N <= 16).
@@ -379,6 +400,8 @@ pub fn run(args: &BenchArgs, out: &mut Out) -> anyhow::Result<ExitCode> {
                         })
                         .collect(),
                     warp_instructions: r.warp_instructions,
+                    engine: r.engine.name(),
+                    interpreted_ms: r.interpreted.map(ms),
                 })
                 .collect(),
         });
