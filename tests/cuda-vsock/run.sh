@@ -159,8 +159,10 @@ else
 fi
 # The half frame's session (its number printed by the guest) ended, and the server went on.
 hf=$(sed -nE 's/^PASS half_frame_close \(session ([0-9]+):.*/\1/p' <<<"$guest_out")
-if [ -n "$hf" ] && grep -qE "\\(session $hf\\): session ended" "$server_log" &&
-  grep -A1000 -E "\\(session $hf\\): session ended" "$server_log" | grep -qE '\(session [0-9]+\): connected'; then
+# (The log after that line is read whole first: `grep -q` leaving a pipe early fails the
+# pipeline under pipefail.)
+after_hf=$(grep -A1000 -E "\\(session ${hf:-none}\\): session ended" "$server_log" || true)
+if [ -n "$hf" ] && [ -n "$after_hf" ] && grep -qE '\(session [0-9]+\): connected' <<<"$after_hf"; then
   host_pass server_half_frame_session_ended "session $hf: $(grep -m1 -oE "\\(session $hf\\): session ended[^;]*" "$server_log"), later sessions served"
 else
   host_fail server_half_frame_session_ended "session '${hf:-?}' did not end, or no session came after it, in $server_log"

@@ -748,20 +748,29 @@ fn bench_quick_json_has_every_figure_with_its_baseline() {
         let scaling = runs[1]["scaling"].as_f64().unwrap();
         assert!((scaling - first / second).abs() <= 1e-9 * scaling, "{r}");
         assert!(r["warp_instructions"].as_u64().unwrap() > 0, "{r}");
+        // The JIT runs the kernels without barriers; each is timed on the interpreter too.
+        let jit = ["vector_add", "saxpy", "histogram"].contains(&r["name"].as_str().unwrap());
+        assert_eq!(r["engine"], if jit { "jit" } else { "interpreter" }, "{r}");
+        assert_eq!(
+            r["interpreted_ms"].as_f64().is_some_and(|t| t > 0.0),
+            jit,
+            "{r}"
+        );
     }
     let figures = v["figures"].as_array().unwrap();
     let names: Vec<&str> = figures
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    let want: Vec<String> = benches
+    let want: Vec<String> = results
         .iter()
-        .flat_map(|b| {
-            [
-                format!("{b}_1t"),
-                format!("{b}_2t"),
-                format!("{b}_scaling_2t"),
-            ]
+        .flat_map(|r| {
+            let b = r["name"].as_str().unwrap();
+            let jit = (r["engine"] == "jit").then(|| format!("{b}_jit_1t"));
+            [format!("{b}_1t"), format!("{b}_2t")]
+                .into_iter()
+                .chain(jit)
+                .chain([format!("{b}_scaling_2t")])
         })
         .collect();
     assert_eq!(names, want);
@@ -788,7 +797,12 @@ fn bench_quick_json_has_every_figure_with_its_baseline() {
     assert_eq!(goal("transpose_1t"), Value::Null);
     assert_eq!(goal("vector_add_2t"), Value::Null);
     assert_eq!(goal("histogram_scaling_2t"), ">= 0.75");
-    assert_eq!(figures[2]["baseline"], 2.0);
+    let scaling = figures
+        .iter()
+        .find(|f| f["name"] == "vector_add_scaling_2t")
+        .unwrap();
+    assert_eq!(scaling["baseline"], 2.0);
+    assert_eq!(goal("vector_add_jit_1t"), Value::Null);
 }
 
 #[test]
