@@ -326,6 +326,7 @@ fn compiled_operations_agree_with_the_interpreter() {
   atom.global.add.u32 %r57, [%rd30], 3;
   atom.global.max.s32 %r57, [%rd30+4], %r5;
   atom.global.cas.b32 %r57, [%rd30+8], %r6, %r7;
+  atom.global.inc.u32 %r57, [%rd30+12], 1000;
   // results, 16 words per thread
   st.global.v4.u32 [%rd3], {%r12, %r13, %r14, %r15};
   st.global.v4.u32 [%rd3+16], {%r16, %r17, %r18, %r19};
@@ -441,7 +442,7 @@ fn compiled_faults_are_reported_as_the_interpreter_reports_them() {
             ),
         )
     };
-    let cases: [(&str, u64); 9] = [
+    let cases: [(&str, u64); 10] = [
         // Past the end of the buffer (the 64th thread of the second block).
         ("  st.global.u32 [%rd4], %r1;", 0),
         ("  ld.global.u32 %r1, [%rd4];", 8),
@@ -454,6 +455,7 @@ fn compiled_faults_are_reported_as_the_interpreter_reports_them() {
         ("  st.shared.u32 [%r3], %r1;", 0),
         ("  ld.local.u32 %r1, [%r3];", 0),
         ("  atom.global.add.u32 %r1, [%rd4], 1;", 4),
+        ("  atom.global.exch.b32 %r1, [%rd4], 1;", 2),
         // A store to a kernel parameter.
         (
             "  mov.u64 %rd5, p;\n  cvta.param.u64 %rd5, %rd5;\n  st.u64 [%rd5], %rd1;",

@@ -2036,10 +2036,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 b,
                 c,
             } => {
-                let size: u64 = match ty {
-                    AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
-                    _ => 8,
-                };
+                let size = atom_size(*ty);
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let bv = w.regs[*b as usize * 32 + l];
@@ -3222,6 +3219,14 @@ fn write_le(buf: &mut [u8], o: usize, size: u8, v: u64) {
         2 => buf[o..o + 2].copy_from_slice(&(v as u16).to_le_bytes()),
         4 => buf[o..o + 4].copy_from_slice(&(v as u32).to_le_bytes()),
         _ => buf[o..o + 8].copy_from_slice(&v.to_le_bytes()),
+    }
+}
+
+/// The bytes an atomic of type `ty` reads and writes.
+fn atom_size(ty: AtomTy) -> u64 {
+    match ty {
+        AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
+        _ => 8,
     }
 }
 

@@ -22,14 +22,14 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::decode::{
-    reads_writes, Aff, BoolOp, FltOp, Inst, IntOp, Op, Program, Sem, Sp, LOCAL_WINDOW, NSPECIAL,
-    SHARED_WINDOW, WINDOW_SIZE,
+    reads_writes, Aff, AtomOp, AtomTy, BoolOp, FltOp, Inst, IntOp, Op, Program, Sem, Sp,
+    LOCAL_WINDOW, NSPECIAL, SHARED_WINDOW, WINDOW_SIZE,
 };
 use crate::ops::{CvtTy, Rnd};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F32, F64, I16, I32, I64, I8};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, InstBuilder, MemFlags, SigRef, Signature, Type, Value,
+    AbiParam, AtomicRmwOp, Block, BlockArg, InstBuilder, MemFlags, SigRef, Signature, Type, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -111,7 +111,8 @@ impl Slot {
 /// The engine's helpers the compiled code calls (`extern "C"`), by address.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Helpers {
-    /// `(ctx, pc, thread, address) -> host pointer`, null after recording a fault.
+    /// `(ctx, pc, thread, address) -> host pointer` of an `ld`, `st` or `atom`, null
+    /// after recording a fault.
     pub mem: usize,
     /// `(ctx, pc, thread instructions) -> 0`, or 1 after recording a timeout.
     pub tick: usize,
@@ -432,8 +433,9 @@ struct Lower<'a> {
     next_blk: Block,
     fail_blk: Block,
     sigs: Sigs,
-    /// Backward branches' budget checks: their block, pc and destination.
-    back_edges: Vec<(Block, u32, Block)>,
+    /// Backward branches' budget checks: their block, pc, destination and the loop's
+    /// length in instructions.
+    back_edges: Vec<(Block, u32, Block, u64)>,
 }
 
 struct Sigs {
@@ -568,6 +570,13 @@ impl<'a> Lower<'a> {
         let ok = self.b.create_block();
         self.b.ins().brif(rc, self.fail_blk, &[], ok, &[]);
         self.b.switch_to_block(ok);
+    }
+
+    /// Counts `n` more thread instructions.
+    fn count(&mut self, n: u64) {
+        let c = self.b.use_var(self.cnt);
+        let c = self.b.ins().iadd_imm(c, n as i64);
+        self.b.def_var(self.cnt, c);
     }
 
     /// Checks the budget when the count has reached [`TICK`].
@@ -707,10 +716,6 @@ impl<'a> Lower<'a> {
                     self.b.ins().jump(blk, &[]);
                 }
                 self.b.switch_to_block(blk);
-                let len = (pc + 1..=n).find(|&x| x == n || leaders[x]).unwrap_or(n) - pc;
-                let c = self.b.use_var(self.cnt);
-                let c = self.b.ins().iadd_imm(c, len as i64);
-                self.b.def_var(self.cnt, c);
                 open = true;
             }
             if !open {
@@ -752,14 +757,19 @@ impl<'a> Lower<'a> {
         if open {
             self.b.ins().jump(self.exit_blk, &[]);
         }
-        for (tb, pc, to) in std::mem::take(&mut self.back_edges) {
+        // Instructions are counted per loop iteration (the loop's length, at its
+        // backward branch) and per thread (the kernel's length, at its exit): the
+        // interpreter's count as a warp runs them all, lanes on or off.
+        for (tb, pc, to, len) in std::mem::take(&mut self.back_edges) {
             self.b.switch_to_block(tb);
+            self.count(len);
             self.tick_check(pc);
             self.b.ins().jump(to, &[]);
         }
 
         // Exit, then the next thread.
         self.b.switch_to_block(self.exit_blk);
+        self.count((n + prog.prologue.len()) as u64);
         self.b.ins().jump(self.next_blk, &[]);
         self.b.switch_to_block(self.next_blk);
         self.tick_check(u32::MAX);
@@ -804,7 +814,7 @@ impl<'a> Lower<'a> {
             return to;
         }
         let tb = self.b.create_block();
-        self.back_edges.push((tb, pc, to));
+        self.back_edges.push((tb, pc, to, (pc - target + 1) as u64));
         tb
     }
 
@@ -883,6 +893,7 @@ impl<'a> Lower<'a> {
             }
         };
         self.b.ins().jump(merge, &[BlockArg::Value(fast_ptr)]);
+        self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);
         let pcv = self.b.ins().iconst(I32, pc as i64);
         let tv = self.b.use_var(self.t);
@@ -1152,6 +1163,50 @@ impl<'a> Lower<'a> {
                     self.b
                         .ins()
                         .store(MemFlags::new(), v, p, (k * *size as usize) as i32);
+                }
+            }
+            Op::Atom {
+                sp,
+                op,
+                ty: ty @ (AtomTy::U32 | AtomTy::S32),
+                d,
+                a,
+                off,
+                b,
+                c,
+            } if !matches!(op, AtomOp::Inc | AtomOp::Dec) => {
+                // A 32-bit integer atomic the CPU has: on the checked address.
+                let av = self.reg(*a);
+                let addr = self.b.ins().iadd_imm(av, *off);
+                let p = self.address(pc, *sp, addr, 4);
+                let bv = self.reg(*b);
+                let x = self.b.ins().ireduce(I32, bv);
+                let flags = MemFlags::new();
+                let signed = *ty == AtomTy::S32;
+                let old = match op {
+                    AtomOp::Cas => {
+                        let cv = self.reg(*c);
+                        let y = self.b.ins().ireduce(I32, cv);
+                        self.b.ins().atomic_cas(flags, p, x, y)
+                    }
+                    _ => {
+                        let rmw = match op {
+                            AtomOp::Add => AtomicRmwOp::Add,
+                            AtomOp::Min if signed => AtomicRmwOp::Smin,
+                            AtomOp::Min => AtomicRmwOp::Umin,
+                            AtomOp::Max if signed => AtomicRmwOp::Smax,
+                            AtomOp::Max => AtomicRmwOp::Umax,
+                            AtomOp::Exch => AtomicRmwOp::Xchg,
+                            AtomOp::And => AtomicRmwOp::And,
+                            AtomOp::Or => AtomicRmwOp::Or,
+                            _ => AtomicRmwOp::Xor,
+                        };
+                        self.b.ins().atomic_rmw(I32, flags, rmw, p, x)
+                    }
+                };
+                if let Some(d) = d {
+                    let v = self.b.ins().uextend(I64, old);
+                    self.set(*d, v);
                 }
             }
             Op::Atom {

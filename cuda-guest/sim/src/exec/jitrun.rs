@@ -72,6 +72,7 @@ extern "C" fn h_mem(ctx: *mut Ctx, pc: u32, t: u32, addr: u64) -> *mut u8 {
     let (sp, total, write) = match inst_at(ex.l.prog, pc).map(|i| &i.op) {
         Some(Op::Ld { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, false),
         Some(Op::St { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, true),
+        Some(Op::Atom { sp, ty, .. }) => (*sp, atom_size(*ty), true),
         _ => return std::ptr::null_mut(),
     };
     let ls = ex.l.prog.local_size as usize;
@@ -190,10 +191,7 @@ extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) 
         return 1;
     };
     let (sp, op, ty) = (*sp, *op, *ty);
-    let size: u64 = match ty {
-        AtomTy::U32 | AtomTy::S32 | AtomTy::F32 => 4,
-        _ => 8,
-    };
+    let size = atom_size(ty);
     let ls = ex.l.prog.local_size as usize;
     let (wid, lane) = (t / 32, (t % 32) as usize);
     match ex.resolve(sp, addr, size, size, true, wid, lane, pc, ls) {
