@@ -555,6 +555,25 @@ pub(crate) enum FltOp {
     Fma,
 }
 
+impl Op {
+    /// An [`Op::Cvt`]'s conversion of one value (`None` for any other operation).
+    pub fn cvt_one(&self, a: u64) -> Option<u64> {
+        let Op::Cvt {
+            dt,
+            st,
+            rnd,
+            irnd,
+            sat,
+            ftz,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(ops::cvt_one(a, *st, *dt, *rnd, *irnd, *sat, *ftz))
+    }
+}
+
 /// A decoded instruction.
 #[derive(Debug, Clone)]
 pub(crate) struct Inst {

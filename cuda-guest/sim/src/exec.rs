@@ -2009,20 +2009,11 @@ impl<'a, 'b> Exec<'a, 'b> {
                     write(&mut w.regs, *p, &out, mask);
                 }
             }
-            Op::Cvt {
-                d,
-                a,
-                dt,
-                st,
-                rnd,
-                irnd,
-                sat,
-                ftz,
-            } => {
+            Op::Cvt { d, a, .. } => {
                 let mut out: Lanes = [0; 32];
                 let av = lanes(&w.regs, *a);
                 each_lane!(mask, l, {
-                    out[l] = ops::cvt_one(av[l], *st, *dt, *rnd, *irnd, *sat, *ftz);
+                    out[l] = op.cvt_one(av[l]).unwrap_or(0);
                 });
                 write(&mut w.regs, *d, &out, mask);
             }
@@ -3424,8 +3415,23 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             w.detect(r);
         }
     }
-    // Blocks are taken a run at a time (one shared atomic per run, not per block); a
-    // single worker takes them in order.
+    take_blocks(l, next, total, |b| {
+        ex.block_linear = b;
+        ex.run_block(&mut warps)
+    });
+    l.executed.fetch_add(ex.count % TICK, Relaxed);
+}
+
+/// A worker's share of a launch's `total` blocks: runs `block` on each block it takes
+/// until none is left or one fails (the launch then aborts, keeping the fault of the
+/// lowest block for a stable report). Blocks are taken a run at a time (one shared
+/// atomic per run, not per block); a single worker takes them in order.
+fn take_blocks(
+    l: &Launch,
+    next: &AtomicU64,
+    total: u64,
+    mut block: impl FnMut(u64) -> Result<(), SimError>,
+) {
     let run = (total / (l.workers as u64 * 16)).clamp(1, 32);
     'outer: loop {
         if l.abort.load(Relaxed) {
@@ -3439,11 +3445,9 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             if b > first && l.abort.load(Relaxed) {
                 break 'outer;
             }
-            ex.block_linear = b;
-            if let Err(e) = ex.run_block(&mut warps) {
+            if let Err(e) = block(b) {
                 if !matches!(e, SimError::Sticky(_)) {
-                    let mut g = l.error.lock().unwrap_or_else(|e| e.into_inner());
-                    // Keep the fault of the lowest block for a stable report.
+                    let mut g = lock(&l.error);
                     if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
                         *g = Some((b, e));
                     }
@@ -3453,7 +3457,6 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
             }
         }
     }
-    l.executed.fetch_add(ex.count % TICK, Relaxed);
 }
 
 /// Runs a grid of `prog` (of `module`); what it launched in turn is put in `children`,

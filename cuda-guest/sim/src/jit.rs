@@ -550,6 +550,15 @@ impl<'a> Lower<'a> {
             self.b.ins().band_imm(x, mask(bits) as i64)
         }
     }
+    /// Two `bits`-bit operands as 64-bit values: sign-extended (`signed`) or masked.
+    fn operands(&mut self, a: Value, b: Value, bits: u32, signed: bool) -> (Value, Value) {
+        if signed {
+            (self.sext(a, bits), self.sext(b, bits))
+        } else {
+            (self.masked(a, bits), self.masked(b, bits))
+        }
+    }
+
     /// The low `bits` of `x`, sign-extended to 64 bits.
     fn sext(&mut self, x: Value, bits: u32) -> Value {
         if bits >= 64 {
@@ -907,6 +916,26 @@ impl<'a> Lower<'a> {
         p
     }
 
+    /// The address `a + off` of a memory instruction.
+    fn addr_of(&mut self, a: u32, off: i64) -> Value {
+        let av = self.reg(a);
+        self.b.ins().iadd_imm(av, off)
+    }
+
+    /// Registers `d` from consecutive values of `size` bytes at `p + off`, each
+    /// sign-extended (`sext`) and masked to its register (`dmask`).
+    fn load_regs(&mut self, p: Value, off: i32, size: u8, sext: bool, d: &[u32], dmask: u64) {
+        for (k, &r) in d.iter().enumerate() {
+            let v = self.load_sized(p, off + (k * size as usize) as i32, size, sext);
+            let v = if dmask == u64::MAX {
+                v
+            } else {
+                self.b.ins().band_imm(v, dmask as i64)
+            };
+            self.set(r, v);
+        }
+    }
+
     fn load_sized(&mut self, p: Value, off: i32, size: u8, sext: bool) -> Value {
         let flags = MemFlags::new();
         if size == 8 {
@@ -1106,16 +1135,7 @@ impl<'a> Lower<'a> {
                 dmask,
             } => {
                 let params = self.f.params;
-                for k in 0..*n as usize {
-                    let o = *off as i32 + (k * *size as usize) as i32;
-                    let v = self.load_sized(params, o, *size, *sext);
-                    let v = if *dmask == u64::MAX {
-                        v
-                    } else {
-                        self.b.ins().band_imm(v, *dmask as i64)
-                    };
-                    self.set(d[k], v);
-                }
+                self.load_regs(params, *off as i32, *size, *sext, &d[..*n as usize], *dmask);
             }
             Op::Ld {
                 sp,
@@ -1127,19 +1147,9 @@ impl<'a> Lower<'a> {
                 off,
                 dmask,
             } => {
-                let av = self.reg(*a);
-                let addr = self.b.ins().iadd_imm(av, *off);
-                let total = *size as u64 * *n as u64;
-                let p = self.address(pc, *sp, addr, total);
-                for k in 0..*n as usize {
-                    let v = self.load_sized(p, (k * *size as usize) as i32, *size, *sext);
-                    let v = if *dmask == u64::MAX {
-                        v
-                    } else {
-                        self.b.ins().band_imm(v, *dmask as i64)
-                    };
-                    self.set(d[k], v);
-                }
+                let addr = self.addr_of(*a, *off);
+                let p = self.address(pc, *sp, addr, *size as u64 * *n as u64);
+                self.load_regs(p, 0, *size, *sext, &d[..*n as usize], *dmask);
             }
             Op::St {
                 sp,
@@ -1149,10 +1159,8 @@ impl<'a> Lower<'a> {
                 a,
                 off,
             } => {
-                let av = self.reg(*a);
-                let addr = self.b.ins().iadd_imm(av, *off);
-                let total = *size as u64 * *n as u64;
-                let p = self.address(pc, *sp, addr, total);
+                let addr = self.addr_of(*a, *off);
+                let p = self.address(pc, *sp, addr, *size as u64 * *n as u64);
                 for k in 0..*n as usize {
                     let v = self.reg(s[k]);
                     let v = if *size == 8 {
@@ -1176,8 +1184,7 @@ impl<'a> Lower<'a> {
                 c,
             } if !matches!(op, AtomOp::Inc | AtomOp::Dec) => {
                 // A 32-bit integer atomic the CPU has: on the checked address.
-                let av = self.reg(*a);
-                let addr = self.b.ins().iadd_imm(av, *off);
+                let addr = self.addr_of(*a, *off);
                 let p = self.address(pc, *sp, addr, 4);
                 let bv = self.reg(*b);
                 let x = self.b.ins().ireduce(I32, bv);
@@ -1212,8 +1219,7 @@ impl<'a> Lower<'a> {
             Op::Atom {
                 d, a, off, b, c, ..
             } => {
-                let av = self.reg(*a);
-                let addr = self.b.ins().iadd_imm(av, *off);
+                let addr = self.addr_of(*a, *off);
                 let (bv, cv, p) = (self.reg(*b), self.reg(*c), pcv(self));
                 let tv = self.b.use_var(self.t);
                 let t32 = self.b.ins().ireduce(I32, tv);
@@ -1302,11 +1308,7 @@ impl<'a> Lower<'a> {
                 signed,
             } => {
                 let (av, bv) = (self.reg(a), self.reg(b));
-                let (x, y) = if signed {
-                    (self.sext(av, bits as u32), self.sext(bv, bits as u32))
-                } else {
-                    (self.masked(av, bits as u32), self.masked(bv, bits as u32))
-                };
+                let (x, y) = self.operands(av, bv, bits as u32, signed);
                 let r = self.b.ins().imul(x, y);
                 let r = self.masked(r, 2 * bits as u32);
                 self.set(d, r);
@@ -1359,11 +1361,7 @@ impl<'a> Lower<'a> {
                     return false;
                 };
                 let (av, bv) = (self.reg(*a), self.reg(*b));
-                let (x, y) = if signed {
-                    (self.sext(av, bits as u32), self.sext(bv, bits as u32))
-                } else {
-                    (self.masked(av, bits as u32), self.masked(bv, bits as u32))
-                };
+                let (x, y) = self.operands(av, bv, bits as u32, signed);
                 let cc = match (code, signed) {
                     (0, _) => IntCC::Equal,
                     (1, _) => IntCC::NotEqual,
@@ -1394,11 +1392,7 @@ impl<'a> Lower<'a> {
                     IntOp::Or => self.b.ins().bor(av, bv),
                     IntOp::Xor => self.b.ins().bxor(av, bv),
                     IntOp::Min | IntOp::Max => {
-                        let (x, y) = if signed {
-                            (self.sext(av, bits as u32), self.sext(bv, bits as u32))
-                        } else {
-                            (self.masked(av, bits as u32), self.masked(bv, bits as u32))
-                        };
+                        let (x, y) = self.operands(av, bv, bits as u32, signed);
                         let cc = if signed {
                             IntCC::SignedLessThan
                         } else {
@@ -1412,11 +1406,7 @@ impl<'a> Lower<'a> {
                         }
                     }
                     IntOp::Div | IntOp::Rem => {
-                        let (x, y) = if signed {
-                            (self.sext(av, bits as u32), self.sext(bv, bits as u32))
-                        } else {
-                            (self.masked(av, bits as u32), self.masked(bv, bits as u32))
-                        };
+                        let (x, y) = self.operands(av, bv, bits as u32, signed);
                         // Division by zero gives all ones (a remainder: the dividend);
                         // the one signed overflow (64-bit MIN / -1) wraps.
                         let zero = self.b.ins().icmp_imm(IntCC::Equal, y, 0);

@@ -145,15 +145,7 @@ extern "C" fn h_un(ctx: *mut Ctx, pc: u32, a: u64) -> u64 {
             f(&mut r, 1, 0, 1);
             r[32]
         }
-        Some(Op::Cvt {
-            dt,
-            st,
-            rnd,
-            irnd,
-            sat,
-            ftz,
-            ..
-        }) => ops::cvt_one(a, *st, *dt, *rnd, *irnd, *sat, *ftz),
+        Some(op @ Op::Cvt { .. }) => op.cvt_one(a).unwrap_or(0),
         _ => 0,
     }
 }
@@ -210,8 +202,8 @@ extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) 
     }
 }
 
-/// A worker of launch `l` running compiled kernel `k`: blocks taken as
-/// [`super::worker`] takes them.
+/// A worker of launch `l` running compiled kernel `k`: blocks taken as the
+/// interpreter's workers take them ([`take_blocks`]).
 pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u32) {
     let prog = l.prog;
     let n = l.nthreads as usize;
@@ -248,33 +240,10 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         local: local.as_mut_ptr(),
     };
     let mut rest = 0u64;
-    let run = (total / (l.workers as u64 * 16)).clamp(1, 32);
-    'outer: loop {
-        if l.abort.load(Relaxed) {
-            break;
-        }
-        let first = next.fetch_add(run, Relaxed);
-        if first >= total {
-            break;
-        }
-        for b in first..(first + run).min(total) {
-            if b > first && l.abort.load(Relaxed) {
-                break 'outer;
-            }
-            host.ex.block_linear = b;
-            let r = run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest);
-            if let Err(e) = r {
-                if !matches!(e, SimError::Sticky(_)) {
-                    let mut g = lock(&l.error);
-                    if g.as_ref().is_none_or(|(ob, _)| b < *ob) {
-                        *g = Some((b, e));
-                    }
-                }
-                l.abort.store(true, Relaxed);
-                break 'outer;
-            }
-        }
-    }
+    take_blocks(l, next, total, |b| {
+        host.ex.block_linear = b;
+        run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest)
+    });
     l.executed.fetch_add(rest / 32, Relaxed);
     drop(host);
     drop((local, cache, tids));
