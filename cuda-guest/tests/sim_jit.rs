@@ -186,6 +186,34 @@ fn code_that_needs_lanes_together_is_interpreted() {
     }
 }
 
+/// An arithmetic-dense kernel (many float instructions per memory access) stays the
+/// interpreter's, whose warp-wide loops are vectorised; the same kernel with half the
+/// arithmetic is compiled. The results agree either way.
+#[test]
+fn arithmetic_dense_kernels_are_interpreted() {
+    let dense = |fmas: usize| {
+        kernel(
+            ".param .u64 p",
+            &format!(
+                "  .reg .b64 %rd<4>;\n  .reg .b32 %r<2>;\n  .reg .f32 %f<2>;\n  ld.param.u64 %rd1, [p];\n  mov.u32 %r1, %tid.x;\n  mul.wide.u32 %rd2, %r1, 4;\n  add.s64 %rd3, %rd1, %rd2;\n  ld.global.f32 %f1, [%rd3];\n{}  st.global.f32 [%rd3], %f1;\n  ret;",
+                "  fma.rn.f32 %f1, %f1, 0f3F000000, 0f3F800000;\n".repeat(fmas)
+            ),
+        )
+    };
+    let m = sim(Engine::Jit, 1)
+        .load_module("d.ptx", &dense(17))
+        .unwrap();
+    assert_eq!(
+        m.kernel("k").unwrap().jit(),
+        Err("arithmetic-dense (17 float or lane-function instructions, 2 memory accesses): the interpreter's warp-wide loops, vectorised, run it faster".to_string())
+    );
+    assert_eq!(
+        same_on_both(&dense(17), 2, 64, 128, &[]),
+        Engine::Interpreter
+    );
+    assert_eq!(same_on_both(&dense(16), 2, 64, 128, &[]), Engine::Jit);
+}
+
 /// Every kind of operation the JIT compiles, over values near every edge, against the
 /// interpreter: integer arithmetic at each width and signedness, division by zero,
 /// shifts past the width, float arithmetic with NaNs and infinities, comparisons,

@@ -526,6 +526,8 @@ pub(crate) enum Sem {
     Flt { op: FltOp, f64: bool },
     /// `setp` on f32 or f64 with comparison code `code` (as `cmp_code`).
     FCmp { code: u8, f64: bool },
+    /// `neg` (`neg`) or `abs` on f32 or f64: the sign bit flipped or cleared.
+    FSign { neg: bool, f64: bool },
     /// One of the conversions `cvt_fast` has a lane function for (no saturation, no
     /// flush to zero; `rnd` is the float or the integer rounding).
     Cvt { dt: CvtTy, st: CvtTy, rnd: Rnd },
@@ -1727,6 +1729,12 @@ impl<'a> Dec<'a> {
                         op: IntOp::Not,
                         bits: (t.size() * 8) as u8,
                         signed: false,
+                    };
+                }
+                if matches!(i.opcode.as_str(), "neg" | "abs") && is_float {
+                    sem = Sem::FSign {
+                        neg: i.opcode == "neg",
+                        f64: t == ScalarType::F64,
                     };
                 }
                 Op::Un(f, d, a)
@@ -3592,7 +3600,7 @@ fn bin_sem(i: &Instruction, t: ScalarType, is_float: bool, rnd: Rnd, ftz: bool) 
             "add" => FltOp::Add,
             "sub" => FltOp::Sub,
             "mul" => FltOp::Mul,
-            "div" if !i.has("approx") && !i.has("full") => FltOp::Div,
+            "div" => FltOp::Div,
             _ => return Sem::None,
         };
         if rnd != Rnd::N || ftz || i.has("sat") {

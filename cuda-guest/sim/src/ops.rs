@@ -169,6 +169,12 @@ fn split<const N: usize>(
 
 #[inline(always)]
 fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u64) -> u64) {
+    if mk.is_power_of_two() {
+        // One lane (a divergent path's last lane, or the JIT's call for one thread).
+        let l = mk.trailing_zeros() as usize;
+        r[d * 32 + l] = f(r[a * 32 + l], r[b * 32 + l]);
+        return;
+    }
     if mk == u32::MAX {
         if let Some((rd, [ra, rb])) = split(r, d, [a, b]) {
             for l in 0..32 {
@@ -203,6 +209,11 @@ fn map2(r: &mut [u64], d: usize, a: usize, b: usize, mk: u32, f: impl Fn(u64, u6
 }
 #[inline(always)]
 fn map1(r: &mut [u64], d: usize, a: usize, mk: u32, f: impl Fn(u64) -> u64) {
+    if mk.is_power_of_two() {
+        let l = mk.trailing_zeros() as usize;
+        r[d * 32 + l] = f(r[a * 32 + l]);
+        return;
+    }
     if mk == u32::MAX {
         if let Some((rd, [ra])) = split(r, d, [a]) {
             for l in 0..32 {
@@ -237,6 +248,11 @@ fn map3(
     mk: u32,
     f: impl Fn(u64, u64, u64) -> u64,
 ) {
+    if mk.is_power_of_two() {
+        let l = mk.trailing_zeros() as usize;
+        r[d * 32 + l] = f(r[a * 32 + l], r[b * 32 + l], r[c * 32 + l]);
+        return;
+    }
     if mk == u32::MAX {
         if let Some((rd, [ra, rb, rc])) = split(r, d, [a, b, c]) {
             for l in 0..32 {

@@ -41,6 +41,8 @@ struct Host<'e, 'a, 'b> {
     error: Option<SimError>,
     /// The block's local memory (`local_size` bytes per thread).
     local: *mut u8,
+    /// Register rows for the lane functions ([`lane_regs`]).
+    scratch: [u64; 128],
 }
 
 /// The host behind `ctx`.
@@ -113,14 +115,15 @@ extern "C" fn h_tick(ctx: *mut Ctx, pc: u32, n: u64) -> u32 {
     }
 }
 
-/// One lane of a lane function: `regs` holds the sources in lanes 0 of rows 0.., the
-/// result lands in lane 0 of the row after them.
-fn lane_regs(srcs: &[u64]) -> [u64; 128] {
-    let mut r = [0u64; 128];
+/// Rows for one lane of a lane function: the sources in lane 0 of rows 0.., the result
+/// in lane 0 of the row after them (a lane function called with mask 1 reads and writes
+/// lane 0 alone; the other lanes hold whatever the last call left, read only by the
+/// comparisons, whose other lanes' results are dropped).
+fn lane_regs<'h>(host: &'h mut Host, srcs: &[u64]) -> &'h mut [u64; 128] {
     for (k, v) in srcs.iter().enumerate() {
-        r[k * 32] = *v;
+        host.scratch[k * 32] = *v;
     }
-    r
+    &mut host.scratch
 }
 
 extern "C" fn h_bin(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u64 {
@@ -128,8 +131,8 @@ extern "C" fn h_bin(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u64 {
     let host = unsafe { host(ctx) };
     match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
         Some(Op::Bin(f, ..)) => {
-            let mut r = lane_regs(&[a, b]);
-            f(&mut r, 2, 0, 1, 1);
+            let r = lane_regs(host, &[a, b]);
+            f(r, 2, 0, 1, 1);
             r[64]
         }
         _ => 0,
@@ -141,8 +144,8 @@ extern "C" fn h_un(ctx: *mut Ctx, pc: u32, a: u64) -> u64 {
     let host = unsafe { host(ctx) };
     match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
         Some(Op::Un(f, ..)) => {
-            let mut r = lane_regs(&[a]);
-            f(&mut r, 1, 0, 1);
+            let r = lane_regs(host, &[a]);
+            f(r, 1, 0, 1);
             r[32]
         }
         Some(op @ Op::Cvt { .. }) => op.cvt_one(a).unwrap_or(0),
@@ -155,8 +158,8 @@ extern "C" fn h_ter(ctx: *mut Ctx, pc: u32, a: u64, b: u64, c: u64) -> u64 {
     let host = unsafe { host(ctx) };
     match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
         Some(Op::Ter(f, ..)) => {
-            let mut r = lane_regs(&[a, b, c]);
-            f(&mut r, 3, 0, 1, 2, 1);
+            let r = lane_regs(host, &[a, b, c]);
+            f(r, 3, 0, 1, 2, 1);
             r[96]
         }
         Some(Op::Prmt(..)) => ops::prmt(a, b, c),
@@ -168,7 +171,7 @@ extern "C" fn h_cmp(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u32 {
     // SAFETY: as in `h_mem`.
     let host = unsafe { host(ctx) };
     match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Setp { f, .. }) => f(&lane_regs(&[a, b]), 0, 1) & 1,
+        Some(Op::Setp { f, .. }) => f(lane_regs(host, &[a, b]), 0, 1) & 1,
         _ => 0,
     }
 }
@@ -238,6 +241,7 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         ex: &mut ex,
         error: None,
         local: local.as_mut_ptr(),
+        scratch: [0; 128],
     };
     let mut rest = 0u64;
     take_blocks(l, next, total, |b| {
