@@ -125,6 +125,27 @@ fn the_jit_takes_kernels_without_barriers_and_leaves_the_rest() {
         Engine::Interpreter,
         "a kernel with barriers is interpreted"
     );
+    // Global atomics: compiled on one host thread, interpreted on several (contended
+    // atomics back to back from several cores each move a cache line).
+    let hist = [p(0), p(1), ni.clone(), KernelArg::U32(256)];
+    assert_eq!(launch(&mut s, "histogram_atomic", 4, &hist), Engine::Jit);
+    let mut two = sim(Engine::Jit, 2);
+    let m2 = two.load_module("bench.ptx", BENCH_PTX).unwrap();
+    let b2: Vec<DevicePtr> = (0..2).map(|_| two.malloc(4 * n as u64).unwrap()).collect();
+    let r = two
+        .launch(
+            &m2,
+            "histogram_atomic",
+            cfg(4, 256),
+            &[
+                KernelArg::Ptr(b2[0]),
+                KernelArg::Ptr(b2[1]),
+                ni.clone(),
+                KernelArg::U32(256),
+            ],
+        )
+        .unwrap();
+    assert_eq!(r.engine, Engine::Interpreter);
     // The interpreter runs everything when asked to.
     let mut i = sim(Engine::Interpreter, 1);
     let m = i.load_module("bench.ptx", BENCH_PTX).unwrap();

@@ -83,8 +83,8 @@ pub struct BenchResult {
     pub sim: Vec<(usize, Duration)>,
     /// Warp instructions per launch.
     pub warp_instructions: u64,
-    /// The engine that ran the simulator's launches (the default: the JIT where it
-    /// takes the kernel).
+    /// The engine that ran the simulator's launches on the first thread count (the
+    /// default: the JIT where it takes the kernel).
     pub engine: Engine,
     /// The interpreter's time on the first thread count, measured in the same run, when
     /// the JIT ran the kernel (the baseline of its speed-up).
@@ -241,12 +241,14 @@ fn measure_on(
 /// JIT ran it, on the interpreter too (the first thread count), for the JIT's speed-up.
 fn measure(case: Case, sims: &mut [Simulator], repeats: usize) -> Result<BenchResult, SimError> {
     let mut sim = vec![];
-    let (mut wi, mut engine) = (0, Engine::Interpreter);
+    let (mut wi, mut engine) = (0, None);
     for s in sims.iter_mut() {
         let (t, w, e) = measure_on(&case, s, repeats)?;
-        (wi, engine) = (w, e);
+        wi = w;
+        engine.get_or_insert(e);
         sim.push((s.config().threads, t));
     }
+    let engine = engine.unwrap_or(Engine::Interpreter);
     let mut interpreted = None;
     if let (Engine::Jit, Some(first)) = (engine, sims.first()) {
         let mut s = Simulator::new(SimConfig {

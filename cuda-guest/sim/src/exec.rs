@@ -3511,12 +3511,14 @@ pub(crate) fn launch(
         last_error: Mutex::new(HashMap::new()),
     };
     // The JIT's code when it takes the kernel (a cooperative grid's blocks wait for
-    // each other: those are the interpreter's).
+    // each other: those are the interpreter's; so are global atomics on several host
+    // threads, see `jit::Kernel::global_atomics`).
     let compiled = (config.engine == crate::Engine::Jit
         && workspace == 0
         && params.len() >= prog.param_size as usize)
         .then(|| jitrun::kernel(prog).ok())
-        .flatten();
+        .flatten()
+        .filter(|k| workers == 1 || !k.global_atomics);
     let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
         Some(k) => jitrun::worker(l, k, next, total, id),
         None => worker(l, next, total, id),

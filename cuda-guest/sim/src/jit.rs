@@ -133,6 +133,11 @@ pub(crate) struct Helpers {
 pub(crate) struct Kernel {
     module: Option<JITModule>,
     entry: unsafe extern "C" fn(*mut Ctx) -> u32,
+    /// It has atomics on global (or generic) memory: compiled, they run back to back,
+    /// and from several host threads each contended one moves a cache line between
+    /// cores (the bench's histogram: 92 ms on one thread, 378 ms on two); the
+    /// interpreter, slower per atomic, scales better (`exec::launch` picks it then).
+    pub global_atomics: bool,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -408,6 +413,15 @@ fn build(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
     Ok(Kernel {
         module: Some(module),
         entry,
+        global_atomics: prog.insts.iter().any(|i| {
+            matches!(
+                i.op,
+                Op::Atom {
+                    sp: Sp::Global | Sp::Generic,
+                    ..
+                }
+            )
+        }),
     })
 }
 
