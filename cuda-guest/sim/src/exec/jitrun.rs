@@ -48,11 +48,35 @@ struct Host<'e, 'a, 'b> {
 /// The host behind `ctx`.
 ///
 /// # Safety
-/// `ctx` is the `Ctx` [`run_blocks`] passed to the compiled function now running on this
+/// `ctx` is the `Ctx` [`run_block`] passed to the compiled function now running on this
 /// thread, whose `host` points to its live `Host`, borrowed by nothing else meanwhile.
 unsafe fn host<'h>(ctx: *mut Ctx) -> &'h mut Host<'h, 'h, 'h> {
     // SAFETY: as the caller guarantees.
     unsafe { &mut *((*ctx).host as *mut Host<'h, 'h, 'h>) }
+}
+
+/// Runs a helper's body on the host behind `ctx`. A panic in it (a defect of ours)
+/// cannot unwind through compiled code: it becomes the launch's error, and the helper
+/// returns `fail` (the compiled function then fails, or the block does when it returns).
+fn guarded<T>(ctx: *mut Ctx, fail: T, f: impl FnOnce(&mut Host) -> T) -> T {
+    // SAFETY: the helpers are called only by the compiled function `run_block` runs
+    // with `ctx`, whose `host` is that block's live `Host`.
+    let host = unsafe { host(ctx) };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *host))) {
+        Ok(v) => v,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            host.error = Some(SimError::InvalidLaunch {
+                kernel: host.ex.l.prog.name.clone(),
+                message: format!("internal error in a helper of the compiled kernel: {what}"),
+            });
+            fail
+        }
+    }
 }
 
 /// The instruction a helper's `pc` names (a body pc, or [`PROLOGUE`] and an index).
@@ -68,51 +92,55 @@ fn inst_at(prog: &Program, pc: u32) -> Option<&Inst> {
 /// as the interpreter resolves it (the instruction's slot learns a global allocation);
 /// null after recording the fault.
 extern "C" fn h_mem(ctx: *mut Ctx, pc: u32, t: u32, addr: u64) -> *mut u8 {
-    // SAFETY: called by the compiled function that `run_blocks` is running with `ctx`.
-    let host = unsafe { host(ctx) };
-    let ex = &mut *host.ex;
-    let (sp, total, write) = match inst_at(ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Ld { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, false),
-        Some(Op::St { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, true),
-        Some(Op::Atom { sp, ty, .. }) => (*sp, atom_size(*ty), true),
-        _ => return std::ptr::null_mut(),
-    };
-    let ls = ex.l.prog.local_size as usize;
-    let (wid, lane) = (t / 32, (t % 32) as usize);
-    match ex.resolve(sp, addr, total, total, write, wid, lane, pc, ls) {
-        Ok(Target::Global(i, o)) => {
-            let a = &ex.l.live[i];
-            let p = a.host_ptr();
-            if !(write && a.read_only) {
-                // SAFETY: `ctx.cache` has a slot per instruction (`run_blocks`).
-                let slot = unsafe { &mut *(*ctx).cache.add(pc as usize) };
-                *slot = Slot::new(a.base, a.size, p as u64, total);
+    guarded(ctx, std::ptr::null_mut(), |host| {
+        let ex = &mut *host.ex;
+        let (sp, total, write) = match inst_at(ex.l.prog, pc).map(|i| &i.op) {
+            Some(Op::Ld { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, false),
+            Some(Op::St { sp, size, n, .. }) => (*sp, *size as u64 * *n as u64, true),
+            Some(Op::Atom { sp, ty, .. }) => (*sp, atom_size(*ty), true),
+            _ => return std::ptr::null_mut(),
+        };
+        let ls = ex.l.prog.local_size as usize;
+        let (wid, lane) = (t / 32, (t % 32) as usize);
+        match ex.resolve(sp, addr, total, total, write, wid, lane, pc, ls) {
+            Ok(Target::Global(i, o)) => {
+                let a = &ex.l.live[i];
+                let p = a.host_ptr();
+                if !(write && a.read_only) {
+                    // SAFETY: `ctx.cache` has a slot per instruction (`worker`).
+                    let slot = unsafe { &mut *(*ctx).cache.add(pc as usize) };
+                    *slot = Slot::new(a.base, a.size, p as u64, total);
+                }
+                p.wrapping_add(o as usize)
             }
-            p.wrapping_add(o as usize)
+            Ok(Target::Shared(o)) => (ex.shared.as_mut_ptr() as *mut u8).wrapping_add(o),
+            Ok(Target::Local(o)) => host.local.wrapping_add(wid as usize * 32 * ls + o),
+            // Read only: `resolve` refuses a store to the parameters.
+            Ok(Target::Param(o)) => (ex.l.params.as_ptr() as *mut u8).wrapping_add(o),
+            Err(e) => {
+                host.error = Some(e);
+                std::ptr::null_mut()
+            }
         }
-        Ok(Target::Shared(o)) => (ex.shared.as_mut_ptr() as *mut u8).wrapping_add(o),
-        Ok(Target::Local(o)) => host.local.wrapping_add(wid as usize * 32 * ls + o),
-        // Read only: `resolve` refuses a store to the parameters.
-        Ok(Target::Param(o)) => (ex.l.params.as_ptr() as *mut u8).wrapping_add(o),
-        Err(e) => {
-            host.error = Some(e);
-            std::ptr::null_mut()
-        }
-    }
+    })
 }
 
 /// Counts `n` thread instructions and checks the budget, the time limit, cancellation
 /// and other workers' failure: 0 to go on, 1 after recording why not.
 extern "C" fn h_tick(ctx: *mut Ctx, pc: u32, n: u64) -> u32 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    match host.ex.tick_by(n / 32, pc) {
-        Ok(()) => 0,
-        Err(e) => {
-            host.error = Some(e);
-            1
+    guarded(ctx, 1, |host| {
+        if host.error.is_some() {
+            // A helper failed where it could not say so (see `guarded`).
+            return 1;
         }
-    }
+        match host.ex.tick_by(n / 32, pc) {
+            Ok(()) => 0,
+            Err(e) => {
+                host.error = Some(e);
+                1
+            }
+        }
+    })
 }
 
 /// Rows for one lane of a lane function: the sources in lane 0 of rows 0.., the result
@@ -127,82 +155,82 @@ fn lane_regs<'h>(host: &'h mut Host, srcs: &[u64]) -> &'h mut [u64; 128] {
 }
 
 extern "C" fn h_bin(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u64 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Bin(f, ..)) => {
-            let r = lane_regs(host, &[a, b]);
-            f(r, 2, 0, 1, 1);
-            r[64]
+    guarded(ctx, 0, |host| {
+        match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+            Some(Op::Bin(f, ..)) => {
+                let r = lane_regs(host, &[a, b]);
+                f(r, 2, 0, 1, 1);
+                r[64]
+            }
+            _ => 0,
         }
-        _ => 0,
-    }
+    })
 }
 
 extern "C" fn h_un(ctx: *mut Ctx, pc: u32, a: u64) -> u64 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Un(f, ..)) => {
-            let r = lane_regs(host, &[a]);
-            f(r, 1, 0, 1);
-            r[32]
+    guarded(ctx, 0, |host| {
+        match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+            Some(Op::Un(f, ..)) => {
+                let r = lane_regs(host, &[a]);
+                f(r, 1, 0, 1);
+                r[32]
+            }
+            Some(op @ Op::Cvt { .. }) => op.cvt_one(a).unwrap_or(0),
+            _ => 0,
         }
-        Some(op @ Op::Cvt { .. }) => op.cvt_one(a).unwrap_or(0),
-        _ => 0,
-    }
+    })
 }
 
 extern "C" fn h_ter(ctx: *mut Ctx, pc: u32, a: u64, b: u64, c: u64) -> u64 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Ter(f, ..)) => {
-            let r = lane_regs(host, &[a, b, c]);
-            f(r, 3, 0, 1, 2, 1);
-            r[96]
+    guarded(ctx, 0, |host| {
+        match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+            Some(Op::Ter(f, ..)) => {
+                let r = lane_regs(host, &[a, b, c]);
+                f(r, 3, 0, 1, 2, 1);
+                r[96]
+            }
+            Some(Op::Prmt(..)) => ops::prmt(a, b, c),
+            _ => 0,
         }
-        Some(Op::Prmt(..)) => ops::prmt(a, b, c),
-        _ => 0,
-    }
+    })
 }
 
 extern "C" fn h_cmp(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u32 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
-        Some(Op::Setp { f, .. }) => f(lane_regs(host, &[a, b]), 0, 1) & 1,
-        _ => 0,
-    }
+    guarded(ctx, 0, |host| {
+        match inst_at(host.ex.l.prog, pc).map(|i| &i.op) {
+            Some(Op::Setp { f, .. }) => f(lane_regs(host, &[a, b]), 0, 1) & 1,
+            _ => 0,
+        }
+    })
 }
 
 /// `atom` at `pc` by thread `t`: 0 with the old value in `ctx.ret`, or 1 after
 /// recording the fault.
 extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) -> u32 {
-    // SAFETY: as in `h_mem`.
-    let host = unsafe { host(ctx) };
-    let ex = &mut *host.ex;
-    let Some(Op::Atom { sp, op, ty, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
-        return 1;
-    };
-    let (sp, op, ty) = (*sp, *op, *ty);
-    let size = atom_size(ty);
-    let ls = ex.l.prog.local_size as usize;
-    let (wid, lane) = (t / 32, (t % 32) as usize);
-    match ex.resolve(sp, addr, size, size, true, wid, lane, pc, ls) {
-        Ok(target) => {
-            // `compile` refuses atomics on local memory: no lane's local memory is
-            // reached here.
-            let old = ex.atom_at(target, op, ty, size, b, c, &mut []);
-            // SAFETY: `ctx` is valid (as above); only this thread uses it.
-            unsafe { (*ctx).ret = old };
-            0
+    guarded(ctx, 1, |host| {
+        let ex = &mut *host.ex;
+        let Some(Op::Atom { sp, op, ty, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
+            return 1;
+        };
+        let (sp, op, ty) = (*sp, *op, *ty);
+        let size = atom_size(ty);
+        let ls = ex.l.prog.local_size as usize;
+        let (wid, lane) = (t / 32, (t % 32) as usize);
+        match ex.resolve(sp, addr, size, size, true, wid, lane, pc, ls) {
+            Ok(target) => {
+                // `compile` refuses atomics on local memory: no lane's local memory is
+                // reached here.
+                let old = ex.atom_at(target, op, ty, size, b, c, &mut []);
+                // SAFETY: `ctx` is valid (as above); only this thread uses it.
+                unsafe { (*ctx).ret = old };
+                0
+            }
+            Err(e) => {
+                host.error = Some(e);
+                1
+            }
         }
-        Err(e) => {
-            host.error = Some(e);
-            1
-        }
-    }
+    })
 }
 
 /// A worker of launch `l` running compiled kernel `k`: blocks taken as the
@@ -279,7 +307,7 @@ fn run_block(
     // while the function runs.
     let rc = unsafe { k.run(ctx) };
     *rest += ctx.count;
-    if rc != 0 {
+    if rc != 0 || host.error.is_some() {
         return Err(host.error.take().unwrap_or(SimError::InvalidLaunch {
             kernel: prog.name.clone(),
             message: "the compiled kernel failed without a report".into(),
