@@ -1,6 +1,7 @@
 //! The compiling engine: a kernel's decoded instructions ([`Program`]) to native code
 //! through Cranelift, with the interpreter (`exec.rs`) kept as the reference and as the
-//! engine for every kernel this one does not take.
+//! engine for every kernel this one does not take. `VMGPU_JIT_DUMP` (set to anything)
+//! prints each compiled kernel's Cranelift IR and machine code on standard error.
 //!
 //! One function per kernel runs a whole block: each of its threads in turn, from its
 //! start to its exit, its registers Cranelift variables (machine registers). Threads run
@@ -184,23 +185,6 @@ impl Kernel {
 /// `%laneid`, `%warpid`, `%lanemask_eq/lt/le/gt/ge`.
 const PER_THREAD: [u32; 10] = [0, 1, 2, 12, 13, 17, 18, 19, 20, 21];
 
-/// The predicates an operation reads and writes (registers: [`reads_writes`]); the
-/// guard is the caller's.
-fn pred_rw(op: &Op) -> (Vec<u32>, Vec<u32>) {
-    match op {
-        Op::Setp { d, dn, comb, .. } => (
-            comb.iter().map(|c| c.1).collect(),
-            std::iter::once(*d).chain(*dn).collect(),
-        ),
-        Op::Selp { p, .. } => (vec![*p], vec![]),
-        Op::PredLogic { d, a, b, op, .. } => {
-            (if op.is_some() { vec![*a, *b] } else { vec![*a] }, vec![*d])
-        }
-        Op::PredConst { d, .. } => (vec![], vec![*d]),
-        _ => (vec![], vec![]),
-    }
-}
-
 /// Why the JIT does not take an operation, if it does not.
 fn unsupported(op: &Op) -> Option<&'static str> {
     Some(match op {
@@ -221,9 +205,7 @@ fn unsupported(op: &Op) -> Option<&'static str> {
         | Op::Bra { .. }
         | Op::Exit
         | Op::Nop => return None,
-        Op::Ld { sp, .. } | Op::St { sp, .. } | Op::Atom { sp, .. } => match sp {
-            Sp::Global | Sp::Shared | Sp::Local | Sp::Generic => return None,
-        },
+        Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } => return None,
         Op::Bar { .. } => "a barrier",
         Op::Shfl { .. } | Op::Vote { .. } | Op::Activemask(_) | Op::Redux { .. } => {
             "a warp-wide operation"
@@ -239,39 +221,6 @@ fn unsupported(op: &Op) -> Option<&'static str> {
         Op::Clock { .. } => "a clock",
         _ => "an operation without a compiled form",
     })
-}
-
-/// A fixed-size set of the kernel's registers and predicates (predicate `p` at
-/// `nregs + p`).
-#[derive(Clone)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn new(n: usize) -> Bits {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-    fn set(&mut self, i: usize) -> bool {
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        let new = self.0[w] & b == 0;
-        self.0[w] |= b;
-        new
-    }
-    fn get(&self, i: usize) -> bool {
-        self.0[i / 64] >> (i % 64) & 1 == 1
-    }
-}
-
-/// An instruction's uses and definitions as [`Bits`] indices (the guard is a use).
-fn uses_defs(i: &Inst, nregs: u32) -> (Vec<usize>, Vec<usize>) {
-    let (ru, rd) = reads_writes(&i.op);
-    let (pu, pd) = pred_rw(&i.op);
-    let p = |x: u32| (nregs + x) as usize;
-    let mut u: Vec<usize> = ru.into_iter().map(|r| r as usize).collect();
-    u.extend(pu.into_iter().map(p));
-    u.extend(i.guard.map(|(g, _)| p(g)));
-    let mut d: Vec<usize> = rd.into_iter().map(|r| r as usize).collect();
-    d.extend(pd.into_iter().map(p));
-    (u, d)
 }
 
 /// Compiles `prog`, or says why the JIT does not take it (the interpreter runs it).
@@ -350,25 +299,24 @@ fn build(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
     ctx.func.signature.params.push(AbiParam::new(ptr));
     ctx.func.signature.returns.push(AbiParam::new(I32));
 
-    let nregs = prog.nregs;
-    let nvars = (nregs + prog.npreds) as usize;
     // Registers the same in every thread of a block, defined once per call before the
     // thread loop (the body never writes them): constants, the specials but the
-    // per-thread ones, and the prologue's instructions computed from them alone.
-    let mut uniform = Bits::new(nvars);
-    for r in (0..NSPECIAL.min(nregs)).filter(|r| !PER_THREAD.contains(r)) {
-        uniform.set(r as usize);
+    // per-thread ones, and the prologue's instructions computed from them alone (the
+    // prologue is pure register arithmetic and parameter loads: no predicates).
+    let mut uniform = vec![false; prog.nregs as usize];
+    for r in (0..NSPECIAL.min(prog.nregs)).filter(|r| !PER_THREAD.contains(r)) {
+        uniform[r as usize] = true;
     }
     for &(r, _) in &prog.consts {
-        uniform.set(r as usize);
+        uniform[r as usize] = true;
     }
     let mut uniform_prologue = vec![false; prog.prologue.len()];
     for (k, i) in prog.prologue.iter().enumerate() {
-        let (u, d) = uses_defs(i, nregs);
-        if i.guard.is_none() && u.iter().all(|&x| uniform.get(x)) {
+        let (u, d) = reads_writes(&i.op);
+        if i.guard.is_none() && u.iter().all(|&x| uniform[x as usize]) {
             uniform_prologue[k] = true;
             for x in d {
-                uniform.set(x);
+                uniform[x as usize] = true;
             }
         }
     }
@@ -732,7 +680,6 @@ impl<'a> Lower<'a> {
                 self.inst(i, PROLOGUE | k as u32);
             }
         }
-        let zero = self.iconst(0);
         self.b.def_var(self.t, zero);
         self.b.def_var(self.cnt, zero);
         let head = self.b.create_block();

@@ -240,15 +240,13 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
     let n = l.nthreads as usize;
     let ls = prog.local_size as usize;
     let mut ex = Exec::new(l);
-    let specials: Vec<[u64; NSPECIAL as usize]> =
-        (0..n as u32).map(|t| special_values(l, t, id)).collect();
-    let tids: Vec<u64> = specials
-        .iter()
-        .map(|s| s[0] | s[1] << 16 | s[2] << 32)
+    let tids: Vec<u64> = (0..n as u32)
+        .map(|t| {
+            let s = special_values(l, t, id);
+            s[0] | s[1] << 16 | s[2] << 32
+        })
         .collect();
-    let mut uniform: Vec<u64> = specials
-        .first()
-        .map_or(vec![0; NSPECIAL as usize], |s| s.to_vec());
+    let mut uniform = special_values(l, 0, id).to_vec();
     let mut cache = vec![Slot::default(); prog.insts.len()];
     let mut local = vec![0u8; n.div_ceil(32) * 32 * ls];
     let mut ctx = Ctx {
@@ -259,7 +257,8 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         local_size: ls as u64,
         nthreads: n as u64,
         tids: tids.as_ptr(),
-        uniform: uniform.as_ptr(),
+        // Set per block (`run_block`), as `shared` and `host` are.
+        uniform: std::ptr::null(),
         cache: cache.as_mut_ptr(),
         count: 0,
         ret: 0,
@@ -277,8 +276,6 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest)
     });
     l.executed.fetch_add(rest / 32, Relaxed);
-    drop(host);
-    drop((local, cache, tids));
 }
 
 /// Runs the block `host.ex.block_linear`: every thread from its start to its exit.
