@@ -107,7 +107,7 @@ cargo test --workspace --locked 2>&1 | tee "$logs/cargo-test.log" || status=1
 # figures (cudarc's and numba's pass counts) are printed into the log.
 { cargo test -p cuda-guest --locked --test native_nvrtc --test reference_selftest -- --ignored &&
   cargo test -p vmgpu --locked --test cli_cuda -- --ignored &&
-  cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored --nocapture --test-threads 1 &&
+  cargo test -p vmgpu-libcuda --locked --test numba --test cudarc_lib -- --ignored --skip on_a_gpu --nocapture --test-threads 1 &&
   cargo test -p vmgpu-libcudart --locked --test nvcc_programs --test clang_cuda12 -- --ignored; } 2>&1 |
   tee "$logs/compilers.log" || status=1
 bash tests/vfio-edu/run.sh 2>&1 | tee "$logs/vfio-edu.log" || status=1

@@ -10,7 +10,8 @@
 use cuda_guest::service::{worker, BackendChoice};
 
 fn main() -> std::process::ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let filter = format!("info,{}", cuda_guest::sim::QUIET_DEPENDENCIES);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(filter)).init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let r = match args.first().map(String::as_str) {
         Some("--mem-info") => {

@@ -8,7 +8,8 @@
 use cuda_guest::service::{serve_unix_until_signal, BackendChoice, Quota, Service, ServiceConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let filter = format!("info,{}", cuda_guest::sim::QUIET_DEPENDENCIES);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(filter)).init();
     let mut args = std::env::args().skip(1);
     let path = args
         .next()

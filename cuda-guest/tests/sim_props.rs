@@ -358,8 +358,9 @@ proptest! {
                 let cin = ((hi as u128 + c as u128) >> 64) as u64;
                 hi.wrapping_add(c).wrapping_add(cin)
             }),
+            // 64-bit bfe takes the whole 32-bit position (measured on an H200).
             ("bfe.u64 %y, %x1, %s2, 13;", |a, b, _| {
-                let pos = (b & 0xff) as u32;
+                let pos = b as u32 as u64;
                 (0..64).fold(0u64, |d, i| d | (if i < 13 && pos + i < 64 { (a >> (pos + i)) & 1 } else { 0 } << i))
             }),
             ("cvt.u32.u64 %r4, %x1; cvt.s64.s32 %y, %r4;", |a, _, _| a as u32 as i32 as i64 as u64),
@@ -385,12 +386,16 @@ fn canon32(v: f32) -> u64 {
         v.to_bits() as u64
     }
 }
-fn canon64(v: f64) -> u64 {
-    if v.is_nan() {
-        0x7fff_ffff_ffff_ffff
-    } else {
-        v.to_bits()
+/// An f64 result as the GPU gives it (measured on an H200, fixtures/isa-goldens): a NaN
+/// is the first NaN of `ops` (register bits, in the hardware's priority order) with the
+/// quiet bit set, else 0xfff8_0000_0000_0000.
+fn nan64(v: f64, ops: &[u64]) -> u64 {
+    if !v.is_nan() {
+        return v.to_bits();
     }
+    ops.iter()
+        .find(|&&o| d(o).is_nan())
+        .map_or(0xfff8_0000_0000_0000, |o| o | 1 << 51)
 }
 fn f(x: u64) -> f32 {
     f32::from_bits(x as u32)
@@ -477,8 +482,9 @@ proptest! {
             ("fma.rn.f32 %y, %x1, %x2, %x3;", |a, b, c| canon32(f(a).mul_add(f(b), f(c)))),
             ("sqrt.rn.f32 %y, %x1;", |a, _, _| canon32(f(a).sqrt())),
             ("rcp.rn.f32 %y, %x1;", |a, _, _| canon32(1.0 / f(a))),
-            ("abs.f32 %y, %x1;", |a, _, _| (a as u32 & 0x7fff_ffff) as u64),
-            ("neg.f32 %y, %x1;", |a, _, _| (a as u32 ^ 0x8000_0000) as u64),
+            // The sign bit; a NaN gives the canonical NaN, as an operation's would.
+            ("abs.f32 %y, %x1;", |a, _, _| if f(a).is_nan() { 0x7fff_ffff } else { (a as u32 & 0x7fff_ffff) as u64 }),
+            ("neg.f32 %y, %x1;", |a, _, _| if f(a).is_nan() { 0x7fff_ffff } else { (a as u32 ^ 0x8000_0000) as u64 }),
             ("min.f32 %y, %x1, %x2;", |a, b, _| {
                 let (x, y) = (f(a), f(b));
                 if x.is_nan() { canon32(y) } else if y.is_nan() { canon32(x) }
@@ -573,12 +579,17 @@ proptest! {
             ("cvt.rmi.s32.f32 %y, %x1;", "s32", |x| x.floor() as i32 as u32 as u64),
             ("cvt.rpi.s32.f32 %y, %x1;", "s32", |x| x.ceil() as i32 as u32 as u64),
             ("cvt.rni.u32.f32 %y, %x1;", "u32", |x| x.round_ties_even() as u32 as u64),
-            ("cvt.rzi.s64.f32 %y, %x1;", "s64", |x| x.trunc() as i64 as u64),
+            // NaN to a 64-bit integer: the most negative value's bits (to 32 bits: 0).
+            ("cvt.rzi.s64.f32 %y, %x1;", "s64", |x| if x.is_nan() { 1 << 63 } else { x.trunc() as i64 as u64 }),
             ("cvt.rzi.u16.f32 %y, %x1;", "u16", |x| x.trunc() as u16 as u64),
             ("cvt.rni.f32.f32 %y, %x1;", "f32", |x| canon32(x.round_ties_even())),
             ("cvt.rmi.f32.f32 %y, %x1;", "f32", |x| canon32(x.floor())),
-            ("cvt.sat.f32.f32 %y, %x1;", "f32", |x| canon32(if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) })),
-            ("cvt.f64.f32 %y, %x1;", "f64", |x| canon64(x as f64)),
+            ("cvt.sat.f32.f32 %y, %x1;", "f32", |x| canon32(if x.is_nan() || x <= 0.0 { 0.0 } else { x.min(1.0) })),
+            // A NaN keeps its sign and payload (shifted), quieted.
+            ("cvt.f64.f32 %y, %x1;", "f64", |x| {
+                let b = x.to_bits() as u64;
+                if x.is_nan() { ((b & 0x8000_0000) << 32) | 0x7ff8_0000_0000_0000 | ((b & 0x7f_ffff) << 29) } else { (x as f64).to_bits() }
+            }),
             ("cvt.rn.f16.f32 %y, %x1;", "b16", |x| f32_to_f16_ref(x) as u64),
             ("cvt.rn.bf16.f32 %y, %x1;", "b16", |x| {
                 let b = x.to_bits();
@@ -598,7 +609,8 @@ proptest! {
     fn half_types_widen_exactly(a in prop::collection::vec(any::<u16>().prop_map(|x| x as u64), N)) {
         let got = run(&kernel("b16", "f32", "cvt.f32.bf16 %y, %x1;"), &a, &a, &a);
         for i in 0..N {
-            prop_assert_eq!(got[i], canon32(f32::from_bits((a[i] as u32) << 16)), "bf16 {:#06x}", a[i]);
+            // A shift, NaNs included.
+            prop_assert_eq!(got[i], (a[i] & 0xffff) << 16, "bf16 {:#06x}", a[i]);
         }
         // setp on f16: ordered less-than, NaN false.
         let b: Vec<u64> = a.iter().rev().copied().collect();
@@ -631,16 +643,18 @@ proptest! {
     ) {
         type F = fn(u64, u64, u64) -> u64;
         let cases: Vec<(&str, &str, F)> = vec![
-            ("add.f64 %y, %x1, %x2;", "f64", |a, b, _| canon64(d(a) + d(b))),
-            ("mul.rn.f64 %y, %x1, %x2;", "f64", |a, b, _| canon64(d(a) * d(b))),
-            ("div.rn.f64 %y, %x1, %x2;", "f64", |a, b, _| canon64(d(a) / d(b))),
-            ("fma.rn.f64 %y, %x1, %x2, %x3;", "f64", |a, b, c| canon64(d(a).mul_add(d(b), d(c)))),
-            ("sqrt.rn.f64 %y, %x1;", "f64", |a, _, _| canon64(d(a).sqrt())),
-            ("cvt.rn.f32.f64 %y, %x1;", "f32", |a, _, _| canon32(d(a) as f32)),
-            ("cvt.rz.f32.f64 %y, %x1;", "f32", |a, _, _| canon32(round_dir(d(a), "rz"))),
-            ("cvt.rm.f32.f64 %y, %x1;", "f32", |a, _, _| canon32(round_dir(d(a), "rm"))),
-            ("cvt.rzi.s64.f64 %y, %x1;", "s64", |a, _, _| d(a).trunc() as i64 as u64),
-            ("cvt.rni.s32.f64 %y, %x1;", "s32", |a, _, _| d(a).round_ties_even() as i32 as u32 as u64),
+            ("add.f64 %y, %x1, %x2;", "f64", |a, b, _| nan64(d(a) + d(b), &[b, a])),
+            ("mul.rn.f64 %y, %x1, %x2;", "f64", |a, b, _| nan64(d(a) * d(b), &[b, a])),
+            // Division is a software sequence: a's NaN first.
+            ("div.rn.f64 %y, %x1, %x2;", "f64", |a, b, _| nan64(d(a) / d(b), &[a, b])),
+            ("fma.rn.f64 %y, %x1, %x2, %x3;", "f64", |a, b, c| nan64(d(a).mul_add(d(b), d(c)), &[b, a, c])),
+            ("sqrt.rn.f64 %y, %x1;", "f64", |a, _, _| nan64(d(a).sqrt(), &[a])),
+            ("cvt.rn.f32.f64 %y, %x1;", "f32", |a, _, _| narrow_nan(a).unwrap_or_else(|| canon32(d(a) as f32))),
+            ("cvt.rz.f32.f64 %y, %x1;", "f32", |a, _, _| narrow_nan(a).unwrap_or_else(|| canon32(round_dir(d(a), "rz")))),
+            ("cvt.rm.f32.f64 %y, %x1;", "f32", |a, _, _| narrow_nan(a).unwrap_or_else(|| canon32(round_dir(d(a), "rm")))),
+            // NaN from f64 to an integer: the most negative value's bits.
+            ("cvt.rzi.s64.f64 %y, %x1;", "s64", |a, _, _| if d(a).is_nan() { 1 << 63 } else { d(a).trunc() as i64 as u64 }),
+            ("cvt.rni.s32.f64 %y, %x1;", "s32", |a, _, _| if d(a).is_nan() { 0x8000_0000 } else { d(a).round_ties_even() as i32 as u32 as u64 }),
             ("cvt.rn.f64.s64 %y, %x1;", "f64", |a, _, _| (a as i64 as f64).to_bits()),
             ("cvt.rn.f64.u64 %y, %x1;", "f64", |a, _, _| (a as f64).to_bits()),
         ];
@@ -658,6 +672,12 @@ proptest! {
             }
         }
     }
+}
+
+/// An f64 NaN narrowed to f32 as the GPU does: sign and the payload's top bits, quieted.
+fn narrow_nan(a: u64) -> Option<u64> {
+    d(a).is_nan()
+        .then_some(((a >> 32) & 0x8000_0000) | 0x7fc0_0000 | ((a >> 29) & 0x7f_ffff))
 }
 
 /// f32 to f16 bits, round to nearest even (reference written from the IEEE layout).

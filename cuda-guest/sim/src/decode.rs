@@ -878,6 +878,81 @@ macro_rules! flt_fn {
     };
 }
 
+/// The float operation `$f` of [`ops::falu2`] family (`$op` first when given) for type
+/// `$t`, rounding `$m`, `.ftz` and `.sat` (f32 only).
+macro_rules! falu_fn {
+    ($f:ident, [$($op:expr)?], $t:expr, $m:expr, $ftz:expr, $sat:expr) => {{
+        let flags = ($ftz as u8) | (($sat as u8) << 1);
+        macro_rules! modes {
+            ($ty:ty, $fl:literal) => {
+                match $m {
+                    Rnd::N => ops::$f::<$ty, $($op,)? 0, $fl>,
+                    Rnd::Z => ops::$f::<$ty, $($op,)? 1, $fl>,
+                    Rnd::M => ops::$f::<$ty, $($op,)? 2, $fl>,
+                    Rnd::P => ops::$f::<$ty, $($op,)? 3, $fl>,
+                }
+            };
+        }
+        match ($t, flags) {
+            (ScalarType::F32, 0) => modes!(f32, 0),
+            (ScalarType::F32, 1) => modes!(f32, 1),
+            (ScalarType::F32, 2) => modes!(f32, 2),
+            (ScalarType::F32, _) => modes!(f32, 3),
+            _ => modes!(f64, 0),
+        }
+    }};
+}
+
+/// A half-precision instruction's format and modifiers: `(bf16, flags)` with the flags
+/// of [`ops::half_arith`] (`.ftz`, `.sat`, `.NaN`, packed), or `None` for other types.
+fn half_kind(i: &Instruction, t: ScalarType) -> Option<(bool, u8)> {
+    let (bf, x2) = match t {
+        ScalarType::F16 => (false, false),
+        ScalarType::Bf16 => (true, false),
+        ScalarType::F16x2 => (i.has("bf16x2"), true),
+        _ => return None,
+    };
+    let flags = i.has("ftz") as u8
+        | (i.has("sat") as u8) << 1
+        | (i.has("NaN") as u8) << 2
+        | (x2 as u8) << 3;
+    Some((bf, flags))
+}
+
+/// The half-precision lane function `$f` (its leading const parameters `$c`) for
+/// bf16 or f16 and the flags of [`half_kind`].
+macro_rules! half_fn {
+    ($f:ident, [$($c:expr),*], $bf:expr, $flags:expr) => {{
+        macro_rules! by_flags {
+            ($b:literal) => {
+                match $flags {
+                    0 => ops::$f::<$b, $($c,)* 0>,
+                    1 => ops::$f::<$b, $($c,)* 1>,
+                    2 => ops::$f::<$b, $($c,)* 2>,
+                    3 => ops::$f::<$b, $($c,)* 3>,
+                    4 => ops::$f::<$b, $($c,)* 4>,
+                    5 => ops::$f::<$b, $($c,)* 5>,
+                    6 => ops::$f::<$b, $($c,)* 6>,
+                    7 => ops::$f::<$b, $($c,)* 7>,
+                    8 => ops::$f::<$b, $($c,)* 8>,
+                    9 => ops::$f::<$b, $($c,)* 9>,
+                    10 => ops::$f::<$b, $($c,)* 10>,
+                    11 => ops::$f::<$b, $($c,)* 11>,
+                    12 => ops::$f::<$b, $($c,)* 12>,
+                    13 => ops::$f::<$b, $($c,)* 13>,
+                    14 => ops::$f::<$b, $($c,)* 14>,
+                    _ => ops::$f::<$b, $($c,)* 15>,
+                }
+            };
+        }
+        if $bf {
+            by_flags!(true)
+        } else {
+            by_flags!(false)
+        }
+    }};
+}
+
 fn cmp_code(m: &str) -> Option<u8> {
     Some(match m {
         "eq" => 0,
@@ -898,7 +973,7 @@ fn cmp_code(m: &str) -> Option<u8> {
     })
 }
 
-fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
+fn cmp_fn(ty: ScalarType, code: u8, ftz: bool, line: u32) -> DResult<CmpFn> {
     use ScalarType::*;
     macro_rules! pick {
         ($f:ident, $t:ty) => {
@@ -930,6 +1005,7 @@ fn cmp_fn(ty: ScalarType, code: u8, line: u32) -> DResult<CmpFn> {
         S32 => pick!(cmp_int, i32),
         U64 | B64 => pick!(cmp_int, u64),
         S64 => pick!(cmp_int, i64),
+        F32 if ftz => pick!(cmp_flt_ftz, f32),
         F32 => pick!(cmp_flt, f32),
         F64 => pick!(cmp_flt, f64),
         F16 => match code {
@@ -1433,59 +1509,85 @@ impl<'a> Dec<'a> {
                 };
                 let b = self.src_typed(&ops[2], b_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: BinFn = if t == ScalarType::F16 {
+                let f: BinFn = if let Some((bf, flags)) = half_kind(i, t) {
                     match i.opcode.as_str() {
-                        "add" => ops::f16_arith::<0>,
-                        "sub" => ops::f16_arith::<1>,
-                        "mul" => ops::f16_arith::<2>,
-                        "min" => ops::f16_minmax::<false>,
-                        "max" => ops::f16_minmax::<true>,
-                        o => return derr(line, format!("`{o}.f16` is not supported")),
+                        "add" => half_fn!(half_arith, [0], bf, flags),
+                        "sub" => half_fn!(half_arith, [1], bf, flags),
+                        "mul" => half_fn!(half_arith, [2], bf, flags),
+                        "min" => half_fn!(half_minmax, [false], bf, flags),
+                        "max" => half_fn!(half_minmax, [true], bf, flags),
+                        o => return derr(line, format!("`{o}.{}` is not supported", t.name())),
                     }
                 } else if is_float {
                     let explicit_dir = rnd != Rnd::N;
                     match i.opcode.as_str() {
-                        "add" | "sub" | "mul" if explicit_dir => {
-                            let m = rnd as u8;
-                            macro_rules! dir {
-                                ($f:ident, $op:expr) => {
-                                    match m {
-                                        1 => ops::$f::<$op, 1>,
-                                        2 => ops::$f::<$op, 2>,
-                                        _ => ops::$f::<$op, 3>,
-                                    }
-                                };
+                        "add" | "sub" | "mul" | "div"
+                            if (explicit_dir && !i.has("approx") && !i.has("full"))
+                                || i.has("sat") =>
+                        {
+                            let sat = i.has("sat");
+                            match i.opcode.as_str() {
+                                "add" => falu_fn!(falu2, [{ ops::fop::ADD }], t, rnd, ftz, sat),
+                                "sub" => falu_fn!(falu2, [{ ops::fop::SUB }], t, rnd, ftz, sat),
+                                "mul" => falu_fn!(falu2, [{ ops::fop::MUL }], t, rnd, ftz, sat),
+                                _ => falu_fn!(falu2, [{ ops::fop::DIV }], t, rnd, ftz, sat),
                             }
-                            let code = match i.opcode.as_str() {
-                                "add" => 0,
-                                "sub" => 1,
-                                _ => 2,
-                            };
-                            match (t, code) {
-                                (ScalarType::F32, 0) => dir!(f32_arith_dir, 0),
-                                (ScalarType::F32, 1) => dir!(f32_arith_dir, 1),
-                                (ScalarType::F32, _) => dir!(f32_arith_dir, 2),
-                                (_, 0) => dir!(f64_arith_dir, 0),
-                                (_, 1) => dir!(f64_arith_dir, 1),
-                                _ => dir!(f64_arith_dir, 2),
+                        }
+                        "div" if i.has("approx") && t == ScalarType::F32 => {
+                            if ftz {
+                                ops::fdiv_approx::<true>
+                            } else {
+                                ops::fdiv_approx::<false>
                             }
                         }
                         "add" => flt_fn!(t, ftz, fadd, line),
                         "sub" => flt_fn!(t, ftz, fsub, line),
                         "mul" => flt_fn!(t, ftz, fmul, line),
                         "div" => flt_fn!(t, ftz, fdiv, line),
-                        "min" => match t {
-                            ScalarType::F32 => ops::fmin::<f32, false>,
-                            _ => ops::fmin::<f64, false>,
-                        },
-                        "max" => match t {
-                            ScalarType::F32 => ops::fmin::<f32, true>,
-                            _ => ops::fmin::<f64, true>,
-                        },
+                        "min" | "max" => {
+                            macro_rules! mm {
+                                ($max:literal) => {
+                                    match (t, i.has("NaN"), ftz) {
+                                        (ScalarType::F32, false, false) => {
+                                            ops::fmin::<f32, $max, false, false>
+                                        }
+                                        (ScalarType::F32, false, true) => {
+                                            ops::fmin::<f32, $max, false, true>
+                                        }
+                                        (ScalarType::F32, true, false) => {
+                                            ops::fmin::<f32, $max, true, false>
+                                        }
+                                        (ScalarType::F32, true, true) => {
+                                            ops::fmin::<f32, $max, true, true>
+                                        }
+                                        _ => ops::fmin::<f64, $max, false, false>,
+                                    }
+                                };
+                            }
+                            if i.opcode == "max" {
+                                mm!(true)
+                            } else {
+                                mm!(false)
+                            }
+                        }
                         o => return derr(line, format!("`{o}` on a float type")),
                     }
                 } else {
                     match i.opcode.as_str() {
+                        "add" | "sub" if i.has("sat") => match t {
+                            ScalarType::S32 if i.opcode == "add" => ops::addsub_sat::<false>,
+                            ScalarType::S32 => ops::addsub_sat::<true>,
+                            _ => {
+                                return derr(line, format!("`{}`: .sat needs .s32", i.full_name()))
+                            }
+                        },
+                        "min" | "max" if i.has("relu") => match t {
+                            ScalarType::S32 if i.opcode == "min" => ops::minmax_relu::<false>,
+                            ScalarType::S32 => ops::minmax_relu::<true>,
+                            _ => {
+                                return derr(line, format!("`{}`: .relu needs .s32", i.full_name()))
+                            }
+                        },
                         "add" => int_fn!(t, add, line),
                         "sub" => int_fn!(t, sub, line),
                         "mul" if i.has("hi") => int_fn!(t, mul_hi, line),
@@ -1512,7 +1614,7 @@ impl<'a> Dec<'a> {
                     }
                 };
                 sem = bin_sem(i, t, is_float, rnd, ftz);
-                if !is_float && t != ScalarType::F16 && !i.has("sat") {
+                if !is_float && half_kind(i, t).is_none() && !i.has("sat") {
                     let bits = (t.size() * 8) as u8;
                     let signed = matches!(
                         t,
@@ -1600,15 +1702,11 @@ impl<'a> Dec<'a> {
                 };
                 let c = self.src_typed(&ops[3], c_ty, line)?;
                 let (rnd, _) = rnd_of(i);
-                let f: TerFn = if t == ScalarType::F16 {
-                    ops::f16_fma
+                let f: TerFn = if let Some((bf, flags)) = half_kind(i, t) {
+                    half_fn!(half_fma, [], bf, flags)
                 } else if is_float {
-                    if rnd != Rnd::N && t == ScalarType::F32 {
-                        match rnd {
-                            Rnd::Z => ops::f32_fma_dir::<1>,
-                            Rnd::M => ops::f32_fma_dir::<2>,
-                            _ => ops::f32_fma_dir::<3>,
-                        }
+                    if rnd != Rnd::N || i.has("sat") {
+                        falu_fn!(falu3, [], t, rnd, ftz, i.has("sat"))
                     } else if t == ScalarType::F32 {
                         if ftz {
                             ops::ffma32::<true>
@@ -1675,8 +1773,14 @@ impl<'a> Dec<'a> {
                 let d = self.dst(&ops[0], line)?;
                 let a = self.src_typed(&ops[1], t, line)?;
                 let f: UnFn = match (i.opcode.as_str(), is_float) {
-                    ("neg", _) if t == ScalarType::F16 => ops::f16_sign::<false>,
-                    ("abs", _) if t == ScalarType::F16 => ops::f16_sign::<true>,
+                    ("neg" | "abs", _) if half_kind(i, t).is_some() => {
+                        let (bf, flags) = half_kind(i, t).unwrap_or_default();
+                        if i.opcode == "abs" {
+                            half_fn!(half_sign, [true], bf, flags)
+                        } else {
+                            half_fn!(half_sign, [false], bf, flags)
+                        }
+                    }
                     ("neg", false) => int_fn!(t, neg, line),
                     ("abs", false) => int_fn!(t, abs, line),
                     ("not", false) => int_fn!(t, not, line),
@@ -1686,14 +1790,32 @@ impl<'a> Dec<'a> {
                     ("brev", false) => int_fn!(t, brev, line),
                     ("bfind", false) if i.has("shiftamt") => int_fn!(t, bfind_shiftamt, line),
                     ("bfind", false) => int_fn!(t, bfind, line),
-                    ("neg", true) => match t {
-                        ScalarType::F32 => ops::fneg::<f32>,
-                        _ => ops::fneg::<f64>,
-                    },
-                    ("abs", true) => match t {
-                        ScalarType::F32 => ops::fabs::<f32>,
-                        _ => ops::fabs::<f64>,
-                    },
+                    ("neg" | "abs", true) => {
+                        macro_rules! sign {
+                            ($abs:literal) => {
+                                match (t, ftz) {
+                                    (ScalarType::F32, false) => ops::fsign::<f32, $abs, false>,
+                                    (ScalarType::F32, true) => ops::fsign::<f32, $abs, true>,
+                                    _ => ops::fsign::<f64, $abs, false>,
+                                }
+                            };
+                        }
+                        if i.opcode == "abs" {
+                            sign!(true)
+                        } else {
+                            sign!(false)
+                        }
+                    }
+                    ("sqrt" | "rcp", true)
+                        if !i.has("approx") && (rnd_of(i).0 != Rnd::N || ftz) =>
+                    {
+                        let m = rnd_of(i).0;
+                        if i.opcode == "sqrt" {
+                            falu_fn!(falu1, [{ ops::fop::SQRT }], t, m, ftz, false)
+                        } else {
+                            falu_fn!(falu1, [{ ops::fop::RCP }], t, m, ftz, false)
+                        }
+                    }
                     ("sqrt", true) => flt_fn!(t, ftz, fsqrt, line),
                     ("rcp", true) if t == ScalarType::F32 && i.has("approx") => {
                         if ftz {
@@ -1701,6 +1823,9 @@ impl<'a> Dec<'a> {
                         } else {
                             ops::f32_approx::<5, false>
                         }
+                    }
+                    ("rcp", true) if t == ScalarType::F64 && i.has("approx") && ftz => {
+                        ops::frcp_approx_f64
                     }
                     ("rcp", true) => flt_fn!(t, ftz, frcp, line),
                     ("rsqrt", true) => flt_fn!(t, ftz, frsqrt, line),
@@ -1731,13 +1856,37 @@ impl<'a> Dec<'a> {
                         signed: false,
                     };
                 }
-                if matches!(i.opcode.as_str(), "neg" | "abs") && is_float {
+                if matches!(i.opcode.as_str(), "neg" | "abs") && is_float && !ftz {
                     sem = Sem::FSign {
                         neg: i.opcode == "neg",
                         f64: t == ScalarType::F64,
                     };
                 }
                 Op::Un(f, d, a)
+            }
+            "mad24" => {
+                need(4)?;
+                let t = need_ty()?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], t, line)?;
+                let b = self.src_typed(&ops[2], t, line)?;
+                let c = self.src_typed(&ops[3], t, line)?;
+                let f: TerFn =
+                    match (t, i.has("hi"), i.has("sat")) {
+                        (ScalarType::S32, false, false) => ops::mad24::<true, false, false>,
+                        (ScalarType::S32, true, false) => ops::mad24::<true, true, false>,
+                        (ScalarType::S32, true, true) => ops::mad24::<true, true, true>,
+                        (ScalarType::U32, false, false) => ops::mad24::<false, false, false>,
+                        (ScalarType::U32, true, false) => ops::mad24::<false, true, false>,
+                        _ => return derr(
+                            line,
+                            format!(
+                                "`{}`: mad24 takes .lo or .hi on .s32 or .u32 (.sat with .hi.s32)",
+                                i.full_name()
+                            ),
+                        ),
+                    };
+                Op::Ter(f, d, a, b, c)
             }
             "mul24" => {
                 need(3)?;
@@ -1875,14 +2024,29 @@ impl<'a> Dec<'a> {
             }
             "prmt" => {
                 need(4)?;
-                if i.modifiers.len() > 1 {
-                    return derr(line, "prmt modes other than the default are not supported");
+                let mode = i
+                    .modifiers
+                    .iter()
+                    .find_map(|m| ops::PrmtMode::NAMES.iter().position(|n| n == m));
+                if mode.is_none() && i.modifiers.len() > 1 {
+                    return derr(line, format!("`{}`: unknown prmt mode", i.full_name()));
                 }
                 let d = self.dst(&ops[0], line)?;
                 let a = self.src(&ops[1], line)?;
                 let b = self.src(&ops[2], line)?;
                 let c = self.src(&ops[3], line)?;
-                Op::Prmt(d, a, b, c)
+                let fixed: [TerFn; 6] = [
+                    ops::prmt_fixed::<0>,
+                    ops::prmt_fixed::<1>,
+                    ops::prmt_fixed::<2>,
+                    ops::prmt_fixed::<3>,
+                    ops::prmt_fixed::<4>,
+                    ops::prmt_fixed::<5>,
+                ];
+                match mode {
+                    Some(m) => Op::Ter(fixed[m], d, a, b, c),
+                    None => Op::Prmt(d, a, b, c),
+                }
             }
             "mov" => {
                 need(2)?;
@@ -1989,6 +2153,38 @@ impl<'a> Dec<'a> {
                 };
                 Op::Un(f, d, a)
             }
+            "cvt" if types.len() == 2 && types[0] == ScalarType::F16x2 => {
+                // cvt.rn{.relu}.{f16x2,bf16x2}.f32 d, a, b
+                need(3)?;
+                if types[1] != ScalarType::F32 || !i.has("rn") {
+                    return derr(line, format!("`{}` is not supported", i.full_name()));
+                }
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], ScalarType::F32, line)?;
+                let b = self.src_typed(&ops[2], ScalarType::F32, line)?;
+                let f: BinFn = match (i.has("bf16x2"), i.has("relu")) {
+                    (false, false) => ops::cvt_pack_half::<false, false>,
+                    (false, true) => ops::cvt_pack_half::<false, true>,
+                    (true, false) => ops::cvt_pack_half::<true, false>,
+                    (true, true) => ops::cvt_pack_half::<true, true>,
+                };
+                Op::Bin(f, d, a, b)
+            }
+            "cvt"
+                if i.has("relu")
+                    && types.len() == 2
+                    && matches!(types[0], ScalarType::F16 | ScalarType::Bf16)
+                    && types[1] == ScalarType::F32 =>
+            {
+                need(2)?;
+                let d = self.dst(&ops[0], line)?;
+                let a = self.src_typed(&ops[1], ScalarType::F32, line)?;
+                if types[0] == ScalarType::Bf16 {
+                    Op::Un(ops::cvt_half_relu::<true>, d, a)
+                } else {
+                    Op::Un(ops::cvt_half_relu::<false>, d, a)
+                }
+            }
             "cvt" => {
                 need(2)?;
                 if types.len() != 2 {
@@ -2048,7 +2244,7 @@ impl<'a> Dec<'a> {
                         line,
                         message: "missing comparison".into(),
                     })?;
-                let f = cmp_fn(src_t, code, line)?;
+                let f = cmp_fn(src_t, code, ftz, line)?;
                 let a = self.src_typed(&ops[1], src_t, line)?;
                 let b = self.src_typed(&ops[2], src_t, line)?;
                 let bop = if i.has("and") {
@@ -2100,7 +2296,7 @@ impl<'a> Dec<'a> {
                     }
                 } else {
                     use ScalarType::*;
-                    if matches!(src_t, F32 | F64) {
+                    if matches!(src_t, F32 | F64) && !ftz {
                         sem = Sem::FCmp {
                             code,
                             f64: src_t == F64,
@@ -3231,7 +3427,7 @@ impl<'a> Dec<'a> {
             self.emit(Op::Bra { target: 0 }, Some((p, !neg)), line);
         }
         let q = self.new_pred();
-        let eq = cmp_fn(ScalarType::U64, 0, line)?;
+        let eq = cmp_fn(ScalarType::U64, 0, false, line)?;
         for (k, (addr, f, weight)) in matching.into_iter().enumerate() {
             let b = self.konst(addr);
             self.emit(
@@ -3603,7 +3799,7 @@ fn bin_sem(i: &Instruction, t: ScalarType, is_float: bool, rnd: Rnd, ftz: bool) 
             "div" => FltOp::Div,
             _ => return Sem::None,
         };
-        if rnd != Rnd::N || ftz || i.has("sat") {
+        if rnd != Rnd::N || ftz || i.has("sat") || i.has("approx") || i.has("full") {
             return Sem::None;
         }
         return Sem::Flt { op, f64: t == F64 };

@@ -1963,7 +1963,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                         1 => v.is_infinite(),
                         2 => !v.is_nan(),
                         3 => v.is_nan(),
-                        4 => v.is_finite() && v != 0.0 && !sub,
+                        // The GPU counts zeros as normal (fixtures/isa-goldens).
+                        4 => v.is_finite() && !sub,
                         _ => sub,
                     };
                     r |= (t as u32) << l;
@@ -3243,11 +3244,15 @@ fn atom_apply(op: AtomOp, ty: AtomTy, old: u64, b: u64, c: u64) -> u64 {
             }
         }
         (AtomOp::Add, AtomTy::F64) => {
-            let s = f64::from_bits(o) + f64::from_bits(b);
-            if s.is_nan() {
-                0x7fff_ffff_ffff_ffff
+            // A NaN operand is kept as it is (the added value's first, not quieted); an
+            // invalid sum gives the default NaN (fixtures/isa-goldens).
+            let (x, y) = (f64::from_bits(o), f64::from_bits(b));
+            if y.is_nan() {
+                b
+            } else if x.is_nan() {
+                o
             } else {
-                s.to_bits()
+                ops::Flt::canon(x + y)
             }
         }
         (AtomOp::Add, _) => o.wrapping_add(b),

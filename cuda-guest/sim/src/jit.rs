@@ -954,11 +954,14 @@ impl<'a> Lower<'a> {
             self.b.ins().bitcast(F32, MemFlags::new(), n)
         }
     }
-    fn canon(&mut self, f: Value, f64: bool) -> Value {
+    /// A float result as register bits, a NaN as the GPU makes it from operands `ops`
+    /// (register bits, in the hardware's priority order): f32 the canonical NaN, f64 the
+    /// first NaN operand quieted, else the default NaN (`ops::Flt::result`).
+    fn canon(&mut self, f: Value, f64: bool, ops: &[Value]) -> Value {
         let nan = self.b.ins().fcmp(FloatCC::Unordered, f, f);
         if f64 {
             let bits = self.b.ins().bitcast(I64, MemFlags::new(), f);
-            let q = self.iconst(0x7fff_ffff_ffff_ffff);
+            let q = self.nan_of_f64(ops);
             self.b.ins().select(nan, q, bits)
         } else {
             let bits = self.b.ins().bitcast(I32, MemFlags::new(), f);
@@ -966,6 +969,25 @@ impl<'a> Lower<'a> {
             let v = self.b.ins().select(nan, q, bits);
             self.b.ins().uextend(I64, v)
         }
+    }
+
+    /// Whether f64 register bits `x` are a NaN.
+    fn is_nan_f64(&mut self, x: Value) -> Value {
+        let mag = self.b.ins().band_imm(x, 0x7fff_ffff_ffff_ffff);
+        self.b
+            .ins()
+            .icmp_imm(IntCC::UnsignedGreaterThan, mag, 0x7ff0_0000_0000_0000)
+    }
+    /// The NaN an f64 operation on `ops` gives: the first NaN operand quieted, else
+    /// the default NaN.
+    fn nan_of_f64(&mut self, ops: &[Value]) -> Value {
+        let mut acc = self.iconst(0xfff8_0000_0000_0000);
+        for &x in ops.iter().rev() {
+            let nan = self.is_nan_f64(x);
+            let q = self.b.ins().bor_imm(x, 1 << 51);
+            acc = self.b.ins().select(nan, q, acc);
+        }
+        acc
     }
 
     /// One instruction (not a branch, exit or barrier), its guard already taken.
@@ -1400,8 +1422,8 @@ impl<'a> Lower<'a> {
                     }
                     IntOp::Div | IntOp::Rem => {
                         let (x, y) = self.operands(av, bv, bits as u32, signed);
-                        // Division by zero gives all ones (a remainder: the dividend);
-                        // the one signed overflow (64-bit MIN / -1) wraps.
+                        // Division by zero gives all ones, a remainder too (as the
+                        // GPU); the one signed overflow (64-bit MIN / -1) wraps.
                         let zero = self.b.ins().icmp_imm(IntCC::Equal, y, 0);
                         let mut avoid = zero;
                         if signed && bits == 64 {
@@ -1419,8 +1441,8 @@ impl<'a> Lower<'a> {
                             (IntOp::Div, false) => {
                                 (self.b.ins().udiv(x, safe), self.iconst(u64::MAX))
                             }
-                            (_, true) => (self.b.ins().srem(x, safe), x),
-                            (_, false) => (self.b.ins().urem(x, safe), x),
+                            (_, true) => (self.b.ins().srem(x, safe), self.iconst(u64::MAX)),
+                            (_, false) => (self.b.ins().urem(x, safe), self.iconst(u64::MAX)),
                         };
                         self.b.ins().select(zero, by_zero, q)
                     }
@@ -1452,7 +1474,9 @@ impl<'a> Lower<'a> {
                     FltOp::Div => self.b.ins().fdiv(x, y),
                     FltOp::Fma => return false,
                 };
-                let r = self.canon(r, f64);
+                // NaN priority: b then a; a then b for the GPU's division sequence.
+                let order = if op == FltOp::Div { [av, bv] } else { [bv, av] };
+                let r = self.canon(r, f64, &order);
                 self.set(*d, r);
             }
             (
@@ -1469,7 +1493,7 @@ impl<'a> Lower<'a> {
                     self.as_float(cv, f64),
                 );
                 let r = self.b.ins().fma(x, y, z);
-                let r = self.canon(r, f64);
+                let r = self.canon(r, f64, &[bv, av, cv]);
                 self.set(*d, r);
             }
             (Sem::FSign { neg, f64 }, Op::Un(_, d, a)) => {
@@ -1481,6 +1505,19 @@ impl<'a> Lower<'a> {
                 } else {
                     self.b.ins().band_imm(av, !sign as i64)
                 };
+                // A NaN operand gives the NaN of an operation (ops::fsign).
+                let (nan, q) = if f64 {
+                    let nan = self.is_nan_f64(av);
+                    (nan, self.b.ins().bor_imm(av, 1 << 51))
+                } else {
+                    let mag = self.b.ins().band_imm(av, 0x7fff_ffff);
+                    let nan = self
+                        .b
+                        .ins()
+                        .icmp_imm(IntCC::UnsignedGreaterThan, mag, 0x7f80_0000);
+                    (nan, self.iconst(0x7fff_ffff))
+                };
+                let r = self.b.ins().select(nan, q, r);
                 self.set(*d, r);
             }
             (Sem::Cvt { dt, st, rnd }, Op::Un(_, d, a)) => {
@@ -1494,17 +1531,35 @@ impl<'a> Lower<'a> {
                         } else {
                             self.b.ins().fcvt_from_uint(f, n)
                         };
-                        self.canon(x, dt == CvtTy::F64)
+                        self.canon(x, dt == CvtTy::F64, &[])
                     }
                     (CvtTy::F64, CvtTy::F32) => {
+                        // A NaN keeps its sign and payload, quieted (ops::nan_convert).
                         let x = self.as_float(av, false);
-                        let x = self.b.ins().fpromote(F64, x);
-                        self.canon(x, true)
+                        let w = self.b.ins().fpromote(F64, x);
+                        let bits = self.b.ins().bitcast(I64, MemFlags::new(), w);
+                        let nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+                        let sign = self.b.ins().band_imm(av, 0x8000_0000);
+                        let sign = self.b.ins().ishl_imm(sign, 32);
+                        let mant = self.b.ins().band_imm(av, 0x7f_ffff);
+                        let mant = self.b.ins().ishl_imm(mant, 29);
+                        let q = self.b.ins().bor(sign, mant);
+                        let q = self.b.ins().bor_imm(q, 0x7ff8_0000_0000_0000);
+                        self.b.ins().select(nan, q, bits)
                     }
                     (CvtTy::F32, CvtTy::F64) => {
                         let x = self.as_float(av, true);
-                        let x = self.b.ins().fdemote(F32, x);
-                        self.canon(x, false)
+                        let n = self.b.ins().fdemote(F32, x);
+                        let bits = self.b.ins().bitcast(I32, MemFlags::new(), n);
+                        let bits = self.b.ins().uextend(I64, bits);
+                        let nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+                        let sign = self.b.ins().ushr_imm(av, 32);
+                        let sign = self.b.ins().band_imm(sign, 0x8000_0000);
+                        let mant = self.b.ins().ushr_imm(av, 29);
+                        let mant = self.b.ins().band_imm(mant, 0x7f_ffff);
+                        let q = self.b.ins().bor(sign, mant);
+                        let q = self.b.ins().bor_imm(q, 0x7fc0_0000);
+                        self.b.ins().select(nan, q, bits)
                     }
                     (CvtTy::S(32) | CvtTy::U(32), CvtTy::F32) => {
                         let x = self.as_float(av, false);

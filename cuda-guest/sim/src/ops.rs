@@ -73,8 +73,9 @@ macro_rules! impl_int {
             }
             #[inline(always)]
             fn rem(self, o: Self) -> Self {
+                // As division: all ones on the GPU (measured, fixtures/isa-goldens).
                 if o == 0 {
-                    self
+                    !0
                 } else {
                     self.wrapping_rem(o)
                 }
@@ -391,6 +392,24 @@ pub(crate) fn rem<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) 
         T::from_u64(x).rem(T::from_u64(y)).to_u64()
     })
 }
+/// `add.sat.s32` / `sub.sat.s32` (`SUB`): the result clamped to the s32 range.
+pub(crate) fn addsub_sat<const SUB: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        let (x, y) = (x as u32 as i32, y as u32 as i32);
+        (if SUB {
+            x.saturating_sub(y)
+        } else {
+            x.saturating_add(y)
+        }) as u32 as u64
+    })
+}
+/// `min.relu.s32` / `max.relu.s32` (`MAX`): the minimum or maximum, negatives 0.
+pub(crate) fn minmax_relu<const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+    map2(o, d, a, b, mk, |x, y| {
+        let (x, y) = (x as u32 as i32, y as u32 as i32);
+        (if MAX { x.max(y) } else { x.min(y) }).max(0) as u32 as u64
+    })
+}
 pub(crate) fn min<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
         T::from_u64(x).min(T::from_u64(y)).to_u64()
@@ -417,7 +436,9 @@ pub(crate) fn tf32<const MODE: u8, const RELU: bool, const SAT: bool>(
 pub(crate) fn tf32_of<const MODE: u8, const RELU: bool, const SAT: bool>(x: u32) -> u32 {
     let f = f32::from_bits(x);
     if f.is_nan() {
-        return 0x7fff_ffff;
+        // rna keeps the bits it does not round away (a NaN whose payload is all low
+        // bits becomes an infinity); rn and rz give a tf32 NaN (measured on an H200).
+        return if MODE == 0 { x & !0x1fff } else { 0x7fff_e000 };
     }
     if RELU && (f < 0.0 || x == 0x8000_0000) {
         return 0;
@@ -525,12 +546,21 @@ fn bfind_of<T: Int>(x: u64) -> u64 {
         63 - v.leading_zeros() as u64
     }
 }
+/// The bits of a `bfe`/`bfi` position or length operand that count: the low 8 for 32-bit
+/// types (the hardware's), all 32 for 64-bit ones (measured on an H200).
+fn field_operand<T: Int>(v: u64) -> u64 {
+    if T::BITS == 64 {
+        v & 0xffff_ffff
+    } else {
+        v & 0xff
+    }
+}
 /// `bfe`: extract `c` bits at `b` (sign-extended for signed types).
 pub(crate) fn bfe<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
     map3(o, d, a, b, c, mk, |x, pos, len| {
         let w = T::BITS as u64;
-        let pos = pos & 0xff;
-        let len = len & 0xff;
+        let pos = field_operand::<T>(pos);
+        let len = field_operand::<T>(len);
         let x = T::from_u64(x).to_u64();
         let sbit = if T::SIGNED {
             if len == 0 {
@@ -557,8 +587,8 @@ pub(crate) fn bfe<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize,
 /// `bfi`: insert the low `len` bits of `a` into `b` at `pos`.
 pub(crate) fn bfi<T: Int>(b: u64, a: u64, pos: u64, len: u64) -> u64 {
     let w = T::BITS as u64;
-    let pos = pos & 0xff;
-    let len = len & 0xff;
+    let pos = field_operand::<T>(pos);
+    let len = field_operand::<T>(len).min(w);
     let mut f = T::from_u64(b).to_u64();
     for i in 0..len {
         if pos + i >= w {
@@ -570,17 +600,80 @@ pub(crate) fn bfi<T: Int>(b: u64, a: u64, pos: u64, len: u64) -> u64 {
 }
 /// `prmt.b32` (default mode): byte select with optional sign replication.
 pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
+    prmt_mode(PrmtMode::Generic, a, b, c)
+}
+
+/// `prmt`'s modes: the generic selector of `c`'s four nibbles, or one of the fixed
+/// patterns indexed by `c`'s low two bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PrmtMode {
+    Generic,
+    F4e,
+    B4e,
+    Rc8,
+    Ecl,
+    Ecr,
+    Rc16,
+}
+
+impl PrmtMode {
+    /// The fixed modes, in the order of their PTX names in [`PrmtMode::NAMES`].
+    pub(crate) const FIXED: [PrmtMode; 6] = [
+        PrmtMode::F4e,
+        PrmtMode::B4e,
+        PrmtMode::Rc8,
+        PrmtMode::Ecl,
+        PrmtMode::Ecr,
+        PrmtMode::Rc16,
+    ];
+    pub(crate) const NAMES: [&'static str; 6] = ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"];
+}
+
+/// `prmt.b32.<mode>` over a warp (`M`: the mode's index in [`PrmtMode::FIXED`]).
+pub(crate) fn prmt_fixed<const M: usize>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        prmt_mode(PrmtMode::FIXED[M], x, y, z)
+    })
+}
+
+/// `prmt.b32{.mode} d, a, b, c`: bytes of `b:a` (a is bytes 0-3) picked per result
+/// byte.
+pub(crate) fn prmt_mode(mode: PrmtMode, a: u64, b: u64, c: u64) -> u64 {
     let bytes = ((b as u32 as u64) << 32) | (a as u32 as u64);
-    let mut d = 0u64;
-    for i in 0..4 {
-        let sel = (c >> (4 * i)) & 0xf;
-        let mut byte = (bytes >> ((sel & 7) * 8)) & 0xff;
-        if sel & 8 != 0 {
-            byte = if byte & 0x80 != 0 { 0xff } else { 0 };
+    let byte = |i: u64| (bytes >> ((i & 7) * 8)) & 0xff;
+    let n = (c & 3) as usize;
+    // The fixed modes' byte indices, result byte 0 first (PTX ISA, prmt).
+    let fixed: [[u64; 4]; 4] = match mode {
+        PrmtMode::Generic => {
+            let mut d = 0u64;
+            for i in 0..4 {
+                let sel = (c >> (4 * i)) & 0xf;
+                let mut v = byte(sel);
+                if sel & 8 != 0 {
+                    v = if v & 0x80 != 0 { 0xff } else { 0 };
+                }
+                d |= v << (8 * i);
+            }
+            return d;
         }
-        d |= byte << (8 * i);
-    }
-    d
+        PrmtMode::F4e => [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+        PrmtMode::B4e => [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
+        PrmtMode::Rc8 => [[0; 4], [1; 4], [2; 4], [3; 4]],
+        PrmtMode::Ecl => [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
+        PrmtMode::Ecr => [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
+        PrmtMode::Rc16 => [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
+    };
+    fixed[n]
+        .iter()
+        .enumerate()
+        .fold(0, |d, (i, &sel)| d | (byte(sel) << (8 * i)))
 }
 
 pub(crate) fn cmp_int<T: Int, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
@@ -633,7 +726,38 @@ pub(crate) trait Flt:
     fn fma(self, b: Self, c: Self) -> Self;
     fn sqrt(self) -> Self;
     fn ftz(self) -> Self;
+    /// The result's bits; a NaN result is the one the operation makes itself
+    /// ([`Flt::DEFAULT_NAN`]).
     fn canon(self) -> u64;
+    /// The NaN an operation makes from non-NaN operands: f32 `0x7fff_ffff` (PTX ISA),
+    /// f64 `0xfff8_0000_0000_0000` (measured on an H200: `fixtures/isa-goldens`).
+    const DEFAULT_NAN: u64;
+    /// Whether a NaN operand passes to the result (f64, quieted) or every NaN result is
+    /// the default one (f32).
+    const PROPAGATES: bool;
+    /// The quiet bit.
+    const QUIET: u64;
+    fn bits(self) -> u64;
+    /// The result's bits, a NaN result as the GPU gives it: f64 takes the first NaN of
+    /// `ops` (the operands in the hardware's priority: b, then a, then c), quieted.
+    #[inline(always)]
+    fn result(self, ops: &[Self]) -> u64 {
+        if self.is_nan() {
+            Self::nan_of(ops)
+        } else {
+            self.bits()
+        }
+    }
+    /// The NaN an operation on `ops` gives (see [`Flt::result`]).
+    #[inline]
+    fn nan_of(ops: &[Self]) -> u64 {
+        if Self::PROPAGATES {
+            if let Some(n) = ops.iter().find(|o| o.is_nan()) {
+                return n.bits() | Self::QUIET;
+            }
+        }
+        Self::DEFAULT_NAN
+    }
     fn next_up(self) -> Self;
     fn next_down(self) -> Self;
     fn zero() -> Self;
@@ -642,9 +766,16 @@ pub(crate) trait Flt:
 }
 
 macro_rules! impl_flt {
-    ($t:ty, $bits:expr, $u:ty, $nan:expr) => {
+    ($t:ty, $bits:expr, $u:ty, $nan:expr, $propagates:expr) => {
         impl Flt for $t {
             const BITS: u32 = $bits;
+            const DEFAULT_NAN: u64 = $nan;
+            const PROPAGATES: bool = $propagates;
+            const QUIET: u64 = 1 << ($bits - 10 - (($bits == 64) as u32) * 3);
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
+            }
             #[inline(always)]
             fn from_u64(v: u64) -> Self {
                 <$t>::from_bits(v as $u)
@@ -701,8 +832,8 @@ macro_rules! impl_flt {
         }
     };
 }
-impl_flt!(f32, 32, u32, 0x7fff_ffff);
-impl_flt!(f64, 64, u64, 0x7fff_ffff_ffff_ffff);
+impl_flt!(f32, 32, u32, 0x7fff_ffff, false);
+impl_flt!(f64, 64, u64, 0xfff8_0000_0000_0000, true);
 
 /// Correctly rounded f32 fused multiply-add computed in f64: the product is exact in
 /// f64 and the sum is rounded once to f64; rounding that to f32 again is only wrong when
@@ -773,34 +904,13 @@ fn two_sum_err(a: f64, b: f64, s: f64) -> i8 {
     sign_of(e)
 }
 
-/// f32 binary op through f64 with a directed rounding mode.
-fn f32_dir(x: f32, y: f32, op: u8, m: Rnd) -> f32 {
-    let (a, b) = (x as f64, y as f64);
-    // An f32 sum or product is exact in f64 except far-apart sums (handled by two_sum).
-    let (v, e) = match op {
-        0 => {
-            let s = a + b;
-            (s, two_sum_err(a, b, s))
-        }
-        1 => {
-            let s = a - b;
-            (s, two_sum_err(a, -b, s))
-        }
-        _ => (a * b, 0),
-    };
-    let r = v as f32;
-    let d = (r as f64) - v;
-    let es = if d != 0.0 { -sign_of(d) } else { e };
-    directed(r, es, m)
-}
-
 pub(crate) fn fadd<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
-            (x.ftz() + y.ftz()).ftz().canon()
+            (x.ftz() + y.ftz()).ftz().result(&[y, x])
         } else {
-            (x + y).canon()
+            (x + y).result(&[y, x])
         }
     })
 }
@@ -808,9 +918,9 @@ pub(crate) fn fsub<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b
     map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
-            (x.ftz() - y.ftz()).ftz().canon()
+            (x.ftz() - y.ftz()).ftz().result(&[y, x])
         } else {
-            (x - y).canon()
+            (x - y).result(&[y, x])
         }
     })
 }
@@ -818,9 +928,9 @@ pub(crate) fn fmul<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b
     map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
-            (x.ftz() * y.ftz()).ftz().canon()
+            (x.ftz() * y.ftz()).ftz().result(&[y, x])
         } else {
-            (x * y).canon()
+            (x * y).result(&[y, x])
         }
     })
 }
@@ -828,9 +938,9 @@ pub(crate) fn fdiv<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b
     map2(o, d, a, b, mk, |x, y| {
         let (x, y) = (F::from_u64(x), F::from_u64(y));
         if FTZ {
-            (x.ftz() / y.ftz()).ftz().canon()
+            (x.ftz() / y.ftz()).ftz().result(&[x, y])
         } else {
-            (x / y).canon()
+            (x / y).result(&[x, y])
         }
     })
 }
@@ -845,9 +955,9 @@ pub(crate) fn ffma<F: Flt, const FTZ: bool>(
     map3(o, d, a, b, c, mk, |x, y, z| {
         let (x, y, z) = (F::from_u64(x), F::from_u64(y), F::from_u64(z));
         if FTZ {
-            x.ftz().fma(y.ftz(), z.ftz()).ftz().canon()
+            x.ftz().fma(y.ftz(), z.ftz()).ftz().result(&[y, x, z])
         } else {
-            x.fma(y, z).canon()
+            x.fma(y, z).result(&[y, x, z])
         }
     })
 }
@@ -976,15 +1086,30 @@ pub(crate) fn ffma32_soft<const FTZ: bool>(
     put(o, d, &out, mk);
 }
 
-/// `min`/`max` (`MAX`) on floats: a NaN operand loses, -0 < +0.
-pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+/// `min`/`max` (`MAX`) on floats: a NaN operand loses (`.NaN`, `NANP`: wins, as the
+/// default NaN), two NaNs give a NaN, -0 < +0; `.ftz` flushes subnormal operands.
+pub(crate) fn fmin<F: Flt, const MAX: bool, const NANP: bool, const FTZ: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
     map2(o, d, a, b, mk, |x, y| {
-        let (x, y) = (F::from_u64(x), F::from_u64(y));
-        let r = if x.is_nan() {
-            y
-        } else if y.is_nan() {
-            x
-        } else if x == y {
+        let (mut x, mut y) = (F::from_u64(x), F::from_u64(y));
+        if FTZ {
+            (x, y) = (x.ftz(), y.ftz());
+        }
+        if x.is_nan() || y.is_nan() {
+            return if NANP || (x.is_nan() && y.is_nan()) {
+                F::nan_of(&[y, x])
+            } else if x.is_nan() {
+                y.bits()
+            } else {
+                x.bits()
+            };
+        }
+        let r = if x == y {
             // -0 < +0
             if MAX == x.is_sign_negative() {
                 y
@@ -996,24 +1121,40 @@ pub(crate) fn fmin<F: Flt, const MAX: bool>(o: &mut [u64], d: usize, a: usize, b
         } else {
             y
         };
-        r.canon()
+        r.bits()
     })
 }
-pub(crate) fn fabs<F: Flt>(o: &mut [u64], d: usize, a: usize, mk: u32) {
-    map1(o, d, a, mk, |x| x & !(1u64 << (F::BITS - 1)))
-}
-pub(crate) fn fneg<F: Flt>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+/// `neg`/`abs` (`ABS`) on floats: the sign bit, a NaN operand giving the NaN of an
+/// operation (f32: the default NaN; f64: the operand, quieted); `.ftz` flushes first.
+pub(crate) fn fsign<F: Flt, const ABS: bool, const FTZ: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    mk: u32,
+) {
     map1(o, d, a, mk, |x| {
-        (x ^ (1u64 << (F::BITS - 1))) & (u64::MAX >> (64 - F::BITS))
+        let mut v = F::from_u64(x);
+        if FTZ {
+            v = v.ftz();
+        }
+        if v.is_nan() {
+            return F::nan_of(&[v]);
+        }
+        let sign = 1u64 << (F::BITS - 1);
+        if ABS {
+            v.bits() & !sign
+        } else {
+            v.bits() ^ sign
+        }
     })
 }
 pub(crate) fn fsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| {
         let x = F::from_u64(x);
         if FTZ {
-            x.ftz().sqrt().ftz().canon()
+            x.ftz().sqrt().ftz().result(&[x])
         } else {
-            x.sqrt().canon()
+            x.sqrt().result(&[x])
         }
     })
 }
@@ -1026,10 +1167,19 @@ pub(crate) fn frcp<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, m
             0x3ff0_0000_0000_0000
         });
         if FTZ {
-            (one / x.ftz()).ftz().canon()
+            (one / x.ftz()).ftz().result(&[x])
         } else {
-            (one / x).canon()
+            (one / x).result(&[x])
         }
+    })
+}
+/// `rcp.approx.ftz.f64`: the reciprocal of the operand's high word (the low 32 bits are
+/// ignored, as on the GPU: a NaN whose payload is all low bits is an infinity there),
+/// subnormal results flushed.
+pub(crate) fn frcp_approx_f64(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
+        let v = f64::from_bits(x & !0xffff_ffff).ftz();
+        (1.0 / v).ftz().result(&[v])
     })
 }
 pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
@@ -1038,9 +1188,9 @@ pub(crate) fn frsqrt<F: Flt, const FTZ: bool>(o: &mut [u64], d: usize, a: usize,
         let x = if FTZ { x.ftz() } else { x };
         let r = 1.0 / x.to_f64().sqrt();
         if F::BITS == 32 {
-            F::from_u64((r as f32).to_bits() as u64).canon()
+            F::from_u64((r as f32).to_bits() as u64).result(&[x])
         } else {
-            F::from_u64(r.to_bits()).canon()
+            F::from_u64(r.to_bits()).result(&[x])
         }
     })
 }
@@ -1065,21 +1215,243 @@ pub(crate) fn f32_approx<const K: u8, const FTZ: bool>(o: &mut [u64], d: usize, 
         r.canon()
     })
 }
-/// Directed-rounding f32 add/sub/mul (`add.rz.f32` and friends).
-pub(crate) fn f32_arith_dir<const OP: u8, const M: u8>(
+// ---- Float arithmetic with a rounding mode, `.ftz` and `.sat` ------------------------------
+
+/// The operations of [`falu2`]/[`falu3`]/[`falu1`] (their `OP`).
+pub(crate) mod fop {
+    pub(crate) const ADD: u8 = 0;
+    pub(crate) const SUB: u8 = 1;
+    pub(crate) const MUL: u8 = 2;
+    pub(crate) const DIV: u8 = 3;
+    pub(crate) const FMA: u8 = 4;
+    pub(crate) const SQRT: u8 = 5;
+    pub(crate) const RCP: u8 = 6;
+}
+
+/// `(r, e)`: `op` on f64 operands rounded to nearest, and the sign of the exact result
+/// minus `r` (0: exact). Overflow of finite operands counts as inexact toward zero.
+fn f64_rn_err(op: u8, x: f64, y: f64, z: f64) -> (f64, i8) {
+    // 2^600: scales tiny operands so that error terms do not underflow.
+    const UP: f64 = f64::from_bits((1023 + 600) << 52);
+    const TINY: f64 = f64::from_bits((1023 - 900) << 52);
+    let (x, y) = if op == fop::RCP { (1.0, x) } else { (x, y) };
+    let finite = x.is_finite() && y.is_finite() && z.is_finite();
+    let (r, e) = match op {
+        fop::ADD | fop::SUB => {
+            let y = if op == fop::SUB { -y } else { y };
+            let s = x + y;
+            (s, two_sum_err(x, y, s))
+        }
+        fop::MUL => {
+            let s = x * y;
+            let e = if !s.is_finite() {
+                0
+            } else if s.abs() < TINY && x != 0.0 && y != 0.0 {
+                // Both operands scaled up by 2^600 (neither is large when the product is
+                // this small): the product's error is then exact.
+                sign_of((x * UP).mul_add(y * UP, -(s * UP * UP)))
+            } else {
+                sign_of(x.mul_add(y, -s))
+            };
+            (s, e)
+        }
+        fop::DIV | fop::RCP => {
+            let q = x / y;
+            let e = if !(finite && y != 0.0 && q.is_finite()) {
+                0
+            } else if q.abs() < TINY && x != 0.0 {
+                sign_of((-(q * UP)).mul_add(y, x * UP)) * sign_of(y)
+            } else if x.abs() < TINY || y.abs() < TINY {
+                // Operands near the bottom of the range with a quotient that is not:
+                // both scaled alike, the remainder then exact.
+                sign_of((-q).mul_add(y * UP, x * UP)) * sign_of(y)
+            } else {
+                sign_of((-q).mul_add(y, x)) * sign_of(y)
+            };
+            (q, e)
+        }
+        fop::SQRT => {
+            let r = x.sqrt();
+            (
+                r,
+                if r.is_finite() && r != 0.0 {
+                    -sign_of(r.mul_add(r, -x))
+                } else {
+                    0
+                },
+            )
+        }
+        _ => {
+            let s = x.mul_add(y, z);
+            let p = x * y;
+            let e = if !s.is_finite() || !finite {
+                0
+            } else if (p.abs() < TINY || s.abs() < TINY) && x != 0.0 && y != 0.0 {
+                if z.abs() > TINY * UP {
+                    // The product is far below z's last place: only its sign counts.
+                    if s == z {
+                        sign_of(x) * sign_of(y)
+                    } else {
+                        fma_residual(x, y, z, s)
+                    }
+                } else {
+                    // Product and sum scaled by 2^1200: nothing underflows.
+                    fma_residual(x * UP, y * UP, z * UP * UP, s * UP * UP)
+                }
+            } else {
+                fma_residual(x, y, z, s)
+            };
+            (s, e)
+        }
+    };
+    if finite && r.is_infinite() && !(matches!(op, fop::DIV | fop::RCP) && y == 0.0) {
+        return (r, -sign_of(r));
+    }
+    (r, e)
+}
+
+/// The sign of `x*y + z - s` for `s` the rounded fma (error-free transformations).
+fn fma_residual(x: f64, y: f64, z: f64, s: f64) -> i8 {
+    let p = x * y;
+    let pe = x.mul_add(y, -p);
+    let u = p + z;
+    let ue = {
+        let bb = u - p;
+        (p - (u - bb)) + (z - bb)
+    };
+    sign_of((u - s) + (ue + pe))
+}
+
+/// `(r, e)` for f32 operands: computed in f64 (exact products; sums, quotients and roots
+/// correctly rounded there with their error sign), then rounded to nearest f32, a
+/// midpoint reached by the first rounding moved toward the exact value.
+fn f32_rn_err(op: u8, x: f32, y: f32, z: f32) -> (f32, i8) {
+    let (q, e53) = if op == fop::FMA {
+        let p = x as f64 * y as f64;
+        let s = p + z as f64;
+        (s, two_sum_err(p, z as f64, s))
+    } else {
+        f64_rn_err(op, x as f64, y as f64, z as f64)
+    };
+    let mut r = q as f32;
+    if r.is_finite() && e53 != 0 && (r as f64) != q {
+        // Is q an f32 midpoint? Then the exact value decides.
+        let other = if (r as f64) < q {
+            r.next_up()
+        } else {
+            r.next_down()
+        };
+        if ((r as f64) - q).abs() == ((other as f64) - q).abs() {
+            let up = e53 > 0;
+            r = if up == (r as f64 > q) { r } else { other };
+        }
+    }
+    let d = r as f64 - q;
+    let e = if d != 0.0 { -sign_of(d) } else { e53 };
+    let finite = x.is_finite() && y.is_finite() && z.is_finite();
+    if finite && r.is_infinite() && q.is_finite() {
+        return (r, -sign_of(q));
+    }
+    (r, e)
+}
+
+/// One float operation with rounding mode `m`, `.ftz` and `.sat` as PTX defines them:
+/// subnormal operands and results flushed to sign-preserving zero (`ftz`), the result
+/// clamped to [+0, 1] with NaN giving +0 (`sat`); an exact zero sum is -0 when rounding
+/// down (IEEE 754).
+#[inline(never)]
+pub(crate) fn falu<F: Flt>(op: u8, m: Rnd, ftz: bool, sat: bool, x: F, y: F, z: F) -> u64 {
+    let fl = |v: F| if ftz { v.ftz() } else { v };
+    let (x, y, z) = (fl(x), fl(y), fl(z));
+    let ops: &[F] = match op {
+        fop::FMA => &[y, x, z],
+        fop::SQRT | fop::RCP => &[x],
+        // Division is a software sequence on the GPU: its NaN priority is a, then b.
+        fop::DIV => &[x, y],
+        _ => &[y, x],
+    };
+    let mut bits = if ops.iter().any(|v| v.is_nan()) {
+        F::nan_of(ops)
+    } else {
+        let (r, e) = if F::BITS == 32 {
+            let f = |v: F| v.to_f64() as f32;
+            let (r, e) = f32_rn_err(op, f(x), f(y), f(z));
+            (F::from_u64(r.to_bits() as u64), e)
+        } else {
+            let (r, e) = f64_rn_err(op, x.to_f64(), y.to_f64(), z.to_f64());
+            (F::from_u64(r.to_bits()), e)
+        };
+        let mut r = directed(r, e, m);
+        let zero = F::zero();
+        if r == zero && e == 0 && m == Rnd::M && matches!(op, fop::ADD | fop::SUB | fop::FMA) {
+            // An exact zero sum rounding down is -0 unless both addends are +0.
+            let (p, q) = match op {
+                fop::ADD => (x, y),
+                fop::SUB => (x, -y),
+                _ => (x * y, z),
+            };
+            let both_plus_zero =
+                p == zero && q == zero && !p.is_sign_negative() && !q.is_sign_negative();
+            if !both_plus_zero {
+                r = -zero;
+            }
+        }
+        r.result(ops)
+    };
+    if ftz {
+        bits = fl(F::from_u64(bits)).bits();
+    }
+    if sat {
+        let v = F::from_u64(bits);
+        let one = F::from_u64(if F::BITS == 32 {
+            0x3f80_0000
+        } else {
+            0x3ff0_0000_0000_0000
+        });
+        bits = if v.is_nan() || v <= F::zero() {
+            0
+        } else if v > one {
+            one.bits()
+        } else {
+            bits
+        };
+    }
+    bits
+}
+
+/// `FLAGS` of [`falu2`]/[`falu3`]/[`falu1`]: bit 0 `.ftz`, bit 1 `.sat`; `M` the rounding
+/// mode (0 rn, 1 rz, 2 rm, 3 rp).
+const fn rnd_of_m(m: u8) -> Rnd {
+    match m {
+        0 => Rnd::N,
+        1 => Rnd::Z,
+        2 => Rnd::M,
+        _ => Rnd::P,
+    }
+}
+/// [`falu`] over a warp, two operands.
+pub(crate) fn falu2<F: Flt, const OP: u8, const M: u8, const FLAGS: u8>(
     o: &mut [u64],
     d: usize,
     a: usize,
     b: usize,
     mk: u32,
 ) {
-    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
     map2(o, d, a, b, mk, |x, y| {
-        f32_dir(f32::from_bits(x as u32), f32::from_bits(y as u32), OP, m).canon()
+        let (x, y) = (F::from_u64(x), F::from_u64(y));
+        falu(
+            OP,
+            rnd_of_m(M),
+            FLAGS & 1 != 0,
+            FLAGS & 2 != 0,
+            x,
+            y,
+            F::zero(),
+        )
     })
 }
-/// Directed-rounding f32 fma: exact product in f64, exact sum error by two_sum.
-pub(crate) fn f32_fma_dir<const M: u8>(
+/// [`falu`] over a warp, fma.
+pub(crate) fn falu3<F: Flt, const M: u8, const FLAGS: u8>(
     o: &mut [u64],
     d: usize,
     a: usize,
@@ -1087,58 +1459,74 @@ pub(crate) fn f32_fma_dir<const M: u8>(
     c: usize,
     mk: u32,
 ) {
-    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
     map3(o, d, a, b, c, mk, |x, y, z| {
-        let p = f32::from_bits(x as u32) as f64 * f32::from_bits(y as u32) as f64;
-        let zc = f32::from_bits(z as u32) as f64;
-        let s = p + zc;
-        let e = two_sum_err(p, zc, s);
-        let r = s as f32;
-        let d = (r as f64) - s;
-        let es = if d != 0.0 { -sign_of(d) } else { e };
-        directed(r, es, m).canon()
+        let (x, y, z) = (F::from_u64(x), F::from_u64(y), F::from_u64(z));
+        falu(
+            fop::FMA,
+            rnd_of_m(M),
+            FLAGS & 1 != 0,
+            FLAGS & 2 != 0,
+            x,
+            y,
+            z,
+        )
     })
 }
-/// Directed-rounding f64 add/sub/mul.
-pub(crate) fn f64_arith_dir<const OP: u8, const M: u8>(
+/// [`falu`] over a warp, one operand (sqrt, rcp).
+pub(crate) fn falu1<F: Flt, const OP: u8, const M: u8, const FLAGS: u8>(
     o: &mut [u64],
     d: usize,
     a: usize,
-    b: usize,
     mk: u32,
 ) {
-    let m = [Rnd::N, Rnd::Z, Rnd::M, Rnd::P][M as usize];
+    map1(o, d, a, mk, |x| {
+        let x = F::from_u64(x);
+        falu(
+            OP,
+            rnd_of_m(M),
+            FLAGS & 1 != 0,
+            FLAGS & 2 != 0,
+            x,
+            F::zero(),
+            F::zero(),
+        )
+    })
+}
+
+/// `div.approx.f32`: the quotient (within the ISA's 2 ulp), zero for divisors above
+/// 2^126 in magnitude, as on the GPU.
+pub(crate) fn fdiv_approx<const FTZ: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
     map2(o, d, a, b, mk, |x, y| {
-        let (x, y) = (f64::from_bits(x), f64::from_bits(y));
-        let (r, e) = match OP {
-            0 => {
-                let s = x + y;
-                (s, two_sum_err(x, y, s))
-            }
-            1 => {
-                let s = x - y;
-                (s, two_sum_err(x, -y, s))
-            }
-            _ => {
-                let s = x * y;
-                let e = if s.is_finite() {
-                    sign_of(x.mul_add(y, -s))
-                } else {
-                    0
-                };
-                (s, e)
-            }
+        let (mut x, mut y) = (f32::from_bits(x as u32), f32::from_bits(y as u32));
+        if FTZ {
+            (x, y) = (x.ftz(), y.ftz());
+        }
+        // Divisors above 2^126 give zero (times a: NaN for an infinite a).
+        let q = if y.is_finite() && y.abs() > f32::from_bits(0x7e80_0000) {
+            x * 0.0 * y.signum()
+        } else {
+            x / y
         };
-        directed(r, e, m).canon()
+        (if FTZ { q.ftz() } else { q }).canon()
     })
 }
 
 pub(crate) fn cmp_flt<F: Flt, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    cmp_flt_with::<F, OP>(r, a, b, false)
+}
+/// `setp.<cmp>.ftz.f32`: subnormal operands compare as zeros.
+pub(crate) fn cmp_flt_ftz<F: Flt, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
+    cmp_flt_with::<F, OP>(r, a, b, true)
+}
+#[inline(always)]
+fn cmp_flt_with<F: Flt, const OP: u8>(r: &[u64], a: usize, b: usize, ftz: bool) -> u32 {
     let (a, b) = (row(r, a), row(r, b));
     let mut m = 0u32;
     for l in 0..32 {
-        let x = F::from_u64(a[l]);
-        let y = F::from_u64(b[l]);
+        let (mut x, mut y) = (F::from_u64(a[l]), F::from_u64(b[l]));
+        if ftz {
+            (x, y) = (x.ftz(), y.ftz());
+        }
         let unord = x.is_nan() || y.is_nan();
         let r = match OP {
             0 => x == y,
@@ -1367,11 +1755,17 @@ pub(crate) fn cvt_one(
         }
         _ => f64::from_bits(x),
     };
+    if f.is_nan() && !sat && !(irnd && src == dst && src != CvtTy::F64) {
+        // `.ftz` sends an f32 through the f32 unit first, which makes its NaN canonical.
+        let x = if ftz && src == CvtTy::F32 {
+            0x7fff_ffff
+        } else {
+            x
+        };
+        return nan_convert(x, src, dst);
+    }
     match dst {
         CvtTy::U(_) | CvtTy::S(_) => {
-            if f.is_nan() {
-                return 0;
-            }
             let r = round_int(f, m);
             let v = if r >= 1.7e38 {
                 i128::MAX
@@ -1386,7 +1780,13 @@ pub(crate) fn cvt_one(
             if irnd {
                 f = round_int(f, m);
             }
-            let sat1 = |v: f64| if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+            let sat1 = |v: f64| {
+                if v.is_nan() || v <= 0.0 {
+                    0.0
+                } else {
+                    v.min(1.0)
+                }
+            };
             match dst {
                 CvtTy::F32 => {
                     let mut r = if src == CvtTy::F64 && !irnd {
@@ -1451,6 +1851,35 @@ pub(crate) fn mul24<const S: bool, const HI: bool>(
     })
 }
 
+/// `mad24.lo`/`mad24.hi` (`HI`) on `.s32`/`.u32` (`S`), `.sat` (`SAT`, `.hi.s32` only):
+/// the 48-bit product of the operands' low 24 bits (bits 0..32 or 16..48) plus `c`.
+pub(crate) fn mad24<const S: bool, const HI: bool, const SAT: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        let ext = |v: u64| -> i64 {
+            if S {
+                ((v << 40) as i64) >> 40
+            } else {
+                (v & 0xff_ffff) as i64
+            }
+        };
+        let p = ext(x) * ext(y);
+        let part = if HI { p >> 16 } else { p };
+        if SAT {
+            let sum = (part as i32 as i64) + (z as i32 as i64);
+            (sum.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32) as u64
+        } else {
+            (part as u64).wrapping_add(z) & 0xffff_ffff
+        }
+    })
+}
+
 /// `sad`: `|a - b| + c`.
 pub(crate) fn sad<T: Int>(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
     map3(o, d, a, b, c, mk, |x, y, z| {
@@ -1486,52 +1915,232 @@ pub(crate) fn shf<const R: bool, const CLAMP: bool>(
     })
 }
 
-fn h(x: u64) -> f64 {
-    f16_to_f32(x as u16) as f64
+/// The 16-bit float formats: `BF16` false is IEEE half (f16), true bfloat16.
+#[inline(always)]
+fn half_to_f64<const BF16: bool>(h: u64) -> f64 {
+    if BF16 {
+        f32::from_bits(((h & 0xffff) as u32) << 16) as f64
+    } else {
+        f16_to_f32(h as u16) as f64
+    }
 }
-fn hr(v: f64) -> u64 {
-    f64_to_f16(v, Rnd::N) as u64
+#[inline(always)]
+fn half_of_f64<const BF16: bool>(v: f64) -> u64 {
+    if BF16 {
+        f64_to_bf16(v, Rnd::N) as u64
+    } else {
+        f64_to_f16(v, Rnd::N) as u64
+    }
+}
+/// A subnormal half flushed to sign-preserving zero.
+#[inline(always)]
+fn half_ftz<const BF16: bool>(h: u64) -> u64 {
+    let exp = if BF16 { 0x7f80 } else { 0x7c00 };
+    if h & exp == 0 {
+        h & 0x8000
+    } else {
+        h
+    }
+}
+/// `FLAGS` of the half operations: bit 0 `.ftz`, bit 1 `.sat`, bit 2 `.NaN` (min/max),
+/// bit 3 packed (`.f16x2`/`.bf16x2`: both halves of a 32-bit register).
+const HALF_FTZ: u8 = 1;
+const HALF_SAT: u8 = 2;
+const HALF_NAN: u8 = 4;
+const HALF_X2: u8 = 8;
+
+/// Applies `f` to one half, or to both halves of a packed register.
+#[inline(always)]
+fn halves<const FLAGS: u8>(a: u64, b: u64, c: u64, f: impl Fn(u64, u64, u64) -> u64) -> u64 {
+    if FLAGS & HALF_X2 != 0 {
+        let lo = f(a & 0xffff, b & 0xffff, c & 0xffff);
+        let hi = f((a >> 16) & 0xffff, (b >> 16) & 0xffff, (c >> 16) & 0xffff);
+        (hi << 16) | lo
+    } else {
+        f(a & 0xffff, b & 0xffff, c & 0xffff)
+    }
 }
 
-/// f16 add/sub/mul (`OP` 0/1/2), computed exactly in f64 and rounded once.
-pub(crate) fn f16_arith<const OP: u8>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
+/// One half-precision arithmetic result `v` (exact or once-rounded in f64) with the
+/// modifiers: NaN gives the canonical 0x7fff, `.sat` clamps to [+0, 1], `.ftz` flushes
+/// subnormal results.
+#[inline(always)]
+fn half_result<const BF16: bool, const FLAGS: u8>(v: f64) -> u64 {
+    if v.is_nan() {
+        return if FLAGS & HALF_SAT != 0 { 0 } else { 0x7fff };
+    }
+    let mut h = half_of_f64::<BF16>(v);
+    if FLAGS & HALF_FTZ != 0 {
+        h = half_ftz::<BF16>(h);
+    }
+    if FLAGS & HALF_SAT != 0 {
+        let r = half_to_f64::<BF16>(h);
+        h = if r <= 0.0 {
+            0
+        } else if r > 1.0 {
+            half_of_f64::<BF16>(1.0)
+        } else {
+            h
+        };
+    }
+    h
+}
+
+/// f16/bf16 add/sub/mul (`OP` 0/1/2), scalar or packed, computed in f64 (exact for
+/// products; sums of two halves are exact unless far apart, where the one f64 rounding
+/// cannot reach a half's midpoint) and rounded once.
+pub(crate) fn half_arith<const BF16: bool, const OP: u8, const FLAGS: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
     map2(o, d, a, b, mk, |x, y| {
-        hr(match OP {
-            0 => h(x) + h(y),
-            1 => h(x) - h(y),
-            _ => h(x) * h(y),
+        halves::<FLAGS>(x, y, 0, |x, y, _| {
+            let f = |h: u64| {
+                let h = if FLAGS & HALF_FTZ != 0 {
+                    half_ftz::<BF16>(h)
+                } else {
+                    h
+                };
+                half_to_f64::<BF16>(h)
+            };
+            let (p, q) = (f(x), f(y));
+            half_result::<BF16, FLAGS>(match OP {
+                0 => p + q,
+                1 => p - q,
+                _ => p * q,
+            })
         })
     })
 }
 
-/// f16 fma: the product of two f16 is exact in f64 and the sum with a third is
-/// exact too (exponent range of f16 is small), so one rounding.
-pub(crate) fn f16_fma(o: &mut [u64], d: usize, a: usize, b: usize, c: usize, mk: u32) {
-    map3(o, d, a, b, c, mk, |x, y, z| hr(h(x).mul_add(h(y), h(z))))
-}
-
-/// f16 min/max (`MAX`): NaN operands lose.
-pub(crate) fn f16_minmax<const MAX: bool>(o: &mut [u64], d: usize, a: usize, b: usize, mk: u32) {
-    map2(o, d, a, b, mk, |x, y| {
-        let (p, q) = (h(x), h(y));
-        if p.is_nan() {
-            y & 0xffff
-        } else if q.is_nan() || (if MAX { p >= q } else { p <= q }) {
-            x & 0xffff
-        } else {
-            y & 0xffff
-        }
+/// f16/bf16 fma, scalar or packed: the product is exact in f64; the sum is rounded to
+/// odd in f64 (its exact error by TwoSum) so that rounding to a half afterwards is
+/// correct.
+pub(crate) fn half_fma<const BF16: bool, const FLAGS: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    mk: u32,
+) {
+    map3(o, d, a, b, c, mk, |x, y, z| {
+        halves::<FLAGS>(x, y, z, |x, y, z| {
+            let f = |h: u64| {
+                let h = if FLAGS & HALF_FTZ != 0 {
+                    half_ftz::<BF16>(h)
+                } else {
+                    h
+                };
+                half_to_f64::<BF16>(h)
+            };
+            let (p, q) = (f(x) * f(y), f(z));
+            let s = p + q;
+            let e = two_sum_err(p, q, s);
+            let odd = if e != 0 && s.to_bits() & 1 == 0 {
+                if (e > 0) == (s > 0.0) {
+                    f64::from_bits(s.to_bits() + 1)
+                } else {
+                    f64::from_bits(s.to_bits() - 1)
+                }
+            } else {
+                s
+            };
+            half_result::<BF16, FLAGS>(odd)
+        })
     })
 }
 
-/// `neg.f16` / `abs.f16` (`ABS`): sign-bit operations.
-pub(crate) fn f16_sign<const ABS: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+/// f16/bf16 min/max (`MAX`), scalar or packed: -0 < +0, a NaN operand loses (with
+/// `.NaN`: wins, canonical), two NaNs give the canonical NaN.
+pub(crate) fn half_minmax<const BF16: bool, const MAX: bool, const FLAGS: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
+    map2(o, d, a, b, mk, |x, y| {
+        halves::<FLAGS>(x, y, 0, |x, y, _| {
+            let (x, y) = if FLAGS & HALF_FTZ != 0 {
+                (half_ftz::<BF16>(x), half_ftz::<BF16>(y))
+            } else {
+                (x, y)
+            };
+            let (p, q) = (half_to_f64::<BF16>(x), half_to_f64::<BF16>(y));
+            if p.is_nan() || q.is_nan() {
+                return if FLAGS & HALF_NAN != 0 || (p.is_nan() && q.is_nan()) {
+                    0x7fff
+                } else if p.is_nan() {
+                    y
+                } else {
+                    x
+                };
+            }
+            let x_first = if p == q {
+                // -0 < +0
+                MAX != (x & 0x8000 != 0)
+            } else {
+                (p < q) != MAX
+            };
+            if x_first {
+                x
+            } else {
+                y
+            }
+        })
+    })
+}
+
+/// `neg`/`abs` (`ABS`) on f16/bf16, scalar or packed: the sign bit; a NaN gives the
+/// canonical NaN.
+pub(crate) fn half_sign<const BF16: bool, const ABS: bool, const FLAGS: u8>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    mk: u32,
+) {
     map1(o, d, a, mk, |x| {
-        if ABS {
-            x & 0x7fff
-        } else {
-            (x ^ 0x8000) & 0xffff
-        }
+        halves::<FLAGS>(x, 0, 0, |x, _, _| {
+            let x = if FLAGS & HALF_FTZ != 0 {
+                half_ftz::<BF16>(x)
+            } else {
+                x
+            };
+            if half_to_f64::<BF16>(x).is_nan() {
+                0x7fff
+            } else if ABS {
+                x & 0x7fff
+            } else {
+                x ^ 0x8000
+            }
+        })
+    })
+}
+
+/// `cvt.rn{.relu}.{f16x2,bf16x2}.f32 d, a, b`: `a` to the high half, `b` to the low.
+pub(crate) fn cvt_pack_half<const BF16: bool, const RELU: bool>(
+    o: &mut [u64],
+    d: usize,
+    a: usize,
+    b: usize,
+    mk: u32,
+) {
+    map2(o, d, a, b, mk, |x, y| {
+        let one = |v: u64| {
+            let f = f32::from_bits(v as u32);
+            if f.is_nan() {
+                0x7fff
+            } else if RELU && f <= 0.0 {
+                0
+            } else {
+                half_of_f64::<BF16>(f as f64)
+            }
+        };
+        (one(x) << 16) | one(y)
     })
 }
 
@@ -1571,10 +2180,84 @@ pub(crate) fn cvt_f64_u32(o: &mut [u64], d: usize, a: usize, mk: u32) {
     map1(o, d, a, mk, |x| (x as u32 as f64).to_bits())
 }
 pub(crate) fn cvt_f64_f32(o: &mut [u64], d: usize, a: usize, mk: u32) {
-    map1(o, d, a, mk, |x| (f32::from_bits(x as u32) as f64).canon())
+    map1(o, d, a, mk, |x| {
+        let v = f32::from_bits(x as u32);
+        if v.is_nan() {
+            nan_convert(x, CvtTy::F32, CvtTy::F64)
+        } else {
+            (v as f64).to_bits()
+        }
+    })
 }
 pub(crate) fn cvt_f32_f64(o: &mut [u64], d: usize, a: usize, mk: u32) {
-    map1(o, d, a, mk, |x| (f64::from_bits(x) as f32).canon())
+    map1(o, d, a, mk, |x| {
+        let v = f64::from_bits(x);
+        if v.is_nan() {
+            nan_convert(x, CvtTy::F64, CvtTy::F32)
+        } else {
+            (v as f32).to_bits() as u64
+        }
+    })
+}
+
+/// `(sign bit, exponent bits, mantissa bits)` of a float register type.
+fn float_layout(t: CvtTy) -> (u32, u32, u32) {
+    match t {
+        CvtTy::F16 => (15, 5, 10),
+        CvtTy::Bf16 => (15, 8, 7),
+        CvtTy::F32 => (31, 8, 23),
+        _ => (63, 11, 52),
+    }
+}
+
+/// What `cvt` makes of a NaN, as measured on an H200 (fixtures/isa-goldens): a
+/// conversion to or from f64 keeps the sign and the payload's top bits and sets the quiet
+/// bit (the f64 unit's conversions); any other float conversion gives the canonical NaN
+/// (0x7fff_ffff, 0x7fff); bf16 to f32 is a shift, NaN bits included. Converting to an
+/// integer gives 0, except from f64 or to a 64-bit integer, which give the most
+/// negative value's bits.
+pub(crate) fn nan_convert(x: u64, src: CvtTy, dst: CvtTy) -> u64 {
+    match dst {
+        CvtTy::U(b) | CvtTy::S(b) => {
+            if src == CvtTy::F64 || b == 64 {
+                1u64 << (b - 1)
+            } else {
+                0
+            }
+        }
+        _ if src == CvtTy::Bf16 && dst == CvtTy::F32 => (x & 0xffff) << 16,
+        _ if src == CvtTy::F64 || dst == CvtTy::F64 => {
+            let (ss, _, sm) = float_layout(src);
+            let (ds, de, dm) = float_layout(dst);
+            let sign = (x >> ss) & 1;
+            let mant = x & ((1u64 << sm) - 1);
+            let mant = if dm >= sm {
+                mant << (dm - sm)
+            } else {
+                mant >> (sm - dm)
+            };
+            (sign << ds) | (((1u64 << de) - 1) << dm) | (1u64 << (dm - 1)) | mant
+        }
+        CvtTy::F32 => 0x7fff_ffff,
+        _ => 0x7fff,
+    }
+}
+
+/// `cvt.rn.relu.{f16,bf16}.f32` (`BF16`): negatives (and -0) give +0, a NaN the canonical
+/// NaN.
+pub(crate) fn cvt_half_relu<const BF16: bool>(o: &mut [u64], d: usize, a: usize, mk: u32) {
+    map1(o, d, a, mk, |x| {
+        let v = f32::from_bits(x as u32);
+        if v.is_nan() {
+            0x7fff
+        } else if v <= 0.0 {
+            0
+        } else if BF16 {
+            f64_to_bf16(v as f64, Rnd::N) as u64
+        } else {
+            f64_to_f16(v as f64, Rnd::N) as u64
+        }
+    })
 }
 /// f32 to s32 (`U` false) or u32 with an integer rounding `M` (0 rni, 1 rzi, 2 rmi, 3 rpi).
 pub(crate) fn cvt_i32_f32<const U: bool, const M: u8>(o: &mut [u64], d: usize, a: usize, mk: u32) {
