@@ -1871,21 +1871,22 @@ impl<'a> Dec<'a> {
                 let a = self.src_typed(&ops[1], t, line)?;
                 let b = self.src_typed(&ops[2], t, line)?;
                 let c = self.src_typed(&ops[3], t, line)?;
-                let f: TerFn =
-                    match (t, i.has("hi"), i.has("sat")) {
-                        (ScalarType::S32, false, false) => ops::mad24::<true, false, false>,
-                        (ScalarType::S32, true, false) => ops::mad24::<true, true, false>,
-                        (ScalarType::S32, true, true) => ops::mad24::<true, true, true>,
-                        (ScalarType::U32, false, false) => ops::mad24::<false, false, false>,
-                        (ScalarType::U32, true, false) => ops::mad24::<false, true, false>,
-                        _ => return derr(
+                let f: TerFn = match (t, i.has("hi"), i.has("sat")) {
+                    (ScalarType::S32, false, false) => ops::mad24::<true, false, false>,
+                    (ScalarType::S32, true, false) => ops::mad24::<true, true, false>,
+                    (ScalarType::S32, true, true) => ops::mad24::<true, true, true>,
+                    (ScalarType::U32, false, false) => ops::mad24::<false, false, false>,
+                    (ScalarType::U32, true, false) => ops::mad24::<false, true, false>,
+                    _ => {
+                        return derr(
                             line,
                             format!(
                                 "`{}`: mad24 takes .lo or .hi on .s32 or .u32 (.sat with .hi.s32)",
                                 i.full_name()
                             ),
-                        ),
-                    };
+                        )
+                    }
+                };
                 Op::Ter(f, d, a, b, c)
             }
             "mul24" => {

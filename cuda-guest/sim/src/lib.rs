@@ -184,7 +184,8 @@ pub const MAX_REGISTERS: u32 = 64;
 /// `env_logger` directives that keep the JIT's code generator quiet at `info`
 /// (Cranelift logs every function it defines, IR included, at info level). Binaries
 /// append them to their default filter: `format!("info,{}", sim::QUIET_DEPENDENCIES)`.
-pub const QUIET_DEPENDENCIES: &str = "cranelift_jit=warn,cranelift_codegen=warn,cranelift_frontend=warn";
+pub const QUIET_DEPENDENCIES: &str =
+    "cranelift_jit=warn,cranelift_codegen=warn,cranelift_frontend=warn";
 pub use vmgpu_cuda_api::{
     DevicePtr, FaultKind, LaunchConfig, LaunchKind, Location, MemoryFault, NearestAlloc,
 };

@@ -111,10 +111,7 @@ fn main() -> ExitCode {
     } else {
         "warn"
     };
-    let default_log = format!(
-        "{default_log},{}",
-        cuda_guest::sim::QUIET_DEPENDENCIES
-    );
+    let default_log = format!("{default_log},{}", cuda_guest::sim::QUIET_DEPENDENCIES);
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_log)).init();
     let host = cli.host.host();
     let mut out = Out::new();
