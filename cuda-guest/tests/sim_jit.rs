@@ -605,3 +605,59 @@ fn compiled_loops_stop_at_the_budget_the_time_limit_and_cancellation() {
         "{e}"
     );
 }
+
+/// Reductions (global atomics whose result nothing reads) that a host thread combines
+/// and applies at the end of each block (`Program::combine_reds`) give the exact totals
+/// on every engine and thread count, and a thread reads its own reduction back.
+#[test]
+fn combined_reductions_are_exact_and_visible_to_their_thread() {
+    // Each of 64 blocks x 128 threads adds 1 to bins[tid % 8] (atom with a result never
+    // read), `red.add` 3 to bins[8], and keeps the largest tid in bins[9] (red.max).
+    let hist = kernel(
+        ".param .u64 p",
+        " .reg .b64 %rd<6>; .reg .b32 %r<8>;\n\
+         ld.param.u64 %rd1, [p];\n\
+         mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;\n\
+         mad.lo.s32 %r4, %r1, %r2, %r3; and.b32 %r5, %r4, 7;\n\
+         mul.wide.u32 %rd2, %r5, 4; add.s64 %rd3, %rd1, %rd2;\n\
+         atom.global.add.u32 %r6, [%rd3], 1;\n\
+         red.global.add.u32 [%rd1+32], 3;\n\
+         red.global.max.s32 [%rd1+36], %r4;\n\
+         ret;",
+    );
+    // One thread: red.add 5, then reads the word back (its own reduction is visible).
+    let own = kernel(
+        ".param .u64 p",
+        " .reg .b64 %rd<4>; .reg .b32 %r<4>;\n\
+         ld.param.u64 %rd1, [p];\n\
+         red.global.add.u32 [%rd1], 5;\n\
+         ld.global.u32 %r1, [%rd1];\n\
+         st.global.u32 [%rd1+4], %r1;\n\
+         ret;",
+    );
+    for engine in [Engine::Interpreter, Engine::Jit] {
+        for threads in [1, 2, 4] {
+            let mut s = sim(engine, threads);
+            let m = s.load_module("reds.ptx", &hist).unwrap();
+            let buf = s.malloc(40).unwrap();
+            s.memcpy_htod(buf, &[0u8; 40]).unwrap();
+            s.launch(&m, "k", cfg(64, 128), &[KernelArg::Ptr(buf)])
+                .unwrap();
+            let w = words(&mut s, buf, 10);
+            assert_eq!(&w[..8], &[1024; 8], "{engine:?} on {threads} threads");
+            assert_eq!(w[8], 3 * 64 * 128, "{engine:?} on {threads} threads");
+            assert_eq!(w[9], 64 * 128 - 1, "{engine:?} on {threads} threads");
+
+            let m = s.load_module("own.ptx", &own).unwrap();
+            let buf = s.malloc(8).unwrap();
+            s.memcpy_htod(buf, &7u32.to_le_bytes().repeat(2)).unwrap();
+            s.launch(&m, "k", cfg(1, 1), &[KernelArg::Ptr(buf)])
+                .unwrap();
+            assert_eq!(
+                words(&mut s, buf, 2),
+                [12, 12],
+                "{engine:?} on {threads} threads"
+            );
+        }
+    }
+}

@@ -663,6 +663,13 @@ pub(crate) struct Program {
     /// which only an engine running a warp's lanes together (the interpreter) runs as a
     /// GPU does.
     pub lockstep: bool,
+    /// Its global atomics whose result nothing reads (reductions: `red`, or `atom` into
+    /// a register never read) may be combined per host thread and applied at the end
+    /// of each block, or before the kernel touches that allocation otherwise: it has
+    /// such atomics (integer add, and, or, xor, min, max) and nothing that could
+    /// observe the order (no barrier, fence, memory order, call, global atomic with a
+    /// result, texture or surface). See `exec::Reds`.
+    pub combine_reds: bool,
     /// The kernel compiled by the JIT, made at its first launch, or why the JIT does
     /// not take it (see `jit::compile`).
     pub jit: std::sync::OnceLock<Result<crate::jit::Kernel, String>>,
@@ -845,6 +852,8 @@ struct Dec<'a> {
     pending: Vec<(u32, &'a Function)>,
     /// See [`Program::lockstep`].
     lockstep: bool,
+    /// It has `membar` or `fence` (see [`Program::combine_reds`]).
+    fences: bool,
 }
 
 fn int_width(t: ScalarType) -> u32 {
@@ -2473,7 +2482,10 @@ impl<'a> Dec<'a> {
                     Op::Bar { red: None }
                 }
             }
-            "membar" | "fence" => Op::Nop,
+            "membar" | "fence" => {
+                self.fences = true;
+                Op::Nop
+            }
             "call" => return self.call(i, guard),
             "wmma" => self.wmma(i, line)?,
             "shfl" => {
@@ -3825,6 +3837,64 @@ fn bin_sem(i: &Instruction, t: ScalarType, is_float: bool, rnd: Rnd, ftz: bool) 
     }
 }
 
+/// Whether a global atomic `op` on `ty` combines (associative and commutative on the
+/// bits: integer add, and, or, xor, min, max).
+pub(crate) fn combinable(op: AtomOp, ty: AtomTy) -> bool {
+    !matches!(ty, AtomTy::F32 | AtomTy::F64)
+        && matches!(
+            op,
+            AtomOp::Add | AtomOp::And | AtomOp::Or | AtomOp::Xor | AtomOp::Min | AtomOp::Max
+        )
+}
+
+/// Drops the destination of global atomics whose result no instruction reads (they
+/// are reductions), and says whether the program's reductions may be combined
+/// ([`Program::combine_reds`]; `ordered`: it has fences or memory-ordered accesses).
+fn combine_reds(insts: &mut [Inst], ordered: bool) -> bool {
+    let mut read: Vec<bool> = Vec::new();
+    for i in insts.iter() {
+        for r in reads_writes(&i.op).0 {
+            let r = r as usize;
+            if read.len() <= r {
+                read.resize(r + 1, false);
+            }
+            read[r] = true;
+        }
+    }
+    let read = |r: R| read.get(r as usize).copied().unwrap_or(false);
+    let global = |sp: Sp| matches!(sp, Sp::Global | Sp::Generic);
+    let mut any = false;
+    let mut ok = !ordered;
+    for i in insts.iter_mut() {
+        match &mut i.op {
+            Op::Atom { sp, d, op, ty, .. } if global(*sp) => {
+                if d.is_some_and(|r| !read(r)) {
+                    *d = None;
+                }
+                if d.is_some() || !combinable(*op, *ty) {
+                    ok = false;
+                } else {
+                    any = true;
+                }
+            }
+            Op::Bar { .. }
+            | Op::Call { .. }
+            | Op::Cdp { .. }
+            | Op::Tex { .. }
+            | Op::Surf { .. }
+            | Op::Wmma(..)
+            | Op::SpinHint
+            | Op::MbarInit { .. }
+            | Op::MbarArrive { .. }
+            | Op::MbarWait { .. }
+            | Op::Malloc { .. }
+            | Op::Free { .. } => ok = false,
+            _ => {}
+        }
+    }
+    ok && any
+}
+
 fn cvt_fast(d: CvtTy, s: CvtTy, rnd: Rnd, irnd: bool, sat: bool, ftz: bool) -> Option<UnFn> {
     // Fast paths for the common conversions; everything else goes through cvt_one.
     if !sat && !ftz {
@@ -4397,6 +4467,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         out_ix: HashMap::new(),
         pending: vec![],
         lockstep: false,
+        fences: false,
     };
     for p in &f.params {
         d.scopes[0].insert(p.name.clone(), Sym::KParam(p.offset, p.size));
@@ -4476,6 +4547,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         .any(|i| matches!(i.op, Op::Malloc { .. } | Op::Free { .. } | Op::Cdp { .. }));
     let mut consts: Vec<(R, u64)> = d.consts.iter().map(|(&v, &r)| (r, v)).collect();
     consts.push((d.dyn_reg, shared_static));
+    let combine_reds = combine_reds(&mut d.insts, d.fences || d.lockstep);
     Ok(Program {
         name: f.name.clone(),
         params: f.params.clone(),
@@ -4503,6 +4575,7 @@ pub(crate) fn decode_kernel(m: &ModuleCtx, f: &Function) -> DResult<Program> {
         uses_heap,
         reserved_smem: d.reserved_smem,
         lockstep: d.lockstep,
+        combine_reds,
         jit: std::sync::OnceLock::new(),
     })
 }

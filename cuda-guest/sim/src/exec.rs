@@ -336,6 +336,23 @@ struct Exec<'a, 'b> {
     count: u64,
     /// Set by a `try_wait` no lane of which completed: the warp yields to its siblings.
     yield_now: bool,
+    /// Reductions held back ([`Program::combine_reds`]).
+    reds: Reds,
+}
+
+/// A held reduction: its operation, type and combined operand.
+type HeldRed = (AtomOp, AtomTy, u64);
+
+/// A host thread's combined reductions ([`Program::combine_reds`]): per global word
+/// (allocation, offset) the operation and the operands combined so far, applied to
+/// memory at the end of each block or before any access of the kernel to an allocation
+/// that has some. Contended atomics from many host threads then become one per word
+/// and block: the global-atomic histogram scales instead of bouncing cache lines.
+#[derive(Default)]
+struct Reds {
+    held: std::cell::RefCell<HashMap<(u32, u64), HeldRed>>,
+    /// The allocations with held reductions, as bits of their index mod 64.
+    allocs: std::cell::Cell<u64>,
 }
 
 fn lanes(regs: &[u64], r: R) -> &Lanes {
@@ -697,6 +714,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         pc: u32,
     ) -> Option<&'b [std::sync::atomic::AtomicU32; 32]> {
         let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
+        self.touch(self.cache[pc as usize] as usize);
         if write && al.read_only {
             return None;
         }
@@ -748,6 +766,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         offs: &mut Lanes,
     ) -> Option<&'b Alloc> {
         let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
+        self.touch(self.cache[pc as usize] as usize);
         if (write && al.read_only) || al.size < len {
             return None;
         }
@@ -765,7 +784,10 @@ impl<'a, 'b> Exec<'a, 'b> {
 
     fn load(&self, t: &Target, off: u64, size: u8, warp: &Warp) -> u64 {
         match *t {
-            Target::Global(i, o) => self.l.live[i].load(o + off, size),
+            Target::Global(i, o) => {
+                self.touch(i);
+                self.l.live[i].load(o + off, size)
+            }
             Target::Shared(o) => sh_read(&self.shared, o + off as usize, size),
             Target::Local(o) => read_le(&warp.local, o + off as usize, size),
             Target::Param(o) => read_le(self.l.params, o + off as usize, size),
@@ -774,7 +796,10 @@ impl<'a, 'b> Exec<'a, 'b> {
 
     fn store(&mut self, t: &Target, off: u64, size: u8, v: u64, warp: &mut Warp) {
         match *t {
-            Target::Global(i, o) => self.l.live[i].store(o + off, size, v),
+            Target::Global(i, o) => {
+                self.touch(i);
+                self.l.live[i].store(o + off, size, v)
+            }
             Target::Shared(o) => sh_write(&mut self.shared, o + off as usize, size, v),
             Target::Local(o) => write_le(&mut warp.local, o + off as usize, size, v),
             // `resolve` refuses a write to the parameters (read-only).
@@ -2029,11 +2054,16 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
             } => {
                 let size = atom_size(*ty);
+                let hold = d.is_none() && self.l.prog.combine_reds;
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let bv = w.regs[*b as usize * 32 + l];
                     let cv = w.regs[*c as usize * 32 + l];
                     let t = self.resolve(*sp, addr, size, size, true, wid, l, pc, ls)?;
+                    if let (true, Target::Global(i, o)) = (hold, t) {
+                        self.hold_red(i, o, *op, *ty, bv);
+                        continue;
+                    }
                     let old = self.atom_at(t, *op, *ty, size, bv, cv, &mut w.local);
                     if let Some(d) = d {
                         w.regs[*d as usize * 32 + l] = old;
@@ -2644,18 +2674,8 @@ impl<'a, 'b> Exec<'a, 'b> {
     ) -> u64 {
         match t {
             Target::Global(i, o) => {
-                let al = &self.l.live[i];
-                if size == 4 {
-                    al.rmw32(o, |x| atom_apply(op, ty, x as u64, bv, cv) as u32) as u64
-                } else {
-                    let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner());
-                    let old = al.load(o, 8);
-                    al.store(o, 8, atom_apply(op, ty, old, bv, cv));
-                    fence(SeqCst);
-                    old
-                }
+                self.touch(i);
+                self.global_atom(i, o, op, ty, size, bv, cv)
             }
             Target::Shared(so) => {
                 let old = sh_read(&self.shared, so, size as u8);
@@ -2688,6 +2708,70 @@ impl<'a, 'b> Exec<'a, 'b> {
             cache: vec![0; l.prog.insts.len()],
             count: 0,
             yield_now: false,
+            reds: Reds::default(),
+        }
+    }
+
+    /// Applies the held reductions on allocation `i` (all of them) before the kernel
+    /// accesses it.
+    #[inline(always)]
+    fn touch(&self, i: usize) {
+        if self.reds.allocs.get() & (1 << (i % 64)) != 0 {
+            self.flush_reds();
+        }
+    }
+
+    /// Applies every held reduction to memory.
+    fn flush_reds(&self) {
+        self.reds.allocs.set(0);
+        let held = std::mem::take(&mut *self.reds.held.borrow_mut());
+        for ((i, o), (op, ty, v)) in held {
+            self.global_atom(i as usize, o, op, ty, atom_size(ty), v, 0);
+        }
+    }
+
+    /// Holds back reduction `op` of `v` on global word `(i, o)`, combined with those
+    /// held on it already.
+    fn hold_red(&self, i: usize, o: u64, op: AtomOp, ty: AtomTy, v: u64) {
+        let mut held = self.reds.held.borrow_mut();
+        match held.get_mut(&(i as u32, o)) {
+            Some((hop, hty, acc)) if *hop == op && *hty == ty => {
+                *acc = atom_apply(op, ty, *acc, v, 0);
+            }
+            Some(&mut (hop, hty, acc)) => {
+                self.global_atom(i, o, hop, hty, atom_size(hty), acc, 0);
+                held.insert((i as u32, o), (op, ty, v));
+            }
+            None => {
+                held.insert((i as u32, o), (op, ty, v));
+            }
+        }
+        self.reds.allocs.set(self.reds.allocs.get() | 1 << (i % 64));
+    }
+
+    /// Atomic `op` on global word `(i, o)` of `size` bytes; the old value.
+    #[allow(clippy::too_many_arguments)]
+    fn global_atom(
+        &self,
+        i: usize,
+        o: u64,
+        op: AtomOp,
+        ty: AtomTy,
+        size: u64,
+        bv: u64,
+        cv: u64,
+    ) -> u64 {
+        let al = &self.l.live[i];
+        if size == 4 {
+            al.rmw32(o, |x| atom_apply(op, ty, x as u64, bv, cv) as u32) as u64
+        } else {
+            let _g = self.l.locks64[((al.base + o) >> 3) as usize % 64]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let old = al.load(o, 8);
+            al.store(o, 8, atom_apply(op, ty, old, bv, cv));
+            fence(SeqCst);
+            old
         }
     }
 
@@ -3422,7 +3506,9 @@ fn worker(l: &Launch, next: &AtomicU64, total: u64, id: u32) {
     }
     take_blocks(l, next, total, |b| {
         ex.block_linear = b;
-        ex.run_block(&mut warps)
+        let r = ex.run_block(&mut warps);
+        ex.flush_reds();
+        r
     });
     l.executed.fetch_add(ex.count % TICK, Relaxed);
 }
