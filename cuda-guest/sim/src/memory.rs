@@ -101,11 +101,22 @@ impl Words {
     }
 }
 
-/// Where device allocations start (a tag per simulator in bits 40..47 tells simulators apart).
+/// Where device allocations start: each simulator allocates in a window of its own
+/// ([`WINDOW_BITS`]), the [`WINDOWS`] windows filling `0x7000_0000_0000..0x8000_0000_0000`,
+/// inside a 47-bit user address space (forwarded managed memory is mapped at its device
+/// address in the guest program's process).
 pub(crate) const DEVICE_BASE: u64 = 0x0000_7000_0000_0000;
 const GUARD: u64 = 4096;
+/// A window is 256 GiB of addresses (never reused within a simulator).
+const WINDOW_BITS: u32 = 38;
+const WINDOWS: usize = (0x1000_0000_0000u64 >> WINDOW_BITS) as usize;
 
+/// Simulators' identities (never reused: a module knows its simulator by it).
 static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+/// How many live simulators use each window: a new one takes the least used, so a
+/// process that makes simulator after simulator (a service, one per guest) reuses the
+/// windows of those gone, and up to [`WINDOWS`] live ones never share one.
+static WINDOW_USERS: Mutex<[u32; WINDOWS]> = Mutex::new([0; WINDOWS]);
 
 /// One allocation.
 #[derive(Debug)]
@@ -405,7 +416,10 @@ pub(crate) struct Freed {
 /// The device memory of one simulator.
 #[derive(Debug)]
 pub(crate) struct Memory {
+    /// This simulator's identity (unique in the process).
     pub tag: u64,
+    /// Its address window (see [`DEVICE_BASE`]).
+    window: usize,
     next: u64,
     next_id: u64,
     /// Live allocations sorted by base.
@@ -420,10 +434,17 @@ pub(crate) struct Memory {
 
 impl Memory {
     pub fn new() -> Memory {
-        let tag = NEXT_TAG.fetch_add(1, Relaxed) % 255 + 1;
+        let tag = NEXT_TAG.fetch_add(1, Relaxed);
+        let window = {
+            let mut users = WINDOW_USERS.lock().unwrap_or_else(|e| e.into_inner());
+            let w = (0..WINDOWS).min_by_key(|&w| users[w]).unwrap_or(0);
+            users[w] += 1;
+            w
+        };
         Memory {
             tag,
-            next: DEVICE_BASE | (tag << 40) | GUARD,
+            window,
+            next: Self::window_base(window) + GUARD,
             next_id: 1,
             live: vec![],
             freed: vec![],
@@ -431,6 +452,11 @@ impl Memory {
             locks64: Arc::new(std::array::from_fn(|_| Mutex::new(()))),
             heap: None,
         }
+    }
+
+    /// The first address of window `w`.
+    fn window_base(w: usize) -> u64 {
+        DEVICE_BASE + ((w as u64) << WINDOW_BITS)
     }
 
     pub fn alloc(
@@ -447,7 +473,7 @@ impl Memory {
             base = (b.base + b.size.max(1)).div_ceil(256) * 256 + GUARD;
             end = base.checked_add(span)?;
         }
-        if end >= (DEVICE_BASE | (self.tag << 40)) + (1 << 40) {
+        if end >= Self::window_base(self.window) + (1 << WINDOW_BITS) {
             return None;
         }
         let a = Arc::new(Alloc::new(self.next_id, base, size, name, read_only)?);
@@ -544,6 +570,13 @@ pub(crate) fn find_in(live: &[Arc<Alloc>], addr: u64, len: u64) -> Option<(&Arc<
     }
 }
 
+impl Drop for Memory {
+    fn drop(&mut self) {
+        let mut users = WINDOW_USERS.lock().unwrap_or_else(|e| e.into_inner());
+        users[self.window] = users[self.window].saturating_sub(1);
+    }
+}
+
 #[cfg(test)]
 mod heap_tests {
     use super::DeviceHeap;
@@ -569,5 +602,32 @@ mod heap_tests {
         assert!(h.free(c));
         assert!(h.free(0x1000));
         assert_eq!(h.alloc(256), 0x1000, "everything joined");
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::{Memory, DEVICE_BASE, WINDOWS};
+
+    /// A service makes a simulator per guest: however many come and go, or live at
+    /// once, their device addresses stay inside a 47-bit user address space (they were
+    /// past it after 128 simulators, and some pairs shared addresses).
+    #[test]
+    fn device_addresses_stay_below_2_47_for_any_number_of_simulators() {
+        let inside = |m: &mut Memory| {
+            let a = m.alloc(1 << 16, None, false).expect("an allocation");
+            assert!(
+                a.base >= DEVICE_BASE && a.base + a.size < 1 << 47,
+                "{:#x}",
+                a.base
+            );
+        };
+        for _ in 0..1000 {
+            inside(&mut Memory::new());
+        }
+        let mut live: Vec<Memory> = (0..WINDOWS + 8).map(|_| Memory::new()).collect();
+        for m in &mut live {
+            inside(m);
+        }
     }
 }
