@@ -222,9 +222,10 @@ build_cuda_guest() {
   # vmgpu's libcudart.so.13 (tests/run-all.sh installs nvcc from PyPI).
   nvcc=${VMGPU_NVCC:-$root/target/nvcc13/py/nvidia/cu13/bin/nvcc}
   [ -x "$nvcc" ] || setup_failed "no nvcc 13 at $nvcc (tests/run-all.sh installs it from PyPI; or set VMGPU_NVCC)"
+  # The newest library with that soname (a stale one of an older build may be there too).
   cudart=""
-  for f in "$root"/target/debug/deps/lib*cudart*.so; do
-    readelf -d "$f" 2>/dev/null | grep -q 'SONAME.*\[libcudart\.so\.13\]' && cudart=$f
+  for f in $(ls -t "$root"/target/debug/deps/lib*cudart*.so 2>/dev/null); do
+    readelf -d "$f" 2>/dev/null | grep -q 'SONAME.*\[libcudart\.so\.13\]' && { cudart=$f; break; }
   done
   [ -n "$cudart" ] || setup_failed "cargo test --no-run made no library with the soname libcudart.so.13 in target/debug/deps"
   strip --strip-debug -o "$shimdir/libcudart.so.13" "$cudart" || setup_failed "cannot strip $cudart"
