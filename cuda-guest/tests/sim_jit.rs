@@ -125,8 +125,10 @@ fn the_jit_takes_kernels_without_barriers_and_leaves_the_rest() {
         Engine::Interpreter,
         "a kernel with barriers is interpreted"
     );
-    // Global atomics: compiled on one host thread, interpreted on several (contended
-    // atomics back to back from several cores each move a cache line).
+    // Global atomics: compiled on one host thread; on several compiled too when they are
+    // reductions the engine combines per host thread (the histogram's), else
+    // interpreted (contended atomics back to back from several cores each move a cache
+    // line: `atomic_counter` below).
     let hist = [p(0), p(1), ni.clone(), KernelArg::U32(256)];
     assert_eq!(launch(&mut s, "histogram_atomic", 4, &hist), Engine::Jit);
     let mut two = sim(Engine::Jit, 2);
@@ -145,7 +147,26 @@ fn the_jit_takes_kernels_without_barriers_and_leaves_the_rest() {
             ],
         )
         .unwrap();
-    assert_eq!(r.engine, Engine::Interpreter);
+    assert_eq!(r.engine, Engine::Jit, "combined reductions on two threads");
+    // A counter whose old values the threads keep: interpreted on several threads.
+    let atomic_counter = kernel(
+        ".param .u64 p",
+        " .reg .b64 %rd<4>; .reg .b32 %r<4>;\n\
+         ld.param.u64 %rd1, [p];\n\
+         atom.global.add.u32 %r1, [%rd1], 1;\n\
+         mov.u32 %r2, %tid.x; mul.wide.u32 %rd2, %r2, 4; add.s64 %rd3, %rd1, %rd2;\n\
+         st.global.u32 [%rd3+4], %r1;\n\
+         ret;",
+    );
+    let mc = two.load_module("counter.ptx", &atomic_counter).unwrap();
+    let r = two
+        .launch(&mc, "k", cfg(4, 32), &[KernelArg::Ptr(b2[0])])
+        .unwrap();
+    assert_eq!(
+        r.engine,
+        Engine::Interpreter,
+        "atomics with results on two threads"
+    );
     // The interpreter runs everything when asked to.
     let mut i = sim(Engine::Interpreter, 1);
     let m = i.load_module("bench.ptx", BENCH_PTX).unwrap();
@@ -625,13 +646,17 @@ fn combined_reductions_are_exact_and_visible_to_their_thread() {
          red.global.max.s32 [%rd1+36], %r4;\n\
          ret;",
     );
-    // One thread: red.add 5, then reads the word back (its own reduction is visible).
+    // One thread, twice: reads the word, then red.add 5 to it; the second read (the same
+    // load instruction, whose compiled fast path knows the allocation by then) sees the
+    // first reduction.
     let own = kernel(
         ".param .u64 p",
-        " .reg .b64 %rd<4>; .reg .b32 %r<4>;\n\
+        " .reg .b64 %rd<4>; .reg .b32 %r<4>; .reg .pred %p<2>;\n\
          ld.param.u64 %rd1, [p];\n\
+         mov.u32 %r3, 0;\n\
+         $L: ld.global.u32 %r1, [%rd1];\n\
          red.global.add.u32 [%rd1], 5;\n\
-         ld.global.u32 %r1, [%rd1];\n\
+         add.u32 %r3, %r3, 1; setp.lt.u32 %p1, %r3, 2; @%p1 bra $L;\n\
          st.global.u32 [%rd1+4], %r1;\n\
          ret;",
     );
@@ -655,7 +680,7 @@ fn combined_reductions_are_exact_and_visible_to_their_thread() {
                 .unwrap();
             assert_eq!(
                 words(&mut s, buf, 2),
-                [12, 12],
+                [17, 12],
                 "{engine:?} on {threads} threads"
             );
         }

@@ -340,19 +340,41 @@ struct Exec<'a, 'b> {
     reds: Reds,
 }
 
-/// A held reduction: its operation, type and combined operand.
-type HeldRed = (AtomOp, AtomTy, u64);
+/// A held reduction: the global word (allocation, offset), the operation, its type
+/// and the operands combined so far.
+#[derive(Clone, Copy)]
+struct HeldRed {
+    alloc: u32,
+    off: u64,
+    op: AtomOp,
+    ty: AtomTy,
+    acc: u64,
+}
 
-/// A host thread's combined reductions ([`Program::combine_reds`]): per global word
-/// (allocation, offset) the operation and the operands combined so far, applied to
-/// memory at the end of each block or before any access of the kernel to an allocation
-/// that has some. Contended atomics from many host threads then become one per word
-/// and block: the global-atomic histogram scales instead of bouncing cache lines.
-#[derive(Default)]
+/// Slots of [`Reds`]' table (a power of two).
+const RED_SLOTS: usize = 1024;
+
+/// A host thread's combined reductions ([`Program::combine_reds`]), in a direct-mapped
+/// table by word: applied to memory at the end of each block, before any access of the
+/// kernel to an allocation that has some, or when another word takes the slot.
+/// Contended atomics from many host threads then become about one per word and block:
+/// the global-atomic histogram scales instead of bouncing cache lines.
 struct Reds {
-    held: std::cell::RefCell<HashMap<(u32, u64), HeldRed>>,
+    slots: std::cell::RefCell<Vec<Option<HeldRed>>>,
+    /// The slots in use, to apply without scanning the table.
+    used: std::cell::RefCell<Vec<u16>>,
     /// The allocations with held reductions, as bits of their index mod 64.
     allocs: std::cell::Cell<u64>,
+}
+
+impl Default for Reds {
+    fn default() -> Reds {
+        Reds {
+            slots: std::cell::RefCell::new(vec![None; RED_SLOTS]),
+            used: std::cell::RefCell::new(Vec::new()),
+            allocs: std::cell::Cell::new(0),
+        }
+    }
 }
 
 fn lanes(regs: &[u64], r: R) -> &Lanes {
@@ -2054,7 +2076,8 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
             } => {
                 let size = atom_size(*ty);
-                let hold = d.is_none() && self.l.prog.combine_reds;
+                // Combined on several host threads (on one, nothing contends).
+                let hold = d.is_none() && self.l.prog.combine_reds && self.l.workers > 1;
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let bv = w.regs[*b as usize * 32 + l];
@@ -2715,35 +2738,59 @@ impl<'a, 'b> Exec<'a, 'b> {
     /// Applies the held reductions on allocation `i` (all of them) before the kernel
     /// accesses it.
     #[inline(always)]
-    fn touch(&self, i: usize) {
+    pub(super) fn touch(&self, i: usize) {
         if self.reds.allocs.get() & (1 << (i % 64)) != 0 {
             self.flush_reds();
         }
     }
 
+    /// Whether reductions on allocation `i` may be held (its bit is set).
+    pub(super) fn holds(&self, i: usize) -> bool {
+        self.reds.allocs.get() & (1 << (i % 64)) != 0
+    }
+
     /// Applies every held reduction to memory.
-    fn flush_reds(&self) {
-        self.reds.allocs.set(0);
-        let held = std::mem::take(&mut *self.reds.held.borrow_mut());
-        for ((i, o), (op, ty, v)) in held {
-            self.global_atom(i as usize, o, op, ty, atom_size(ty), v, 0);
+    pub(super) fn flush_reds(&self) {
+        if self.reds.allocs.get() == 0 {
+            return;
         }
+        self.reds.allocs.set(0);
+        let mut slots = self.reds.slots.borrow_mut();
+        for k in self.reds.used.borrow_mut().drain(..) {
+            if let Some(h) = slots[k as usize].take() {
+                self.apply_red(h);
+            }
+        }
+    }
+
+    fn apply_red(&self, h: HeldRed) {
+        self.global_atom(h.alloc as usize, h.off, h.op, h.ty, atom_size(h.ty), h.acc, 0);
     }
 
     /// Holds back reduction `op` of `v` on global word `(i, o)`, combined with those
     /// held on it already.
-    fn hold_red(&self, i: usize, o: u64, op: AtomOp, ty: AtomTy, v: u64) {
-        let mut held = self.reds.held.borrow_mut();
-        match held.get_mut(&(i as u32, o)) {
-            Some((hop, hty, acc)) if *hop == op && *hty == ty => {
-                *acc = atom_apply(op, ty, *acc, v, 0);
+    pub(super) fn hold_red(&self, i: usize, o: u64, op: AtomOp, ty: AtomTy, v: u64) {
+        let k = ((o >> 2) as usize ^ i.wrapping_mul(0x9e37)) & (RED_SLOTS - 1);
+        let mut slots = self.reds.slots.borrow_mut();
+        let new = HeldRed {
+            alloc: i as u32,
+            off: o,
+            op,
+            ty,
+            acc: v,
+        };
+        match &mut slots[k] {
+            Some(h) if h.alloc == i as u32 && h.off == o && h.op == op && h.ty == ty => {
+                h.acc = atom_apply(op, ty, h.acc, v, 0);
             }
-            Some(&mut (hop, hty, acc)) => {
-                self.global_atom(i, o, hop, hty, atom_size(hty), acc, 0);
-                held.insert((i as u32, o), (op, ty, v));
+            Some(h) => {
+                // Another word (or operation) had the slot: it goes to memory now.
+                let old = std::mem::replace(h, new);
+                self.apply_red(old);
             }
-            None => {
-                held.insert((i as u32, o), (op, ty, v));
+            empty @ None => {
+                *empty = Some(new);
+                self.reds.used.borrow_mut().push(k as u16);
             }
         }
         self.reds.allocs.set(self.reds.allocs.get() | 1 << (i % 64));
@@ -3609,7 +3656,7 @@ pub(crate) fn launch(
         && params.len() >= prog.param_size as usize)
         .then(|| jitrun::kernel(prog).ok())
         .flatten()
-        .filter(|k| workers == 1 || !k.global_atomics);
+        .filter(|k| workers == 1 || !k.global_atomics || prog.combine_reds);
     let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
         Some(k) => jitrun::worker(l, k, next, total, id),
         None => worker(l, next, total, id),

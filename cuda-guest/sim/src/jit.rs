@@ -24,7 +24,7 @@
 
 use crate::decode::{
     reads_writes, Aff, AtomOp, AtomTy, BoolOp, FltOp, Inst, IntOp, Op, Program, Sem, Sp,
-    LOCAL_WINDOW, NSPECIAL, SHARED_WINDOW, WINDOW_SIZE,
+    LOCAL_WINDOW, NSPECIAL, R, SHARED_WINDOW, WINDOW_SIZE,
 };
 use crate::ops::{CvtTy, Rnd};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -73,6 +73,10 @@ pub(crate) struct Ctx {
     pub count: u64,
     /// A helper's second result (an atomic's old value).
     pub ret: u64,
+    /// 1 when the launch's reductions are combined (`Program::combine_reds` on several
+    /// host threads): the compiled code hands them to the engine; on one host thread
+    /// they stay the CPU's atomics.
+    pub combine: u64,
     /// The engine's side of the launch, for the helpers.
     pub host: *mut std::ffi::c_void,
 }
@@ -973,6 +977,28 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// An atomic through the engine's helper (`h_atom`), its old value into `d`.
+    fn atom_helper(&mut self, pc: u32, a: R, off: i64, b: R, c: R, d: Option<R>) {
+        let addr = self.addr_of(a, off);
+        let (bv, cv) = (self.reg(b), self.reg(c));
+        let p = self.b.ins().iconst(I32, pc as i64);
+        let tv = self.b.use_var(self.t);
+        let t32 = self.b.ins().ireduce(I32, tv);
+        let rc = self.call(
+            self.sigs.atom,
+            self.h.atom,
+            &[self.ctx, p, t32, addr, bv, cv],
+        );
+        self.check_rc(rc);
+        if let Some(d) = d {
+            let old = self
+                .b
+                .ins()
+                .load(I64, trusted(), self.ctx, offset_of!(Ctx, ret) as i32);
+            self.set(d, old);
+        }
+    }
+
     /// Whether f64 register bits `x` are a NaN.
     fn is_nan_f64(&mut self, x: Value) -> Value {
         let mag = self.b.ins().band_imm(x, 0x7fff_ffff_ffff_ffff);
@@ -1200,7 +1226,24 @@ impl<'a> Lower<'a> {
                 b,
                 c,
             } if !matches!(op, AtomOp::Inc | AtomOp::Dec) => {
-                // A 32-bit integer atomic the CPU has: on the checked address.
+                // A 32-bit integer atomic the CPU has: on the checked address; a
+                // reduction the engine may combine goes to the engine when the launch
+                // combines them (`Ctx::combine`).
+                let merge = self.b.create_block();
+                if d.is_none() && self.prog.combine_reds {
+                    let combine = self.b.ins().load(
+                        I64,
+                        trusted(),
+                        self.ctx,
+                        offset_of!(Ctx, combine) as i32,
+                    );
+                    let (held, native) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(combine, held, &[], native, &[]);
+                    self.b.switch_to_block(held);
+                    self.atom_helper(pc, *a, *off, *b, *c, *d);
+                    self.b.ins().jump(merge, &[]);
+                    self.b.switch_to_block(native);
+                }
                 let addr = self.addr_of(*a, *off);
                 let p = self.address(pc, *sp, addr, 4);
                 let bv = self.reg(*b);
@@ -1232,28 +1275,12 @@ impl<'a> Lower<'a> {
                     let v = self.b.ins().uextend(I64, old);
                     self.set(*d, v);
                 }
+                self.b.ins().jump(merge, &[]);
+                self.b.switch_to_block(merge);
             }
             Op::Atom {
                 d, a, off, b, c, ..
-            } => {
-                let addr = self.addr_of(*a, *off);
-                let (bv, cv, p) = (self.reg(*b), self.reg(*c), pcv(self));
-                let tv = self.b.use_var(self.t);
-                let t32 = self.b.ins().ireduce(I32, tv);
-                let rc = self.call(
-                    self.sigs.atom,
-                    self.h.atom,
-                    &[self.ctx, p, t32, addr, bv, cv],
-                );
-                self.check_rc(rc);
-                if let Some(d) = d {
-                    let old =
-                        self.b
-                            .ins()
-                            .load(I64, trusted(), self.ctx, offset_of!(Ctx, ret) as i32);
-                    self.set(*d, old);
-                }
-            }
+            } => self.atom_helper(pc, *a, *off, *b, *c, *d),
             Op::Nop => {
                 self.b.ins().fence();
             }

@@ -104,6 +104,8 @@ extern "C" fn h_mem(ctx: *mut Ctx, pc: u32, t: u32, addr: u64) -> *mut u8 {
         let (wid, lane) = (t / 32, (t % 32) as usize);
         match ex.resolve(sp, addr, total, total, write, wid, lane, pc, ls) {
             Ok(Target::Global(i, o)) => {
+                // Held reductions on this allocation first (the thread reads its own).
+                ex.touch(i);
                 let a = &ex.l.live[i];
                 let p = a.host_ptr();
                 if !(write && a.read_only) {
@@ -209,14 +211,33 @@ extern "C" fn h_cmp(ctx: *mut Ctx, pc: u32, a: u64, b: u64) -> u32 {
 extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) -> u32 {
     guarded(ctx, 1, |host| {
         let ex = &mut *host.ex;
-        let Some(Op::Atom { sp, op, ty, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
+        let Some(Op::Atom { sp, op, ty, d, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
             return 1;
         };
+        let hold = d.is_none() && ex.l.prog.combine_reds && ex.l.workers > 1;
         let (sp, op, ty) = (*sp, *op, *ty);
         let size = atom_size(ty);
         let ls = ex.l.prog.local_size as usize;
         let (wid, lane) = (t / 32, (t % 32) as usize);
         match ex.resolve(sp, addr, size, size, true, wid, lane, pc, ls) {
+            Ok(Target::Global(i, o)) if hold => {
+                // (The bit set is exact below 64 allocations; beyond, always.)
+                if i >= 64 || !ex.holds(i) {
+                    // The compiled accesses' fast paths skip `touch`: empty the slots
+                    // of this allocation, so that they take `h_mem`, which applies the
+                    // held reductions first.
+                    let base = ex.l.live[i].base;
+                    for k in 0..ex.l.prog.insts.len() {
+                        // SAFETY: `ctx.cache` has a slot per instruction (`worker`).
+                        let slot = unsafe { &mut *(*ctx).cache.add(k) };
+                        if slot.base == base {
+                            *slot = Slot::default();
+                        }
+                    }
+                }
+                ex.hold_red(i, o, op, ty, b);
+                0
+            }
             Ok(target) => {
                 // `compile` refuses atomics on local memory: no lane's local memory is
                 // reached here.
@@ -262,6 +283,7 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         cache: cache.as_mut_ptr(),
         count: 0,
         ret: 0,
+        combine: (l.workers > 1 && prog.combine_reds) as u64,
         host: std::ptr::null_mut(),
     };
     let mut host = Host {
@@ -273,7 +295,9 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
     let mut rest = 0u64;
     take_blocks(l, next, total, |b| {
         host.ex.block_linear = b;
-        run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest)
+        let r = run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest);
+        host.ex.flush_reds();
+        r
     });
     l.executed.fetch_add(rest / 32, Relaxed);
 }
