@@ -2764,7 +2764,15 @@ impl<'a, 'b> Exec<'a, 'b> {
     }
 
     fn apply_red(&self, h: HeldRed) {
-        self.global_atom(h.alloc as usize, h.off, h.op, h.ty, atom_size(h.ty), h.acc, 0);
+        self.global_atom(
+            h.alloc as usize,
+            h.off,
+            h.op,
+            h.ty,
+            atom_size(h.ty),
+            h.acc,
+            0,
+        );
     }
 
     /// Holds back reduction `op` of `v` on global word `(i, o)`, combined with those
