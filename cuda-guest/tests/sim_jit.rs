@@ -686,3 +686,37 @@ fn combined_reductions_are_exact_and_visible_to_their_thread() {
         }
     }
 }
+
+/// A thread's own reduction is visible to its full-warp load of the word (the
+/// interpreter's fast path for 32 consecutive words) on several host threads.
+#[test]
+fn combined_reductions_are_visible_to_a_warps_consecutive_load() {
+    // out[i] = 7; red.add out[i], 5; in[i] = out[i] for 64 blocks x 32 threads.
+    let k = kernel(
+        ".param .u64 p",
+        " .reg .b64 %rd<6>; .reg .b32 %r<8>;\n\
+         ld.param.u64 %rd1, [p];\n\
+         mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;\n\
+         mad.lo.s32 %r4, %r1, %r2, %r3;\n\
+         mul.wide.u32 %rd2, %r4, 4; add.s64 %rd3, %rd1, %rd2;\n\
+         red.global.add.u32 [%rd3], 5;\n\
+         ld.global.u32 %r5, [%rd3];\n\
+         st.global.u32 [%rd3+8192], %r5;\n\
+         ret;",
+    );
+    for engine in [Engine::Interpreter, Engine::Jit] {
+        let mut s = sim(engine, 2);
+        let m = s.load_module("own.ptx", &k).unwrap();
+        let buf = s.malloc(16384).unwrap();
+        s.memcpy_htod(buf, &7u32.to_le_bytes().repeat(4096))
+            .unwrap();
+        s.launch(&m, "k", cfg(64, 32), &[KernelArg::Ptr(buf)])
+            .unwrap();
+        let w = words(&mut s, buf, 4096);
+        assert!(w[..2048].iter().all(|&x| x == 12), "{engine:?}: the words");
+        assert!(
+            w[2048..].iter().all(|&x| x == 12),
+            "{engine:?}: what each thread read"
+        );
+    }
+}

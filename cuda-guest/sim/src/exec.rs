@@ -735,8 +735,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         write: bool,
         pc: u32,
     ) -> Option<&'b [std::sync::atomic::AtomicU32; 32]> {
-        let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
-        self.touch(self.cache[pc as usize] as usize);
+        let al = self.cached_alloc(pc)?;
         if write && al.read_only {
             return None;
         }
@@ -747,6 +746,16 @@ impl<'a, 'b> Exec<'a, 'b> {
             return None;
         }
         al.words32(start)
+    }
+
+    /// The allocation instruction `pc`'s last global access hit, for a fast path that
+    /// reaches its memory directly: held reductions on it are applied first.
+    #[inline(always)]
+    fn cached_alloc(&self, pc: u32) -> Option<&'b Alloc> {
+        let i = self.cache[pc as usize] as usize;
+        let al = self.l.live.get(i)?;
+        self.touch(i);
+        Some(al)
     }
 
     /// Fast path of a shared access: every active lane in bounds and aligned.
@@ -787,8 +796,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         pc: u32,
         offs: &mut Lanes,
     ) -> Option<&'b Alloc> {
-        let al: &'b Alloc = self.l.live.get(self.cache[pc as usize] as usize)?;
-        self.touch(self.cache[pc as usize] as usize);
+        let al = self.cached_alloc(pc)?;
         if (write && al.read_only) || al.size < len {
             return None;
         }
@@ -1205,7 +1213,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let d0 = d[0] as usize * 32;
                 match (sp, s) {
                     (Sp::Global | Sp::Generic, _) => {
-                        let Some(al) = self.l.live.get(self.cache[pc as usize] as usize) else {
+                        let Some(al) = self.cached_alloc(pc) else {
                             return false;
                         };
                         let start = first.wrapping_sub(al.base);
@@ -1276,7 +1284,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 let first = b.wrapping_add(off as u64);
                 match sp {
                     Sp::Global | Sp::Generic => {
-                        let Some(al) = self.l.live.get(self.cache[pc as usize] as usize) else {
+                        let Some(al) = self.cached_alloc(pc) else {
                             return false;
                         };
                         let start = first.wrapping_sub(al.base);
@@ -2076,8 +2084,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
             } => {
                 let size = atom_size(*ty);
-                // Combined on several host threads (on one, nothing contends).
-                let hold = d.is_none() && self.l.prog.combine_reds && self.l.workers > 1;
+                let hold = d.is_none() && self.combines_reds();
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let bv = w.regs[*b as usize * 32 + l];
@@ -2739,14 +2746,21 @@ impl<'a, 'b> Exec<'a, 'b> {
     /// accesses it.
     #[inline(always)]
     pub(super) fn touch(&self, i: usize) {
-        if self.reds.allocs.get() & (1 << (i % 64)) != 0 {
+        if self.holds(i) {
             self.flush_reds();
         }
     }
 
     /// Whether reductions on allocation `i` may be held (its bit is set).
+    #[inline(always)]
     pub(super) fn holds(&self, i: usize) -> bool {
         self.reds.allocs.get() & (1 << (i % 64)) != 0
+    }
+
+    /// Whether this launch combines its reductions ([`Program::combine_reds`]): on
+    /// several host threads (on one, nothing contends and the atomic is cheaper).
+    pub(super) fn combines_reds(&self) -> bool {
+        self.l.prog.combine_reds && self.l.workers > 1
     }
 
     /// Applies every held reduction to memory.
