@@ -2037,7 +2037,7 @@ impl<'a> Dec<'a> {
                 let mode = i
                     .modifiers
                     .iter()
-                    .find_map(|m| ops::PrmtMode::NAMES.iter().position(|n| n == m));
+                    .find_map(|m| ops::PRMT_MODES.iter().position(|(n, _)| n == m));
                 if mode.is_none() && i.modifiers.len() > 1 {
                     return derr(line, format!("`{}`: unknown prmt mode", i.full_name()));
                 }

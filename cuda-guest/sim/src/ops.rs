@@ -600,36 +600,46 @@ pub(crate) fn bfi<T: Int>(b: u64, a: u64, pos: u64, len: u64) -> u64 {
 }
 /// `prmt.b32` (default mode): byte select with optional sign replication.
 pub(crate) fn prmt(a: u64, b: u64, c: u64) -> u64 {
-    prmt_mode(PrmtMode::Generic, a, b, c)
+    let bytes = ((b as u32 as u64) << 32) | (a as u32 as u64);
+    let mut d = 0u64;
+    for i in 0..4 {
+        let sel = (c >> (4 * i)) & 0xf;
+        let mut byte = (bytes >> ((sel & 7) * 8)) & 0xff;
+        if sel & 8 != 0 {
+            byte = if byte & 0x80 != 0 { 0xff } else { 0 };
+        }
+        d |= byte << (8 * i);
+    }
+    d
 }
 
-/// `prmt`'s modes: the generic selector of `c`'s four nibbles, or one of the fixed
-/// patterns indexed by `c`'s low two bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PrmtMode {
-    Generic,
-    F4e,
-    B4e,
-    Rc8,
-    Ecl,
-    Ecr,
-    Rc16,
-}
+/// `prmt`'s fixed modes by PTX name: for each value of the selector's low two bits, the
+/// byte of `b:a` (a is bytes 0-3) each result byte takes, result byte 0 first (PTX ISA).
+pub(crate) const PRMT_MODES: [(&str, [[u8; 4]; 4]); 6] = [
+    (
+        "f4e",
+        [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
+    ),
+    (
+        "b4e",
+        [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
+    ),
+    ("rc8", [[0; 4], [1; 4], [2; 4], [3; 4]]),
+    (
+        "ecl",
+        [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
+    ),
+    (
+        "ecr",
+        [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
+    ),
+    (
+        "rc16",
+        [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
+    ),
+];
 
-impl PrmtMode {
-    /// The fixed modes, in the order of their PTX names in [`PrmtMode::NAMES`].
-    pub(crate) const FIXED: [PrmtMode; 6] = [
-        PrmtMode::F4e,
-        PrmtMode::B4e,
-        PrmtMode::Rc8,
-        PrmtMode::Ecl,
-        PrmtMode::Ecr,
-        PrmtMode::Rc16,
-    ];
-    pub(crate) const NAMES: [&'static str; 6] = ["f4e", "b4e", "rc8", "ecl", "ecr", "rc16"];
-}
-
-/// `prmt.b32.<mode>` over a warp (`M`: the mode's index in [`PrmtMode::FIXED`]).
+/// `prmt.b32.<mode>` over a warp, `M` the mode's index in [`PRMT_MODES`].
 pub(crate) fn prmt_fixed<const M: usize>(
     o: &mut [u64],
     d: usize,
@@ -639,41 +649,14 @@ pub(crate) fn prmt_fixed<const M: usize>(
     mk: u32,
 ) {
     map3(o, d, a, b, c, mk, |x, y, z| {
-        prmt_mode(PrmtMode::FIXED[M], x, y, z)
+        let bytes = ((y as u32 as u64) << 32) | (x as u32 as u64);
+        PRMT_MODES[M].1[(z & 3) as usize]
+            .iter()
+            .enumerate()
+            .fold(0, |d, (i, &sel)| {
+                d | ((bytes >> (sel * 8)) & 0xff) << (8 * i)
+            })
     })
-}
-
-/// `prmt.b32{.mode} d, a, b, c`: bytes of `b:a` (a is bytes 0-3) picked per result
-/// byte.
-pub(crate) fn prmt_mode(mode: PrmtMode, a: u64, b: u64, c: u64) -> u64 {
-    let bytes = ((b as u32 as u64) << 32) | (a as u32 as u64);
-    let byte = |i: u64| (bytes >> ((i & 7) * 8)) & 0xff;
-    let n = (c & 3) as usize;
-    // The fixed modes' byte indices, result byte 0 first (PTX ISA, prmt).
-    let fixed: [[u64; 4]; 4] = match mode {
-        PrmtMode::Generic => {
-            let mut d = 0u64;
-            for i in 0..4 {
-                let sel = (c >> (4 * i)) & 0xf;
-                let mut v = byte(sel);
-                if sel & 8 != 0 {
-                    v = if v & 0x80 != 0 { 0xff } else { 0 };
-                }
-                d |= v << (8 * i);
-            }
-            return d;
-        }
-        PrmtMode::F4e => [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]],
-        PrmtMode::B4e => [[0, 7, 6, 5], [1, 0, 7, 6], [2, 1, 0, 7], [3, 2, 1, 0]],
-        PrmtMode::Rc8 => [[0; 4], [1; 4], [2; 4], [3; 4]],
-        PrmtMode::Ecl => [[0, 1, 2, 3], [1, 1, 2, 3], [2, 2, 2, 3], [3, 3, 3, 3]],
-        PrmtMode::Ecr => [[0, 0, 0, 0], [0, 1, 1, 1], [0, 1, 2, 2], [0, 1, 2, 3]],
-        PrmtMode::Rc16 => [[0, 1, 0, 1], [2, 3, 2, 3], [0, 1, 0, 1], [2, 3, 2, 3]],
-    };
-    fixed[n]
-        .iter()
-        .enumerate()
-        .fold(0, |d, (i, &sel)| d | (byte(sel) << (8 * i)))
 }
 
 pub(crate) fn cmp_int<T: Int, const OP: u8>(r: &[u64], a: usize, b: usize) -> u32 {
@@ -766,12 +749,12 @@ pub(crate) trait Flt:
 }
 
 macro_rules! impl_flt {
-    ($t:ty, $bits:expr, $u:ty, $nan:expr, $propagates:expr) => {
+    ($t:ty, $bits:expr, $u:ty, $nan:expr, $quiet:expr, $propagates:expr) => {
         impl Flt for $t {
             const BITS: u32 = $bits;
             const DEFAULT_NAN: u64 = $nan;
             const PROPAGATES: bool = $propagates;
-            const QUIET: u64 = 1 << ($bits - 10 - (($bits == 64) as u32) * 3);
+            const QUIET: u64 = $quiet;
             #[inline(always)]
             fn bits(self) -> u64 {
                 self.to_bits() as u64
@@ -832,8 +815,8 @@ macro_rules! impl_flt {
         }
     };
 }
-impl_flt!(f32, 32, u32, 0x7fff_ffff, false);
-impl_flt!(f64, 64, u64, 0xfff8_0000_0000_0000, true);
+impl_flt!(f32, 32, u32, 0x7fff_ffff, 1 << 22, false);
+impl_flt!(f64, 64, u64, 0xfff8_0000_0000_0000, 1 << 51, true);
 
 /// Correctly rounded f32 fused multiply-add computed in f64: the product is exact in
 /// f64 and the sum is rounded once to f64; rounding that to f32 again is only wrong when
