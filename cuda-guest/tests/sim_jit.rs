@@ -628,7 +628,7 @@ fn compiled_loops_stop_at_the_budget_the_time_limit_and_cancellation() {
 }
 
 /// Reductions (global atomics whose result nothing reads) that a host thread combines
-/// and applies at the end of each block (`Program::combine_reds`) give the exact totals
+/// and applies after its last block (`Program::combine_reds`) give the exact totals
 /// on every engine and thread count, and a thread reads its own reduction back.
 #[test]
 fn combined_reductions_are_exact_and_visible_to_their_thread() {

@@ -664,8 +664,8 @@ pub(crate) struct Program {
     /// GPU does.
     pub lockstep: bool,
     /// Its global atomics whose result nothing reads (reductions: `red`, or `atom` into
-    /// a register never read) may be combined per host thread and applied at the end
-    /// of each block, or before the kernel touches that allocation otherwise: it has
+    /// a register never read) may be combined per host thread and applied when that
+    /// thread's last block ends, or before the kernel touches that allocation: it has
     /// such atomics (integer add, and, or, xor, min, max) and nothing that could
     /// observe the order (no barrier, fence, memory order, call, global atomic with a
     /// result, texture or surface). See `exec::Reds`.

@@ -295,10 +295,9 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
     let mut rest = 0u64;
     take_blocks(l, next, total, |b| {
         host.ex.block_linear = b;
-        let r = run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest);
-        host.ex.flush_reds();
-        r
+        run_block(k, &mut ctx, &mut host, &mut uniform, &mut rest)
     });
+    host.ex.flush_reds();
     l.executed.fetch_add(rest / 32, Relaxed);
 }
 
