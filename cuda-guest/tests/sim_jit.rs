@@ -720,3 +720,70 @@ fn combined_reductions_are_visible_to_a_warps_consecutive_load() {
         );
     }
 }
+
+/// Every combinable reduction (add, signed min, xor, or, and) on words that share
+/// slots of a host thread's table (4096 words in 1024 slots: held words are applied
+/// when another takes their slot, and compiled code combines into its slot inline only
+/// when that holds the same word and operation) gives the exact results on both
+/// engines and 1 to 4 host threads.
+#[test]
+fn combined_reductions_of_every_kind_are_exact_when_words_share_slots() {
+    let k = kernel(
+        ".param .u64 p, .param .u64 q",
+        " .reg .b64 %rd<8>; .reg .b32 %r<16>;\n\
+         ld.param.u64 %rd1, [p]; ld.param.u64 %rd2, [q];\n\
+         mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;\n\
+         mad.lo.s32 %r4, %r1, %r2, %r3;\n\
+         mul.lo.u32 %r5, %r4, 37; and.b32 %r5, %r5, 4095;\n\
+         mul.wide.u32 %rd3, %r5, 4; add.s64 %rd3, %rd1, %rd3;\n\
+         red.global.add.u32 [%rd3], 1;\n\
+         and.b32 %r6, %r4, 15; mul.wide.u32 %rd4, %r6, 4; add.s64 %rd4, %rd2, %rd4;\n\
+         mul.lo.s32 %r7, %r4, 7; sub.s32 %r7, %r7, 20000;\n\
+         red.global.min.s32 [%rd4], %r7;\n\
+         and.b32 %r8, %r4, 7; mul.wide.u32 %rd5, %r8, 4; add.s64 %rd5, %rd2, %rd5;\n\
+         red.global.xor.b32 [%rd5+64], %r4;\n\
+         mov.u32 %r11, 1; and.b32 %r9, %r4, 31; shl.b32 %r10, %r11, %r9;\n\
+         red.global.or.b32 [%rd5+96], %r10;\n\
+         rem.u32 %r12, %r4, 29; shl.b32 %r13, %r11, %r12; not.b32 %r13, %r13;\n\
+         red.global.and.b32 [%rd5+128], %r13;\n\
+         ret;",
+    );
+    let (blocks, block) = (64u32, 128u32);
+    let mut counts = vec![0u32; 4096];
+    let mut other = [i32::MAX as u32; 16]
+        .into_iter()
+        .chain([0; 16])
+        .chain([u32::MAX; 8])
+        .collect::<Vec<u32>>();
+    let initial = other.clone();
+    for g in 0..blocks * block {
+        counts[(g.wrapping_mul(37) & 4095) as usize] += 1;
+        let m = &mut other[(g & 15) as usize];
+        *m = (*m as i32).min((g as i32) * 7 - 20000) as u32;
+        other[16 + (g & 7) as usize] ^= g;
+        other[24 + (g & 7) as usize] |= 1 << (g & 31);
+        other[32 + (g & 7) as usize] &= !(1 << (g % 29));
+    }
+    for engine in [Engine::Interpreter, Engine::Jit] {
+        for threads in [1, 2, 4] {
+            let mut s = sim(engine, threads);
+            let m = s.load_module("kinds.ptx", &k).unwrap();
+            let (p, q) = (s.malloc(16384).unwrap(), s.malloc(160).unwrap());
+            s.memcpy_htod(p, &[0u8; 16384]).unwrap();
+            let bytes: Vec<u8> = initial.iter().flat_map(|w| w.to_le_bytes()).collect();
+            s.memcpy_htod(q, &bytes).unwrap();
+            let r = s
+                .launch(
+                    &m,
+                    "k",
+                    cfg(blocks, block),
+                    &[KernelArg::Ptr(p), KernelArg::Ptr(q)],
+                )
+                .unwrap();
+            assert_eq!(r.engine, engine, "the engine that ran it");
+            let what = format!("{engine:?} on {threads} threads");
+            assert_eq!(words(&mut s, p, 4096), counts, "{what}: the counts");
+            assert_eq!(words(&mut s, q, 40), other, "{what}: min, xor, or, and");
+        }
+    }
+}

@@ -13,6 +13,7 @@ use super::{
     OutputStream, SimConfig, SimError,
 };
 use crate::cdp::{self, Call, Child};
+use crate::jit::RedSlot;
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
@@ -340,20 +341,6 @@ struct Exec<'a, 'b> {
     reds: Reds,
 }
 
-/// A held reduction: the global word (allocation, offset), the operation, its type
-/// and the operands combined so far.
-#[derive(Clone, Copy)]
-struct HeldRed {
-    alloc: u32,
-    off: u64,
-    op: AtomOp,
-    ty: AtomTy,
-    acc: u64,
-}
-
-/// Slots of [`Reds`]' table (a power of two).
-const RED_SLOTS: usize = 1024;
-
 /// A host thread's combined reductions ([`Program::combine_reds`]), in a direct-mapped
 /// table by word: applied to memory when the host thread has run its last block of
 /// the launch (or stopped on an error), before any access of the kernel to an
@@ -366,7 +353,9 @@ const RED_SLOTS: usize = 1024;
 /// atomic that reads, nothing orders one block's reductions before another block's
 /// plain loads.
 struct Reds {
-    slots: std::cell::RefCell<Vec<Option<HeldRed>>>,
+    /// [`RedSlot::SLOTS`] slots, never resized: compiled kernels combine into held
+    /// words through [`Exec::red_table`] between their helper calls.
+    slots: std::cell::RefCell<Vec<RedSlot>>,
     /// The slots in use, to apply without scanning the table.
     used: std::cell::RefCell<Vec<u16>>,
     /// The allocations with held reductions, as bits of their index mod 64.
@@ -376,7 +365,7 @@ struct Reds {
 impl Default for Reds {
     fn default() -> Reds {
         Reds {
-            slots: std::cell::RefCell::new(vec![None; RED_SLOTS]),
+            slots: std::cell::RefCell::new(vec![RedSlot::FREE; RedSlot::SLOTS]),
             used: std::cell::RefCell::new(Vec::new()),
             allocs: std::cell::Cell::new(0),
         }
@@ -2090,7 +2079,7 @@ impl<'a, 'b> Exec<'a, 'b> {
                 c,
             } => {
                 let size = atom_size(*ty);
-                let hold = d.is_none() && self.combines_reds();
+                let hold = d.is_none() && self.l.prog.combine_reds;
                 each_lane!(mask, l, {
                     let addr = w.regs[*a as usize * 32 + l].wrapping_add(*off as u64);
                     let bv = w.regs[*b as usize * 32 + l];
@@ -2763,12 +2752,6 @@ impl<'a, 'b> Exec<'a, 'b> {
         self.reds.allocs.get() & (1 << (i % 64)) != 0
     }
 
-    /// Whether this launch combines its reductions ([`Program::combine_reds`]): on
-    /// several host threads (on one, nothing contends and the atomic is cheaper).
-    pub(super) fn combines_reds(&self) -> bool {
-        self.l.prog.combine_reds && self.l.workers > 1
-    }
-
     /// Applies every held reduction to memory.
     pub(super) fn flush_reds(&self) {
         if self.reds.allocs.get() == 0 {
@@ -2777,49 +2760,51 @@ impl<'a, 'b> Exec<'a, 'b> {
         self.reds.allocs.set(0);
         let mut slots = self.reds.slots.borrow_mut();
         for k in self.reds.used.borrow_mut().drain(..) {
-            if let Some(h) = slots[k as usize].take() {
+            let h = std::mem::replace(&mut slots[k as usize], RedSlot::FREE);
+            if h.addr != RedSlot::FREE.addr {
                 self.apply_red(h);
             }
         }
     }
 
-    fn apply_red(&self, h: HeldRed) {
-        self.global_atom(
-            h.alloc as usize,
-            h.off,
-            h.op,
-            h.ty,
-            atom_size(h.ty),
-            h.acc,
-            0,
-        );
+    fn apply_red(&self, h: RedSlot) {
+        let i = h.alloc as usize;
+        let o = h.addr - self.l.live[i].base;
+        self.global_atom(i, o, h.op, h.ty, atom_size(h.ty), h.acc, 0);
+    }
+
+    /// The held reductions' table, for compiled code (see [`Reds::slots`]).
+    pub(super) fn red_table(&self) -> *mut RedSlot {
+        // SAFETY: `as_ptr` gives the RefCell's contents without borrowing; the pointer
+        // is dereferenced here only to read the Vec's buffer address, while no borrow
+        // of it is alive (the helpers' borrows end before they return).
+        unsafe { (*self.reds.slots.as_ptr()).as_mut_ptr() }
     }
 
     /// Holds back reduction `op` of `v` on global word `(i, o)`, combined with those
     /// held on it already.
     pub(super) fn hold_red(&self, i: usize, o: u64, op: AtomOp, ty: AtomTy, v: u64) {
-        let k = ((o >> 2) as usize ^ i.wrapping_mul(0x9e37)) & (RED_SLOTS - 1);
+        let addr = self.l.live[i].base + o;
+        let k = RedSlot::index(addr);
         let mut slots = self.reds.slots.borrow_mut();
-        let new = HeldRed {
+        let new = RedSlot {
+            addr,
+            tag: RedSlot::tag(op, ty),
+            acc: v,
             alloc: i as u32,
-            off: o,
             op,
             ty,
-            acc: v,
         };
-        match &mut slots[k] {
-            Some(h) if h.alloc == i as u32 && h.off == o && h.op == op && h.ty == ty => {
-                h.acc = atom_apply(op, ty, h.acc, v, 0);
-            }
-            Some(h) => {
-                // Another word (or operation) had the slot: it goes to memory now.
-                let old = std::mem::replace(h, new);
-                self.apply_red(old);
-            }
-            empty @ None => {
-                *empty = Some(new);
-                self.reds.used.borrow_mut().push(k as u16);
-            }
+        let h = &mut slots[k];
+        if h.addr == addr && h.tag == new.tag {
+            h.acc = atom_apply(op, ty, h.acc, v, 0);
+        } else if h.addr != RedSlot::FREE.addr {
+            // Another word (or operation) had the slot: it goes to memory now.
+            let old = std::mem::replace(h, new);
+            self.apply_red(old);
+        } else {
+            *h = new;
+            self.reds.used.borrow_mut().push(k as u16);
         }
         self.reds.allocs.set(self.reds.allocs.get() | 1 << (i % 64));
     }

@@ -73,12 +73,51 @@ pub(crate) struct Ctx {
     pub count: u64,
     /// A helper's second result (an atomic's old value).
     pub ret: u64,
-    /// 1 when the launch's reductions are combined (`Program::combine_reds` on several
-    /// host threads): the compiled code hands them to the engine; on one host thread
-    /// they stay the CPU's atomics.
-    pub combine: u64,
     /// The engine's side of the launch, for the helpers.
     pub host: *mut std::ffi::c_void,
+    /// The host thread's held reductions ([`RedSlot::SLOTS`] slots; used when the
+    /// kernel's are combined, `Program::combine_reds`).
+    pub reds: *mut RedSlot,
+}
+
+/// A reduction a host thread holds back (`exec::Reds`, when the launch combines them):
+/// the global word's device address (`FREE`'s when the slot is free), the operation
+/// ([`RedSlot::tag`]), the operands combined so far (in the low 32 bits for 32-bit
+/// types), and what applying it takes. The slot of a word is a function of its address
+/// alone ([`RedSlot::index`]), so that compiled code combines into a slot that holds
+/// its word and operation already without calling the engine (`Lower::combine`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RedSlot {
+    pub addr: u64,
+    pub tag: u64,
+    pub acc: u64,
+    pub alloc: u32,
+    pub op: AtomOp,
+    pub ty: AtomTy,
+}
+
+impl RedSlot {
+    /// Slots of a table (a power of two).
+    pub const SLOTS: usize = 1024;
+    /// A free slot (no word has the address `u64::MAX`).
+    pub const FREE: RedSlot = RedSlot {
+        addr: u64::MAX,
+        tag: 0,
+        acc: 0,
+        alloc: 0,
+        op: AtomOp::Add,
+        ty: AtomTy::U32,
+    };
+    /// The slot of the word at `addr` (`Lower::combine` computes the same): the
+    /// word's index, its page's mixed in.
+    pub fn index(addr: u64) -> usize {
+        ((addr >> 2) ^ (addr >> 12)) as usize & (Self::SLOTS - 1)
+    }
+    /// The operation and type as one word.
+    pub fn tag(op: AtomOp, ty: AtomTy) -> u64 {
+        (op as u64) << 8 | ty as u64
+    }
 }
 
 /// The allocation a memory instruction hit last, for its access size `total` (a power
@@ -141,9 +180,10 @@ pub(crate) struct Kernel {
     /// It has atomics on global (or generic) memory: compiled, they run back to back,
     /// and from several host threads each contended one moves a cache line between
     /// cores (the bench's histogram: 92 ms on one thread, 378 ms on two); the
-    /// interpreter scales better (`exec::launch` picks it then), the more so for
-    /// reductions it may combine per host thread (`Program::combine_reds`: the
-    /// histogram interpreted, 334 ms on one thread, 174 ms on two).
+    /// interpreter scales better (`exec::launch` picks it then), unless the kernel's
+    /// reductions are combined per host thread (`Program::combine_reds`), which the
+    /// compiled code does inline (`Lower::combine`: the histogram 70 ms on one thread,
+    /// 36 ms on two, against the CPU's atomics' 92 ms on one).
     pub global_atomics: bool,
 }
 
@@ -999,6 +1039,73 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// Reduction `op` (of 32-bit type `ty`) of register `b` on the word at `a + off`,
+    /// when the launch combines them: into the host thread's held value when its slot
+    /// ([`RedSlot::index`]) holds that word and operation already (placed there by the
+    /// engine, which checked the address), else through the engine (`atom_helper`:
+    /// checks, holds, or applies what the slot held).
+    #[allow(clippy::too_many_arguments)]
+    fn combine(&mut self, pc: u32, op: AtomOp, ty: AtomTy, a: R, off: i64, b: R, c: R) {
+        let addr = self.addr_of(a, off);
+        let x = self.b.ins().ushr_imm(addr, 2);
+        let y = self.b.ins().ushr_imm(addr, 12);
+        let k = self.b.ins().bxor(x, y);
+        let k = self.b.ins().band_imm(k, (RedSlot::SLOTS - 1) as i64);
+        let k = self
+            .b
+            .ins()
+            .imul_imm(k, std::mem::size_of::<RedSlot>() as i64);
+        let table = self
+            .b
+            .ins()
+            .load(I64, trusted(), self.ctx, offset_of!(Ctx, reds) as i32);
+        let slot = self.b.ins().iadd(table, k);
+        let held = self
+            .b
+            .ins()
+            .load(I64, trusted(), slot, offset_of!(RedSlot, addr) as i32);
+        let tag = self
+            .b
+            .ins()
+            .load(I64, trusted(), slot, offset_of!(RedSlot, tag) as i32);
+        let same_word = self.b.ins().icmp(IntCC::Equal, held, addr);
+        let same_op = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::Equal, tag, RedSlot::tag(op, ty) as i64);
+        let hit = self.b.ins().band(same_word, same_op);
+        let (fast, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(hit, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let at = offset_of!(RedSlot, acc) as i32;
+        let acc = self.b.ins().load(I32, trusted(), slot, at);
+        let bv = self.reg(b);
+        let v = self.b.ins().ireduce(I32, bv);
+        let signed = ty == AtomTy::S32;
+        let r = match op {
+            AtomOp::Add => self.b.ins().iadd(acc, v),
+            AtomOp::Min if signed => self.b.ins().smin(acc, v),
+            AtomOp::Min => self.b.ins().umin(acc, v),
+            AtomOp::Max if signed => self.b.ins().smax(acc, v),
+            AtomOp::Max => self.b.ins().umax(acc, v),
+            AtomOp::And => self.b.ins().band(acc, v),
+            AtomOp::Or => self.b.ins().bor(acc, v),
+            // (The caller passes the combinable operations alone.)
+            _ => self.b.ins().bxor(acc, v),
+        };
+        self.b.ins().store(trusted(), r, slot, at);
+        self.b.ins().jump(done, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        self.atom_helper(pc, a, off, b, c, None);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+    }
+
     /// Whether f64 register bits `x` are a NaN.
     fn is_nan_f64(&mut self, x: Value) -> Value {
         let mag = self.b.ins().band_imm(x, 0x7fff_ffff_ffff_ffff);
@@ -1227,23 +1334,26 @@ impl<'a> Lower<'a> {
                 c,
             } if !matches!(op, AtomOp::Inc | AtomOp::Dec) => {
                 // A 32-bit integer atomic the CPU has: on the checked address; a
-                // reduction the engine may combine goes to the engine when the launch
-                // combines them (`Ctx::combine`).
-                let merge = self.b.create_block();
-                if d.is_none() && self.prog.combine_reds {
-                    let combine = self.b.ins().load(
-                        I64,
-                        trusted(),
-                        self.ctx,
-                        offset_of!(Ctx, combine) as i32,
-                    );
-                    let (held, native) = (self.b.create_block(), self.b.create_block());
-                    self.b.ins().brif(combine, held, &[], native, &[]);
-                    self.b.switch_to_block(held);
-                    self.atom_helper(pc, *a, *off, *b, *c, *d);
-                    self.b.ins().jump(merge, &[]);
-                    self.b.switch_to_block(native);
+                // reduction of a kernel whose reductions are combined
+                // (`Program::combine_reds`) is combined into the host thread's.
+                let combinable = matches!(
+                    op,
+                    AtomOp::Add
+                        | AtomOp::Min
+                        | AtomOp::Max
+                        | AtomOp::And
+                        | AtomOp::Or
+                        | AtomOp::Xor
+                );
+                if d.is_none()
+                    && self.prog.combine_reds
+                    && combinable
+                    && matches!(sp, Sp::Global | Sp::Generic)
+                {
+                    self.combine(pc, *op, *ty, *a, *off, *b, *c);
+                    return;
                 }
+                let merge = self.b.create_block();
                 let addr = self.addr_of(*a, *off);
                 let p = self.address(pc, *sp, addr, 4);
                 let bv = self.reg(*b);

@@ -214,7 +214,7 @@ extern "C" fn h_atom(ctx: *mut Ctx, pc: u32, t: u32, addr: u64, b: u64, c: u64) 
         let Some(Op::Atom { sp, op, ty, d, .. }) = inst_at(ex.l.prog, pc).map(|i| &i.op) else {
             return 1;
         };
-        let hold = d.is_none() && ex.combines_reds();
+        let hold = d.is_none() && ex.l.prog.combine_reds;
         let (sp, op, ty) = (*sp, *op, *ty);
         let size = atom_size(ty);
         let ls = ex.l.prog.local_size as usize;
@@ -283,8 +283,8 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         cache: cache.as_mut_ptr(),
         count: 0,
         ret: 0,
-        combine: ex.combines_reds() as u64,
         host: std::ptr::null_mut(),
+        reds: ex.red_table(),
     };
     let mut host = Host {
         ex: &mut ex,
