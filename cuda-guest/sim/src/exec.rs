@@ -2761,7 +2761,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         let mut slots = self.reds.slots.borrow_mut();
         for k in self.reds.used.borrow_mut().drain(..) {
             let h = std::mem::replace(&mut slots[k as usize], RedSlot::FREE);
-            if h.addr != RedSlot::FREE.addr {
+            if !h.is_free() {
                 self.apply_red(h);
             }
         }
@@ -2798,7 +2798,7 @@ impl<'a, 'b> Exec<'a, 'b> {
         let h = &mut slots[k];
         if h.addr == addr && h.tag == new.tag {
             h.acc = atom_apply(op, ty, h.acc, v, 0);
-        } else if h.addr != RedSlot::FREE.addr {
+        } else if !h.is_free() {
             // Another word (or operation) had the slot: it goes to memory now.
             let old = std::mem::replace(h, new);
             self.apply_red(old);

@@ -23,8 +23,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::decode::{
-    reads_writes, Aff, AtomOp, AtomTy, BoolOp, FltOp, Inst, IntOp, Op, Program, Sem, Sp,
-    LOCAL_WINDOW, NSPECIAL, R, SHARED_WINDOW, WINDOW_SIZE,
+    combinable, reads_writes, Aff, AtomOp, AtomTy, BoolOp, FltOp, Inst, IntOp, Op, Program, Sem,
+    Sp, LOCAL_WINDOW, NSPECIAL, R, SHARED_WINDOW, WINDOW_SIZE,
 };
 use crate::ops::{CvtTy, Rnd};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -109,6 +109,10 @@ impl RedSlot {
         op: AtomOp::Add,
         ty: AtomTy::U32,
     };
+    /// Whether no word holds the slot.
+    pub fn is_free(&self) -> bool {
+        self.addr == Self::FREE.addr
+    }
     /// The slot of the word at `addr` (`Lower::combine` computes the same): the
     /// word's index, its page's mixed in.
     pub fn index(addr: u64) -> usize {
@@ -1094,7 +1098,7 @@ impl<'a> Lower<'a> {
             AtomOp::Max => self.b.ins().umax(acc, v),
             AtomOp::And => self.b.ins().band(acc, v),
             AtomOp::Or => self.b.ins().bor(acc, v),
-            // (The caller passes the combinable operations alone.)
+            // (The caller passes the `combinable` operations alone.)
             _ => self.b.ins().bxor(acc, v),
         };
         self.b.ins().store(trusted(), r, slot, at);
@@ -1336,24 +1340,14 @@ impl<'a> Lower<'a> {
                 // A 32-bit integer atomic the CPU has: on the checked address; a
                 // reduction of a kernel whose reductions are combined
                 // (`Program::combine_reds`) is combined into the host thread's.
-                let combinable = matches!(
-                    op,
-                    AtomOp::Add
-                        | AtomOp::Min
-                        | AtomOp::Max
-                        | AtomOp::And
-                        | AtomOp::Or
-                        | AtomOp::Xor
-                );
                 if d.is_none()
                     && self.prog.combine_reds
-                    && combinable
+                    && combinable(*op, *ty)
                     && matches!(sp, Sp::Global | Sp::Generic)
                 {
                     self.combine(pc, *op, *ty, *a, *off, *b, *c);
                     return;
                 }
-                let merge = self.b.create_block();
                 let addr = self.addr_of(*a, *off);
                 let p = self.address(pc, *sp, addr, 4);
                 let bv = self.reg(*b);
@@ -1385,8 +1379,6 @@ impl<'a> Lower<'a> {
                     let v = self.b.ins().uextend(I64, old);
                     self.set(*d, v);
                 }
-                self.b.ins().jump(merge, &[]);
-                self.b.switch_to_block(merge);
             }
             Op::Atom {
                 d, a, off, b, c, ..
