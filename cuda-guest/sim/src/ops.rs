@@ -1925,6 +1925,20 @@ fn half_ftz<const BF16: bool>(h: u64) -> u64 {
         h
     }
 }
+/// Half `h` as an operation with `FLAGS` takes or gives it: flushed with `.ftz`.
+#[inline(always)]
+fn half_flushed<const BF16: bool, const FLAGS: u8>(h: u64) -> u64 {
+    if FLAGS & HALF_FTZ != 0 {
+        half_ftz::<BF16>(h)
+    } else {
+        h
+    }
+}
+/// The value of operand `h` of an operation with `FLAGS`.
+#[inline(always)]
+fn half_operand<const BF16: bool, const FLAGS: u8>(h: u64) -> f64 {
+    half_to_f64::<BF16>(half_flushed::<BF16, FLAGS>(h))
+}
 /// `FLAGS` of the half operations: bit 0 `.ftz`, bit 1 `.sat`, bit 2 `.NaN` (min/max),
 /// bit 3 packed (`.f16x2`/`.bf16x2`: both halves of a 32-bit register).
 const HALF_FTZ: u8 = 1;
@@ -1952,10 +1966,7 @@ fn half_result<const BF16: bool, const FLAGS: u8>(v: f64) -> u64 {
     if v.is_nan() {
         return if FLAGS & HALF_SAT != 0 { 0 } else { 0x7fff };
     }
-    let mut h = half_of_f64::<BF16>(v);
-    if FLAGS & HALF_FTZ != 0 {
-        h = half_ftz::<BF16>(h);
-    }
+    let mut h = half_flushed::<BF16, FLAGS>(half_of_f64::<BF16>(v));
     if FLAGS & HALF_SAT != 0 {
         let r = half_to_f64::<BF16>(h);
         h = if r <= 0.0 {
@@ -1981,14 +1992,7 @@ pub(crate) fn half_arith<const BF16: bool, const OP: u8, const FLAGS: u8>(
 ) {
     map2(o, d, a, b, mk, |x, y| {
         halves::<FLAGS>(x, y, 0, |x, y, _| {
-            let f = |h: u64| {
-                let h = if FLAGS & HALF_FTZ != 0 {
-                    half_ftz::<BF16>(h)
-                } else {
-                    h
-                };
-                half_to_f64::<BF16>(h)
-            };
+            let f = half_operand::<BF16, FLAGS>;
             let (p, q) = (f(x), f(y));
             half_result::<BF16, FLAGS>(match OP {
                 0 => p + q,
@@ -2012,14 +2016,7 @@ pub(crate) fn half_fma<const BF16: bool, const FLAGS: u8>(
 ) {
     map3(o, d, a, b, c, mk, |x, y, z| {
         halves::<FLAGS>(x, y, z, |x, y, z| {
-            let f = |h: u64| {
-                let h = if FLAGS & HALF_FTZ != 0 {
-                    half_ftz::<BF16>(h)
-                } else {
-                    h
-                };
-                half_to_f64::<BF16>(h)
-            };
+            let f = half_operand::<BF16, FLAGS>;
             let (p, q) = (f(x) * f(y), f(z));
             let s = p + q;
             let e = two_sum_err(p, q, s);
@@ -2048,11 +2045,10 @@ pub(crate) fn half_minmax<const BF16: bool, const MAX: bool, const FLAGS: u8>(
 ) {
     map2(o, d, a, b, mk, |x, y| {
         halves::<FLAGS>(x, y, 0, |x, y, _| {
-            let (x, y) = if FLAGS & HALF_FTZ != 0 {
-                (half_ftz::<BF16>(x), half_ftz::<BF16>(y))
-            } else {
-                (x, y)
-            };
+            let (x, y) = (
+                half_flushed::<BF16, FLAGS>(x),
+                half_flushed::<BF16, FLAGS>(y),
+            );
             let (p, q) = (half_to_f64::<BF16>(x), half_to_f64::<BF16>(y));
             if p.is_nan() || q.is_nan() {
                 return if FLAGS & HALF_NAN != 0 || (p.is_nan() && q.is_nan()) {
@@ -2088,11 +2084,7 @@ pub(crate) fn half_sign<const BF16: bool, const ABS: bool, const FLAGS: u8>(
 ) {
     map1(o, d, a, mk, |x| {
         halves::<FLAGS>(x, 0, 0, |x, _, _| {
-            let x = if FLAGS & HALF_FTZ != 0 {
-                half_ftz::<BF16>(x)
-            } else {
-                x
-            };
+            let x = half_flushed::<BF16, FLAGS>(x);
             if half_to_f64::<BF16>(x).is_nan() {
                 0x7fff
             } else if ABS {
