@@ -1,9 +1,11 @@
 //! A profiling driver: one benchmark kernel launched repeatedly on one thread, for
 //! `perf record`. `cargo bench -p cuda-guest --bench sim_profile -- KERNEL [N] [REPEATS] [THREADS]`
-//! with KERNEL one of vector_add, saxpy, reduce_sum, matmul; or `memory [N] [REPEATS]`
+//! with KERNEL one of vector_add, saxpy, reduce_sum, matmul, transpose_shared,
+//! histogram_atomic (`bench::launch_of`); or `memory [N] [REPEATS]`
 //! for device memory operations on N-word buffers (dtod copies, memsets, host copies).
 
-use cuda_guest::sim::{bench::BENCH_PTX, DevicePtr, KernelArg, LaunchConfig, SimConfig, Simulator};
+use cuda_guest::sim::bench::{self, BENCH_PTX};
+use cuda_guest::sim::{DevicePtr, SimConfig, Simulator};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -47,61 +49,13 @@ fn main() {
         memory_ops(&mut s, a, b, bytes, reps);
         return;
     }
-    let (cfg, kargs) = match kernel.as_str() {
-        "matmul" => {
-            let d = (n as f64).sqrt() as u32;
-            let g = d.div_ceil(16);
-            (
-                LaunchConfig {
-                    grid: [g, g, 1],
-                    block: [16, 16, 1],
-                    shared_bytes: 0,
-                },
-                vec![
-                    KernelArg::Ptr(a),
-                    KernelArg::Ptr(b),
-                    KernelArg::Ptr(c),
-                    KernelArg::U32(d),
-                    KernelArg::U32(d),
-                    KernelArg::U32(d),
-                ],
-            )
-        }
-        "saxpy" => (
-            LaunchConfig {
-                grid: [n.div_ceil(256), 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            },
-            vec![
-                KernelArg::U32(n),
-                KernelArg::F32(2.0),
-                KernelArg::Ptr(a),
-                KernelArg::Ptr(b),
-            ],
-        ),
-        "reduce_sum" => (
-            LaunchConfig {
-                grid: [n.div_ceil(512), 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            },
-            vec![KernelArg::Ptr(a), KernelArg::Ptr(b), KernelArg::U32(n)],
-        ),
-        _ => (
-            LaunchConfig {
-                grid: [n.div_ceil(256), 1, 1],
-                block: [256, 1, 1],
-                shared_bytes: 0,
-            },
-            vec![
-                KernelArg::Ptr(a),
-                KernelArg::Ptr(b),
-                KernelArg::Ptr(c),
-                KernelArg::U32(n),
-            ],
-        ),
+    // The matrices' side for the two-dimensional kernels: n words hold a matrix.
+    let size = match kernel.as_str() {
+        "matmul" | "transpose_shared" => (n as f64).sqrt() as usize,
+        _ => n as usize,
     };
+    let (cfg, kargs) = bench::launch_of(&kernel, size, &[a, b, c])
+        .unwrap_or_else(|| panic!("{kernel}: not a benchmark kernel"));
     let mut best = f64::MAX;
     let mut wi = 0;
     for _ in 0..reps {

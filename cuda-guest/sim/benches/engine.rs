@@ -8,7 +8,7 @@
 //! the same run); this is for watching one engine's loop change.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use vmgpu_cuda_sim::bench::BENCH_PTX;
+use vmgpu_cuda_sim::bench::{self, BENCH_PTX};
 use vmgpu_cuda_sim::{DevicePtr, Engine, KernelArg, LaunchConfig, SimConfig, Simulator};
 
 /// Elements of the one-dimensional kernels, and the matrices' side.
@@ -48,88 +48,25 @@ fn buffer(s: &mut Simulator, words: u32, bins: bool) -> DevicePtr {
     p
 }
 
-/// Kernel `name`'s launch configuration and arguments on fresh buffers, and its
-/// elements.
+/// Kernel `name`'s launch configuration and arguments on fresh buffers
+/// ([`bench::launch_of`]), and its elements.
 fn setup(s: &mut Simulator, name: &str) -> (LaunchConfig, Vec<KernelArg>, u64) {
-    let one_d = |blocks: u32| LaunchConfig {
-        grid: [blocks, 1, 1],
-        block: [256, 1, 1],
-        shared_bytes: 0,
+    let (n, sizes): (u32, &[u32]) = match name {
+        "vector_add" => (N, &[N, N, N]),
+        "saxpy" => (N, &[N, N]),
+        "reduce_sum" => (N, &[N, N / 512]),
+        "matmul" => (SIDE, &[SIDE * SIDE; 3]),
+        "transpose_shared" => (SIDE, &[SIDE * SIDE; 2]),
+        _ => (N, &[N, bench::HISTOGRAM_BINS]),
     };
-    let two_d = |block: [u32; 3]| LaunchConfig {
-        grid: [SIDE.div_ceil(block[0]), SIDE.div_ceil(block[0]), 1],
-        block,
-        shared_bytes: 0,
-    };
-    let words = SIDE * SIDE;
-    match name {
-        "vector_add" => {
-            let (a, b, c) = (
-                buffer(s, N, false),
-                buffer(s, N, false),
-                buffer(s, N, false),
-            );
-            let args = vec![
-                KernelArg::Ptr(a),
-                KernelArg::Ptr(b),
-                KernelArg::Ptr(c),
-                KernelArg::I32(N as i32),
-            ];
-            (one_d(N / 256), args, N as u64)
-        }
-        "saxpy" => {
-            let (x, y) = (buffer(s, N, false), buffer(s, N, false));
-            let args = vec![
-                KernelArg::I32(N as i32),
-                KernelArg::F32(1.5),
-                KernelArg::Ptr(x),
-                KernelArg::Ptr(y),
-            ];
-            (one_d(N / 256), args, N as u64)
-        }
-        "reduce_sum" => {
-            let (x, sums) = (buffer(s, N, false), buffer(s, N / 512, false));
-            let args = vec![
-                KernelArg::Ptr(x),
-                KernelArg::Ptr(sums),
-                KernelArg::I32(N as i32),
-            ];
-            (one_d(N / 512), args, N as u64)
-        }
-        "matmul" => {
-            let (a, b, c) = (
-                buffer(s, words, false),
-                buffer(s, words, false),
-                buffer(s, words, false),
-            );
-            let d = KernelArg::I32(SIDE as i32);
-            let args = vec![
-                KernelArg::Ptr(a),
-                KernelArg::Ptr(b),
-                KernelArg::Ptr(c),
-                d.clone(),
-                d.clone(),
-                d,
-            ];
-            (two_d([16, 16, 1]), args, words as u64)
-        }
-        "transpose_shared" => {
-            let (a, t) = (buffer(s, words, false), buffer(s, words, false));
-            let d = KernelArg::I32(SIDE as i32);
-            let args = vec![KernelArg::Ptr(a), KernelArg::Ptr(t), d.clone(), d];
-            (two_d([32, 8, 1]), args, words as u64)
-        }
-        _ => {
-            let (x, bins) = (buffer(s, N, true), buffer(s, 256, false));
-            let args = vec![
-                KernelArg::Ptr(x),
-                KernelArg::Ptr(bins),
-                KernelArg::I32(N as i32),
-                KernelArg::U32(256),
-            ];
-            (one_d(N / 256), args, N as u64)
-        }
-    }
+    let histogram = name == "histogram_atomic";
+    let bufs: Vec<DevicePtr> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &w)| buffer(s, w, histogram && k == 0))
+        .collect();
+    let (cfg, args) = bench::launch_of(name, n as usize, &bufs).expect("a benchmark kernel");
+    (cfg, args, sizes[0] as u64)
 }
 
 fn kernels(c: &mut Criterion) {

@@ -276,6 +276,70 @@ fn grid_1d(n: usize, block: u32) -> LaunchConfig {
     }
 }
 
+/// saxpy's `a` (y = a*x + y).
+pub const SAXPY_A: f32 = 1.5;
+/// The histogram's bins.
+pub const HISTOGRAM_BINS: u32 = 256;
+
+/// A benchmark kernel's launch: kernel `kernel` of [`BENCH_PTX`] over `n` elements (the
+/// matrix side for `matmul` and `transpose_shared`), its buffers `bufs` in the order of
+/// its parameters (vector_add a, b, c; saxpy x, y; reduce_sum input, one sum per 512
+/// elements; matmul a, b, c; transpose_shared input, output; histogram_atomic words,
+/// [`HISTOGRAM_BINS`] bins). What [`run`], the criterion benches and the profiling
+/// driver launch; `None` for another kernel.
+pub fn launch_of(
+    kernel: &str,
+    n: usize,
+    bufs: &[DevicePtr],
+) -> Option<(LaunchConfig, Vec<KernelArg>)> {
+    let ptr = |k: usize| KernelArg::Ptr(bufs[k]);
+    let square = |tile: u32, block: [u32; 3]| {
+        let g = (n as u32).div_ceil(tile);
+        LaunchConfig {
+            grid: [g, g, 1],
+            block,
+            shared_bytes: 0,
+        }
+    };
+    let ni = KernelArg::I32(n as i32);
+    Some(match kernel {
+        "vector_add" => (grid_1d(n, 256), vec![ptr(0), ptr(1), ptr(2), ni]),
+        "saxpy" => (
+            grid_1d(n, 256),
+            vec![ni, KernelArg::F32(SAXPY_A), ptr(0), ptr(1)],
+        ),
+        // Each block of 256 threads sums 512 elements.
+        "reduce_sum" => (
+            grid_1d(n.div_ceil(512) * 256, 256),
+            vec![ptr(0), ptr(1), ni],
+        ),
+        "matmul" => (
+            square(16, [16, 16, 1]),
+            vec![ptr(0), ptr(1), ptr(2), ni.clone(), ni.clone(), ni],
+        ),
+        "transpose_shared" => (square(32, [32, 8, 1]), vec![ptr(0), ptr(1), ni.clone(), ni]),
+        // At most 1024 blocks of 256 threads, striding over the words.
+        "histogram_atomic" => (
+            LaunchConfig {
+                grid: [(n as u32).div_ceil(256).min(1024), 1, 1],
+                block: [256, 1, 1],
+                shared_bytes: 0,
+            },
+            vec![ptr(0), ptr(1), ni, KernelArg::U32(HISTOGRAM_BINS)],
+        ),
+        _ => return None,
+    })
+}
+
+/// [`launch_of`] for a kernel [`run`] names itself.
+fn launch(kernel: &str, n: usize, bufs: Vec<DevicePtr>) -> Result<Launch, SimError> {
+    let (config, args) = launch_of(kernel, n, &bufs).ok_or_else(|| SimError::InvalidLaunch {
+        kernel: kernel.into(),
+        message: "not a benchmark kernel".into(),
+    })?;
+    Ok(Launch { bufs, config, args })
+}
+
 /// Runs the benchmark set; also checks each simulated result against the native one
 /// (an error if they differ, so a fast wrong simulator cannot report a ratio).
 pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
@@ -320,17 +384,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
                     upload(s, &to_bytes(&b))?,
                     s.malloc(4 * n as u64)?,
                 ];
-                let args = vec![
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                    KernelArg::Ptr(bufs[2]),
-                    KernelArg::I32(n as i32),
-                ];
-                Ok(Launch {
-                    bufs,
-                    config: grid_1d(n, 256),
-                    args,
-                })
+                launch("vector_add", n, bufs)
             }),
             before: Box::new(|_, _| Ok(())),
             check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[2], 4 * n)?) == c)),
@@ -340,7 +394,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
     )?);
 
     // saxpy (y = a*x + y; the simulated kernel's fma.rn.f32 is compared with f32::mul_add)
-    let k = 1.5f32;
+    let k = SAXPY_A;
     let mut y = b.clone();
     let native = best(reps, || {
         y.copy_from_slice(&b);
@@ -361,17 +415,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             native,
             setup: Box::new(|s| {
                 let bufs = vec![upload(s, &to_bytes(&a))?, s.malloc(4 * n as u64)?];
-                let args = vec![
-                    KernelArg::I32(n as i32),
-                    KernelArg::F32(k),
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                ];
-                Ok(Launch {
-                    bufs,
-                    config: grid_1d(n, 256),
-                    args,
-                })
+                launch("saxpy", n, bufs)
             }),
             before: Box::new(|s, bufs| s.memcpy_htod(bufs[1], &to_bytes(&b))),
             check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[1], 4 * n)?) == want)),
@@ -405,16 +449,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             native,
             setup: Box::new(|s| {
                 let bufs = vec![upload(s, &to_bytes(&a))?, s.malloc(4 * blocks as u64)?];
-                let args = vec![
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                    KernelArg::I32(n as i32),
-                ];
-                Ok(Launch {
-                    bufs,
-                    config: grid_1d(blocks * 256, 256),
-                    args,
-                })
+                launch("reduce_sum", n, bufs)
             }),
             before: Box::new(|_, _| Ok(())),
             // A tree sum differs from the sequential one by rounding: check closeness.
@@ -462,22 +497,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
                     upload(s, &to_bytes(&mb))?,
                     s.malloc(4 * (d * d) as u64)?,
                 ];
-                let g = (d as u32).div_ceil(16);
-                let di = KernelArg::I32(d as i32);
-                let args = vec![
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                    KernelArg::Ptr(bufs[2]),
-                    di.clone(),
-                    di.clone(),
-                    di,
-                ];
-                let config = LaunchConfig {
-                    grid: [g, g, 1],
-                    block: [16, 16, 1],
-                    shared_bytes: 0,
-                };
-                Ok(Launch { bufs, config, args })
+                launch("matmul", d, bufs)
             }),
             before: Box::new(|_, _| Ok(())),
             // fma versus mul+add: close, not equal.
@@ -521,20 +541,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             native,
             setup: Box::new(|s| {
                 let bufs = vec![upload(s, &to_bytes(&mt))?, s.malloc(4 * (t * t) as u64)?];
-                let ti = KernelArg::I32(t as i32);
-                let args = vec![
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                    ti.clone(),
-                    ti,
-                ];
-                let g = (t as u32).div_ceil(32);
-                let config = LaunchConfig {
-                    grid: [g, g, 1],
-                    block: [32, 8, 1],
-                    shared_bytes: 0,
-                };
-                Ok(Launch { bufs, config, args })
+                launch("transpose_shared", t, bufs)
             }),
             before: Box::new(|_, _| Ok(())),
             check: Box::new(|s, bufs| Ok(from_bytes(&download(s, bufs[1], 4 * t * t)?) == tt)),
@@ -550,7 +557,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
         .zip(&b)
         .map(|(x, y)| x.to_bits() ^ y.to_bits().rotate_left(7))
         .collect();
-    let nbins = 256u32;
+    let nbins = HISTOGRAM_BINS;
     let mut bins = vec![0u32; nbins as usize];
     let native = best(reps, || {
         bins.fill(0);
@@ -569,18 +576,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
             native,
             setup: Box::new(|s| {
                 let bufs = vec![upload(s, &u32_bytes(&words))?, s.malloc(4 * nbins as u64)?];
-                let args = vec![
-                    KernelArg::Ptr(bufs[0]),
-                    KernelArg::Ptr(bufs[1]),
-                    KernelArg::I32(n as i32),
-                    KernelArg::U32(nbins),
-                ];
-                let config = LaunchConfig {
-                    grid: [(n as u32).div_ceil(256).min(1024), 1, 1],
-                    block: [256, 1, 1],
-                    shared_bytes: 0,
-                };
-                Ok(Launch { bufs, config, args })
+                launch("histogram_atomic", n, bufs)
             }),
             before: Box::new(|s, bufs| s.memset_d32(bufs[1], 0, nbins as u64)),
             check: Box::new(|s, bufs| {
