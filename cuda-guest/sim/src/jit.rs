@@ -38,6 +38,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module};
 use std::mem::offset_of;
 
+mod vector;
+
 /// Thread instructions between two checks of the budget, the time limit and
 /// cancellation (the interpreter's 4096 warp instructions).
 pub(crate) const TICK: u64 = 32 * 4096;
@@ -302,8 +304,22 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
              accesses): the interpreter's warp-wide loops, vectorised, run it faster"
         ));
     }
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(prog, h)))
-        .unwrap_or_else(|_| Err("the code generator failed".into()))
+    let try_build = |lanes: bool| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(prog, h, lanes)))
+            .unwrap_or_else(|_| Err("the code generator failed".into()))
+    };
+    // Four lanes at a time where that pays; one thread at a time where the code
+    // generator lacks a vector operation on this CPU.
+    if vector::enabled() {
+        match try_build(true) {
+            Ok(k) => return Ok(k),
+            Err(e) if std::env::var_os("VMGPU_JIT_DUMP").is_some() => {
+                eprintln!("; {}: four lanes at a time: {e}", prog.name)
+            }
+            Err(_) => {}
+        }
+    }
+    try_build(false)
 }
 
 /// Most float or lane-function instructions per memory access of a kernel the JIT
@@ -331,7 +347,7 @@ fn arithmetic_density(insts: &[Inst]) -> (usize, usize) {
     (dense, memory)
 }
 
-fn build(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
+fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     let err = |e: &dyn std::fmt::Display| format!("code generation: {e}");
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| err(&e))?;
@@ -383,6 +399,9 @@ fn build(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
     let mut fbc = FunctionBuilderContext::new();
     let b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
     let mut l = Lower::new(b, prog, *h, ptr);
+    if lanes && vector::worth_it(prog) {
+        l.v = Some(l.vec_state(uniform, &uniform_prologue));
+    }
     l.kernel(&used_specials, &uniform_prologue);
     l.b.seal_all_blocks();
     l.b.finalize();
@@ -395,7 +414,9 @@ fn build(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
         ctx.set_disasm(true);
         eprintln!("; kernel {}\n{}", prog.name, ctx.func.display());
     }
-    module.define_function(id, &mut ctx).map_err(|e| err(&e))?;
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| format!("code generation: {e:?}"))?;
     if dump {
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
             eprintln!("; machine code of {}\n{v}", prog.name);
@@ -480,6 +501,9 @@ struct Lower<'a> {
     /// Backward branches' budget checks: their block, pc, destination and the loop's
     /// length in instructions.
     back_edges: Vec<(Block, u32, Block, u64)>,
+    /// The four-lane code's state, when the kernel runs four threads at a time
+    /// ([`vector`]).
+    v: Option<vector::VecState>,
 }
 
 struct Sigs {
@@ -549,6 +573,7 @@ impl<'a> Lower<'a> {
             fail_blk,
             sigs,
             back_edges: vec![],
+            v: None,
         }
     }
 
@@ -733,7 +758,16 @@ impl<'a> Lower<'a> {
         self.b.def_var(self.t, zero);
         self.b.def_var(self.cnt, zero);
         let head = self.b.create_block();
-        self.b.ins().jump(head, &[]);
+        match &self.v {
+            Some(v) => {
+                let (rend, vhead) = (v.rend, v.head);
+                self.b.def_var(rend, zero);
+                self.b.ins().jump(vhead, &[]);
+            }
+            None => {
+                self.b.ins().jump(head, &[]);
+            }
+        }
 
         // The thread loop: each thread from its start to its exit.
         self.b.switch_to_block(head);
@@ -788,22 +822,7 @@ impl<'a> Lower<'a> {
                     self.branch(i.guard, self.exit_blk, fall);
                     open = false;
                 }
-                _ => match i.guard {
-                    None => self.inst(i, pcu),
-                    Some((p, neg)) => {
-                        let (then, cont) = (self.b.create_block(), self.b.create_block());
-                        let c = self.pred(p);
-                        if neg {
-                            self.b.ins().brif(c, cont, &[], then, &[]);
-                        } else {
-                            self.b.ins().brif(c, then, &[], cont, &[]);
-                        }
-                        self.b.switch_to_block(then);
-                        self.inst(i, pcu);
-                        self.b.ins().jump(cont, &[]);
-                        self.b.switch_to_block(cont);
-                    }
-                },
+                _ => self.guarded(i, pcu),
             }
         }
         if open {
@@ -812,12 +831,7 @@ impl<'a> Lower<'a> {
         // Instructions are counted per loop iteration (the loop's length, at its
         // backward branch) and per thread (the kernel's length, at its exit): the
         // interpreter's count as a warp runs them all, lanes on or off.
-        for (tb, pc, to, len) in std::mem::take(&mut self.back_edges) {
-            self.b.switch_to_block(tb);
-            self.count(len);
-            self.tick_check(pc);
-            self.b.ins().jump(to, &[]);
-        }
+        self.back_edge_checks();
 
         // Exit, then the next thread.
         self.b.switch_to_block(self.exit_blk);
@@ -828,7 +842,22 @@ impl<'a> Lower<'a> {
         let tv = self.b.use_var(self.t);
         let t1 = self.b.ins().iadd_imm(tv, 1);
         self.b.def_var(self.t, t1);
-        self.b.ins().jump(head, &[]);
+        match &self.v {
+            // The next lane of a group whose lanes parted, else the next group.
+            Some(v) => {
+                let (rend, resume, vhead) = (v.rend, v.resume, v.head);
+                let end = self.b.use_var(rend);
+                let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
+                self.b.ins().brif(more, resume, &[], vhead, &[]);
+            }
+            None => {
+                self.b.ins().jump(head, &[]);
+            }
+        }
+        if self.v.is_some() {
+            self.groups(specials, uniform_prologue, &leaders, head);
+            self.back_edge_checks();
+        }
 
         for (blk, rc) in [(ret_blk, 0), (self.fail_blk, 1)] {
             self.b.switch_to_block(blk);
@@ -838,6 +867,78 @@ impl<'a> Lower<'a> {
                 .store(trusted(), c, self.ctx, offset_of!(Ctx, count) as i32);
             let r = self.b.ins().iconst(I32, rc);
             self.b.ins().return_(&[r]);
+        }
+    }
+
+    /// Four threads at a time ([`vector`]): a group starts when four threads remain
+    /// (else the one-thread loop at `head` runs the rest), runs the body on its four
+    /// lanes, and at its exit counts their instructions and goes on with the next.
+    fn groups(
+        &mut self,
+        specials: &[u32],
+        uniform_prologue: &[bool],
+        leaders: &[bool],
+        head: Block,
+    ) {
+        let prog = self.prog;
+        let (vhead, vexit) = {
+            let v = self.v.as_ref().expect("four-lane state");
+            (v.head, v.exit)
+        };
+        self.b.switch_to_block(vhead);
+        let tv = self.b.use_var(self.t);
+        let end = self.b.ins().iadd_imm(tv, vector::LANES as i64);
+        let fits = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, end, self.f.nthreads);
+        let start = self.b.create_block();
+        self.b.ins().brif(fits, start, &[], head, &[]);
+        self.b.switch_to_block(start);
+        self.vprelude(specials);
+        for (k, i) in prog.prologue.iter().enumerate() {
+            if !uniform_prologue[k] {
+                self.vinst(i, PROLOGUE | k as u32);
+            }
+        }
+        self.vbody(leaders);
+        self.b.switch_to_block(vexit);
+        self.count((prog.insts.len() + prog.prologue.len()) as u64 * vector::LANES);
+        self.tick_check(u32::MAX);
+        let tv = self.b.use_var(self.t);
+        let t4 = self.b.ins().iadd_imm(tv, vector::LANES as i64);
+        self.b.def_var(self.t, t4);
+        self.b.ins().jump(vhead, &[]);
+        self.resume(specials, uniform_prologue);
+    }
+
+    /// An instruction (not a branch, exit or barrier) where its guard holds.
+    fn guarded(&mut self, i: &Inst, pc: u32) {
+        match i.guard {
+            None => self.inst(i, pc),
+            Some((p, neg)) => {
+                let (then, cont) = (self.b.create_block(), self.b.create_block());
+                let c = self.pred(p);
+                if neg {
+                    self.b.ins().brif(c, cont, &[], then, &[]);
+                } else {
+                    self.b.ins().brif(c, then, &[], cont, &[]);
+                }
+                self.b.switch_to_block(then);
+                self.inst(i, pc);
+                self.b.ins().jump(cont, &[]);
+                self.b.switch_to_block(cont);
+            }
+        }
+    }
+
+    /// The backward branches' blocks: their count and budget check.
+    fn back_edge_checks(&mut self) {
+        for (tb, pc, to, len) in std::mem::take(&mut self.back_edges) {
+            self.b.switch_to_block(tb);
+            self.count(len);
+            self.tick_check(pc);
+            self.b.ins().jump(to, &[]);
         }
     }
 
@@ -886,6 +987,10 @@ impl<'a> Lower<'a> {
                 }
                 Op::Exit => l[pc + 1] = true,
                 _ => {}
+            }
+            // Four lanes that part go on alone from that instruction itself.
+            if self.v.is_some() && vector::may_part(self.prog, i) {
+                l[pc] = true;
             }
         }
         l

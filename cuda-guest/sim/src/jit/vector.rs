@@ -1,0 +1,1501 @@
+//! A block's threads four at a time: each register a vector of four lanes (lanes 0-1
+//! and 2-3 in two `i64x2` halves, each lane the 64-bit value the one-thread code
+//! holds), each predicate a lane mask. The common integer, float and comparison
+//! operations run on all four lanes at once; a load or store whose four addresses are
+//! consecutive (or all the same) is checked once, against the allocation its
+//! instruction hit last, and moves the four values together. Every other instruction,
+//! and any access the fast path does not take, runs lane by lane through the
+//! one-thread code's own lowering (`Lower::guarded`, the lanes' values moved in and
+//! out), so this adds no semantics of its own.
+//!
+//! A branch all four lanes take (or none) is taken together. When they disagree, the
+//! lanes' registers are written to a stack area, and each lane goes on alone in the
+//! one-thread code from that branch (`Lower::resume`), then the next four start.
+//! Threads past the last full group of four run one at a time.
+
+use super::*;
+use cranelift_codegen::ir::types::{F32X4, F64X2, I32X4, I64X2, I8X16};
+use cranelift_codegen::ir::{ConstantData, Endianness, StackSlot, StackSlotData, StackSlotKind};
+
+/// Threads a group runs together.
+pub(super) const LANES: u64 = 4;
+
+/// Whether kernels may run four threads at a time (`VMGPU_JIT_LANES=1` runs every
+/// compiled kernel one thread at a time, for comparison).
+pub(super) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("VMGPU_JIT_LANES").map_or(true, |v| v.trim() != "1"))
+}
+
+/// Whether running `prog` four threads at a time pays: when at most a third of its
+/// body's instructions run lane by lane (each of those costs four one-thread ones
+/// and the moves of its lanes' values).
+pub(super) fn worth_it(prog: &Program) -> bool {
+    let lanes = prog
+        .insts
+        .iter()
+        .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit) && !vnative(prog, i))
+        .count();
+    !prog.insts.is_empty() && lanes * 3 <= prog.insts.len()
+}
+
+/// Whether the lanes may part at instruction `i` (a branch or exit under a
+/// predicate, an access the four-lane code makes): the one-thread code has a block
+/// starting there.
+pub(super) fn may_part(prog: &Program, i: &Inst) -> bool {
+    match i.op {
+        Op::Bra { .. } | Op::Exit => i.guard.is_some(),
+        Op::Ld { .. } | Op::St { .. } => vnative(prog, i),
+        _ => false,
+    }
+}
+
+/// The constant value of register `r`, if it is one of the program's constants.
+fn konst_of(prog: &Program, r: R) -> Option<u64> {
+    prog.consts.iter().find(|c| c.0 == r).map(|c| c.1)
+}
+
+/// The predicates an instruction reads (its guard's included) and writes.
+pub(super) fn preds_rw(i: &Inst) -> (Vec<u32>, Vec<u32>) {
+    let mut r: Vec<u32> = i.guard.iter().map(|g| g.0).collect();
+    let mut w = vec![];
+    match &i.op {
+        Op::Setp { d, dn, comb, .. } => {
+            w.push(*d);
+            w.extend(dn);
+            if let Some((_, c, _)) = comb {
+                r.push(*c);
+            }
+        }
+        Op::Selp { p, .. } => r.push(*p),
+        Op::PredLogic { op, d, a, b, .. } => {
+            r.push(*a);
+            if op.is_some() {
+                r.push(*b);
+            }
+            w.push(*d);
+        }
+        Op::PredConst { d, .. } => w.push(*d),
+        _ => {}
+    }
+    (r, w)
+}
+
+/// The float comparison of `setp`'s code the four-lane code has, if it has it.
+fn vfcc(code: u8) -> Option<FloatCC> {
+    Some(match code {
+        0 => FloatCC::Equal,
+        2 => FloatCC::LessThan,
+        3 => FloatCC::LessThanOrEqual,
+        4 => FloatCC::GreaterThan,
+        5 => FloatCC::GreaterThanOrEqual,
+        7 => FloatCC::NotEqual,
+        12 => FloatCC::Ordered,
+        13 => FloatCC::Unordered,
+        _ => return None,
+    })
+}
+
+/// Whether the four-lane code runs `i` on all lanes at once (the order of
+/// `Lower::inst`: the affine form, then the semantic one, then the operation).
+fn vnative(prog: &Program, i: &Inst) -> bool {
+    let konst = |r| konst_of(prog, r).is_some();
+    match i.aff {
+        Aff::Mov { .. } | Aff::Add { .. } | Aff::Mul { .. } | Aff::MulWide { .. } => return true,
+        Aff::Shl { b, .. } | Aff::Shr { b, .. } => return konst(b),
+        Aff::Cmp { .. } if matches!(i.op, Op::Setp { .. }) => return true,
+        _ => {}
+    }
+    match (i.sem, &i.op) {
+        (
+            Sem::Int {
+                op: IntOp::And | IntOp::Or | IntOp::Xor,
+                ..
+            },
+            Op::Bin(..),
+        ) => return true,
+        (Sem::Int { op: IntOp::Not, .. }, Op::Un(..)) => return true,
+        (Sem::Int { .. }, Op::Bin(..) | Op::Un(..)) => return false,
+        (Sem::Flt { op, .. }, Op::Bin(..)) => return op != FltOp::Fma,
+        (Sem::Flt { op: FltOp::Fma, .. }, Op::Ter(..)) => return true,
+        (Sem::FCmp { code, .. }, Op::Setp { .. }) => return vfcc(code).is_some(),
+        (Sem::Cvt { dt, st, .. }, Op::Un(..)) => {
+            return matches!(dt, CvtTy::S(_) | CvtTy::U(_))
+                && matches!(st, CvtTy::S(_) | CvtTy::U(_))
+        }
+        (Sem::None, _) => {}
+        _ => return false,
+    }
+    match &i.op {
+        Op::Mov(..)
+        | Op::Selp { .. }
+        | Op::PredLogic { .. }
+        | Op::PredConst { .. }
+        | Op::LdParam { .. }
+        | Op::Nop => true,
+        Op::Ld { sp, n, size, .. } | Op::St { sp, n, size, .. } => {
+            i.guard.is_none()
+                && matches!(sp, Sp::Global | Sp::Generic)
+                && *n == 1
+                && matches!(size, 4 | 8)
+        }
+        _ => false,
+    }
+}
+
+/// A register's four lanes: a narrow register (every value it is given is below
+/// 2^32, [`narrow_regs`]) as one `i32x4`, any other as two `i64x2` (lanes 0-1, 2-3).
+#[derive(Clone, Copy)]
+enum Var4 {
+    N(Variable),
+    W(Variable, Variable),
+}
+
+/// Four 64-bit lanes (`i64x2` each half).
+type V2 = (Value, Value);
+
+/// What the four-lane code needs beside the one-thread code's state.
+pub(super) struct VecState {
+    regs: Vec<Option<Var4>>,
+    /// Predicates: an `i32x4` lane mask each.
+    preds: Vec<Option<Variable>>,
+    /// Registers the same in every thread of the block (one-thread variables, splatted
+    /// where lanes are needed).
+    uniform: Vec<bool>,
+    narrow: Vec<bool>,
+    /// Constant registers' values.
+    konst: Vec<Option<u64>>,
+    blocks: Vec<Option<Block>>,
+    pub exit: Block,
+    /// Lanes' registers and predicates when a group's lanes part (`spill_regs` then
+    /// `spill_preds`, 32 bytes each: lane k at 4 k, or 8 k for a wide register).
+    spill: StackSlot,
+    spill_regs: Vec<R>,
+    spill_preds: Vec<u32>,
+    /// Where the parted lanes go on from (an index in `resume_pcs`), and the thread
+    /// after the group's last.
+    pub rpc: Variable,
+    pub rend: Variable,
+    resume_pcs: Vec<u32>,
+    pub resume: Block,
+    /// Start of the next group (checks that four threads remain).
+    pub head: Block,
+}
+
+/// The most bits of the value instruction `i` writes to its registers, where what
+/// it computes says so (the one-thread lowering masks its result to them).
+fn result_bits(i: &Inst) -> Option<u32> {
+    match i.aff {
+        Aff::Mov { bits, .. }
+        | Aff::Add { bits, .. }
+        | Aff::Mul { bits, .. }
+        | Aff::Shl { bits, .. }
+        | Aff::Shr { bits, .. } => return Some(bits as u32),
+        Aff::MulWide { bits, .. } => return Some(2 * bits as u32),
+        _ => {}
+    }
+    match (i.sem, &i.op) {
+        (Sem::Int { op: IntOp::Not, .. }, Op::Bin(..)) => None,
+        (Sem::Int { bits, .. }, Op::Bin(..) | Op::Un(..)) => Some(bits as u32),
+        (Sem::Flt { op: FltOp::Fma, .. }, Op::Bin(..)) => None,
+        (Sem::Flt { f64, .. }, Op::Bin(..) | Op::Ter(..))
+        | (Sem::FSign { f64, .. }, Op::Un(..)) => Some(if f64 { 64 } else { 32 }),
+        (Sem::Cvt { dt, .. }, Op::Un(..)) => Some(match dt {
+            CvtTy::F64 | CvtTy::S(64) | CvtTy::U(64) => 64,
+            _ => 32,
+        }),
+        _ => match &i.op {
+            Op::Mov(_, _, m) if *m <= u32::MAX as u64 => Some(32),
+            Op::Ld { dmask, .. } | Op::LdParam { dmask, .. } => {
+                Some(if *dmask <= u32::MAX as u64 { 32 } else { 64 })
+            }
+            Op::Unpack { bits, .. } => Some(*bits),
+            Op::Lop3 { .. } => Some(32),
+            _ => None,
+        },
+    }
+}
+
+/// Per register, whether every value the kernel gives it is below 2^32 (its lanes
+/// then fit an `i32x4`): the per-thread specials, and registers every write of which
+/// is at most 32 bits wide (a copy or a `selp` as wide as its sources).
+fn narrow_regs(prog: &Program, uniform: &[bool], uniform_prologue: &[bool]) -> Vec<bool> {
+    let mut narrow: Vec<bool> = (0..prog.nregs)
+        .map(|r| {
+            !uniform[r as usize]
+                || konst_of(prog, r).is_some_and(|k| k <= u32::MAX as u64)
+                // (%ntid, %ctaid, %nctaid, %nwarpid, %smid, %nsmid)
+                || matches!(r, 3..=11 | 14..=16)
+        })
+        .collect();
+    let body: Vec<&Inst> = prog
+        .prologue
+        .iter()
+        .zip(uniform_prologue)
+        .filter(|(_, u)| !**u)
+        .map(|(i, _)| i)
+        .chain(&prog.insts)
+        .collect();
+    loop {
+        let mut changed = false;
+        for i in &body {
+            let ok = match (&i.op, i.aff) {
+                (Op::Mov(_, a, m), Aff::None) if *m == u64::MAX => narrow[*a as usize],
+                (Op::Selp { a, b, .. }, _) => narrow[*a as usize] && narrow[*b as usize],
+                _ => result_bits(i).is_some_and(|b| b <= 32),
+            };
+            for d in reads_writes(&i.op).1 {
+                if !ok && narrow[d as usize] {
+                    narrow[d as usize] = false;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return narrow;
+        }
+    }
+}
+
+fn le() -> MemFlags {
+    MemFlags::new().with_endianness(Endianness::Little)
+}
+
+impl Lower<'_> {
+    /// Sets up the four-lane state (before the body is lowered).
+    pub(super) fn vec_state(&mut self, uniform: Vec<bool>, uniform_prologue: &[bool]) -> VecState {
+        let prog = self.prog;
+        let mut spill_regs = vec![];
+        let mut spill_preds = vec![];
+        for i in &prog.insts {
+            for r in reads_writes(&i.op).1 {
+                if !uniform[r as usize] && !spill_regs.contains(&r) {
+                    spill_regs.push(r);
+                }
+            }
+            for p in preds_rw(i).1 {
+                if !spill_preds.contains(&p) {
+                    spill_preds.push(p);
+                }
+            }
+        }
+        let size = 32 * (spill_regs.len() + spill_preds.len()).max(1) as u32;
+        let spill = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            size,
+            4,
+        ));
+        let konst = (0..prog.nregs).map(|r| konst_of(prog, r)).collect();
+        let narrow = narrow_regs(prog, &uniform, uniform_prologue);
+        let rpc = self.b.declare_var(I32);
+        let rend = self.b.declare_var(I64);
+        VecState {
+            regs: vec![None; prog.nregs as usize],
+            preds: vec![None; prog.npreds as usize],
+            uniform,
+            narrow,
+            konst,
+            blocks: vec![None; prog.insts.len() + 1],
+            exit: self.b.create_block(),
+            spill,
+            spill_regs,
+            spill_preds,
+            rpc,
+            rend,
+            resume_pcs: vec![],
+            resume: self.b.create_block(),
+            head: self.b.create_block(),
+        }
+    }
+
+    fn vs(&mut self) -> &mut VecState {
+        self.v.as_mut().expect("four-lane state")
+    }
+
+    fn var4(&mut self, r: R) -> Var4 {
+        if let Some(v) = self.vs().regs[r as usize] {
+            return v;
+        }
+        let v = if self.vs().narrow[r as usize] {
+            Var4::N(self.b.declare_var(I32X4))
+        } else {
+            Var4::W(self.b.declare_var(I64X2), self.b.declare_var(I64X2))
+        };
+        self.vs().regs[r as usize] = Some(v);
+        v
+    }
+    fn pred_var4(&mut self, p: u32) -> Variable {
+        if let Some(v) = self.vs().preds[p as usize] {
+            return v;
+        }
+        let v = self.b.declare_var(I32X4);
+        self.vs().preds[p as usize] = Some(v);
+        v
+    }
+
+    fn is_uniform(&self, r: R) -> bool {
+        self.v.as_ref().is_some_and(|v| v.uniform[r as usize])
+    }
+    fn is_narrow(&self, r: R) -> bool {
+        self.v.as_ref().is_some_and(|v| v.narrow[r as usize])
+    }
+
+    /// Register `r`'s lanes' low 32 bits.
+    fn vn(&mut self, r: R) -> Value {
+        if self.is_uniform(r) {
+            let x = self.reg(r);
+            let x = self.b.ins().ireduce(I32, x);
+            return self.b.ins().splat(I32X4, x);
+        }
+        match self.var4(r) {
+            Var4::N(v) => self.b.use_var(v),
+            Var4::W(lo, hi) => {
+                let p = (self.b.use_var(lo), self.b.use_var(hi));
+                self.narrow(p)
+            }
+        }
+    }
+    /// Register `r`'s lanes as 64-bit values.
+    fn vw(&mut self, r: R) -> V2 {
+        if self.is_uniform(r) {
+            let x = self.reg(r);
+            let s = self.b.ins().splat(I64X2, x);
+            return (s, s);
+        }
+        match self.var4(r) {
+            Var4::N(v) => {
+                let x = self.b.use_var(v);
+                self.widen(x, false)
+            }
+            Var4::W(lo, hi) => (self.b.use_var(lo), self.b.use_var(hi)),
+        }
+    }
+    /// Gives register `r` lanes below 2^32.
+    fn set_n(&mut self, r: R, x: Value) {
+        match self.var4(r) {
+            Var4::N(v) => self.b.def_var(v, x),
+            Var4::W(lo, hi) => {
+                let (a, b) = self.widen(x, false);
+                self.b.def_var(lo, a);
+                self.b.def_var(hi, b);
+            }
+        }
+    }
+    /// Gives register `r` 64-bit lanes (`narrow_regs` made it wide when they may not
+    /// fit 32 bits).
+    fn set_w(&mut self, r: R, v: V2) {
+        match self.var4(r) {
+            Var4::N(n) => {
+                let x = self.narrow(v);
+                self.b.def_var(n, x);
+            }
+            Var4::W(lo, hi) => {
+                self.b.def_var(lo, v.0);
+                self.b.def_var(hi, v.1);
+            }
+        }
+    }
+    fn vpred(&mut self, p: u32) -> Value {
+        let v = self.pred_var4(p);
+        self.b.use_var(v)
+    }
+    fn vset_pred(&mut self, p: u32, x: Value) {
+        let v = self.pred_var4(p);
+        self.b.def_var(v, x);
+    }
+
+    fn vconst_bytes(&mut self, ty: Type, bytes: Vec<u8>) -> Value {
+        let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+        self.b.ins().vconst(ty, c)
+    }
+    /// An `i64x2` constant.
+    fn vconst(&mut self, lanes: [u64; 2]) -> Value {
+        self.vconst_bytes(I64X2, lanes.iter().flat_map(|x| x.to_le_bytes()).collect())
+    }
+    fn vsplat(&mut self, x: u64) -> Value {
+        self.vconst([x, x])
+    }
+    /// An `i32x4` constant.
+    fn nconst(&mut self, lanes: [u32; 4]) -> Value {
+        self.vconst_bytes(I32X4, lanes.iter().flat_map(|x| x.to_le_bytes()).collect())
+    }
+    fn nsplat(&mut self, x: u32) -> Value {
+        self.nconst([x; 4])
+    }
+    fn both(&mut self, v: V2, f: impl Fn(&mut Self, Value) -> Value) -> V2 {
+        (f(self, v.0), f(self, v.1))
+    }
+    fn both2(&mut self, a: V2, b: V2, f: impl Fn(&mut Self, Value, Value) -> Value) -> V2 {
+        (f(self, a.0, b.0), f(self, a.1, b.1))
+    }
+    fn wmasked(&mut self, v: V2, bits: u32) -> V2 {
+        if bits >= 64 {
+            return v;
+        }
+        let m = self.vsplat(mask(bits));
+        self.both(v, |l, x| l.b.ins().band(x, m))
+    }
+    fn nmasked(&mut self, x: Value, bits: u32) -> Value {
+        if bits >= 32 {
+            return x;
+        }
+        let m = self.nsplat(mask(bits) as u32);
+        self.b.ins().band(x, m)
+    }
+    fn nsext(&mut self, x: Value, bits: u32) -> Value {
+        if bits >= 32 {
+            return x;
+        }
+        let s = (32 - bits) as i64;
+        let y = self.b.ins().ishl_imm(x, s);
+        self.b.ins().sshr_imm(y, s)
+    }
+    /// A narrow operand of `bits` bits, sign-extended or masked to 32 bits.
+    fn noperand(&mut self, r: R, bits: u32, signed: bool) -> Value {
+        let x = self.vn(r);
+        if signed {
+            self.nsext(x, bits)
+        } else {
+            self.nmasked(x, bits)
+        }
+    }
+    /// The low 32 bits of four 64-bit lanes as one `i32x4`.
+    fn narrow(&mut self, v: V2) -> Value {
+        let lo = self.b.ins().bitcast(I8X16, le(), v.0);
+        let hi = self.b.ins().bitcast(I8X16, le(), v.1);
+        let m: Vec<u8> = [0u8, 8, 16, 24]
+            .iter()
+            .flat_map(|&s| [s, s + 1, s + 2, s + 3])
+            .collect();
+        let imm = self.b.func.dfg.immediates.push(ConstantData::from(m));
+        let s = self.b.ins().shuffle(lo, hi, imm);
+        self.b.ins().bitcast(I32X4, le(), s)
+    }
+    /// An `i32x4`'s lanes as 64-bit lanes, sign-extended or zero-extended.
+    fn widen(&mut self, x: Value, signed: bool) -> V2 {
+        if signed {
+            (self.b.ins().swiden_low(x), self.b.ins().swiden_high(x))
+        } else {
+            (self.b.ins().uwiden_low(x), self.b.ins().uwiden_high(x))
+        }
+    }
+    /// A constant register's value as an operand of `bits` bits (sign-extended when
+    /// `signed`, else masked).
+    fn kval(&self, r: R, bits: u32, signed: bool) -> Option<u64> {
+        let k = self.v.as_ref()?.konst[r as usize]?;
+        Some(if signed && bits < 64 {
+            ((k << (64 - bits)) as i64 >> (64 - bits)) as u64
+        } else {
+            k & mask(bits)
+        })
+    }
+    /// `a * b` of 64-bit lanes (a power-of-two constant `kb` by shifting).
+    fn wmul(&mut self, a: V2, b: V2, kb: Option<u64>) -> V2 {
+        match kb {
+            Some(k) if k.is_power_of_two() => {
+                let s = k.trailing_zeros() as i64;
+                self.both(a, |l, x| l.b.ins().ishl_imm(x, s))
+            }
+            _ => self.both2(a, b, |l, x, y| l.b.ins().imul(x, y)),
+        }
+    }
+    /// `a * b` of 32-bit lanes (a power-of-two constant `kb` by shifting).
+    fn nmul(&mut self, a: Value, b: Value, kb: Option<u64>) -> Value {
+        match kb {
+            Some(k) if k.is_power_of_two() => self.b.ins().ishl_imm(a, k.trailing_zeros() as i64),
+            _ => self.b.ins().imul(a, b),
+        }
+    }
+
+    /// A 32-bit lane mask as two 64-bit ones.
+    fn wmask(&mut self, m: Value) -> V2 {
+        self.widen(m, true)
+    }
+
+    /// An `f32x4` result as lanes of canonical bits (a NaN the canonical NaN).
+    fn ncanon(&mut self, f: Value) -> Value {
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, f, f);
+        let nan = self.b.ins().bitcast(I32X4, le(), nan);
+        let bits = self.b.ins().bitcast(I32X4, le(), f);
+        let q = self.nsplat(0x7fff_ffff);
+        self.b.ins().bitselect(nan, q, bits)
+    }
+    /// An `f64x2` pair's result bits, a NaN as `Lower::nan_of_f64` makes it from `ops`.
+    fn wcanon(&mut self, f: V2, ops: &[V2]) -> V2 {
+        let mut out = [f.0, f.1];
+        for h in 0..2 {
+            let x = out[h];
+            let nan = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+            let nan = self.b.ins().bitcast(I64X2, le(), nan);
+            let bits = self.b.ins().bitcast(I64X2, le(), x);
+            let mut acc = self.vsplat(0xfff8_0000_0000_0000);
+            let (mag, inf, quiet) = (
+                self.vsplat(0x7fff_ffff_ffff_ffff),
+                self.vsplat(0x7ff0_0000_0000_0000),
+                self.vsplat(1 << 51),
+            );
+            for o in ops.iter().rev() {
+                let v = if h == 0 { o.0 } else { o.1 };
+                let m = self.b.ins().band(v, mag);
+                let is = self.b.ins().icmp(IntCC::UnsignedGreaterThan, m, inf);
+                let q = self.b.ins().bor(v, quiet);
+                acc = self.b.ins().bitselect(is, q, acc);
+            }
+            out[h] = self.b.ins().bitselect(nan, acc, bits);
+        }
+        (out[0], out[1])
+    }
+    fn wf64(&mut self, v: V2) -> V2 {
+        self.both(v, |l, x| l.b.ins().bitcast(F64X2, le(), x))
+    }
+    fn nf32(&mut self, r: R) -> Value {
+        let x = self.vn(r);
+        self.b.ins().bitcast(F32X4, le(), x)
+    }
+
+    /// The group's first thread.
+    fn tbase(&mut self) -> Value {
+        self.b.use_var(self.t)
+    }
+
+    /// The per-thread specials of the group's lanes; every other register and
+    /// predicate the body writes starts at zero in each group (so that no lane value
+    /// lives from one group into the next).
+    pub(super) fn vprelude(&mut self, specials: &[u32]) {
+        let z = self.nsplat(0);
+        for r in self.vs().spill_regs.clone() {
+            self.set_n(r, z);
+        }
+        for p in self.vs().spill_preds.clone() {
+            self.vset_pred(p, z);
+        }
+        let tv = self.tbase();
+        let mut packed = None;
+        for &k in specials {
+            if !PER_THREAD.contains(&k) {
+                continue;
+            }
+            let v = match k {
+                0..=2 => {
+                    let pair = *packed.get_or_insert_with(|| {
+                        let a = self.b.ins().imul_imm(tv, 8);
+                        let a = self.b.ins().iadd(self.f.tids, a);
+                        (
+                            self.b.ins().load(I64X2, trusted(), a, 0),
+                            self.b.ins().load(I64X2, trusted(), a, 16),
+                        )
+                    });
+                    let pair = if k == 2 {
+                        self.both(pair, |l, x| l.b.ins().ushr_imm(x, 32))
+                    } else {
+                        pair
+                    };
+                    let x = self.narrow(pair);
+                    let x = if k == 1 {
+                        self.b.ins().ushr_imm(x, 16)
+                    } else {
+                        x
+                    };
+                    self.nmasked(x, 16)
+                }
+                12 | 13 => {
+                    let t32 = self.b.ins().ireduce(I32, tv);
+                    let s = self.b.ins().splat(I32X4, t32);
+                    let c = self.nconst([0, 1, 2, 3]);
+                    let lanes = self.b.ins().iadd(s, c);
+                    if k == 12 {
+                        self.nmasked(lanes, 5)
+                    } else {
+                        self.b.ins().ushr_imm(lanes, 5)
+                    }
+                }
+                _ => {
+                    // The lane masks: each lane's as the one-thread code computes it.
+                    let mut v = self.nsplat(0);
+                    for lane in 0..LANES {
+                        let tk = self.b.ins().iadd_imm(tv, lane as i64);
+                        self.prelude(&[k], true, tk);
+                        let x = self.reg(k);
+                        let x = self.b.ins().ireduce(I32, x);
+                        v = self.b.ins().insertlane(v, x, lane as u8);
+                    }
+                    v
+                }
+            };
+            self.set_n(k, v);
+        }
+    }
+
+    /// The four-lane block of instruction `pc`.
+    fn vblock_at(&mut self, pc: usize) -> Block {
+        if pc >= self.prog.insts.len() {
+            return self.vs().exit;
+        }
+        if let Some(b) = self.vs().blocks[pc] {
+            return b;
+        }
+        let b = self.b.create_block();
+        self.vs().blocks[pc] = Some(b);
+        b
+    }
+
+    /// The body, four lanes at a time (`leaders` as the one-thread body's).
+    pub(super) fn vbody(&mut self, leaders: &[bool]) {
+        let prog = self.prog;
+        let n = prog.insts.len();
+        let first = self.vblock_at(0);
+        self.b.ins().jump(first, &[]);
+        let mut open = false;
+        for pc in 0..n {
+            if leaders[pc] {
+                let blk = self.vblock_at(pc);
+                if open {
+                    self.b.ins().jump(blk, &[]);
+                }
+                self.b.switch_to_block(blk);
+                open = true;
+            }
+            if !open {
+                continue;
+            }
+            let i = &prog.insts[pc];
+            let pcu = pc as u32;
+            match i.op {
+                Op::Bra { target } => {
+                    let to = self.vblock_at(target as usize);
+                    let taken = if target > pcu {
+                        to
+                    } else {
+                        let tb = self.b.create_block();
+                        self.back_edges
+                            .push((tb, pcu, to, (pcu - target + 1) as u64 * LANES));
+                        tb
+                    };
+                    let fall = self.vblock_at(pc + 1);
+                    self.vbranch(pcu, i.guard, taken, fall);
+                    open = false;
+                }
+                Op::Exit => {
+                    let fall = self.vblock_at(pc + 1);
+                    let exit = self.vs().exit;
+                    self.vbranch(pcu, i.guard, exit, fall);
+                    open = false;
+                }
+                _ => self.vinst(i, pcu),
+            }
+        }
+        if open {
+            let exit = self.vs().exit;
+            self.b.ins().jump(exit, &[]);
+        }
+    }
+
+    /// A branch of the four lanes: taken together, not taken together, or the lanes
+    /// part (each goes on alone from `pc`).
+    fn vbranch(&mut self, pc: u32, guard: Option<(u32, bool)>, taken: Block, fall: Block) {
+        let Some((p, neg)) = guard else {
+            self.b.ins().jump(taken, &[]);
+            return;
+        };
+        let m = self.vpred(p);
+        let all = self.b.ins().vall_true(m);
+        let any = self.b.ins().vany_true(m);
+        // With `neg`, the branch is taken where the predicate is false.
+        let (if_all, if_none) = if neg { (fall, taken) } else { (taken, fall) };
+        let (mixed, some) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(all, if_all, &[], some, &[]);
+        self.b.switch_to_block(some);
+        self.b.ins().brif(any, mixed, &[], if_none, &[]);
+        self.b.set_cold_block(mixed);
+        self.b.switch_to_block(mixed);
+        self.part(pc);
+    }
+
+    /// The lanes part at instruction `pc`: their registers and predicates to the
+    /// stack area, then each lane alone from `pc` (`resume`).
+    fn part(&mut self, pc: u32) {
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        let slot = self.vs().spill;
+        for (k, &r) in regs.iter().enumerate() {
+            let off = 32 * k as i32;
+            match self.var4(r) {
+                Var4::N(v) => {
+                    let x = self.b.use_var(v);
+                    self.b.ins().stack_store(x, slot, off);
+                }
+                Var4::W(lo, hi) => {
+                    let (a, b) = (self.b.use_var(lo), self.b.use_var(hi));
+                    self.b.ins().stack_store(a, slot, off);
+                    self.b.ins().stack_store(b, slot, off + 16);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            let m = self.vpred(p);
+            self.b
+                .ins()
+                .stack_store(m, slot, 32 * (regs.len() + k) as i32);
+        }
+        let idx = match self.vs().resume_pcs.iter().position(|&x| x == pc) {
+            Some(i) => i,
+            None => {
+                self.vs().resume_pcs.push(pc);
+                self.vs().resume_pcs.len() - 1
+            }
+        };
+        let (rpc, rend, resume) = (self.vs().rpc, self.vs().rend, self.vs().resume);
+        let iv = self.b.ins().iconst(I32, idx as i64);
+        self.b.def_var(rpc, iv);
+        let tv = self.tbase();
+        let end = self.b.ins().iadd_imm(tv, LANES as i64);
+        self.b.def_var(rend, end);
+        self.b.ins().jump(resume, &[]);
+    }
+
+    /// A lane going on alone (thread `t`, of the group ending before `rend`): its
+    /// specials and prologue as at a thread's start, its registers and predicates
+    /// from the stack area, then the one-thread code from where it parted.
+    pub(super) fn resume(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
+        let resume = self.vs().resume;
+        self.b.switch_to_block(resume);
+        let tv = self.b.use_var(self.t);
+        self.prelude(specials, true, tv);
+        for (k, i) in self.prog.prologue.iter().enumerate() {
+            if !uniform_prologue[k] {
+                self.inst(i, PROLOGUE | k as u32);
+            }
+        }
+        let (rend, slot) = (self.vs().rend, self.vs().spill);
+        let end = self.b.use_var(rend);
+        let lane = self.b.ins().isub(tv, end);
+        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let base = self.b.ins().stack_addr(self.ptr, slot, 0);
+        let o4 = self.b.ins().imul_imm(lane, 4);
+        let o8 = self.b.ins().imul_imm(lane, 8);
+        let (b4, b8) = (self.b.ins().iadd(base, o4), self.b.ins().iadd(base, o8));
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        for (k, &r) in regs.iter().enumerate() {
+            let off = 32 * k as i32;
+            let x = match self.var4(r) {
+                Var4::N(_) => self.b.ins().uload32(trusted(), b4, off),
+                Var4::W(..) => self.b.ins().load(I64, trusted(), b8, off),
+            };
+            self.set(r, x);
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            let off = 32 * (regs.len() + k) as i32;
+            let x = self.b.ins().load(I32, trusted(), b4, off);
+            let c = self.b.ins().icmp_imm(IntCC::NotEqual, x, 0);
+            self.set_pred(p, c);
+        }
+        // To where it parted (a chain of comparisons: a jump table's edges would
+        // carry the restored values through blocks of their own).
+        let pcs = self.vs().resume_pcs.clone();
+        let rpc = self.vs().rpc;
+        let rpc = self.b.use_var(rpc);
+        for (k, &pc) in pcs.iter().enumerate() {
+            let to = self.block_at(pc as usize);
+            if k + 1 == pcs.len() {
+                self.b.ins().jump(to, &[]);
+            } else {
+                let is = self.b.ins().icmp_imm(IntCC::Equal, rpc, k as i64);
+                let next = self.b.create_block();
+                self.b.ins().brif(is, to, &[], next, &[]);
+                self.b.switch_to_block(next);
+            }
+        }
+        if pcs.is_empty() {
+            self.b.ins().jump(self.fail_blk, &[]);
+        }
+    }
+
+    /// One instruction (not a branch or exit) on the four lanes.
+    pub(super) fn vinst(&mut self, i: &Inst, pc: u32) {
+        if !vnative(self.prog, i) {
+            self.lanes(i, pc);
+            return;
+        }
+        let Some((p, neg)) = i.guard else {
+            self.vnative_inst(i, pc);
+            return;
+        };
+        // The operation on every lane, then the old values kept where the guard is
+        // off.
+        let (rw, pw) = (reads_writes(&i.op).1, preds_rw(i).1);
+        let old: Vec<Option<Value>> = rw
+            .iter()
+            .map(|&r| match self.var4(r) {
+                Var4::N(v) => Some(self.b.use_var(v)),
+                Var4::W(..) => None,
+            })
+            .collect();
+        let oldw: Vec<V2> = rw.iter().map(|&r| self.vw(r)).collect();
+        let oldp: Vec<Value> = pw.iter().map(|&q| self.vpred(q)).collect();
+        let g = self.vpred(p);
+        self.vnative_inst(i, pc);
+        for (k, &r) in rw.iter().enumerate() {
+            match (self.var4(r), old[k]) {
+                (Var4::N(v), Some(o)) => {
+                    let new = self.b.use_var(v);
+                    let x = self.nblend(g, neg, new, o);
+                    self.b.def_var(v, x);
+                }
+                _ => {
+                    let new = self.vw(r);
+                    let gw = self.wmask(g);
+                    let x = self.wblend(gw, neg, new, oldw[k]);
+                    self.set_w(r, x);
+                }
+            }
+        }
+        for (k, &q) in pw.iter().enumerate() {
+            let new = self.vpred(q);
+            let x = self.nblend(g, neg, new, oldp[k]);
+            self.vset_pred(q, x);
+        }
+    }
+
+    /// `new` where mask `g` (negated with `neg`) is set, else `old`.
+    fn nblend(&mut self, g: Value, neg: bool, new: Value, old: Value) -> Value {
+        let (a, b) = if neg { (old, new) } else { (new, old) };
+        self.b.ins().bitselect(g, a, b)
+    }
+    fn wblend(&mut self, g: V2, neg: bool, new: V2, old: V2) -> V2 {
+        let (a, b) = if neg { (old, new) } else { (new, old) };
+        (
+            self.b.ins().bitselect(g.0, a.0, b.0),
+            self.b.ins().bitselect(g.1, a.1, b.1),
+        )
+    }
+
+    /// An instruction lane by lane, through the one-thread lowering: each lane's
+    /// registers and predicates it touches moved into the one-thread variables, its
+    /// results moved back.
+    fn lanes(&mut self, i: &Inst, pc: u32) {
+        let (rr, rw) = reads_writes(&i.op);
+        let (pr, pw) = preds_rw(i);
+        let mut regs: Vec<R> = rr.iter().chain(&rw).copied().collect();
+        regs.retain(|&r| !self.is_uniform(r));
+        regs.sort_unstable();
+        regs.dedup();
+        let mut preds: Vec<u32> = pr.iter().chain(&pw).copied().collect();
+        preds.sort_unstable();
+        preds.dedup();
+        let tbase = self.tbase();
+        let rv: Vec<(Var4, Value, V2)> = regs
+            .iter()
+            .map(|&r| {
+                let v4 = self.var4(r);
+                let n = match v4 {
+                    Var4::N(v) => self.b.use_var(v),
+                    Var4::W(..) => tbase,
+                };
+                let w = match v4 {
+                    Var4::N(_) => (tbase, tbase),
+                    Var4::W(lo, hi) => (self.b.use_var(lo), self.b.use_var(hi)),
+                };
+                (v4, n, w)
+            })
+            .collect();
+        let pv: Vec<Value> = preds.iter().map(|&p| self.vpred(p)).collect();
+        let mut out_r: Vec<Vec<Value>> = vec![vec![]; rw.len()];
+        let mut out_p: Vec<Vec<Value>> = vec![vec![]; pw.len()];
+        for lane in 0..LANES as u8 {
+            let tk = self.b.ins().iadd_imm(tbase, lane as i64);
+            self.b.def_var(self.t, tk);
+            for (j, &r) in regs.iter().enumerate() {
+                let x = match rv[j].0 {
+                    Var4::N(_) => {
+                        let x = self.b.ins().extractlane(rv[j].1, lane);
+                        self.b.ins().uextend(I64, x)
+                    }
+                    Var4::W(..) => {
+                        let h = if lane < 2 { rv[j].2 .0 } else { rv[j].2 .1 };
+                        self.b.ins().extractlane(h, lane % 2)
+                    }
+                };
+                self.set(r, x);
+            }
+            for (j, &p) in preds.iter().enumerate() {
+                let x = self.b.ins().extractlane(pv[j], lane);
+                let c = self.b.ins().icmp_imm(IntCC::NotEqual, x, 0);
+                self.set_pred(p, c);
+            }
+            self.guarded(i, pc);
+            for (j, &r) in rw.iter().enumerate() {
+                let x = self.reg(r);
+                out_r[j].push(x);
+            }
+            for (j, &p) in pw.iter().enumerate() {
+                let c = self.pred(p);
+                let w = self.b.ins().uextend(I32, c);
+                out_p[j].push(self.b.ins().ineg(w));
+            }
+        }
+        self.b.def_var(self.t, tbase);
+        for (j, &r) in rw.iter().enumerate() {
+            match self.var4(r) {
+                Var4::N(v) => {
+                    let mut x = self.nsplat(0);
+                    for (lane, &y) in out_r[j].iter().enumerate() {
+                        let y = self.b.ins().ireduce(I32, y);
+                        x = self.b.ins().insertlane(x, y, lane as u8);
+                    }
+                    self.b.def_var(v, x);
+                }
+                Var4::W(lo, hi) => {
+                    let z = self.vsplat(0);
+                    let xs = &out_r[j];
+                    let a = self.b.ins().insertlane(z, xs[0], 0);
+                    let a = self.b.ins().insertlane(a, xs[1], 1);
+                    let b = self.b.ins().insertlane(z, xs[2], 0);
+                    let b = self.b.ins().insertlane(b, xs[3], 1);
+                    self.b.def_var(lo, a);
+                    self.b.def_var(hi, b);
+                }
+            }
+        }
+        for (j, &p) in pw.iter().enumerate() {
+            let mut x = self.nsplat(0);
+            for (lane, &y) in out_p[j].iter().enumerate() {
+                x = self.b.ins().insertlane(x, y, lane as u8);
+            }
+            self.vset_pred(p, x);
+        }
+    }
+
+    /// `setp`'s destinations from the lanes' comparison mask `r`.
+    fn vsetp(&mut self, r: Value, d: u32, dn: Option<u32>, comb: Option<(BoolOp, u32, bool)>) {
+        let nr = self.b.ins().bnot(r);
+        let (p, q) = match comb {
+            None => (r, nr),
+            Some((op, c, neg)) => {
+                let mut cv = self.vpred(c);
+                if neg {
+                    cv = self.b.ins().bnot(cv);
+                }
+                (self.bool_op(op, r, cv), self.bool_op(op, nr, cv))
+            }
+        };
+        self.vset_pred(d, p);
+        if let Some(dn) = dn {
+            self.vset_pred(dn, q);
+        }
+    }
+
+    /// An integer comparison's condition code.
+    fn intcc(code: u8, signed: bool) -> IntCC {
+        match (code, signed) {
+            (0, _) => IntCC::Equal,
+            (1, _) => IntCC::NotEqual,
+            (2, true) => IntCC::SignedLessThan,
+            (3, true) => IntCC::SignedLessThanOrEqual,
+            (4, true) => IntCC::SignedGreaterThan,
+            (5, true) => IntCC::SignedGreaterThanOrEqual,
+            (2, false) => IntCC::UnsignedLessThan,
+            (3, false) => IntCC::UnsignedLessThanOrEqual,
+            (4, false) => IntCC::UnsignedGreaterThan,
+            _ => IntCC::UnsignedGreaterThanOrEqual,
+        }
+    }
+
+    /// An instruction with a lane-affine form `vnative` takes, on all four lanes.
+    fn vaffine(&mut self, i: &Inst) -> bool {
+        match i.aff {
+            Aff::Mov { d, a, bits } => {
+                if bits <= 32 {
+                    let x = self.noperand(a, bits as u32, false);
+                    self.set_n(d, x);
+                } else {
+                    let v = self.vw(a);
+                    self.set_w(d, v);
+                }
+            }
+            Aff::Add { d, a, b, bits, sub } => {
+                let f = |l: &mut Self, x: Value, y: Value| {
+                    if sub {
+                        l.b.ins().isub(x, y)
+                    } else {
+                        l.b.ins().iadd(x, y)
+                    }
+                };
+                if bits <= 32 {
+                    let (x, y) = (self.vn(a), self.vn(b));
+                    let r = f(self, x, y);
+                    let r = self.nmasked(r, bits as u32);
+                    self.set_n(d, r);
+                } else {
+                    let (x, y) = (self.vw(a), self.vw(b));
+                    let r = self.both2(x, y, f);
+                    self.set_w(d, r);
+                }
+            }
+            Aff::Mul { d, a, b, c, bits } => {
+                let uniform = self.is_uniform(a) && self.is_uniform(b);
+                if bits <= 32 {
+                    let mut r = if uniform {
+                        // (`%ctaid.x * %ntid.x` of a global index: once, not per lane.)
+                        let (x, y) = (self.reg(a), self.reg(b));
+                        let p = self.b.ins().imul(x, y);
+                        let p = self.b.ins().ireduce(I32, p);
+                        self.b.ins().splat(I32X4, p)
+                    } else {
+                        let (x, y) = (self.vn(a), self.vn(b));
+                        let kb = self.kval(b, 32, false);
+                        self.nmul(x, y, kb)
+                    };
+                    if let Some(c) = c {
+                        let cv = self.vn(c);
+                        r = self.b.ins().iadd(r, cv);
+                    }
+                    let r = self.nmasked(r, bits as u32);
+                    self.set_n(d, r);
+                } else {
+                    let mut r = if uniform {
+                        let (x, y) = (self.reg(a), self.reg(b));
+                        let p = self.b.ins().imul(x, y);
+                        let s = self.b.ins().splat(I64X2, p);
+                        (s, s)
+                    } else {
+                        let (x, y) = (self.vw(a), self.vw(b));
+                        let kb = self.kval(b, 64, false);
+                        self.wmul(x, y, kb)
+                    };
+                    if let Some(c) = c {
+                        let cv = self.vw(c);
+                        r = self.both2(r, cv, |l, x, y| l.b.ins().iadd(x, y));
+                    }
+                    self.set_w(d, r);
+                }
+            }
+            Aff::MulWide {
+                d,
+                a,
+                b,
+                bits,
+                signed,
+            } => {
+                let bits = bits as u32;
+                let kb = self.kval(b, bits, signed);
+                if bits <= 16 {
+                    let (x, y) = (
+                        self.noperand(a, bits, signed),
+                        self.noperand(b, bits, signed),
+                    );
+                    let r = self.nmul(x, y, kb);
+                    let r = self.nmasked(r, 2 * bits);
+                    self.set_n(d, r);
+                } else {
+                    let x = self.noperand(a, bits, signed);
+                    let x = self.widen(x, signed);
+                    let y = match kb {
+                        Some(k) if k.is_power_of_two() => x,
+                        _ => {
+                            let y = self.noperand(b, bits, signed);
+                            self.widen(y, signed)
+                        }
+                    };
+                    let r = self.wmul(x, y, kb);
+                    self.set_w(d, r);
+                }
+            }
+            Aff::Shl { d, a, b, bits } => {
+                let n = self.kval(b, 32, false).unwrap_or(u64::MAX);
+                if bits <= 32 {
+                    let r = if n >= bits as u64 {
+                        self.nsplat(0)
+                    } else {
+                        let x = self.vn(a);
+                        let s = self.b.ins().ishl_imm(x, n as i64);
+                        self.nmasked(s, bits as u32)
+                    };
+                    self.set_n(d, r);
+                } else {
+                    let r = if n >= 64 {
+                        let z = self.vsplat(0);
+                        (z, z)
+                    } else {
+                        let x = self.vw(a);
+                        self.both(x, |l, x| l.b.ins().ishl_imm(x, n as i64))
+                    };
+                    self.set_w(d, r);
+                }
+            }
+            Aff::Shr {
+                d,
+                a,
+                b,
+                bits,
+                signed,
+            } => {
+                let n = self.kval(b, 32, false).unwrap_or(u64::MAX);
+                let k = n.min(bits as u64 - 1) as i64;
+                if bits <= 32 {
+                    let x = self.noperand(a, bits as u32, signed);
+                    let r = if signed {
+                        let s = self.b.ins().sshr_imm(x, k);
+                        self.nmasked(s, bits as u32)
+                    } else if n >= bits as u64 {
+                        self.nsplat(0)
+                    } else {
+                        self.b.ins().ushr_imm(x, k)
+                    };
+                    self.set_n(d, r);
+                } else {
+                    let x = self.vw(a);
+                    let r = if signed {
+                        self.both(x, |l, x| l.b.ins().sshr_imm(x, k))
+                    } else if n >= 64 {
+                        let z = self.vsplat(0);
+                        (z, z)
+                    } else {
+                        self.both(x, |l, x| l.b.ins().ushr_imm(x, k))
+                    };
+                    self.set_w(d, r);
+                }
+            }
+            Aff::Cmp { bits, signed, code } => {
+                let Op::Setp {
+                    d, dn, a, b, comb, ..
+                } = &i.op
+                else {
+                    return false;
+                };
+                let cc = Self::intcc(code, signed);
+                let r = if bits <= 32 {
+                    let x = self.noperand(*a, bits as u32, signed);
+                    let y = self.noperand(*b, bits as u32, signed);
+                    self.b.ins().icmp(cc, x, y)
+                } else {
+                    let (x, y) = (self.vw(*a), self.vw(*b));
+                    let m = self.both2(x, y, |l, x, y| l.b.ins().icmp(cc, x, y));
+                    self.narrow(m)
+                };
+                self.vsetp(r, *d, *dn, *comb);
+            }
+            Aff::None | Aff::Mem { .. } => return false,
+        }
+        true
+    }
+
+    /// An instruction `vnative` takes, on all four lanes.
+    fn vnative_inst(&mut self, i: &Inst, pc: u32) {
+        if self.vaffine(i) {
+            return;
+        }
+        match (i.sem, &i.op) {
+            (Sem::Int { op, bits, .. }, Op::Bin(_, d, a, b)) => {
+                let f = |l: &mut Self, x: Value, y: Value| match op {
+                    IntOp::And => l.b.ins().band(x, y),
+                    IntOp::Or => l.b.ins().bor(x, y),
+                    _ => l.b.ins().bxor(x, y),
+                };
+                if bits <= 32 {
+                    let (x, y) = (self.vn(*a), self.vn(*b));
+                    let r = f(self, x, y);
+                    let r = self.nmasked(r, bits as u32);
+                    self.set_n(*d, r);
+                } else {
+                    let (x, y) = (self.vw(*a), self.vw(*b));
+                    let r = self.both2(x, y, f);
+                    self.set_w(*d, r);
+                }
+            }
+            (Sem::Int { bits, .. }, Op::Un(_, d, a)) => {
+                if bits <= 32 {
+                    let x = self.vn(*a);
+                    let r = self.b.ins().bnot(x);
+                    let r = self.nmasked(r, bits as u32);
+                    self.set_n(*d, r);
+                } else {
+                    let x = self.vw(*a);
+                    let r = self.both(x, |l, x| l.b.ins().bnot(x));
+                    self.set_w(*d, r);
+                }
+            }
+            (Sem::Flt { op, f64 }, Op::Bin(_, d, a, b)) => {
+                let f = |l: &mut Self, x: Value, y: Value| match op {
+                    FltOp::Add => l.b.ins().fadd(x, y),
+                    FltOp::Sub => l.b.ins().fsub(x, y),
+                    FltOp::Mul => l.b.ins().fmul(x, y),
+                    _ => l.b.ins().fdiv(x, y),
+                };
+                if f64 {
+                    let (av, bv) = (self.vw(*a), self.vw(*b));
+                    let (x, y) = (self.wf64(av), self.wf64(bv));
+                    let r = self.both2(x, y, f);
+                    let order = if op == FltOp::Div { [av, bv] } else { [bv, av] };
+                    let r = self.wcanon(r, &order);
+                    self.set_w(*d, r);
+                } else {
+                    let (x, y) = (self.nf32(*a), self.nf32(*b));
+                    let r = f(self, x, y);
+                    let r = self.ncanon(r);
+                    self.set_n(*d, r);
+                }
+            }
+            (Sem::Flt { f64, .. }, Op::Ter(_, d, a, b, c)) => {
+                if f64 {
+                    let (av, bv, cv) = (self.vw(*a), self.vw(*b), self.vw(*c));
+                    let (x, y, z) = (self.wf64(av), self.wf64(bv), self.wf64(cv));
+                    let r = (
+                        self.b.ins().fma(x.0, y.0, z.0),
+                        self.b.ins().fma(x.1, y.1, z.1),
+                    );
+                    let r = self.wcanon(r, &[bv, av, cv]);
+                    self.set_w(*d, r);
+                } else {
+                    let (x, y, z) = (self.nf32(*a), self.nf32(*b), self.nf32(*c));
+                    let r = self.b.ins().fma(x, y, z);
+                    let r = self.ncanon(r);
+                    self.set_n(*d, r);
+                }
+            }
+            (
+                Sem::FCmp { code, f64 },
+                Op::Setp {
+                    d, dn, a, b, comb, ..
+                },
+            ) => {
+                let cc = vfcc(code).expect("vnative took the comparison");
+                let r = if f64 {
+                    let (av, bv) = (self.vw(*a), self.vw(*b));
+                    let (x, y) = (self.wf64(av), self.wf64(bv));
+                    let m = self.both2(x, y, |l, x, y| {
+                        let m = l.b.ins().fcmp(cc, x, y);
+                        l.b.ins().bitcast(I64X2, le(), m)
+                    });
+                    self.narrow(m)
+                } else {
+                    let (x, y) = (self.nf32(*a), self.nf32(*b));
+                    let m = self.b.ins().fcmp(cc, x, y);
+                    self.b.ins().bitcast(I32X4, le(), m)
+                };
+                self.vsetp(r, *d, *dn, *comb);
+            }
+            (Sem::Cvt { dt, st, .. }, Op::Un(_, d, a)) => match (dt, st) {
+                (CvtTy::S(64) | CvtTy::U(64), CvtTy::S(32)) => {
+                    let x = self.vn(*a);
+                    let r = self.widen(x, true);
+                    self.set_w(*d, r);
+                }
+                _ => {
+                    let x = self.vn(*a);
+                    self.set_n(*d, x);
+                }
+            },
+            _ => match &i.op {
+                Op::Mov(d, a, m) => {
+                    if *m == u64::MAX {
+                        if self.is_narrow(*d) {
+                            let x = self.vn(*a);
+                            self.set_n(*d, x);
+                        } else {
+                            let x = self.vw(*a);
+                            self.set_w(*d, x);
+                        }
+                    } else if *m <= u32::MAX as u64 {
+                        let x = self.vn(*a);
+                        let mv = self.nsplat(*m as u32);
+                        let r = self.b.ins().band(x, mv);
+                        self.set_n(*d, r);
+                    } else {
+                        let x = self.vw(*a);
+                        let mv = self.vsplat(*m);
+                        let r = self.both(x, |l, x| l.b.ins().band(x, mv));
+                        self.set_w(*d, r);
+                    }
+                }
+                Op::Selp { d, a, b, p, neg } => {
+                    let g = self.vpred(*p);
+                    if self.is_narrow(*d) {
+                        let (x, y) = (self.vn(*a), self.vn(*b));
+                        let r = self.nblend(g, *neg, x, y);
+                        self.set_n(*d, r);
+                    } else {
+                        let (x, y) = (self.vw(*a), self.vw(*b));
+                        let gw = self.wmask(g);
+                        let r = self.wblend(gw, *neg, x, y);
+                        self.set_w(*d, r);
+                    }
+                }
+                Op::PredLogic {
+                    op,
+                    d,
+                    a,
+                    an,
+                    b,
+                    bn,
+                } => {
+                    let mut av = self.vpred(*a);
+                    if *an {
+                        av = self.b.ins().bnot(av);
+                    }
+                    let r = match op {
+                        None => av,
+                        Some(o) => {
+                            let mut bv = self.vpred(*b);
+                            if *bn {
+                                bv = self.b.ins().bnot(bv);
+                            }
+                            self.bool_op(*o, av, bv)
+                        }
+                    };
+                    self.vset_pred(*d, r);
+                }
+                Op::PredConst { d, v } => {
+                    let m = self.nsplat(if *v { u32::MAX } else { 0 });
+                    self.vset_pred(*d, m);
+                }
+                Op::LdParam { d, n, .. } => {
+                    // The same in every lane: loaded once, then on every lane.
+                    self.inst(i, pc);
+                    for &r in &d[..*n as usize] {
+                        let x = self.reg(r);
+                        if self.is_narrow(r) {
+                            let y = self.b.ins().ireduce(I32, x);
+                            let s = self.b.ins().splat(I32X4, y);
+                            self.set_n(r, s);
+                        } else {
+                            let s = self.b.ins().splat(I64X2, x);
+                            self.set_w(r, (s, s));
+                        }
+                    }
+                }
+                Op::Ld { .. } | Op::St { .. } => self.vmem(i, pc),
+                Op::Nop => {
+                    self.b.ins().fence();
+                }
+                // `vnative` takes nothing else.
+                _ => {}
+            },
+        }
+    }
+
+    /// A load or store of one 4- or 8-byte value per lane: when the lanes' addresses
+    /// are consecutive and inside the allocation the instruction hit last, one access
+    /// of the four values; a load whose lanes' addresses are the same, one scalar
+    /// load; else the lanes part here, and each makes the access alone (the one-thread
+    /// code's checks, the engine's resolver and its fault reports). No call is made
+    /// from the four-lane code: values live across one would be spilled.
+    fn vmem(&mut self, i: &Inst, pc: u32) {
+        let (size, a, off) = match &i.op {
+            Op::Ld { size, a, off, .. } | Op::St { size, a, off, .. } => (*size as u64, *a, *off),
+            _ => return,
+        };
+        let av = self.vw(a);
+        let addr = if off == 0 {
+            av
+        } else {
+            let o = self.vsplat(off as u64);
+            self.both(av, |l, x| l.b.ins().iadd(x, o))
+        };
+        let a0 = self.b.ins().extractlane(addr.0, 0);
+        let s0 = self.b.ins().splat(I64X2, a0);
+        let (c0, c1) = (self.vconst([0, size]), self.vconst([2 * size, 3 * size]));
+        let (e0, e1) = (self.b.ins().iadd(s0, c0), self.b.ins().iadd(s0, c1));
+        let m0 = self.b.ins().icmp(IntCC::Equal, addr.0, e0);
+        let m1 = self.b.ins().icmp(IntCC::Equal, addr.1, e1);
+        let m = self.b.ins().band(m0, m1);
+        let consecutive = self.b.ins().vall_true(m);
+        // The first lane's offset in the allocation, in units of `size`: the four
+        // accesses fit when the last one's unit is inside it.
+        let cache = self.f.cache;
+        let slot = (pc as usize * std::mem::size_of::<Slot>()) as i32;
+        let base = self.b.ins().load(I64, trusted(), cache, slot);
+        let units = self.b.ins().load(I64, trusted(), cache, slot + 8);
+        let ofs = self.b.ins().isub(a0, base);
+        let r = self.b.ins().rotr_imm(ofs, size.trailing_zeros() as i64);
+        let last = self.b.ins().iadd_imm(r, LANES as i64 - 1);
+        let first_in = self.b.ins().icmp(IntCC::UnsignedLessThan, r, units);
+        let last_in = self.b.ins().icmp(IntCC::UnsignedLessThan, last, units);
+        let fits = self.b.ins().band(first_in, last_in);
+        let fast_ok = self.b.ins().band(consecutive, fits);
+        let (fast, other, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(fast_ok, fast, &[], other, &[]);
+
+        self.b.switch_to_block(fast);
+        let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
+        let p = self.b.ins().iadd(hp, ofs);
+        let flags = MemFlags::new();
+        match &i.op {
+            Op::Ld { d, sext, dmask, .. } => {
+                let d = d[0];
+                if size == 4 {
+                    let x = self.b.ins().load(I32X4, flags, p, 0);
+                    if self.is_narrow(d) {
+                        let x = self.nmasked(x, dmask.count_ones().min(32));
+                        self.set_n(d, x);
+                    } else {
+                        let v = self.widen(x, *sext);
+                        let v = self.wmasked(v, dmask.count_ones());
+                        self.set_w(d, v);
+                    }
+                } else {
+                    let v = (
+                        self.b.ins().load(I64X2, flags, p, 0),
+                        self.b.ins().load(I64X2, flags, p, 16),
+                    );
+                    let v = self.wmasked(v, dmask.count_ones());
+                    self.set_w(d, v);
+                }
+            }
+            Op::St { s, .. } => {
+                if size == 4 {
+                    let x = self.vn(s[0]);
+                    self.b.ins().store(flags, x, p, 0);
+                } else {
+                    let v = self.vw(s[0]);
+                    self.b.ins().store(flags, v.0, p, 0);
+                    self.b.ins().store(flags, v.1, p, 16);
+                }
+            }
+            _ => {}
+        }
+        self.b.ins().jump(done, &[]);
+
+        self.b.set_cold_block(other);
+        self.b.switch_to_block(other);
+        if let Op::Ld { d, sext, dmask, .. } = &i.op {
+            // Every lane the same address (a loop's broadcast operand): one load.
+            let same = self.b.create_block();
+            let n0 = self.b.ins().icmp(IntCC::Equal, addr.0, s0);
+            let n1 = self.b.ins().icmp(IntCC::Equal, addr.1, s0);
+            let n = self.b.ins().band(n0, n1);
+            let all_same = self.b.ins().vall_true(n);
+            let ok = self.b.ins().band(all_same, first_in);
+            self.b.ins().brif(ok, same, &[], slow, &[]);
+            self.b.switch_to_block(same);
+            let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
+            let p = self.b.ins().iadd(hp, ofs);
+            let x = self.load_sized(p, 0, size as u8, *sext);
+            let x = if *dmask == u64::MAX {
+                x
+            } else {
+                self.b.ins().band_imm(x, *dmask as i64)
+            };
+            if self.is_narrow(d[0]) {
+                let y = self.b.ins().ireduce(I32, x);
+                let s = self.b.ins().splat(I32X4, y);
+                self.set_n(d[0], s);
+            } else {
+                let s = self.b.ins().splat(I64X2, x);
+                self.set_w(d[0], (s, s));
+            }
+            self.b.ins().jump(done, &[]);
+        } else {
+            self.b.ins().jump(slow, &[]);
+        }
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        self.part(pc);
+        self.b.switch_to_block(done);
+    }
+}
