@@ -3714,6 +3714,7 @@ pub(crate) fn launch(
         } else {
             crate::Engine::Interpreter
         },
+        lanes: compiled.map_or(FULL.count_ones(), |k| k.lanes),
     })
 }
 

@@ -131,13 +131,15 @@ impl RedSlot {
 /// log2(`total`) is below `units` (a misaligned offset rotates its low bits to the top);
 /// the host address is then `ptr + (a - base)`. An empty slot has `units` 0; so has an
 /// allocation whose base is not aligned to `total` (its accesses take the slow path).
+/// `group_units` is the same for four consecutive accesses (`units - 3`, at least 0):
+/// they fit when the first one's rotated offset is below it (`vector::Lower::vmem`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Slot {
     pub base: u64,
     pub units: u64,
     pub ptr: u64,
-    pub _pad: u64,
+    pub group_units: u64,
 }
 
 impl Slot {
@@ -153,7 +155,7 @@ impl Slot {
             base,
             units,
             ptr,
-            _pad: 0,
+            group_units: units.saturating_sub(vector::LANES - 1),
         }
     }
 }
@@ -191,6 +193,8 @@ pub(crate) struct Kernel {
     /// compiled code does inline (`Lower::combine`: the histogram 70 ms on one thread,
     /// 36 ms on two, against the CPU's atomics' 92 ms on one).
     pub global_atomics: bool,
+    /// Threads its code runs together: [`vector::LANES`], or 1.
+    pub lanes: u32,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -402,6 +406,11 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     if lanes && vector::worth_it(prog) {
         l.v = Some(l.vec_state(uniform, &uniform_prologue));
     }
+    let lanes = if l.v.is_some() {
+        vector::LANES as u32
+    } else {
+        1
+    };
     l.kernel(&used_specials, &uniform_prologue);
     l.b.seal_all_blocks();
     l.b.finalize();
@@ -432,6 +441,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     Ok(Kernel {
         module: Some(module),
         entry,
+        lanes,
         global_atomics: prog.insts.iter().any(|i| {
             matches!(
                 i.op,
@@ -792,7 +802,7 @@ impl<'a> Lower<'a> {
         self.b.ins().jump(first, &[]);
 
         // The body.
-        let leaders = self.leaders();
+        let leaders = self.leaders(self.v.is_some());
         let n = prog.insts.len();
         let mut open = false;
         for pc in 0..n {
@@ -855,7 +865,8 @@ impl<'a> Lower<'a> {
             }
         }
         if self.v.is_some() {
-            self.groups(specials, uniform_prologue, &leaders, head);
+            let vleaders = self.leaders(false);
+            self.groups(specials, uniform_prologue, &vleaders, head);
             self.back_edge_checks();
         }
 
@@ -973,7 +984,8 @@ impl<'a> Lower<'a> {
 
     /// Instructions starting a block: pc 0, branch targets, those after a branch or an
     /// exit.
-    fn leaders(&self) -> Vec<bool> {
+    /// (`parts`: also where four lanes may part, [`vector::may_part`].)
+    fn leaders(&self, parts: bool) -> Vec<bool> {
         let n = self.prog.insts.len();
         let mut l = vec![false; n + 1];
         if n > 0 {
@@ -989,7 +1001,7 @@ impl<'a> Lower<'a> {
                 _ => {}
             }
             // Four lanes that part go on alone from that instruction itself.
-            if self.v.is_some() && vector::may_part(self.prog, i) {
+            if parts && vector::may_part(self.prog, i) {
                 l[pc] = true;
             }
         }

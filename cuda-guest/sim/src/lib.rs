@@ -444,6 +444,9 @@ pub struct LaunchReport {
     pub elapsed: Duration,
     /// The engine that ran it: [`Engine::Jit`] when the JIT compiled the kernel.
     pub engine: Engine,
+    /// Threads the engine runs together: a warp's 32 lanes on the interpreter; on
+    /// the JIT, 4 when it runs the kernel four threads at a time, else 1.
+    pub lanes: u32,
 }
 
 /// Simulator errors.

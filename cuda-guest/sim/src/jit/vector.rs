@@ -180,6 +180,12 @@ pub(super) struct VecState {
     pub resume: Block,
     /// Start of the next group (checks that four threads remain).
     pub head: Block,
+    /// Per register, when its lanes are a uniform register plus 64-bit lanes (an
+    /// address `base + offset`): the two.
+    split: Vec<Option<(R, V2)>>,
+    /// Lanes found consecutive (of a step) in this basic block: the lanes' first half
+    /// and the step, the answer.
+    consecutive: Vec<(Value, u64, Value)>,
 }
 
 /// The most bits of the value instruction `i` writes to its registers, where what
@@ -305,6 +311,8 @@ impl Lower<'_> {
             resume_pcs: vec![],
             resume: self.b.create_block(),
             head: self.b.create_block(),
+            split: vec![None; prog.nregs as usize],
+            consecutive: vec![],
         }
     }
 
@@ -372,6 +380,7 @@ impl Lower<'_> {
     }
     /// Gives register `r` lanes below 2^32.
     fn set_n(&mut self, r: R, x: Value) {
+        self.vs().split[r as usize] = None;
         match self.var4(r) {
             Var4::N(v) => self.b.def_var(v, x),
             Var4::W(lo, hi) => {
@@ -384,6 +393,7 @@ impl Lower<'_> {
     /// Gives register `r` 64-bit lanes (`narrow_regs` made it wide when they may not
     /// fit 32 bits).
     fn set_w(&mut self, r: R, v: V2) {
+        self.vs().split[r as usize] = None;
         match self.var4(r) {
             Var4::N(n) => {
                 let x = self.narrow(v);
@@ -654,6 +664,10 @@ impl Lower<'_> {
                 }
                 self.b.switch_to_block(blk);
                 open = true;
+                // (What was found in a block that need not dominate this one, or
+                // of a register another way into this block may define otherwise.)
+                self.vs().consecutive.clear();
+                self.vs().split.iter_mut().for_each(|x| *x = None);
             }
             if !open {
                 continue;
@@ -697,9 +711,11 @@ impl Lower<'_> {
             self.b.ins().jump(taken, &[]);
             return;
         };
+        // (One mask move: all four lanes' bits, or none.)
         let m = self.vpred(p);
-        let all = self.b.ins().vall_true(m);
-        let any = self.b.ins().vany_true(m);
+        let bits = self.b.ins().vhigh_bits(I32, m);
+        let all = self.b.ins().icmp_imm(IntCC::Equal, bits, 0b1111);
+        let any = self.b.ins().icmp_imm(IntCC::NotEqual, bits, 0);
         // With `neg`, the branch is taken where the predicate is false.
         let (if_all, if_none) = if neg { (fall, taken) } else { (taken, fall) };
         let (mixed, some) = (self.b.create_block(), self.b.create_block());
@@ -815,6 +831,7 @@ impl Lower<'_> {
     pub(super) fn vinst(&mut self, i: &Inst, pc: u32) {
         if !vnative(self.prog, i) {
             self.lanes(i, pc);
+            self.unsplit(i);
             return;
         }
         let Some((p, neg)) = i.guard else {
@@ -854,6 +871,14 @@ impl Lower<'_> {
             let new = self.vpred(q);
             let x = self.nblend(g, neg, new, oldp[k]);
             self.vset_pred(q, x);
+        }
+        self.unsplit(i);
+    }
+
+    /// Forgets what `split` knew of the registers `i` writes.
+    fn unsplit(&mut self, i: &Inst) {
+        for r in reads_writes(&i.op).1 {
+            self.vs().split[r as usize] = None;
         }
     }
 
@@ -1030,6 +1055,10 @@ impl Lower<'_> {
                     let (x, y) = (self.vw(a), self.vw(b));
                     let r = self.both2(x, y, f);
                     self.set_w(d, r);
+                    if !sub && self.is_uniform(a) != self.is_uniform(b) {
+                        let (u, o) = if self.is_uniform(a) { (a, y) } else { (b, x) };
+                        self.vs().split[d as usize] = Some((u, o));
+                    }
                 }
             }
             Aff::Mul { d, a, b, c, bits } => {
@@ -1374,6 +1403,29 @@ impl Lower<'_> {
         }
     }
 
+    /// Whether 64-bit lanes `v` step by `step` from the first.
+    fn consecutive(&mut self, v: V2, step: u64) -> Value {
+        if let Some(&(_, _, c)) = self
+            .vs()
+            .consecutive
+            .iter()
+            .find(|(x, s, _)| *x == v.0 && *s == step)
+        {
+            return c;
+        }
+        let first = self.b.ins().extractlane(v.0, 0);
+        let s0 = self.b.ins().splat(I64X2, first);
+        let (c0, c1) = (self.vconst([0, step]), self.vconst([2 * step, 3 * step]));
+        let (e0, e1) = (self.b.ins().iadd(s0, c0), self.b.ins().iadd(s0, c1));
+        let m0 = self.b.ins().icmp(IntCC::Equal, v.0, e0);
+        let m1 = self.b.ins().icmp(IntCC::Equal, v.1, e1);
+        let m = self.b.ins().band(m0, m1);
+        let bits = self.b.ins().vhigh_bits(I32, m);
+        let c = self.b.ins().icmp_imm(IntCC::Equal, bits, 0b11);
+        self.vs().consecutive.push((v.0, step, c));
+        c
+    }
+
     /// A load or store of one 4- or 8-byte value per lane: when the lanes' addresses
     /// are consecutive and inside the allocation the instruction hit last, one access
     /// of the four values; a load whose lanes' addresses are the same, one scalar
@@ -1393,25 +1445,30 @@ impl Lower<'_> {
             self.both(av, |l, x| l.b.ins().iadd(x, o))
         };
         let a0 = self.b.ins().extractlane(addr.0, 0);
-        let s0 = self.b.ins().splat(I64X2, a0);
-        let (c0, c1) = (self.vconst([0, size]), self.vconst([2 * size, 3 * size]));
-        let (e0, e1) = (self.b.ins().iadd(s0, c0), self.b.ins().iadd(s0, c1));
-        let m0 = self.b.ins().icmp(IntCC::Equal, addr.0, e0);
-        let m1 = self.b.ins().icmp(IntCC::Equal, addr.1, e1);
-        let m = self.b.ins().band(m0, m1);
-        let consecutive = self.b.ins().vall_true(m);
+        // An address `base + offset` is consecutive when the offsets are (found once
+        // for the accesses of a block that share them).
+        let lanes = match self.vs().split[a as usize] {
+            Some((_, o)) => o,
+            None => addr,
+        };
+        let consecutive = self.consecutive(lanes, size);
         // The first lane's offset in the allocation, in units of `size`: the four
         // accesses fit when the last one's unit is inside it.
         let cache = self.f.cache;
         let slot = (pc as usize * std::mem::size_of::<Slot>()) as i32;
-        let base = self.b.ins().load(I64, trusted(), cache, slot);
-        let units = self.b.ins().load(I64, trusted(), cache, slot + 8);
+        let base = self
+            .b
+            .ins()
+            .load(I64, trusted(), cache, slot + offset_of!(Slot, base) as i32);
+        let group_units = self.b.ins().load(
+            I64,
+            trusted(),
+            cache,
+            slot + offset_of!(Slot, group_units) as i32,
+        );
         let ofs = self.b.ins().isub(a0, base);
         let r = self.b.ins().rotr_imm(ofs, size.trailing_zeros() as i64);
-        let last = self.b.ins().iadd_imm(r, LANES as i64 - 1);
-        let first_in = self.b.ins().icmp(IntCC::UnsignedLessThan, r, units);
-        let last_in = self.b.ins().icmp(IntCC::UnsignedLessThan, last, units);
-        let fits = self.b.ins().band(first_in, last_in);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThan, r, group_units);
         let fast_ok = self.b.ins().band(consecutive, fits);
         let (fast, other, slow, done) = (
             self.b.create_block(),
@@ -1422,7 +1479,10 @@ impl Lower<'_> {
         self.b.ins().brif(fast_ok, fast, &[], other, &[]);
 
         self.b.switch_to_block(fast);
-        let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
+        let hp = self
+            .b
+            .ins()
+            .load(I64, trusted(), cache, slot + offset_of!(Slot, ptr) as i32);
         let p = self.b.ins().iadd(hp, ofs);
         let flags = MemFlags::new();
         match &i.op {
@@ -1466,14 +1526,23 @@ impl Lower<'_> {
         if let Op::Ld { d, sext, dmask, .. } = &i.op {
             // Every lane the same address (a loop's broadcast operand): one load.
             let same = self.b.create_block();
+            let s0 = self.b.ins().splat(I64X2, a0);
             let n0 = self.b.ins().icmp(IntCC::Equal, addr.0, s0);
             let n1 = self.b.ins().icmp(IntCC::Equal, addr.1, s0);
             let n = self.b.ins().band(n0, n1);
             let all_same = self.b.ins().vall_true(n);
+            let units =
+                self.b
+                    .ins()
+                    .load(I64, trusted(), cache, slot + offset_of!(Slot, units) as i32);
+            let first_in = self.b.ins().icmp(IntCC::UnsignedLessThan, r, units);
             let ok = self.b.ins().band(all_same, first_in);
             self.b.ins().brif(ok, same, &[], slow, &[]);
             self.b.switch_to_block(same);
-            let hp = self.b.ins().load(I64, trusted(), cache, slot + 16);
+            let hp = self
+                .b
+                .ins()
+                .load(I64, trusted(), cache, slot + offset_of!(Slot, ptr) as i32);
             let p = self.b.ins().iadd(hp, ofs);
             let x = self.load_sized(p, 0, size as u8, *sext);
             let x = if *dmask == u64::MAX {
