@@ -60,22 +60,45 @@ fn run_on(
     let r = s
         .launch(&m, "k", cfg(grid, block), &args)
         .map(|r| r.engine)
-        .map_err(|e| {
-            // Each simulator's addresses carry its own tag: reports name it as TAG.
-            let tag = format!("{:#x}", buf.0)[..6].to_string();
-            let e = e.to_string().replace(&tag, "TAG");
-            // (and so does the distance of a wild address to them)
-            match e.find(" bytes before allocation") {
-                Some(i) => {
-                    let from = e[..i].rfind(' ').unwrap_or(i);
-                    format!("{} N{}", &e[..from], &e[i..])
-                }
-                None => e,
-            }
-        });
+        .map_err(|e| normalise(&e.to_string(), buf));
     s.reset();
     let out = words(&mut s, buf, n);
     (r, out)
+}
+
+/// A fault report with the simulator's own address tag (that of `buf`) named TAG, and
+/// a wild address past it (the tag plus a distance) written as `BUF+` its distance
+/// from `buf`.
+fn normalise(e: &str, buf: DevicePtr) -> String {
+    // Each simulator's addresses carry its own tag: reports name it as TAG.
+    let tag = format!("{:#x}", buf.0)[..6].to_string();
+    let mut out = String::new();
+    let mut rest = e;
+    while let Some(i) = rest.find("address 0x") {
+        let (head, tail) = rest.split_at(i + "address ".len());
+        out += head;
+        let len = tail[2..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .map_or(tail.len(), |k| k + 2);
+        let (hex, after) = tail.split_at(len);
+        match u64::from_str_radix(&hex[2..], 16) {
+            Ok(a) if a > buf.0 && !hex.starts_with(&tag) => {
+                out += &format!("BUF+{:#x}", a - buf.0);
+            }
+            _ => out += hex,
+        }
+        rest = after;
+    }
+    out += rest;
+    let e = out.replace(&tag, "TAG");
+    // (and so does the distance of a wild address to them)
+    match e.find(" bytes before allocation") {
+        Some(i) => {
+            let from = e[..i].rfind(' ').unwrap_or(i);
+            format!("{} N{}", &e[..from], &e[i..])
+        }
+        None => e,
+    }
 }
 
 /// Both engines: the same outcome (result or fault report, word for word) and the
@@ -785,5 +808,1293 @@ fn combined_reductions_of_every_kind_are_exact_when_words_share_slots() {
             assert_eq!(words(&mut s, p, 4096), counts, "{what}: the counts");
             assert_eq!(words(&mut s, q, 40), other, "{what}: min, xor, or, and");
         }
+    }
+}
+
+// The four-lane code (`jit/vector.rs`): groups of four consecutive threads of a block
+// run together, part where their branches or accesses disagree, and the threads past
+// the last full group run one at a time. Each kernel below is checked against the
+// interpreter (and where simple, against values computed here), and must have run
+// four threads at a time, on one host thread and (but for atomics with results) on two.
+
+/// A small deterministic generator of test data (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn word(&mut self) -> u32 {
+        (self.next() >> 32) as u32
+    }
+    fn words(&mut self, n: usize) -> Vec<u32> {
+        (0..n).map(|_| self.word()).collect()
+    }
+    /// One of `pool`, or (one time in `random_one_in`) a random value.
+    fn pick(&mut self, pool: &[u64], random_one_in: u64) -> u64 {
+        if self.below(random_one_in) == 0 {
+            self.next()
+        } else {
+            pool[self.below(pool.len() as u64) as usize]
+        }
+    }
+    /// A random permutation of `0..n`.
+    fn permutation(&mut self, n: usize) -> Vec<u32> {
+        let mut p: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n).rev() {
+            p.swap(i, self.below(i as u64 + 1) as usize);
+        }
+        p
+    }
+}
+
+fn cfg3(grid: [u32; 3], block: [u32; 3]) -> LaunchConfig {
+    LaunchConfig {
+        grid,
+        block,
+        shared_bytes: 0,
+    }
+}
+
+/// u64 values as the pairs of words that hold them.
+fn pairs(v: &[u64]) -> Vec<u32> {
+    v.iter()
+        .flat_map(|&x| [x as u32, (x >> 32) as u32])
+        .collect()
+}
+
+/// What a launch did on one engine: its engine and lanes, or its error report (its
+/// addresses normalised as [`normalise`] does).
+type Outcome = Result<(Engine, u32), String>;
+
+/// Runs kernel `k` of `ptx` on `engine` (on `threads` host threads) with a buffer per
+/// entry of `bufs` (holding its words) as the first arguments, then `extra`: the
+/// outcome, and each buffer's words afterwards.
+fn launch_on(
+    engine: Engine,
+    threads: usize,
+    ptx: &str,
+    config: LaunchConfig,
+    bufs: &[Vec<u32>],
+    extra: &[KernelArg],
+) -> (Outcome, Vec<Vec<u32>>) {
+    let mut s = sim(engine, threads);
+    let m = s.load_module("lanes.ptx", ptx).unwrap();
+    let ptrs: Vec<DevicePtr> = bufs
+        .iter()
+        .map(|b| {
+            let p = s.malloc(4 * b.len() as u64).unwrap();
+            let bytes: Vec<u8> = b.iter().flat_map(|w| w.to_le_bytes()).collect();
+            s.memcpy_htod(p, &bytes).unwrap();
+            p
+        })
+        .collect();
+    let mut args: Vec<KernelArg> = ptrs.iter().map(|&p| KernelArg::Ptr(p)).collect();
+    args.extend_from_slice(extra);
+    let r = s
+        .launch(&m, "k", config, &args)
+        .map(|r| (r.engine, r.lanes))
+        .map_err(|e| normalise(&e.to_string(), ptrs[0]));
+    s.reset();
+    let out = ptrs
+        .iter()
+        .zip(bufs)
+        .map(|(&p, b)| words(&mut s, p, b.len()))
+        .collect();
+    (r, out)
+}
+
+/// Both engines on the same buffers (the JIT on one host thread and on two): the same
+/// outcome (a fault report word for word) and, when the launch succeeds, the same
+/// words bit for bit, and the JIT ran the kernel `lanes` threads at a time. Returns
+/// the outcome and the buffers.
+fn agree(
+    ptx: &str,
+    config: LaunchConfig,
+    bufs: &[Vec<u32>],
+    extra: &[KernelArg],
+    lanes: u32,
+) -> (Result<(), String>, Vec<Vec<u32>>) {
+    agree_on(&[1, 2], ptx, config, bufs, extra, lanes)
+}
+
+/// [`agree`] with the JIT on each of `jit_threads` host threads.
+fn agree_on(
+    jit_threads: &[usize],
+    ptx: &str,
+    config: LaunchConfig,
+    bufs: &[Vec<u32>],
+    extra: &[KernelArg],
+    lanes: u32,
+) -> (Result<(), String>, Vec<Vec<u32>>) {
+    let (ri, bi) = launch_on(Engine::Interpreter, 1, ptx, config, bufs, extra);
+    let mut last = None;
+    for &threads in jit_threads {
+        let (rj, bj) = launch_on(Engine::Jit, threads, ptx, config, bufs, extra);
+        let what = format!("{config:?}, the JIT on {threads} host threads\n{ptx}");
+        assert_eq!(
+            rj.clone().map(|_| ()),
+            ri.clone().map(|_| ()),
+            "the JIT's outcome (left), the interpreter's (right): {what}"
+        );
+        if let Ok(r) = &ri {
+            assert_eq!(*r, (Engine::Interpreter, 32), "{what}");
+            assert_eq!(
+                rj.clone().unwrap(),
+                (Engine::Jit, lanes),
+                "the JIT's engine and lanes: {what}"
+            );
+            for (b, (wj, wi)) in bj.iter().zip(&bi).enumerate() {
+                let bad: Vec<String> = (0..wi.len())
+                    .filter(|&i| wj[i] != wi[i])
+                    .take(8)
+                    .map(|i| {
+                        format!(
+                            "buffer {b} word {i}: {:#x} compiled, {:#x} interpreted",
+                            wj[i], wi[i]
+                        )
+                    })
+                    .collect();
+                assert!(bad.is_empty(), "{}\n{what}", bad.join("\n"));
+            }
+        }
+        last = Some((rj.map(|_| ()), bj));
+    }
+    last.expect("a JIT run")
+}
+
+/// The index computation of the kernels below: %r5 = %ctaid.x * %ntid.x + %tid.x
+/// (%r4 = %tid.x), the first parameters `x`, `y` as global pointers %rd1, %rd2.
+const GID: &str = "  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;";
+
+/// A guarded saxpy (`y = a x + y` in f32) and vector add (`z = x + z` on the words)
+/// over blocks of 1, 3, 5, 37 and 130 threads (none a multiple of four) and element
+/// counts that end inside a group of four: the four-lane code, the
+/// interpreter and the values computed here agree, and nothing past `n` is written;
+/// with the guard as a branch over the body and as a guarded `ret`.
+#[test]
+fn four_lanes_with_odd_block_sizes_and_counts_agree() {
+    let saxpy = |guard: &str| {
+        kernel(
+            ".param .u64 px, .param .u64 py, .param .u64 pz, .param .u32 n, .param .f32 a",
+            &format!(
+                "  .reg .b64 %rd<8>;
+  .reg .b32 %r<9>;
+  .reg .f32 %f<5>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd2, [py];
+  ld.param.u64 %rd3, [pz];
+  ld.param.u32 %r1, [n];
+  ld.param.f32 %f1, [a];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  cvta.to.global.u64 %rd3, %rd3;
+{GID}
+  setp.ge.s32 %p1, %r5, %r1;
+{guard}
+  mul.wide.s32 %rd4, %r5, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  add.s64 %rd6, %rd2, %rd4;
+  add.s64 %rd7, %rd3, %rd4;
+  ld.global.f32 %f2, [%rd5];
+  ld.global.f32 %f3, [%rd6];
+  fma.rn.f32 %f4, %f1, %f2, %f3;
+  st.global.f32 [%rd6], %f4;
+  ld.global.u32 %r6, [%rd5];
+  ld.global.u32 %r7, [%rd7];
+  add.s32 %r8, %r6, %r7;
+  st.global.u32 [%rd7], %r8;
+$DONE:
+  ret;"
+            ),
+        )
+    };
+    let mut rng = Rng(0x5eed_0001);
+    let a = 1.5f32;
+    let float = |rng: &mut Rng| ((rng.below(2_000_000) as f32) - 1e6) / 1024.0;
+    for guard in ["  @%p1 bra $DONE;", "  @%p1 ret;"] {
+        let ptx = saxpy(guard);
+        for block in [1u32, 3, 5, 37, 130] {
+            let grid = 3;
+            let mut counts = vec![grid * block - 1, 2 * block + 1, grid * block];
+            counts.retain(|&n| n >= 1 && n <= grid * block);
+            counts.dedup();
+            for n in counts {
+                let len = (grid * block) as usize + 6;
+                let x: Vec<u32> = (0..len).map(|_| float(&mut rng).to_bits()).collect();
+                let y: Vec<u32> = (0..len).map(|_| float(&mut rng).to_bits()).collect();
+                let z = rng.words(len);
+                let (r, out) = agree(
+                    &ptx,
+                    cfg(grid, block),
+                    &[x.clone(), y.clone(), z.clone()],
+                    &[KernelArg::U32(n), KernelArg::F32(a)],
+                    4,
+                );
+                r.unwrap();
+                let n = n as usize;
+                let want_y: Vec<u32> = (0..len)
+                    .map(|i| {
+                        if i < n {
+                            a.mul_add(f32::from_bits(x[i]), f32::from_bits(y[i]))
+                                .to_bits()
+                        } else {
+                            y[i]
+                        }
+                    })
+                    .collect();
+                let want_z: Vec<u32> = (0..len)
+                    .map(|i| if i < n { x[i].wrapping_add(z[i]) } else { z[i] })
+                    .collect();
+                let what = format!("{guard}: block {block}, n {n}");
+                assert_eq!(out[0], x, "{what}: x");
+                assert_eq!(out[1], want_y, "{what}: y");
+                assert_eq!(out[2], want_z, "{what}: z");
+            }
+        }
+    }
+}
+
+/// Branches on the loaded values (an if/else on each word's parity, then a float
+/// if/else on its top bits; random words, so a group's lanes mostly disagree, and
+/// a run of even words where they agree), with a register every write of which is a
+/// constant but whose value depends on the thread's path: the four-lane code, the
+/// interpreter and the values computed here agree.
+#[test]
+fn four_lanes_part_on_data_dependent_branches() {
+    let ptx = kernel(
+        ".param .u64 px, .param .u64 py, .param .u32 n",
+        &format!(
+            "  .reg .b64 %rd<6>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<3>;
+  .reg .pred %p<4>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd2, [py];
+  ld.param.u32 %r1, [n];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra $END;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  mov.u32 %r9, 3;
+  and.b32 %r7, %r6, 1;
+  setp.eq.u32 %p2, %r7, 0;
+  @%p2 bra $EVEN;
+  mad.lo.u32 %r8, %r6, 3, 1;
+  mov.u32 %r9, 7;
+  bra $JOIN;
+$EVEN:
+  shr.u32 %r8, %r6, 1;
+$JOIN:
+  shr.u32 %r10, %r6, 9;
+  or.b32 %r10, %r10, 1065353216;
+  mov.b32 %f1, %r10;
+  setp.lt.f32 %p3, %f1, 0f3FC00000;
+  @!%p3 bra $BIG;
+  mul.f32 %f2, %f1, 0f40000000;
+  bra $F;
+$BIG:
+  sub.f32 %f2, %f1, 0f3F800000;
+$F:
+  mov.b32 %r11, %f2;
+  add.u32 %r8, %r8, %r9;
+  xor.b32 %r8, %r8, %r11;
+  st.global.u32 [%rd5], %r8;
+$END:
+  ret;"
+        ),
+    );
+    let mut rng = Rng(0x5eed_0002);
+    let n = 1000u32;
+    let mut x = rng.words(n as usize);
+    for w in &mut x[..64] {
+        *w &= !1;
+    }
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&v| {
+            let (a, b) = if v & 1 == 1 {
+                (v.wrapping_mul(3).wrapping_add(1), 7)
+            } else {
+                (v >> 1, 3)
+            };
+            let f = f32::from_bits((v >> 9) | 0x3f80_0000);
+            let g = if f < 1.5 { f * 2.0 } else { f - 1.0 };
+            a.wrapping_add(b) ^ g.to_bits()
+        })
+        .collect();
+    for (grid, block) in [(11, 96), (28, 37)] {
+        let (r, out) = agree(
+            &ptx,
+            cfg(grid, block),
+            &[x.clone(), vec![0; n as usize]],
+            &[KernelArg::U32(n)],
+            4,
+        );
+        r.unwrap();
+        assert_eq!(out[1], want, "blocks of {block}");
+    }
+}
+
+/// Loops whose trip counts differ between threads: one the same for a group's four
+/// lanes (`(tid / 4) % 4 + 1` iterations, each loading a word), one of `tid % 7`
+/// iterations (the lanes part at its branch), and one as long as the loaded word's
+/// trailing zero bits: the four-lane code, the interpreter and the values computed here
+/// agree.
+#[test]
+fn four_lanes_part_in_loops_of_per_thread_length() {
+    let ptx = kernel(
+        ".param .u64 px, .param .u64 py, .param .u32 n",
+        &format!(
+            "  .reg .b64 %rd<8>;
+  .reg .b32 %r<16>;
+  .reg .pred %p<7>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd2, [py];
+  ld.param.u32 %r1, [n];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra $END;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  shr.u32 %r7, %r4, 2;
+  and.b32 %r7, %r7, 3;
+  add.u32 %r7, %r7, 1;
+  mov.u32 %r8, 0;
+  mov.u32 %r9, %r6;
+$L1:
+  mul.wide.u32 %rd6, %r8, 4;
+  add.s64 %rd7, %rd4, %rd6;
+  ld.global.u32 %r10, [%rd7];
+  mad.lo.u32 %r9, %r9, 31, %r10;
+  add.u32 %r8, %r8, 1;
+  setp.lt.u32 %p2, %r8, %r7;
+  @%p2 bra $L1;
+  rem.u32 %r11, %r4, 7;
+  mov.u32 %r12, 0;
+  setp.eq.u32 %p3, %r11, 0;
+  @%p3 bra $L3;
+$L2:
+  xor.b32 %r9, %r9, %r12;
+  shl.b32 %r9, %r9, 1;
+  add.u32 %r9, %r9, %r11;
+  add.u32 %r12, %r12, 1;
+  setp.lt.u32 %p4, %r12, %r11;
+  @%p4 bra $L2;
+$L3:
+  or.b32 %r13, %r6, 65536;
+  mov.u32 %r14, 0;
+$L4:
+  and.b32 %r15, %r13, 1;
+  setp.ne.u32 %p5, %r15, 0;
+  @%p5 bra $OUT;
+  shr.u32 %r13, %r13, 1;
+  add.u32 %r14, %r14, 1;
+  bra $L4;
+$OUT:
+  shl.b32 %r14, %r14, 24;
+  xor.b32 %r9, %r9, %r14;
+  xor.b32 %r9, %r9, %r13;
+  st.global.u32 [%rd5], %r9;
+$END:
+  ret;"
+        ),
+    );
+    let mut rng = Rng(0x5eed_0003);
+    let n = 700u32;
+    // Four words of padding for the first loop's loads.
+    let x = rng.words(n as usize + 4);
+    for (grid, block) in [(8, 96), (19, 37)] {
+        let want: Vec<u32> = (0..n)
+            .map(|g| {
+                let (i, tid) = (g as usize, g % block);
+                let mut acc = x[i];
+                for j in 0..(tid >> 2 & 3) + 1 {
+                    acc = acc.wrapping_mul(31).wrapping_add(x[i + j as usize]);
+                }
+                let t2 = tid % 7;
+                for j in 0..t2 {
+                    acc = ((acc ^ j) << 1).wrapping_add(t2);
+                }
+                let v = x[i] | 65536;
+                let tz = v.trailing_zeros();
+                acc ^ (tz << 24) ^ (v >> tz)
+            })
+            .collect();
+        let (r, out) = agree(
+            &ptx,
+            cfg(grid, block),
+            &[x.clone(), vec![0; n as usize]],
+            &[KernelArg::U32(n)],
+            4,
+        );
+        r.unwrap();
+        assert_eq!(out[1], want, "blocks of {block}");
+    }
+}
+
+/// Accesses whose four addresses are not consecutive: a gather `y[i] = x[perm[i]]` and
+/// a scatter `y[perm[i]] = x[i]` through a random permutation and through one that is
+/// the identity but for a few swaps (some groups consecutive, some not); a load every
+/// thread makes from the same address (`x[0]`, the allocation's last word, a
+/// sign-extending `ld.global.s32` into a 64-bit register, a u64), one the same within
+/// each group (`x[i & !3]`); loads and stores of stride 2; a reversed load; u64 loads
+/// and stores; a load and a store under per-lane predicates; and a load whose
+/// allocation alternates between groups of four, or between pairs of lanes in a group.
+/// The four-lane code, the interpreter and the values computed here agree.
+#[test]
+fn four_lanes_gather_scatter_and_broadcast() {
+    let gather = |body: &str| {
+        kernel(
+            ".param .u64 px, .param .u64 py, .param .u64 pp, .param .u32 n",
+            &format!(
+                "  .reg .b64 %rd<16>;
+  .reg .b32 %r<16>;
+  .reg .pred %p<4>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd2, [py];
+  ld.param.u64 %rd9, [pp];
+  ld.param.u32 %r1, [n];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  cvta.to.global.u64 %rd9, %rd9;
+{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra $END;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  add.s64 %rd6, %rd9, %rd3;
+{body}
+$END:
+  ret;"
+            ),
+        )
+    };
+    type Want = fn(&[u32], &[u32], &mut [u32]);
+    let cases: [(&str, &str, Want); 10] = [
+        (
+            "gather",
+            "  ld.global.u32 %r6, [%rd6];
+  mul.wide.u32 %rd7, %r6, 4;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.u32 %r7, [%rd8];
+  st.global.u32 [%rd5], %r7;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[i] = x[p[i] as usize];
+                }
+            },
+        ),
+        (
+            "scatter",
+            "  ld.global.u32 %r6, [%rd6];
+  mul.wide.u32 %rd7, %r6, 4;
+  add.s64 %rd8, %rd2, %rd7;
+  ld.global.u32 %r7, [%rd4];
+  st.global.u32 [%rd8], %r7;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[p[i] as usize] = x[i];
+                }
+            },
+        ),
+        (
+            "broadcast",
+            "  ld.global.u32 %r6, [%rd1];
+  ld.global.u32 %r7, [%rd4];
+  add.u32 %r7, %r7, %r6;
+  and.b32 %r8, %r5, -4;
+  mul.wide.u32 %rd7, %r8, 4;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.u32 %r9, [%rd8];
+  xor.b32 %r7, %r7, %r9;
+  shl.b32 %r10, %r1, 1;
+  sub.u32 %r10, %r10, 1;
+  mul.wide.u32 %rd10, %r10, 4;
+  add.s64 %rd11, %rd1, %rd10;
+  ld.global.u32 %r11, [%rd11];
+  add.u32 %r7, %r7, %r11;
+  ld.global.s32 %rd12, [%rd1+4];
+  shr.u64 %rd12, %rd12, 32;
+  cvt.u32.u64 %r12, %rd12;
+  xor.b32 %r7, %r7, %r12;
+  ld.global.u64 %rd13, [%rd1+8];
+  shr.u64 %rd14, %rd13, 7;
+  cvt.u32.u64 %r13, %rd14;
+  add.u32 %r7, %r7, %r13;
+  st.global.u32 [%rd5], %r7;",
+            |x, p, y| {
+                let n = p.len();
+                let sext = (x[1] as i32 as i64 as u64 >> 32) as u32;
+                let long = (x[2] as u64 | (x[3] as u64) << 32) >> 7;
+                for i in 0..n {
+                    y[i] = ((x[i].wrapping_add(x[0]) ^ x[i & !3]).wrapping_add(x[2 * n - 1])
+                        ^ sext)
+                        .wrapping_add(long as u32);
+                }
+            },
+        ),
+        (
+            "predicated",
+            "  ld.global.u32 %r6, [%rd6];
+  and.b32 %r7, %r6, 1;
+  setp.eq.u32 %p2, %r7, 0;
+  mov.u32 %r8, 12345;
+  @%p2 ld.global.u32 %r8, [%rd4];
+  add.u32 %r8, %r8, %r6;
+  @!%p2 st.global.u32 [%rd5], %r8;
+  xor.b32 %r9, %r8, %r5;
+  add.u32 %r9, %r9, 1;
+  shl.b32 %r9, %r9, 2;
+  mul.wide.u32 %rd7, %r1, 4;
+  add.s64 %rd8, %rd5, %rd7;
+  st.global.u32 [%rd8], %r9;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    let v = if p[i] & 1 == 0 { x[i] } else { 12345 }.wrapping_add(p[i]);
+                    if p[i] & 1 == 1 {
+                        y[i] = v;
+                    }
+                    y[p.len() + i] = (v ^ i as u32).wrapping_add(1) << 2;
+                }
+            },
+        ),
+        (
+            "stride-2 loads",
+            "  mul.wide.u32 %rd7, %r5, 8;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.u32 %r6, [%rd8];
+  ld.global.u32 %r7, [%rd8+4];
+  sub.u32 %r6, %r6, %r7;
+  st.global.u32 [%rd5], %r6;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[i] = x[2 * i].wrapping_sub(x[2 * i + 1]);
+                }
+            },
+        ),
+        (
+            "stride-2 stores",
+            "  ld.global.u32 %r6, [%rd4];
+  mul.wide.u32 %rd7, %r5, 8;
+  add.s64 %rd8, %rd2, %rd7;
+  st.global.u32 [%rd8+4], %r6;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[2 * i + 1] = x[i];
+                }
+            },
+        ),
+        (
+            "reversed",
+            "  sub.u32 %r6, %r1, 1;
+  sub.u32 %r6, %r6, %r5;
+  mul.wide.u32 %rd7, %r6, 4;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.u32 %r7, [%rd8];
+  st.global.u32 [%rd5], %r7;",
+            |x, p, y| {
+                let n = p.len();
+                for i in 0..n {
+                    y[i] = x[n - 1 - i];
+                }
+            },
+        ),
+        (
+            "u64",
+            "  mul.wide.u32 %rd7, %r5, 8;
+  add.s64 %rd8, %rd1, %rd7;
+  ld.global.u64 %rd10, [%rd8];
+  shl.b64 %rd11, %rd10, 3;
+  add.s64 %rd11, %rd11, %rd10;
+  add.s64 %rd12, %rd2, %rd7;
+  st.global.u64 [%rd12], %rd11;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    let v = x[2 * i] as u64 | (x[2 * i + 1] as u64) << 32;
+                    let v = v.wrapping_mul(9);
+                    y[2 * i] = v as u32;
+                    y[2 * i + 1] = (v >> 32) as u32;
+                }
+            },
+        ),
+        (
+            "allocation by group",
+            "  shr.u32 %r6, %r5, 2;
+  and.b32 %r6, %r6, 1;
+  setp.eq.u32 %p2, %r6, 0;
+  selp.b64 %rd7, %rd1, %rd9, %p2;
+  add.s64 %rd8, %rd7, %rd3;
+  ld.global.u32 %r7, [%rd8];
+  st.global.u32 [%rd5], %r7;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[i] = if (i >> 2) & 1 == 0 { x[i] } else { p[i] };
+                }
+            },
+        ),
+        (
+            "allocation by pair",
+            "  shr.u32 %r6, %r5, 1;
+  and.b32 %r6, %r6, 1;
+  setp.eq.u32 %p2, %r6, 0;
+  selp.b64 %rd7, %rd1, %rd9, %p2;
+  add.s64 %rd8, %rd7, %rd3;
+  ld.global.u32 %r7, [%rd8];
+  st.global.u32 [%rd5], %r7;",
+            |x, p, y| {
+                for i in 0..p.len() {
+                    y[i] = if (i >> 1) & 1 == 0 { x[i] } else { p[i] };
+                }
+            },
+        ),
+    ];
+    let mut rng = Rng(0x5eed_0004);
+    let n = 301usize;
+    // x and y hold 2n words (stride 2), the permutation n.
+    let x = rng.words(2 * n);
+    let y0 = rng.words(2 * n);
+    let random = rng.permutation(n);
+    let mut nearly: Vec<u32> = (0..n as u32).collect();
+    for _ in 0..6 {
+        let (a, b) = (rng.below(n as u64) as usize, rng.below(n as u64) as usize);
+        nearly.swap(a, b);
+    }
+    for (name, body, want) in cases {
+        let ptx = gather(body);
+        for perm in [&random, &nearly] {
+            for (grid, block) in [(5, 64), (9, 37)] {
+                let (r, out) = agree(
+                    &ptx,
+                    cfg(grid, block),
+                    &[x.clone(), y0.clone(), perm.clone()],
+                    &[KernelArg::U32(n as u32)],
+                    4,
+                );
+                r.unwrap();
+                let mut y = y0.clone();
+                want(&x, perm, &mut y);
+                assert_eq!(out[1], y, "{name}, blocks of {block}");
+            }
+        }
+    }
+}
+
+/// A fault in one lane of a group (or of a thread past the last group): a load or a
+/// store of 4 or 8 bytes (all lanes' or, lane by lane, under a predicate only thread
+/// `bad` has) that thread `bad` makes `far` bytes from its own element
+/// (past the end, before the start, misaligned, wild), or that all four lanes of its
+/// group make at one address, and the last group's lanes 2 and 3 running past a
+/// buffer's end. The fault report is the interpreter's word for word, and without a
+/// fault (or with the odd access inside the buffer) the kernel runs four threads at a
+/// time with the interpreter's results.
+#[test]
+fn four_lanes_report_a_single_lanes_fault_as_the_interpreter_does() {
+    // The odd access: a load, a store, or (lane by lane in the four-lane code) a load
+    // or a store under the predicate only thread `bad` has.
+    // Or a load whose four lanes share one address: their group's first element's, `far`
+    // bytes off in the group of thread `bad` (the others store what they load).
+    let kinds = [
+        "load",
+        "store",
+        "guarded load",
+        "guarded store",
+        "group load",
+    ];
+    let access = |size: u32, kind: &str| {
+        let (bits, r) = if size == 4 { (32, "%r6") } else { (64, "%rd7") };
+        let ld = |a: &str| format!("  ld.global.u{bits} {r}, [{a}];");
+        let st = |a: &str| format!("  st.global.u{bits} [{a}], {r};");
+        let inc = format!("  add.u{bits} {r}, {r}, 1;");
+        let insts = match kind {
+            "load" => vec![ld("%rd6"), inc, st("%rd4")],
+            "store" => vec![ld("%rd4"), inc, st("%rd6")],
+            "guarded load" => vec![
+                ld("%rd4"),
+                format!("  @%p1{}", &ld("%rd6")[1..]),
+                inc,
+                st("%rd4"),
+            ],
+            "guarded store" => vec![
+                ld("%rd4"),
+                inc,
+                st("%rd4"),
+                format!("  @%p1{}", &st("%rd6")[1..]),
+            ],
+            _ => vec![
+                "  and.b32 %r7, %r5, -4;".into(),
+                "  and.b32 %r8, %r1, -4;".into(),
+                "  setp.eq.u32 %p2, %r7, %r8;".into(),
+                "  selp.b64 %rd8, %rd2, 0, %p2;".into(),
+                format!("  mul.wide.u32 %rd9, %r7, {size};"),
+                "  add.s64 %rd9, %rd1, %rd9;".into(),
+                "  add.s64 %rd9, %rd9, %rd8;".into(),
+                ld("%rd9"),
+                inc,
+                // (not the group's first thread: no element a group loads is written)
+                "  setp.ne.u32 %p2, %r7, %r5;".into(),
+                format!("  @%p2{}", &st("%rd4")[1..]),
+            ],
+        }
+        .join("\n");
+        kernel(
+            ".param .u64 p, .param .u32 bad, .param .u64 far",
+            &format!(
+                "  .reg .b64 %rd<10>;
+  .reg .b32 %r<9>;
+  .reg .pred %p<3>;
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r1, [bad];
+  ld.param.u64 %rd2, [far];
+  cvta.to.global.u64 %rd1, %rd1;
+{GID}
+  mul.wide.u32 %rd3, %r5, {size};
+  add.s64 %rd4, %rd1, %rd3;
+  setp.eq.u32 %p1, %r5, %r1;
+  selp.b64 %rd5, %rd2, 0, %p1;
+  add.s64 %rd6, %rd4, %rd5;
+{insts}
+  ret;"
+            ),
+        )
+    };
+    let mut rng = Rng(0x5eed_0005);
+    let none = u32::MAX;
+    for size in [4u32, 8] {
+        for kind in kinds {
+            let ptx = access(size, kind);
+            let what = format!("{size}-byte {kind}");
+            // 2 blocks of 40 threads (ten groups each), or of 42 (two threads alone).
+            for block in [40u32, 42] {
+                let threads = 2 * block;
+                // Each thread's element, then two no thread touches (but the odd one).
+                let end = (threads * size) as i64;
+                let buf = rng.words((threads + 2) as usize * size as usize / 4);
+                let run = |bad: u32, far: i64, len: usize| {
+                    agree(
+                        &ptx,
+                        cfg(2, block),
+                        &[buf[..len].to_vec()],
+                        &[KernelArg::U32(bad), KernelArg::U64(far as u64)],
+                        4,
+                    )
+                    .0
+                };
+                run(none, 0, buf.len()).unwrap();
+                // Lane 2 of the second group, of the second block's second group, and
+                // the first block's last thread (alone in blocks of 42).
+                for bad in [6, block + 6, block - 1] {
+                    // The element the odd access is `far` bytes from.
+                    let first = if kind == "group load" { bad & !3 } else { bad };
+                    let own = (first * size) as i64;
+                    // Inside the buffer: the first element past the threads'.
+                    run(bad, end - own, buf.len()).unwrap();
+                    let past = end + 2 * size as i64 - own;
+                    for far in [past, -own - 8, 2, 0x1234_5678_0000] {
+                        let e = run(bad, far, buf.len()).expect_err(&what);
+                        assert!(!e.is_empty());
+                    }
+                }
+                // The last group's lanes 2 and 3 (blocks of 40) past the end.
+                let short = (threads - 2) as usize * size as usize / 4;
+                run(none, 0, short).expect_err(&what);
+            }
+        }
+    }
+}
+
+/// Blocks of two and three dimensions whose x extent is not a multiple of four (so a
+/// group of four spans rows): each thread's index from %tid.x/y/z, %ntid.x/y and
+/// %ctaid.x/y, guarded against the array's width and height. The four-lane code, the
+/// interpreter and the values computed here agree.
+#[test]
+fn four_lanes_in_blocks_of_two_and_three_dimensions() {
+    let ptx = kernel(
+        ".param .u64 px, .param .u64 py, .param .u32 w, .param .u32 h",
+        "  .reg .b64 %rd<6>;
+  .reg .b32 %r<16>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd2, [py];
+  ld.param.u32 %r1, [w];
+  ld.param.u32 %r2, [h];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, %tid.y;
+  mov.u32 %r5, %tid.z;
+  mov.u32 %r6, %ntid.x;
+  mov.u32 %r7, %ntid.y;
+  mov.u32 %r8, %ctaid.x;
+  mov.u32 %r9, %ctaid.y;
+  mad.lo.s32 %r10, %r8, %r6, %r3;
+  mad.lo.s32 %r11, %r9, %r7, %r4;
+  setp.ge.u32 %p1, %r10, %r1;
+  setp.ge.or.u32 %p1, %r11, %r2, %p1;
+  @%p1 bra $END;
+  mad.lo.s32 %r12, %r5, %r2, %r11;
+  mad.lo.s32 %r12, %r12, %r1, %r10;
+  mul.wide.u32 %rd3, %r12, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.u32 %r13, [%rd4];
+  shl.b32 %r14, %r4, 8;
+  or.b32 %r14, %r14, %r3;
+  shl.b32 %r15, %r5, 16;
+  or.b32 %r14, %r14, %r15;
+  shl.b32 %r15, %r9, 20;
+  xor.b32 %r14, %r14, %r15;
+  shl.b32 %r15, %r8, 26;
+  xor.b32 %r14, %r14, %r15;
+  mad.lo.u32 %r13, %r13, 3, %r14;
+  st.global.u32 [%rd5], %r13;
+$END:
+  ret;",
+    );
+    let mut rng = Rng(0x5eed_0006);
+    for (grid, block, w, h) in [
+        ([3, 2, 1], [6, 4, 1], 17, 7),
+        ([4, 2, 1], [3, 5, 1], 11, 10),
+        ([3, 4, 1], [3, 2, 3], 8, 7),
+        ([2, 3, 1], [7, 3, 1], 14, 9),
+    ] {
+        let len = (w * h * block[2]) as usize;
+        let x = rng.words(len);
+        let mut want = vec![0u32; len];
+        for z in 0..block[2] {
+            for gy in 0..h {
+                for gx in 0..w {
+                    let i = ((z * h + gy) * w + gx) as usize;
+                    let (cx, tx) = (gx / block[0], gx % block[0]);
+                    let (cy, ty) = (gy / block[1], gy % block[1]);
+                    let tag = (ty << 8 | tx | z << 16) ^ cy << 20 ^ cx << 26;
+                    want[i] = x[i].wrapping_mul(3).wrapping_add(tag);
+                }
+            }
+        }
+        let (r, out) = agree(
+            &ptx,
+            cfg3(grid, block),
+            &[x, vec![0; len]],
+            &[KernelArg::U32(w), KernelArg::U32(h)],
+            4,
+        );
+        r.unwrap();
+        assert_eq!(out[1], want, "blocks of {block:?}");
+    }
+}
+
+/// 64-bit integer arithmetic (add, sub, mul.lo, mad.lo, shifts by constants and by a
+/// register, `mul.wide` of negative values), 32-bit shifts by constants, f64 and f32
+/// arithmetic (division and fma included), `setp` on f32 and f64 with NaN operands
+/// (lt, ge, eq, ne, nan, num, gtu), predicate logic, `setp` with a combined predicate
+/// (negated too, and with two destinations), `selp`, predicated instructions on narrow
+/// and wide registers, min and max, conversions between s32/u32/u64/s64,
+/// `ld.global.s32` (and `.u32`) into 64-bit registers, u64 loads and stores, and a few
+/// operations the four-lane code runs lane by lane (`neg`, `abs`, `cvt` to float,
+/// `setp.equ`, `setp.gtu`), over values near every edge (NaNs with payloads,
+/// infinities, signed zeros, subnormals, the extreme integers): the four-lane code's
+/// results are the interpreter's bit for bit.
+#[test]
+fn four_lanes_integer_float_and_predicate_operations_agree() {
+    // 2 blocks of 70 threads (17 groups and two threads alone each), their inputs and
+    // outputs one array per value (so that a group's accesses are consecutive).
+    let (grid, block) = (2u32, 70u32);
+    let n = (grid * block) as usize;
+    let (in32, in64) = (8usize, 6usize);
+    let mut text = String::new();
+    for k in 0..in32 {
+        text += &format!("  ld.global.u32 %r{}, [%rd7+{}];\n", 10 + k, 4 * n * k);
+    }
+    for k in 0..in64 {
+        text += &format!("  ld.global.u64 %rd{}, [%rd8+{}];\n", 20 + k, 8 * n * k);
+    }
+    text += &format!(
+        "  ld.global.s32 %rd26, [%rd7+{}];
+  ld.global.s32 %r18, [%rd7+{}];
+  cvt.s64.s32 %rd27, %r18;
+  ld.global.u32 %rd28, [%rd7+{}];
+  add.s64 %rd29, %rd28, %rd20;
+",
+        4 * n,
+        8 * n,
+        12 * n
+    );
+    text += r#"  mov.b32 %f1, %r14;
+  mov.b32 %f2, %r15;
+  mov.b32 %f3, %r16;
+  mov.b32 %f4, %r17;
+  mov.b64 %fd1, %rd23;
+  mov.b64 %fd2, %rd24;
+  mov.b64 %fd3, %rd25;
+  // 64-bit integers
+  add.s64 %rd30, %rd20, %rd21;
+  sub.s64 %rd31, %rd20, %rd22;
+  mul.lo.u64 %rd32, %rd20, %rd21;
+  mul.lo.s64 %rd33, %rd22, %rd26;
+  mad.lo.s64 %rd34, %rd20, %rd22, %rd21;
+  shl.b64 %rd35, %rd21, 13;
+  shr.u64 %rd36, %rd22, 7;
+  shr.s64 %rd37, %rd22, 60;
+  shr.s64 %rd38, %rd20, 1;
+  and.b32 %r19, %r10, 63;
+  shl.b64 %rd39, %rd20, %r19;
+  mul.wide.s32 %rd40, %r10, %r11;
+  mul.wide.u32 %rd41, %r10, %r11;
+  mul.wide.s32 %rd42, %r12, -7;
+  mul.wide.u32 %rd43, %r12, 4;
+  add.u64 %rd44, %rd20, 1;
+  sub.s64 %rd45, %rd26, %rd27;
+  // conversions
+  cvt.s64.s32 %rd46, %r10;
+  cvt.u64.u32 %rd47, %r10;
+  cvt.u32.u64 %r30, %rd20;
+  cvt.s32.s64 %r31, %rd22;
+  cvt.s64.u32 %rd48, %r11;
+  cvt.u64.s32 %rd49, %r11;
+  cvt.u64.u32 %rd50, %r12;
+  shl.b64 %rd50, %rd50, 20;
+  add.s64 %rd50, %rd50, %rd47;
+  // min and max
+  min.s32 %r32, %r10, %r11;
+  max.u32 %r33, %r10, %r11;
+  min.u64 %rd51, %rd20, %rd22;
+  max.s64 %rd52, %rd20, %rd22;
+  // floats
+  add.f64 %fd4, %fd1, %fd2;
+  mul.f64 %fd5, %fd1, %fd3;
+  fma.rn.f64 %fd6, %fd1, %fd2, %fd3;
+  sub.f64 %fd7, %fd2, %fd3;
+  add.f32 %f5, %f1, %f2;
+  mul.f32 %f6, %f3, %f4;
+  fma.rn.f32 %f7, %f1, %f2, %f3;
+  sub.f32 %f8, %f4, %f1;
+  div.rn.f32 %f11, %f1, %f4;
+  div.rn.f64 %fd9, %fd1, %fd2;
+  neg.f32 %f12, %f2;
+  abs.f64 %fd10, %fd3;
+  cvt.rn.f32.s32 %f13, %r10;
+  // 32-bit shifts by constants, of negative values too
+  shr.s32 %r20, %r10, 5;
+  shl.b32 %r21, %r11, 7;
+  shr.u32 %r22, %r12, 31;
+  mul.lo.s32 %r23, %r10, %r11;
+  mad.lo.s32 %r24, %r12, -3, %r13;
+  // comparisons (NaNs among the operands)
+  setp.lt.f32 %p1, %f1, %f2;
+  setp.ge.f32 %p2, %f1, %f2;
+  setp.eq.f32 %p3, %f1, %f3;
+  setp.ne.f32 %p4, %f2, %f3;
+  setp.nan.f32 %p5, %f1, %f2;
+  setp.num.f32 %p6, %f3, %f4;
+  setp.gtu.f32 %p7, %f1, %f4;
+  setp.le.f64 %p8, %fd1, %fd2;
+  setp.nan.f64 %p9, %fd2, %fd3;
+  // predicate logic and combined comparisons
+  and.pred %p10, %p1, %p3;
+  or.pred %p11, %p2, %p5;
+  not.pred %p12, %p6;
+  xor.pred %p13, %p4, %p7;
+  setp.lt.and.s32 %p14, %r10, %r11, %p1;
+  setp.ge.or.u64 %p15, %rd20, %rd21, %p2;
+  setp.ne.and.s32 %p16, %r12, %r13, !%p3;
+  setp.gt.xor.s64 %p17|%p18, %rd22, %rd20, %p4;
+  setp.lo.u32 %p19, %r10, %r12;
+  setp.equ.f32 %p20, %f2, %f4;
+  setp.lt.s64 %p21, %rd22, %rd21;
+  setp.le.u64 %p22, %rd21, %rd22;
+  // selp
+  selp.b32 %r34, %r10, %r11, %p14;
+  selp.b64 %rd53, %rd20, %rd21, %p15;
+  selp.f32 %f9, %f1, %f2, %p5;
+  selp.s32 %r35, -1, 5, %p17;
+  selp.f64 %fd8, %fd1, %fd3, %p8;
+  // predicated instructions
+  mov.u32 %r36, %r12;
+  @%p1 add.s32 %r36, %r36, %r13;
+  @!%p2 mul.lo.s32 %r36, %r36, 3;
+  @%p19 xor.b32 %r36, %r36, %r10;
+  mov.u64 %rd54, %rd21;
+  @%p18 add.s64 %rd54, %rd54, %rd20;
+  @!%p10 shl.b64 %rd54, %rd54, 3;
+  @%p16 cvt.s64.s32 %rd54, %r13;
+  mov.f32 %f10, %f3;
+  @%p11 add.f32 %f10, %f10, %f4;
+  // the predicates as the bits of a word
+  selp.u32 %r40, 1, 0, %p1;
+  selp.u32 %r41, 2, 0, %p2;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 4, 0, %p3;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 8, 0, %p4;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 16, 0, %p5;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 32, 0, %p6;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 64, 0, %p7;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 128, 0, %p8;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 256, 0, %p9;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 512, 0, %p10;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 1024, 0, %p11;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 2048, 0, %p12;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 4096, 0, %p13;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 8192, 0, %p14;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 16384, 0, %p15;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 32768, 0, %p16;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 65536, 0, %p17;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 131072, 0, %p18;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 262144, 0, %p19;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 524288, 0, %p20;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 1048576, 0, %p21;
+  or.b32 %r40, %r40, %r41;
+  selp.u32 %r41, 2097152, 0, %p22;
+  or.b32 %r40, %r40, %r41;
+  mov.b32 %r42, %f5;
+  mov.b32 %r43, %f6;
+  mov.b32 %r44, %f7;
+  mov.b32 %r45, %f8;
+  mov.b32 %r46, %f9;
+  mov.b32 %r47, %f10;
+  mov.b32 %r48, %f11;
+  mov.b32 %r49, %f12;
+  mov.b32 %r25, %f13;
+  mov.b64 %rd65, %fd9;
+  mov.b64 %rd66, %fd10;
+  mov.b64 %rd60, %fd4;
+  mov.b64 %rd61, %fd5;
+  mov.b64 %rd62, %fd6;
+  mov.b64 %rd63, %fd7;
+  mov.b64 %rd64, %fd8;
+"#;
+    let out32 = [
+        30, 31, 32, 33, 34, 35, 36, 40, 42, 43, 44, 45, 46, 47, 18, 19, 20, 21, 22, 23, 24, 25, 48,
+        49,
+    ];
+    let out64 = [
+        26, 27, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
+        51, 52, 53, 54, 60, 61, 62, 63, 64, 65, 66, 28, 29,
+    ];
+    for (k, r) in out32.iter().enumerate() {
+        text += &format!("  st.global.u32 [%rd9+{}], %r{r};\n", 4 * n * k);
+    }
+    for (k, r) in out64.iter().enumerate() {
+        text += &format!("  st.global.u64 [%rd10+{}], %rd{r};\n", 8 * n * k);
+    }
+    let ptx = kernel(
+        ".param .u64 pa, .param .u64 pb, .param .u64 po, .param .u64 pq",
+        &format!(
+            "  .reg .b64 %rd<70>;
+  .reg .b32 %r<50>;
+  .reg .f32 %f<14>;
+  .reg .f64 %fd<11>;
+  .reg .pred %p<24>;
+  ld.param.u64 %rd1, [pa];
+  ld.param.u64 %rd2, [pb];
+  ld.param.u64 %rd3, [po];
+  ld.param.u64 %rd4, [pq];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  cvta.to.global.u64 %rd3, %rd3;
+  cvta.to.global.u64 %rd4, %rd4;
+{GID}
+  mul.wide.u32 %rd5, %r5, 4;
+  mul.wide.u32 %rd6, %r5, 8;
+  add.s64 %rd7, %rd1, %rd5;
+  add.s64 %rd8, %rd2, %rd6;
+  add.s64 %rd9, %rd3, %rd5;
+  add.s64 %rd10, %rd4, %rd6;
+{text}  ret;"
+        ),
+    );
+    let ints: [u64; 12] = [
+        0,
+        1,
+        2,
+        3,
+        7,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        0xffff_fff9,
+        0xffff_8000,
+        0x1234_5678,
+        0xdead_beef,
+    ];
+    let floats: [u64; 13] = [
+        0x7fc0_0000,
+        0xffc0_0001,
+        0x7f80_0001,
+        0x7f80_0000,
+        0xff80_0000,
+        0,
+        0x8000_0000,
+        1,
+        0x3f80_0000,
+        0xbf80_0000,
+        0x4049_0fdb,
+        0x7f7f_ffff,
+        0xc000_0000,
+    ];
+    let longs: [u64; 10] = [
+        0,
+        1,
+        u64::MAX,
+        1 << 63,
+        i64::MAX as u64,
+        0xffff_ffff,
+        1 << 32,
+        (-7i64) as u64,
+        0x0123_4567_89ab_cdef,
+        0xffff_ffff_0000_0001,
+    ];
+    let doubles: [u64; 11] = [
+        0x7ff8_0000_0000_0000,
+        0xfff0_0000_0000_0001,
+        f64::INFINITY.to_bits(),
+        f64::NEG_INFINITY.to_bits(),
+        0,
+        1 << 63,
+        1,
+        1.0f64.to_bits(),
+        (-2.5f64).to_bits(),
+        f64::MAX.to_bits(),
+        1e-300f64.to_bits(),
+    ];
+    let mut rng = Rng(0x5eed_0006);
+    let mut a = vec![0u32; in32 * n];
+    for k in 0..in32 {
+        for i in 0..n {
+            a[k * n + i] = if k < 4 {
+                rng.pick(&ints, 3) as u32
+            } else {
+                rng.pick(&floats, 4) as u32
+            };
+        }
+    }
+    let mut b = vec![0u64; in64 * n];
+    for k in 0..in64 {
+        for i in 0..n {
+            b[k * n + i] = if k < 3 {
+                rng.pick(&longs, 3)
+            } else {
+                rng.pick(&doubles, 4)
+            };
+        }
+    }
+    let (r, _) = agree(
+        &ptx,
+        cfg(grid, block),
+        &[
+            a,
+            pairs(&b),
+            vec![0; out32.len() * n],
+            vec![0; 2 * out64.len() * n],
+        ],
+        &[],
+        4,
+    );
+    r.unwrap();
+}
+
+/// An atomic with a result (run lane by lane inside a group of four) among native
+/// instructions: a histogram of the low four bits of random words whose threads keep
+/// the counts they saw. On one host thread the threads' atomics run in thread order
+/// on both engines, so every count each thread saw is the interpreter's and the one
+/// computed here; the bins hold the totals.
+#[test]
+fn four_lanes_run_atomics_with_results_lane_by_lane() {
+    let ptx = kernel(
+        ".param .u64 px, .param .u64 pb, .param .u64 py, .param .u32 n",
+        &format!(
+            "  .reg .b64 %rd<10>;
+  .reg .b32 %r<10>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [px];
+  ld.param.u64 %rd9, [pb];
+  ld.param.u64 %rd2, [py];
+  ld.param.u32 %r1, [n];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd9, %rd9;
+  cvta.to.global.u64 %rd2, %rd2;
+{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra $END;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  and.b32 %r7, %r6, 15;
+  mul.wide.u32 %rd6, %r7, 4;
+  add.s64 %rd7, %rd9, %rd6;
+  atom.global.add.u32 %r8, [%rd7], 1;
+  shl.b32 %r9, %r7, 24;
+  or.b32 %r8, %r8, %r9;
+  st.global.u32 [%rd5], %r8;
+$END:
+  ret;"
+        ),
+    );
+    let mut rng = Rng(0x5eed_0007);
+    let n = 999usize;
+    let x = rng.words(n);
+    let mut bins = vec![0u32; 16];
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&v| {
+            let b = (v & 15) as usize;
+            bins[b] += 1;
+            (bins[b] - 1) | (b as u32) << 24
+        })
+        .collect();
+    for (grid, block) in [(8, 128), (27, 37)] {
+        let (r, out) = agree_on(
+            &[1],
+            &ptx,
+            cfg(grid, block),
+            &[x.clone(), vec![0; 16], vec![0; n]],
+            &[KernelArg::U32(n as u32)],
+            4,
+        );
+        r.unwrap();
+        assert_eq!(out[1], bins, "blocks of {block}: the bins");
+        assert_eq!(
+            out[2], want,
+            "blocks of {block}: the counts each thread saw"
+        );
     }
 }

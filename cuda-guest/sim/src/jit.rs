@@ -3,9 +3,11 @@
 //! engine for every kernel this one does not take. `VMGPU_JIT_DUMP` (set to anything)
 //! prints each compiled kernel's Cranelift IR and machine code on standard error.
 //!
-//! One function per kernel runs a whole block: each of its threads in turn, from its
-//! start to its exit, its registers Cranelift variables (machine registers). Threads run
-//! one after another, so the kernels taken are those whose result cannot depend on a
+//! One function per kernel runs a whole block: its threads four at a time where that
+//! pays ([`vector`]: each register a vector of four lanes, the lanes going on one at a
+//! time from where they disagree), else each thread in turn, from its start to its
+//! exit, its registers Cranelift variables (machine registers). Threads do not run a
+//! warp's 32 together, so the kernels taken are those whose result cannot depend on a
 //! warp's lanes running together or on other threads' progress (see [`compile`]'s
 //! refusals): no barriers, no warp-wide operations or `bar.warp.sync`, no loads or
 //! stores with a memory order (spin waits, warp-synchronous exchanges through

@@ -1,17 +1,21 @@
-//! A block's threads four at a time: each register a vector of four lanes (lanes 0-1
-//! and 2-3 in two `i64x2` halves, each lane the 64-bit value the one-thread code
-//! holds), each predicate a lane mask. The common integer, float and comparison
-//! operations run on all four lanes at once; a load or store whose four addresses are
-//! consecutive (or all the same) is checked once, against the allocation its
-//! instruction hit last, and moves the four values together. Every other instruction,
-//! and any access the fast path does not take, runs lane by lane through the
-//! one-thread code's own lowering (`Lower::guarded`, the lanes' values moved in and
-//! out), so this adds no semantics of its own.
+//! A block's threads four at a time. Each register is a vector of the four lanes'
+//! values, each the 64-bit value the one-thread code holds: an `i32x4` for a register
+//! every value of which fits 32 bits ([`narrow_regs`]), else two `i64x2`; each predicate
+//! is an `i32x4` lane mask; registers the same in every thread stay scalars. The common
+//! integer, float and comparison operations run on the four lanes at once. A global load
+//! or store whose four addresses are consecutive, and inside the allocation the
+//! instruction hit last, is checked once and moves the four values together (a load
+//! whose lanes share one address loads once). Other instructions run lane by lane
+//! through the one-thread code's own lowering (`Lower::guarded`, the lanes' values moved
+//! in and out), so this adds no semantics of its own.
 //!
-//! A branch all four lanes take (or none) is taken together. When they disagree, the
-//! lanes' registers are written to a stack area, and each lane goes on alone in the
-//! one-thread code from that branch (`Lower::resume`), then the next four start.
-//! Threads past the last full group of four run one at a time.
+//! A branch all four lanes take (or none) is taken together. Where they disagree, or
+//! where an access is not one the group makes together, the lanes part: their registers
+//! go to a stack area, and each lane goes on alone in the one-thread code from that
+//! instruction (`Lower::resume`: its checks, the engine's resolver, its fault reports),
+//! then the next four start. Threads past the last full group of four run one at a
+//! time. No call is made from the four-lane code's fast paths (values live across a
+//! call would be spilled).
 
 use super::*;
 use cranelift_codegen::ir::types::{F32X4, F64X2, I32X4, I64X2, I8X16};
