@@ -456,6 +456,43 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     })
 }
 
+/// The condition of an integer `setp` of comparison code `code` (eq, ne, lt, le, gt,
+/// ge).
+fn int_cc(code: u8, signed: bool) -> IntCC {
+    match (code, signed) {
+        (0, _) => IntCC::Equal,
+        (1, _) => IntCC::NotEqual,
+        (2, true) => IntCC::SignedLessThan,
+        (3, true) => IntCC::SignedLessThanOrEqual,
+        (4, true) => IntCC::SignedGreaterThan,
+        (5, true) => IntCC::SignedGreaterThanOrEqual,
+        (2, false) => IntCC::UnsignedLessThan,
+        (3, false) => IntCC::UnsignedLessThanOrEqual,
+        (4, false) => IntCC::UnsignedGreaterThan,
+        _ => IntCC::UnsignedGreaterThanOrEqual,
+    }
+}
+
+/// The condition of a float `setp` of comparison code `code` (as `cmp_code`).
+fn float_cc(code: u8) -> FloatCC {
+    match code {
+        0 => FloatCC::Equal,
+        1 => FloatCC::OrderedNotEqual,
+        2 => FloatCC::LessThan,
+        3 => FloatCC::LessThanOrEqual,
+        4 => FloatCC::GreaterThan,
+        5 => FloatCC::GreaterThanOrEqual,
+        6 => FloatCC::UnorderedOrEqual,
+        7 => FloatCC::NotEqual,
+        8 => FloatCC::UnorderedOrLessThan,
+        9 => FloatCC::UnorderedOrLessThanOrEqual,
+        10 => FloatCC::UnorderedOrGreaterThan,
+        11 => FloatCC::UnorderedOrGreaterThanOrEqual,
+        12 => FloatCC::Ordered,
+        _ => FloatCC::Unordered,
+    }
+}
+
 /// Memory flags of the engine's own tables.
 fn trusted() -> MemFlags {
     MemFlags::trusted()
@@ -806,40 +843,7 @@ impl<'a> Lower<'a> {
         // The body.
         let leaders = self.leaders(self.v.is_some());
         let n = prog.insts.len();
-        let mut open = false;
-        for pc in 0..n {
-            if leaders[pc] {
-                let blk = self.block_at(pc);
-                if open {
-                    self.b.ins().jump(blk, &[]);
-                }
-                self.b.switch_to_block(blk);
-                open = true;
-            }
-            if !open {
-                // Unreachable code after an unconditional jump: on to the next leader.
-                continue;
-            }
-            let i = &prog.insts[pc];
-            let pcu = pc as u32;
-            match i.op {
-                Op::Bra { target } => {
-                    let taken = self.branch_target(pcu, target);
-                    let fall = self.block_at(pc + 1);
-                    self.branch(i.guard, taken, fall);
-                    open = false;
-                }
-                Op::Exit => {
-                    let fall = self.block_at(pc + 1);
-                    self.branch(i.guard, self.exit_blk, fall);
-                    open = false;
-                }
-                _ => self.guarded(i, pcu),
-            }
-        }
-        if open {
-            self.b.ins().jump(self.exit_blk, &[]);
-        }
+        self.walk(&leaders, false);
         // Instructions are counted per loop iteration (the loop's length, at its
         // backward branch) and per thread (the kernel's length, at its exit): the
         // interpreter's count as a warp runs them all, lanes on or off.
@@ -974,14 +978,80 @@ impl<'a> Lower<'a> {
 
     /// A branch's destination: a backward branch checks the budget first (in a block
     /// of its own, filled at the end).
-    fn branch_target(&mut self, pc: u32, target: u32) -> Block {
-        let to = self.block_at(target as usize);
+    /// (`four`: of the four-lane code, whose iterations count four threads' each.)
+    fn branch_target(&mut self, pc: u32, target: u32, four: bool) -> Block {
+        let to = self.block_of(target as usize, four);
         if target > pc {
             return to;
         }
         let tb = self.b.create_block();
-        self.back_edges.push((tb, pc, to, (pc - target + 1) as u64));
+        let lanes = if four { vector::LANES } else { 1 };
+        self.back_edges
+            .push((tb, pc, to, (pc - target + 1) as u64 * lanes));
         tb
+    }
+
+    /// The block of instruction `pc` in the one-thread code, or (`four`) in the
+    /// four-lane code.
+    fn block_of(&mut self, pc: usize, four: bool) -> Block {
+        if four {
+            self.vblock_at(pc)
+        } else {
+            self.block_at(pc)
+        }
+    }
+
+    /// The body's instructions in order, a new block at each leader: the one-thread
+    /// code, or (`four`) the four-lane code.
+    fn walk(&mut self, leaders: &[bool], four: bool) {
+        let prog = self.prog;
+        let mut open = false;
+        for (pc, i) in prog.insts.iter().enumerate() {
+            if leaders[pc] {
+                let blk = self.block_of(pc, four);
+                if open {
+                    self.b.ins().jump(blk, &[]);
+                }
+                self.b.switch_to_block(blk);
+                open = true;
+                if four {
+                    self.vblock_start();
+                }
+            }
+            if !open {
+                // Unreachable code after an unconditional jump: on to the next leader.
+                continue;
+            }
+            let pcu = pc as u32;
+            let (taken, fall) = match i.op {
+                Op::Bra { target } => (
+                    self.branch_target(pcu, target, four),
+                    self.block_of(pc + 1, four),
+                ),
+                Op::Exit => (
+                    self.block_of(prog.insts.len(), four),
+                    self.block_of(pc + 1, four),
+                ),
+                _ if four => {
+                    self.vinst(i, pcu);
+                    continue;
+                }
+                _ => {
+                    self.guarded(i, pcu);
+                    continue;
+                }
+            };
+            if four {
+                self.vbranch(pcu, i.guard, taken, fall);
+            } else {
+                self.branch(i.guard, taken, fall);
+            }
+            open = false;
+        }
+        if open {
+            let exit = self.block_of(prog.insts.len(), four);
+            self.b.ins().jump(exit, &[]);
+        }
     }
 
     /// Instructions starting a block: pc 0, branch targets, those after a branch or an
@@ -1286,22 +1356,7 @@ impl<'a> Lower<'a> {
                     Sem::FCmp { code, f64 } => {
                         let (av, bv) = (self.reg(*a), self.reg(*b));
                         let (x, y) = (self.as_float(av, f64), self.as_float(bv, f64));
-                        let cc = match code {
-                            0 => FloatCC::Equal,
-                            1 => FloatCC::OrderedNotEqual,
-                            2 => FloatCC::LessThan,
-                            3 => FloatCC::LessThanOrEqual,
-                            4 => FloatCC::GreaterThan,
-                            5 => FloatCC::GreaterThanOrEqual,
-                            6 => FloatCC::UnorderedOrEqual,
-                            7 => FloatCC::NotEqual,
-                            8 => FloatCC::UnorderedOrLessThan,
-                            9 => FloatCC::UnorderedOrLessThanOrEqual,
-                            10 => FloatCC::UnorderedOrGreaterThan,
-                            11 => FloatCC::UnorderedOrGreaterThanOrEqual,
-                            12 => FloatCC::Ordered,
-                            _ => FloatCC::Unordered,
-                        };
+                        let cc = float_cc(code);
                         self.b.ins().fcmp(cc, x, y)
                     }
                     _ => {
@@ -1627,18 +1682,7 @@ impl<'a> Lower<'a> {
                 };
                 let (av, bv) = (self.reg(*a), self.reg(*b));
                 let (x, y) = self.operands(av, bv, bits as u32, signed);
-                let cc = match (code, signed) {
-                    (0, _) => IntCC::Equal,
-                    (1, _) => IntCC::NotEqual,
-                    (2, true) => IntCC::SignedLessThan,
-                    (3, true) => IntCC::SignedLessThanOrEqual,
-                    (4, true) => IntCC::SignedGreaterThan,
-                    (5, true) => IntCC::SignedGreaterThanOrEqual,
-                    (2, false) => IntCC::UnsignedLessThan,
-                    (3, false) => IntCC::UnsignedLessThanOrEqual,
-                    (4, false) => IntCC::UnsignedGreaterThan,
-                    _ => IntCC::UnsignedGreaterThanOrEqual,
-                };
+                let cc = int_cc(code, signed);
                 let r = self.b.ins().icmp(cc, x, y);
                 self.setp(r, *d, *dn, *comb);
             }

@@ -85,19 +85,22 @@ pub(super) fn preds_rw(i: &Inst) -> (Vec<u32>, Vec<u32>) {
     (r, w)
 }
 
-/// The float comparison of `setp`'s code the four-lane code has, if it has it.
+/// The float comparison of `setp`'s code the four-lane code has (`float_cc`'s
+/// conditions the code generator has on vectors), if it has it.
 fn vfcc(code: u8) -> Option<FloatCC> {
-    Some(match code {
-        0 => FloatCC::Equal,
-        2 => FloatCC::LessThan,
-        3 => FloatCC::LessThanOrEqual,
-        4 => FloatCC::GreaterThan,
-        5 => FloatCC::GreaterThanOrEqual,
-        7 => FloatCC::NotEqual,
-        12 => FloatCC::Ordered,
-        13 => FloatCC::Unordered,
-        _ => return None,
-    })
+    let cc = float_cc(code);
+    matches!(
+        cc,
+        FloatCC::Equal
+            | FloatCC::LessThan
+            | FloatCC::LessThanOrEqual
+            | FloatCC::GreaterThan
+            | FloatCC::GreaterThanOrEqual
+            | FloatCC::NotEqual
+            | FloatCC::Ordered
+            | FloatCC::Unordered
+    )
+    .then_some(cc)
 }
 
 /// Whether the four-lane code runs `i` on all lanes at once (the order of
@@ -641,7 +644,7 @@ impl Lower<'_> {
     }
 
     /// The four-lane block of instruction `pc`.
-    fn vblock_at(&mut self, pc: usize) -> Block {
+    pub(super) fn vblock_at(&mut self, pc: usize) -> Block {
         if pc >= self.prog.insts.len() {
             return self.vs().exit;
         }
@@ -653,64 +656,30 @@ impl Lower<'_> {
         b
     }
 
-    /// The body, four lanes at a time (`leaders` as the one-thread body's).
+    /// The body, four lanes at a time (`leaders`: the blocks of the CFG alone).
     pub(super) fn vbody(&mut self, leaders: &[bool]) {
-        let prog = self.prog;
-        let n = prog.insts.len();
         let first = self.vblock_at(0);
         self.b.ins().jump(first, &[]);
-        let mut open = false;
-        for pc in 0..n {
-            if leaders[pc] {
-                let blk = self.vblock_at(pc);
-                if open {
-                    self.b.ins().jump(blk, &[]);
-                }
-                self.b.switch_to_block(blk);
-                open = true;
-                // (What was found in a block that need not dominate this one, or
-                // of a register another way into this block may define otherwise.)
-                self.vs().consecutive.clear();
-                self.vs().split.iter_mut().for_each(|x| *x = None);
-            }
-            if !open {
-                continue;
-            }
-            let i = &prog.insts[pc];
-            let pcu = pc as u32;
-            match i.op {
-                Op::Bra { target } => {
-                    let to = self.vblock_at(target as usize);
-                    let taken = if target > pcu {
-                        to
-                    } else {
-                        let tb = self.b.create_block();
-                        self.back_edges
-                            .push((tb, pcu, to, (pcu - target + 1) as u64 * LANES));
-                        tb
-                    };
-                    let fall = self.vblock_at(pc + 1);
-                    self.vbranch(pcu, i.guard, taken, fall);
-                    open = false;
-                }
-                Op::Exit => {
-                    let fall = self.vblock_at(pc + 1);
-                    let exit = self.vs().exit;
-                    self.vbranch(pcu, i.guard, exit, fall);
-                    open = false;
-                }
-                _ => self.vinst(i, pcu),
-            }
-        }
-        if open {
-            let exit = self.vs().exit;
-            self.b.ins().jump(exit, &[]);
-        }
+        self.walk(leaders, true);
+    }
+
+    /// A new basic block of the four-lane code: what was found in a block that need
+    /// not dominate this one, or of a register another way into this block may define
+    /// otherwise, is forgotten.
+    pub(super) fn vblock_start(&mut self) {
+        self.vs().consecutive.clear();
+        self.vs().split.iter_mut().for_each(|x| *x = None);
     }
 
     /// A branch of the four lanes: taken together, not taken together, or the lanes
     /// part (each goes on alone from `pc`).
-    fn vbranch(&mut self, pc: u32, guard: Option<(u32, bool)>, taken: Block, fall: Block) {
+    pub(super) fn vbranch(
+        &mut self,
+        pc: u32,
+        guard: Option<(u32, bool)>,
+        taken: Block,
+        fall: Block,
+    ) {
         let Some((p, neg)) = guard else {
             self.b.ins().jump(taken, &[]);
             return;
@@ -1014,22 +983,6 @@ impl Lower<'_> {
         }
     }
 
-    /// An integer comparison's condition code.
-    fn intcc(code: u8, signed: bool) -> IntCC {
-        match (code, signed) {
-            (0, _) => IntCC::Equal,
-            (1, _) => IntCC::NotEqual,
-            (2, true) => IntCC::SignedLessThan,
-            (3, true) => IntCC::SignedLessThanOrEqual,
-            (4, true) => IntCC::SignedGreaterThan,
-            (5, true) => IntCC::SignedGreaterThanOrEqual,
-            (2, false) => IntCC::UnsignedLessThan,
-            (3, false) => IntCC::UnsignedLessThanOrEqual,
-            (4, false) => IntCC::UnsignedGreaterThan,
-            _ => IntCC::UnsignedGreaterThanOrEqual,
-        }
-    }
-
     /// An instruction with a lane-affine form `vnative` takes, on all four lanes.
     fn vaffine(&mut self, i: &Inst) -> bool {
         match i.aff {
@@ -1196,7 +1149,7 @@ impl Lower<'_> {
                 else {
                     return false;
                 };
-                let cc = Self::intcc(code, signed);
+                let cc = int_cc(code, signed);
                 let r = if bits <= 32 {
                     let x = self.noperand(*a, bits as u32, signed);
                     let y = self.noperand(*b, bits as u32, signed);
