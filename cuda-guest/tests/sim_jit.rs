@@ -873,108 +873,188 @@ fn pairs(v: &[u64]) -> Vec<u32> {
 /// addresses normalised as [`normalise`] does).
 type Outcome = Result<(Engine, u32), String>;
 
-/// Runs kernel `k` of `ptx` on `engine` (on `threads` host threads) with a buffer per
-/// entry of `bufs` (holding its words) as the first arguments, then `extra`: the
-/// outcome, and each buffer's words afterwards.
-fn launch_on(
-    engine: Engine,
-    threads: usize,
-    ptx: &str,
+/// A launch of kernel `k` of `ptx` with a buffer per entry of `bufs` (holding its words)
+/// as the first arguments, then `extra`.
+struct Launch<'a> {
+    ptx: &'a str,
     config: LaunchConfig,
-    bufs: &[Vec<u32>],
-    extra: &[KernelArg],
-) -> (Outcome, Vec<Vec<u32>>) {
-    let mut s = sim(engine, threads);
-    let m = s.load_module("lanes.ptx", ptx).unwrap();
-    let ptrs: Vec<DevicePtr> = bufs
-        .iter()
-        .map(|b| {
-            let p = s.malloc(4 * b.len() as u64).unwrap();
-            let bytes: Vec<u8> = b.iter().flat_map(|w| w.to_le_bytes()).collect();
-            s.memcpy_htod(p, &bytes).unwrap();
-            p
+    bufs: &'a [Vec<u32>],
+    extra: &'a [KernelArg],
+}
+
+impl Launch<'_> {
+    /// Runs the launch on `engine` (on `threads` host threads): the outcome, and each
+    /// buffer's words afterwards.
+    fn on(&self, engine: Engine, threads: usize) -> (Outcome, Vec<Vec<u32>>) {
+        let mut s = sim(engine, threads);
+        let m = s.load_module("lanes.ptx", self.ptx).unwrap();
+        let ptrs: Vec<DevicePtr> = self
+            .bufs
+            .iter()
+            .map(|b| {
+                let p = s.malloc(4 * b.len() as u64).unwrap();
+                let bytes: Vec<u8> = b.iter().flat_map(|w| w.to_le_bytes()).collect();
+                s.memcpy_htod(p, &bytes).unwrap();
+                p
+            })
+            .collect();
+        let mut args: Vec<KernelArg> = ptrs.iter().map(|&p| KernelArg::Ptr(p)).collect();
+        args.extend_from_slice(self.extra);
+        let r = s
+            .launch(&m, "k", self.config, &args)
+            .map(|r| (r.engine, r.lanes))
+            .map_err(|e| normalise(&e.to_string(), ptrs[0]));
+        s.reset();
+        let out = ptrs
+            .iter()
+            .zip(self.bufs)
+            .map(|(&p, b)| words(&mut s, p, b.len()))
+            .collect();
+        (r, out)
+    }
+
+    /// Both engines on the same buffers, the JIT on each of `jit_threads` host threads:
+    /// the same outcome (a fault report word for word) and, when the launch succeeds,
+    /// the same words bit for bit, and the JIT ran the kernel four threads at a time.
+    /// Returns the buffers (after the last JIT run), or the fault report.
+    fn agree_on(&self, jit_threads: &[usize]) -> Agreed {
+        let (ri, bi) = self.on(Engine::Interpreter, 1);
+        let mut last = None;
+        for &threads in jit_threads {
+            let (rj, bj) = self.on(Engine::Jit, threads);
+            let what = format!(
+                "{:?}, the JIT on {threads} host threads\n{}",
+                self.config, self.ptx
+            );
+            assert_eq!(
+                rj.clone().map(|_| ()),
+                ri.clone().map(|_| ()),
+                "the JIT's outcome (left), the interpreter's (right): {what}"
+            );
+            if let Ok(r) = &ri {
+                assert_eq!(*r, (Engine::Interpreter, 32), "{what}");
+                assert_eq!(
+                    rj.clone().unwrap(),
+                    (Engine::Jit, 4),
+                    "the JIT's engine and lanes: {what}"
+                );
+                for (b, (wj, wi)) in bj.iter().zip(&bi).enumerate() {
+                    let bad: Vec<String> = (0..wi.len())
+                        .filter(|&i| wj[i] != wi[i])
+                        .take(8)
+                        .map(|i| {
+                            format!(
+                                "buffer {b} word {i}: {:#x} compiled, {:#x} interpreted",
+                                wj[i], wi[i]
+                            )
+                        })
+                        .collect();
+                    assert!(bad.is_empty(), "{}\n{what}", bad.join("\n"));
+                }
+            }
+            last = Some(rj.map(|_| bj));
+        }
+        last.expect("a JIT run")
+    }
+}
+
+/// The buffers after a launch on which both engines agree, or its fault report.
+type Agreed = Result<Vec<Vec<u32>>, String>;
+
+/// [`Launch::agree_on`] with the JIT on one host thread and on two.
+fn agree(ptx: &str, config: LaunchConfig, bufs: &[Vec<u32>], extra: &[KernelArg]) -> Agreed {
+    Launch {
+        ptx,
+        config,
+        bufs,
+        extra,
+    }
+    .agree_on(&[1, 2])
+}
+
+/// [`agree`] on a kernel over the `n` elements of `x` (and any padding past them) that
+/// writes `y` (zeroed first), with `n` the third argument: `y` afterwards.
+fn agree_xy(ptx: &str, grid: u32, block: u32, x: &[u32], n: u32) -> Vec<u32> {
+    let bufs = [x.to_vec(), vec![0; n as usize]];
+    let mut out = agree(ptx, cfg(grid, block), &bufs, &[KernelArg::U32(n)]).unwrap();
+    out.swap_remove(1)
+}
+
+/// Kernel `k` with the parameters `params` (each `type name register`, `;` between them,
+/// loaded into its register; a `ptr` is a u64 made a global address by
+/// `cvta.to.global`), the registers `regs` (such as `%rd<8> %r<9> %f<5> %fd<3> %p<2>`),
+/// then `body`.
+fn kernel_of(params: &str, regs: &str, body: &str) -> String {
+    fn ty(t: &str) -> &str {
+        if t == "ptr" {
+            "u64"
+        } else {
+            t
+        }
+    }
+    let params: Vec<[&str; 3]> = params
+        .split(';')
+        .map(|p| {
+            let p: Vec<&str> = p.split_whitespace().collect();
+            [p[0], p[1], p[2]]
         })
         .collect();
-    let mut args: Vec<KernelArg> = ptrs.iter().map(|&p| KernelArg::Ptr(p)).collect();
-    args.extend_from_slice(extra);
-    let r = s
-        .launch(&m, "k", config, &args)
-        .map(|r| (r.engine, r.lanes))
-        .map_err(|e| normalise(&e.to_string(), ptrs[0]));
-    s.reset();
-    let out = ptrs
-        .iter()
-        .zip(bufs)
-        .map(|(&p, b)| words(&mut s, p, b.len()))
+    let mut lines: Vec<String> = regs
+        .split_whitespace()
+        .map(|r| {
+            let kind = match &r[1..r.find('<').unwrap()] {
+                "rd" => "b64",
+                "r" => "b32",
+                "f" => "f32",
+                "fd" => "f64",
+                "p" => "pred",
+                other => panic!("registers %{other}"),
+            };
+            format!("  .reg .{kind} {r};")
+        })
         .collect();
-    (r, out)
-}
-
-/// Both engines on the same buffers (the JIT on one host thread and on two): the same
-/// outcome (a fault report word for word) and, when the launch succeeds, the same
-/// words bit for bit, and the JIT ran the kernel `lanes` threads at a time. Returns
-/// the outcome and the buffers.
-fn agree(
-    ptx: &str,
-    config: LaunchConfig,
-    bufs: &[Vec<u32>],
-    extra: &[KernelArg],
-    lanes: u32,
-) -> (Result<(), String>, Vec<Vec<u32>>) {
-    agree_on(&[1, 2], ptx, config, bufs, extra, lanes)
-}
-
-/// [`agree`] with the JIT on each of `jit_threads` host threads.
-fn agree_on(
-    jit_threads: &[usize],
-    ptx: &str,
-    config: LaunchConfig,
-    bufs: &[Vec<u32>],
-    extra: &[KernelArg],
-    lanes: u32,
-) -> (Result<(), String>, Vec<Vec<u32>>) {
-    let (ri, bi) = launch_on(Engine::Interpreter, 1, ptx, config, bufs, extra);
-    let mut last = None;
-    for &threads in jit_threads {
-        let (rj, bj) = launch_on(Engine::Jit, threads, ptx, config, bufs, extra);
-        let what = format!("{config:?}, the JIT on {threads} host threads\n{ptx}");
-        assert_eq!(
-            rj.clone().map(|_| ()),
-            ri.clone().map(|_| ()),
-            "the JIT's outcome (left), the interpreter's (right): {what}"
-        );
-        if let Ok(r) = &ri {
-            assert_eq!(*r, (Engine::Interpreter, 32), "{what}");
-            assert_eq!(
-                rj.clone().unwrap(),
-                (Engine::Jit, lanes),
-                "the JIT's engine and lanes: {what}"
-            );
-            for (b, (wj, wi)) in bj.iter().zip(&bi).enumerate() {
-                let bad: Vec<String> = (0..wi.len())
-                    .filter(|&i| wj[i] != wi[i])
-                    .take(8)
-                    .map(|i| {
-                        format!(
-                            "buffer {b} word {i}: {:#x} compiled, {:#x} interpreted",
-                            wj[i], wi[i]
-                        )
-                    })
-                    .collect();
-                assert!(bad.is_empty(), "{}\n{what}", bad.join("\n"));
-            }
-        }
-        last = Some((rj.map(|_| ()), bj));
+    for [t, name, reg] in &params {
+        lines.push(format!("  ld.param.{} {reg}, [{name}];", ty(t)));
     }
-    last.expect("a JIT run")
+    for [_, _, reg] in params.iter().filter(|p| p[0] == "ptr") {
+        lines.push(format!("  cvta.to.global.u64 {reg}, {reg};"));
+    }
+    lines.push(body.to_string());
+    let decls: Vec<String> = params
+        .iter()
+        .map(|[t, name, _]| format!(".param .{} {name}", ty(t)))
+        .collect();
+    kernel(&decls.join(", "), &lines.join("\n"))
 }
 
 /// The index computation of the kernels below: %r5 = %ctaid.x * %ntid.x + %tid.x
-/// (%r4 = %tid.x), the first parameters `x`, `y` as global pointers %rd1, %rd2.
+/// (%r4 = %tid.x).
 const GID: &str = "  mov.u32 %r2, %ctaid.x;
   mov.u32 %r3, %ntid.x;
   mov.u32 %r4, %tid.x;
   mad.lo.s32 %r5, %r2, %r3, %r4;";
+
+/// A kernel (of [`kernel_of`], with `params` and `regs`) over the `n` (%r1) elements of
+/// global arrays `x` and `y` (%rd1, %rd2): each thread's index %r5 of [`GID`], the
+/// threads at or past `n` going to `$END` (the kernel's `ret`), %rd3 the element's byte
+/// offset and %rd4, %rd5 the addresses of `x[%r5]` and `y[%r5]`; then `body`.
+fn elementwise(params: &str, regs: &str, body: &str) -> String {
+    kernel_of(
+        params,
+        regs,
+        &format!(
+            "{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra $END;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+{body}
+$END:
+  ret;"
+        ),
+    )
+}
 
 /// A guarded saxpy (`y = a x + y` in f32) and vector add (`z = x + z` on the words)
 /// over blocks of 1, 3, 5, 37 and 130 threads (none a multiple of four) and element
@@ -984,22 +1064,11 @@ const GID: &str = "  mov.u32 %r2, %ctaid.x;
 #[test]
 fn four_lanes_with_odd_block_sizes_and_counts_agree() {
     let saxpy = |guard: &str| {
-        kernel(
-            ".param .u64 px, .param .u64 py, .param .u64 pz, .param .u32 n, .param .f32 a",
+        kernel_of(
+            "ptr px %rd1; ptr py %rd2; ptr pz %rd3; u32 n %r1; f32 a %f1",
+            "%rd<8> %r<9> %f<5> %p<2>",
             &format!(
-                "  .reg .b64 %rd<8>;
-  .reg .b32 %r<9>;
-  .reg .f32 %f<5>;
-  .reg .pred %p<2>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd2, [py];
-  ld.param.u64 %rd3, [pz];
-  ld.param.u32 %r1, [n];
-  ld.param.f32 %f1, [a];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-  cvta.to.global.u64 %rd3, %rd3;
-{GID}
+                "{GID}
   setp.ge.s32 %p1, %r5, %r1;
 {guard}
   mul.wide.s32 %rd4, %r5, 4;
@@ -1034,14 +1103,9 @@ $DONE:
                 let x: Vec<u32> = (0..len).map(|_| float(&mut rng).to_bits()).collect();
                 let y: Vec<u32> = (0..len).map(|_| float(&mut rng).to_bits()).collect();
                 let z = rng.words(len);
-                let (r, out) = agree(
-                    &ptx,
-                    cfg(grid, block),
-                    &[x.clone(), y.clone(), z.clone()],
-                    &[KernelArg::U32(n), KernelArg::F32(a)],
-                    4,
-                );
-                r.unwrap();
+                let bufs = [x.clone(), y.clone(), z.clone()];
+                let args = [KernelArg::U32(n), KernelArg::F32(a)];
+                let out = agree(&ptx, cfg(grid, block), &bufs, &args).unwrap();
                 let n = n as usize;
                 let want_y: Vec<u32> = (0..len)
                     .map(|i| {
@@ -1072,25 +1136,10 @@ $DONE:
 /// interpreter and the values computed here agree.
 #[test]
 fn four_lanes_part_on_data_dependent_branches() {
-    let ptx = kernel(
-        ".param .u64 px, .param .u64 py, .param .u32 n",
-        &format!(
-            "  .reg .b64 %rd<6>;
-  .reg .b32 %r<12>;
-  .reg .f32 %f<3>;
-  .reg .pred %p<4>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd2, [py];
-  ld.param.u32 %r1, [n];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-{GID}
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra $END;
-  mul.wide.u32 %rd3, %r5, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  add.s64 %rd5, %rd2, %rd3;
-  ld.global.u32 %r6, [%rd4];
+    let ptx = elementwise(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<6> %r<12> %f<3> %p<4>",
+        "  ld.global.u32 %r6, [%rd4];
   mov.u32 %r9, 3;
   and.b32 %r7, %r6, 1;
   setp.eq.u32 %p2, %r7, 0;
@@ -1114,10 +1163,7 @@ $F:
   mov.b32 %r11, %f2;
   add.u32 %r8, %r8, %r9;
   xor.b32 %r8, %r8, %r11;
-  st.global.u32 [%rd5], %r8;
-$END:
-  ret;"
-        ),
+  st.global.u32 [%rd5], %r8;",
     );
     let mut rng = Rng(0x5eed_0002);
     let n = 1000u32;
@@ -1139,15 +1185,11 @@ $END:
         })
         .collect();
     for (grid, block) in [(11, 96), (28, 37)] {
-        let (r, out) = agree(
-            &ptx,
-            cfg(grid, block),
-            &[x.clone(), vec![0; n as usize]],
-            &[KernelArg::U32(n)],
-            4,
+        assert_eq!(
+            agree_xy(&ptx, grid, block, &x, n),
+            want,
+            "blocks of {block}"
         );
-        r.unwrap();
-        assert_eq!(out[1], want, "blocks of {block}");
     }
 }
 
@@ -1158,24 +1200,10 @@ $END:
 /// agree.
 #[test]
 fn four_lanes_part_in_loops_of_per_thread_length() {
-    let ptx = kernel(
-        ".param .u64 px, .param .u64 py, .param .u32 n",
-        &format!(
-            "  .reg .b64 %rd<8>;
-  .reg .b32 %r<16>;
-  .reg .pred %p<7>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd2, [py];
-  ld.param.u32 %r1, [n];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-{GID}
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra $END;
-  mul.wide.u32 %rd3, %r5, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  add.s64 %rd5, %rd2, %rd3;
-  ld.global.u32 %r6, [%rd4];
+    let ptx = elementwise(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<8> %r<16> %p<7>",
+        "  ld.global.u32 %r6, [%rd4];
   shr.u32 %r7, %r4, 2;
   and.b32 %r7, %r7, 3;
   add.u32 %r7, %r7, 1;
@@ -1214,10 +1242,7 @@ $OUT:
   shl.b32 %r14, %r14, 24;
   xor.b32 %r9, %r9, %r14;
   xor.b32 %r9, %r9, %r13;
-  st.global.u32 [%rd5], %r9;
-$END:
-  ret;"
-        ),
+  st.global.u32 [%rd5], %r9;",
     );
     let mut rng = Rng(0x5eed_0003);
     let n = 700u32;
@@ -1240,15 +1265,11 @@ $END:
                 acc ^ (tz << 24) ^ (v >> tz)
             })
             .collect();
-        let (r, out) = agree(
-            &ptx,
-            cfg(grid, block),
-            &[x.clone(), vec![0; n as usize]],
-            &[KernelArg::U32(n)],
-            4,
+        assert_eq!(
+            agree_xy(&ptx, grid, block, &x, n),
+            want,
+            "blocks of {block}"
         );
-        r.unwrap();
-        assert_eq!(out[1], want, "blocks of {block}");
     }
 }
 
@@ -1263,61 +1284,50 @@ $END:
 /// The four-lane code, the interpreter and the values computed here agree.
 #[test]
 fn four_lanes_gather_scatter_and_broadcast() {
-    let gather = |body: &str| {
-        kernel(
-            ".param .u64 px, .param .u64 py, .param .u64 pp, .param .u32 n",
-            &format!(
-                "  .reg .b64 %rd<16>;
-  .reg .b32 %r<16>;
-  .reg .pred %p<4>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd2, [py];
-  ld.param.u64 %rd9, [pp];
-  ld.param.u32 %r1, [n];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-  cvta.to.global.u64 %rd9, %rd9;
-{GID}
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra $END;
-  mul.wide.u32 %rd3, %r5, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  add.s64 %rd5, %rd2, %rd3;
-  add.s64 %rd6, %rd9, %rd3;
-{body}
-$END:
-  ret;"
-            ),
+    // The alternating allocations: `y[i] = x[i]`, or `perm[i]` where bit `bit` of `i`
+    // is set (2 for groups of four, 1 for pairs of lanes).
+    fn alternating(bit: u32, x: &[u32], p: &[u32], y: &mut [u32]) {
+        for i in 0..p.len() {
+            y[i] = if (i >> bit) & 1 == 0 { x[i] } else { p[i] };
+        }
+    }
+    let alternate = |bit: u32| {
+        format!(
+            "  shr.u32 %r6, %r5, {bit};
+  and.b32 %r6, %r6, 1;
+  setp.eq.u32 %p2, %r6, 0;
+  selp.b64 %rd7, %rd1, %rd9, %p2;
+  add.s64 %rd8, %rd7, %rd3;
+  ld.global.u32 %r7, [%rd8];
+  st.global.u32 [%rd5], %r7;"
         )
     };
+    let (by_group, by_pair) = (alternate(2), alternate(1));
+    // Through the permutation: `y[i] = x[perm[i]]` (a gather, %rd8 the address of
+    // element `perm[i]` of `x`) or `y[perm[i]] = x[i]` (a scatter, %rd8 that of `y`).
+    let permuted = |array: &str, from: &str, to: &str| {
+        format!(
+            "  ld.global.u32 %r6, [%rd6];
+  mul.wide.u32 %rd7, %r6, 4;
+  add.s64 %rd8, {array}, %rd7;
+  ld.global.u32 %r7, [{from}];
+  st.global.u32 [{to}], %r7;"
+        )
+    };
+    let gather = permuted("%rd1", "%rd8", "%rd5");
+    let scatter = permuted("%rd2", "%rd4", "%rd8");
     type Want = fn(&[u32], &[u32], &mut [u32]);
     let cases: [(&str, &str, Want); 10] = [
-        (
-            "gather",
-            "  ld.global.u32 %r6, [%rd6];
-  mul.wide.u32 %rd7, %r6, 4;
-  add.s64 %rd8, %rd1, %rd7;
-  ld.global.u32 %r7, [%rd8];
-  st.global.u32 [%rd5], %r7;",
-            |x, p, y| {
-                for i in 0..p.len() {
-                    y[i] = x[p[i] as usize];
-                }
-            },
-        ),
-        (
-            "scatter",
-            "  ld.global.u32 %r6, [%rd6];
-  mul.wide.u32 %rd7, %r6, 4;
-  add.s64 %rd8, %rd2, %rd7;
-  ld.global.u32 %r7, [%rd4];
-  st.global.u32 [%rd8], %r7;",
-            |x, p, y| {
-                for i in 0..p.len() {
-                    y[p[i] as usize] = x[i];
-                }
-            },
-        ),
+        ("gather", &gather, |x, p, y| {
+            for i in 0..p.len() {
+                y[i] = x[p[i] as usize];
+            }
+        }),
+        ("scatter", &scatter, |x, p, y| {
+            for i in 0..p.len() {
+                y[p[i] as usize] = x[i];
+            }
+        }),
         (
             "broadcast",
             "  ld.global.u32 %r6, [%rd1];
@@ -1438,37 +1448,20 @@ $END:
                 }
             },
         ),
-        (
-            "allocation by group",
-            "  shr.u32 %r6, %r5, 2;
-  and.b32 %r6, %r6, 1;
-  setp.eq.u32 %p2, %r6, 0;
-  selp.b64 %rd7, %rd1, %rd9, %p2;
-  add.s64 %rd8, %rd7, %rd3;
-  ld.global.u32 %r7, [%rd8];
-  st.global.u32 [%rd5], %r7;",
-            |x, p, y| {
-                for i in 0..p.len() {
-                    y[i] = if (i >> 2) & 1 == 0 { x[i] } else { p[i] };
-                }
-            },
-        ),
-        (
-            "allocation by pair",
-            "  shr.u32 %r6, %r5, 1;
-  and.b32 %r6, %r6, 1;
-  setp.eq.u32 %p2, %r6, 0;
-  selp.b64 %rd7, %rd1, %rd9, %p2;
-  add.s64 %rd8, %rd7, %rd3;
-  ld.global.u32 %r7, [%rd8];
-  st.global.u32 [%rd5], %r7;",
-            |x, p, y| {
-                for i in 0..p.len() {
-                    y[i] = if (i >> 1) & 1 == 0 { x[i] } else { p[i] };
-                }
-            },
-        ),
+        ("allocation by group", &by_group, |x, p, y| {
+            alternating(2, x, p, y)
+        }),
+        ("allocation by pair", &by_pair, |x, p, y| {
+            alternating(1, x, p, y)
+        }),
     ];
+    let kernel_for = |body: &str| {
+        elementwise(
+            "ptr px %rd1; ptr py %rd2; ptr pp %rd9; u32 n %r1",
+            "%rd<16> %r<16> %p<4>",
+            &format!("  add.s64 %rd6, %rd9, %rd3;\n{body}"),
+        )
+    };
     let mut rng = Rng(0x5eed_0004);
     let n = 301usize;
     // x and y hold 2n words (stride 2), the permutation n.
@@ -1480,20 +1473,15 @@ $END:
         let (a, b) = (rng.below(n as u64) as usize, rng.below(n as u64) as usize);
         nearly.swap(a, b);
     }
+    let args = [KernelArg::U32(n as u32)];
     for (name, body, want) in cases {
-        let ptx = gather(body);
+        let ptx = kernel_for(body);
         for perm in [&random, &nearly] {
+            let bufs = [x.clone(), y0.clone(), perm.clone()];
+            let mut y = y0.clone();
+            want(&x, perm, &mut y);
             for (grid, block) in [(5, 64), (9, 37)] {
-                let (r, out) = agree(
-                    &ptx,
-                    cfg(grid, block),
-                    &[x.clone(), y0.clone(), perm.clone()],
-                    &[KernelArg::U32(n as u32)],
-                    4,
-                );
-                r.unwrap();
-                let mut y = y0.clone();
-                want(&x, perm, &mut y);
+                let out = agree(&ptx, cfg(grid, block), &bufs, &args).unwrap();
                 assert_eq!(out[1], y, "{name}, blocks of {block}");
             }
         }
@@ -1557,17 +1545,11 @@ fn four_lanes_report_a_single_lanes_fault_as_the_interpreter_does() {
             ],
         }
         .join("\n");
-        kernel(
-            ".param .u64 p, .param .u32 bad, .param .u64 far",
+        kernel_of(
+            "ptr p %rd1; u32 bad %r1; u64 far %rd2",
+            "%rd<10> %r<9> %p<3>",
             &format!(
-                "  .reg .b64 %rd<10>;
-  .reg .b32 %r<9>;
-  .reg .pred %p<3>;
-  ld.param.u64 %rd1, [p];
-  ld.param.u32 %r1, [bad];
-  ld.param.u64 %rd2, [far];
-  cvta.to.global.u64 %rd1, %rd1;
-{GID}
+                "{GID}
   mul.wide.u32 %rd3, %r5, {size};
   add.s64 %rd4, %rd1, %rd3;
   setp.eq.u32 %p1, %r5, %r1;
@@ -1591,14 +1573,8 @@ fn four_lanes_report_a_single_lanes_fault_as_the_interpreter_does() {
                 let end = (threads * size) as i64;
                 let buf = rng.words((threads + 2) as usize * size as usize / 4);
                 let run = |bad: u32, far: i64, len: usize| {
-                    agree(
-                        &ptx,
-                        cfg(2, block),
-                        &[buf[..len].to_vec()],
-                        &[KernelArg::U32(bad), KernelArg::U64(far as u64)],
-                        4,
-                    )
-                    .0
+                    let args = [KernelArg::U32(bad), KernelArg::U64(far as u64)];
+                    agree(&ptx, cfg(2, block), &[buf[..len].to_vec()], &args)
                 };
                 run(none, 0, buf.len()).unwrap();
                 // Lane 2 of the second group, of the second block's second group, and
@@ -1629,18 +1605,10 @@ fn four_lanes_report_a_single_lanes_fault_as_the_interpreter_does() {
 /// interpreter and the values computed here agree.
 #[test]
 fn four_lanes_in_blocks_of_two_and_three_dimensions() {
-    let ptx = kernel(
-        ".param .u64 px, .param .u64 py, .param .u32 w, .param .u32 h",
-        "  .reg .b64 %rd<6>;
-  .reg .b32 %r<16>;
-  .reg .pred %p<2>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd2, [py];
-  ld.param.u32 %r1, [w];
-  ld.param.u32 %r2, [h];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-  mov.u32 %r3, %tid.x;
+    let ptx = kernel_of(
+        "ptr px %rd1; ptr py %rd2; u32 w %r1; u32 h %r2",
+        "%rd<6> %r<16> %p<2>",
+        "  mov.u32 %r3, %tid.x;
   mov.u32 %r4, %tid.y;
   mov.u32 %r5, %tid.z;
   mov.u32 %r6, %ntid.x;
@@ -1692,14 +1660,8 @@ $END:
                 }
             }
         }
-        let (r, out) = agree(
-            &ptx,
-            cfg3(grid, block),
-            &[x, vec![0; len]],
-            &[KernelArg::U32(w), KernelArg::U32(h)],
-            4,
-        );
-        r.unwrap();
+        let args = [KernelArg::U32(w), KernelArg::U32(h)];
+        let out = agree(&ptx, cfg3(grid, block), &[x, vec![0; len]], &args).unwrap();
         assert_eq!(out[1], want, "blocks of {block:?}");
     }
 }
@@ -1722,6 +1684,18 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
     let (grid, block) = (2u32, 70u32);
     let n = (grid * block) as usize;
     let (in32, in64) = (8usize, 6usize);
+    // A `mov.{ty}` to `{dst}d` from `{src}s` for each pair (d, s) of `pairs`.
+    fn moves(
+        ty: &str,
+        dst: &str,
+        src: &str,
+        pairs: impl IntoIterator<Item = (u32, u32)>,
+    ) -> String {
+        pairs
+            .into_iter()
+            .map(|(d, s)| format!("  mov.{ty} {dst}{d}, {src}{s};\n"))
+            .collect()
+    }
     let mut text = String::new();
     for k in 0..in32 {
         text += &format!("  ld.global.u32 %r{}, [%rd7+{}];\n", 10 + k, 4 * n * k);
@@ -1740,14 +1714,10 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
         8 * n,
         12 * n
     );
-    text += r#"  mov.b32 %f1, %r14;
-  mov.b32 %f2, %r15;
-  mov.b32 %f3, %r16;
-  mov.b32 %f4, %r17;
-  mov.b64 %fd1, %rd23;
-  mov.b64 %fd2, %rd24;
-  mov.b64 %fd3, %rd25;
-  // 64-bit integers
+    // the float inputs into float registers
+    text += &moves("b32", "%f", "%r", (1..5).zip(14..18));
+    text += &moves("b64", "%fd", "%rd", (1..4).zip(23..26));
+    text += r#"  // 64-bit integers
   add.s64 %rd30, %rd20, %rd21;
   sub.s64 %rd31, %rd20, %rd22;
   mul.lo.u64 %rd32, %rd20, %rd21;
@@ -1840,67 +1810,17 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
   @%p16 cvt.s64.s32 %rd54, %r13;
   mov.f32 %f10, %f3;
   @%p11 add.f32 %f10, %f10, %f4;
-  // the predicates as the bits of a word
-  selp.u32 %r40, 1, 0, %p1;
-  selp.u32 %r41, 2, 0, %p2;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 4, 0, %p3;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 8, 0, %p4;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 16, 0, %p5;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 32, 0, %p6;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 64, 0, %p7;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 128, 0, %p8;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 256, 0, %p9;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 512, 0, %p10;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 1024, 0, %p11;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 2048, 0, %p12;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 4096, 0, %p13;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 8192, 0, %p14;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 16384, 0, %p15;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 32768, 0, %p16;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 65536, 0, %p17;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 131072, 0, %p18;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 262144, 0, %p19;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 524288, 0, %p20;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 1048576, 0, %p21;
-  or.b32 %r40, %r40, %r41;
-  selp.u32 %r41, 2097152, 0, %p22;
-  or.b32 %r40, %r40, %r41;
-  mov.b32 %r42, %f5;
-  mov.b32 %r43, %f6;
-  mov.b32 %r44, %f7;
-  mov.b32 %r45, %f8;
-  mov.b32 %r46, %f9;
-  mov.b32 %r47, %f10;
-  mov.b32 %r48, %f11;
-  mov.b32 %r49, %f12;
-  mov.b32 %r25, %f13;
-  mov.b64 %rd65, %fd9;
-  mov.b64 %rd66, %fd10;
-  mov.b64 %rd60, %fd4;
-  mov.b64 %rd61, %fd5;
-  mov.b64 %rd62, %fd6;
-  mov.b64 %rd63, %fd7;
-  mov.b64 %rd64, %fd8;
 "#;
+    // the predicates as the bits of a word
+    text += "  selp.u32 %r40, 1, 0, %p1;\n";
+    for p in 2..23 {
+        text += &format!("  selp.u32 %r41, {}, 0, %p{p};\n", 1 << (p - 1));
+        text += "  or.b32 %r40, %r40, %r41;\n";
+    }
+    // the float results into integer registers, to store
+    text += &moves("b32", "%r", "%f", (42..50).zip(5..13).chain([(25, 13)]));
+    let wide = [(65, 9), (66, 10)].into_iter().chain((60..65).zip(4..9));
+    text += &moves("b64", "%rd", "%fd", wide);
     let out32 = [
         30, 31, 32, 33, 34, 35, 36, 40, 42, 43, 44, 45, 46, 47, 18, 19, 20, 21, 22, 23, 24, 25, 48,
         49,
@@ -1915,23 +1835,11 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
     for (k, r) in out64.iter().enumerate() {
         text += &format!("  st.global.u64 [%rd10+{}], %rd{r};\n", 8 * n * k);
     }
-    let ptx = kernel(
-        ".param .u64 pa, .param .u64 pb, .param .u64 po, .param .u64 pq",
+    let ptx = kernel_of(
+        "ptr pa %rd1; ptr pb %rd2; ptr po %rd3; ptr pq %rd4",
+        "%rd<70> %r<50> %f<14> %fd<11> %p<24>",
         &format!(
-            "  .reg .b64 %rd<70>;
-  .reg .b32 %r<50>;
-  .reg .f32 %f<14>;
-  .reg .f64 %fd<11>;
-  .reg .pred %p<24>;
-  ld.param.u64 %rd1, [pa];
-  ld.param.u64 %rd2, [pb];
-  ld.param.u64 %rd3, [po];
-  ld.param.u64 %rd4, [pq];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-  cvta.to.global.u64 %rd3, %rd3;
-  cvta.to.global.u64 %rd4, %rd4;
-{GID}
+            "{GID}
   mul.wide.u32 %rd5, %r5, 4;
   mul.wide.u32 %rd6, %r5, 8;
   add.s64 %rd7, %rd1, %rd5;
@@ -2016,19 +1924,13 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
             };
         }
     }
-    let (r, _) = agree(
-        &ptx,
-        cfg(grid, block),
-        &[
-            a,
-            pairs(&b),
-            vec![0; out32.len() * n],
-            vec![0; 2 * out64.len() * n],
-        ],
-        &[],
-        4,
-    );
-    r.unwrap();
+    let bufs = [
+        a,
+        pairs(&b),
+        vec![0; out32.len() * n],
+        vec![0; 2 * out64.len() * n],
+    ];
+    agree(&ptx, cfg(grid, block), &bufs, &[]).unwrap();
 }
 
 /// An atomic with a result (run lane by lane inside a group of four) among native
@@ -2038,36 +1940,17 @@ fn four_lanes_integer_float_and_predicate_operations_agree() {
 /// computed here; the bins hold the totals.
 #[test]
 fn four_lanes_run_atomics_with_results_lane_by_lane() {
-    let ptx = kernel(
-        ".param .u64 px, .param .u64 pb, .param .u64 py, .param .u32 n",
-        &format!(
-            "  .reg .b64 %rd<10>;
-  .reg .b32 %r<10>;
-  .reg .pred %p<2>;
-  ld.param.u64 %rd1, [px];
-  ld.param.u64 %rd9, [pb];
-  ld.param.u64 %rd2, [py];
-  ld.param.u32 %r1, [n];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd9, %rd9;
-  cvta.to.global.u64 %rd2, %rd2;
-{GID}
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra $END;
-  mul.wide.u32 %rd3, %r5, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  add.s64 %rd5, %rd2, %rd3;
-  ld.global.u32 %r6, [%rd4];
+    let ptx = elementwise(
+        "ptr px %rd1; ptr pb %rd9; ptr py %rd2; u32 n %r1",
+        "%rd<10> %r<10> %p<2>",
+        "  ld.global.u32 %r6, [%rd4];
   and.b32 %r7, %r6, 15;
   mul.wide.u32 %rd6, %r7, 4;
   add.s64 %rd7, %rd9, %rd6;
   atom.global.add.u32 %r8, [%rd7], 1;
   shl.b32 %r9, %r7, 24;
   or.b32 %r8, %r8, %r9;
-  st.global.u32 [%rd5], %r8;
-$END:
-  ret;"
-        ),
+  st.global.u32 [%rd5], %r8;",
     );
     let mut rng = Rng(0x5eed_0007);
     let n = 999usize;
@@ -2081,16 +1964,16 @@ $END:
             (bins[b] - 1) | (b as u32) << 24
         })
         .collect();
+    let bufs = [x, vec![0; 16], vec![0; n]];
     for (grid, block) in [(8, 128), (27, 37)] {
-        let (r, out) = agree_on(
-            &[1],
-            &ptx,
-            cfg(grid, block),
-            &[x.clone(), vec![0; 16], vec![0; n]],
-            &[KernelArg::U32(n as u32)],
-            4,
-        );
-        r.unwrap();
+        let out = Launch {
+            ptx: &ptx,
+            config: cfg(grid, block),
+            bufs: &bufs,
+            extra: &[KernelArg::U32(n as u32)],
+        }
+        .agree_on(&[1])
+        .unwrap();
         assert_eq!(out[1], bins, "blocks of {block}: the bins");
         assert_eq!(
             out[2], want,
