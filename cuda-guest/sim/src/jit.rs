@@ -303,29 +303,39 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
             return Err(format!("an atomic on local memory (PTX line {})", i.line));
         }
     }
-    let (dense, memory) = arithmetic_density(&prog.insts);
+    // Four lanes at a time where that pays: their float operations run on the four
+    // lanes at once, so only those run lane by lane count towards the density.
+    let four = vector::enabled() && vector::worth_it(prog);
+    let (dense, memory) = arithmetic_density(prog, four);
     if dense > DENSE_PER_ACCESS * memory.max(1) {
         return Err(format!(
-            "arithmetic-dense ({dense} float or lane-function instructions, {memory} memory \
-             accesses): the interpreter's warp-wide loops, vectorised, run it faster"
+            "arithmetic-dense ({dense} float or lane-function instructions{}, {memory} memory \
+             accesses): the interpreter's warp-wide loops, vectorised, run it faster",
+            if four { " run lane by lane" } else { "" }
         ));
     }
     let try_build = |lanes: bool| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build(prog, h, lanes)))
             .unwrap_or_else(|_| Err("the code generator failed".into()))
     };
-    // Four lanes at a time where that pays; one thread at a time where the code
-    // generator lacks a vector operation on this CPU.
-    if vector::enabled() {
-        match try_build(true) {
-            Ok(k) => return Ok(k),
-            Err(e) if std::env::var_os("VMGPU_JIT_DUMP").is_some() => {
+    if !four {
+        return try_build(false);
+    }
+    match try_build(true) {
+        Ok(k) => Ok(k),
+        Err(e) => {
+            if std::env::var_os("VMGPU_JIT_DUMP").is_some() {
                 eprintln!("; {}: four lanes at a time: {e}", prog.name)
             }
-            Err(_) => {}
+            // One thread at a time where the code generator lacks a vector operation
+            // on this CPU, unless the kernel is too dense for that.
+            let (dense, memory) = arithmetic_density(prog, false);
+            if dense > DENSE_PER_ACCESS * memory.max(1) {
+                return Err(e);
+            }
+            try_build(false)
         }
     }
-    try_build(false)
 }
 
 /// Most float or lane-function instructions per memory access of a kernel the JIT
@@ -333,16 +343,20 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
 /// NaN made canonical) and each lane-function call a helper call, where the interpreter
 /// runs a warp's 32 lanes in one vectorised loop: past this density the interpreter is
 /// faster (cuda-samples' BlackScholes, 21 per access: 80 s compiled, 51 s interpreted;
-/// vector_add and saxpy, 1 per 3 accesses: 1.8x faster compiled).
+/// vector_add and saxpy, 1 per 3 accesses: 1.8x faster compiled). Four lanes at a time,
+/// only the instructions that run lane by lane count (32 float operations per access:
+/// interpreted 65 ms, one thread at a time 211 ms, four lanes at a time 37 ms).
 const DENSE_PER_ACCESS: usize = 8;
 
-/// A kernel's float instructions and instructions the JIT calls lane functions for,
-/// and its memory accesses.
-fn arithmetic_density(insts: &[Inst]) -> (usize, usize) {
+/// A kernel's float instructions and instructions the JIT calls lane functions for
+/// (`four`: those of them the four-lane code runs lane by lane), and its memory
+/// accesses.
+fn arithmetic_density(prog: &Program, four: bool) -> (usize, usize) {
     let (mut dense, mut memory) = (0, 0);
-    for i in insts {
+    for i in &prog.insts {
         match (&i.op, i.sem, i.aff) {
             (Op::Ld { .. } | Op::St { .. } | Op::Atom { .. }, ..) => memory += 1,
+            _ if four && vector::native(prog, i) => {}
             (_, Sem::Flt { .. } | Sem::FCmp { .. }, _) => dense += 1,
             (Op::Bin(..) | Op::Un(..) | Op::Ter(..) | Op::Cvt { .. }, Sem::None, Aff::None) => {
                 dense += 1

@@ -38,7 +38,7 @@ pub(super) fn worth_it(prog: &Program) -> bool {
     let lanes = prog
         .insts
         .iter()
-        .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit) && !vnative(prog, i))
+        .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit) && !native(prog, i))
         .count();
     !prog.insts.is_empty() && lanes * 3 <= prog.insts.len()
 }
@@ -49,7 +49,7 @@ pub(super) fn worth_it(prog: &Program) -> bool {
 pub(super) fn may_part(prog: &Program, i: &Inst) -> bool {
     match i.op {
         Op::Bra { .. } | Op::Exit => i.guard.is_some(),
-        Op::Ld { .. } | Op::St { .. } => vnative(prog, i),
+        Op::Ld { .. } | Op::St { .. } => native(prog, i),
         _ => false,
     }
 }
@@ -105,7 +105,7 @@ fn vfcc(code: u8) -> Option<FloatCC> {
 
 /// Whether the four-lane code runs `i` on all lanes at once (the order of
 /// `Lower::inst`: the affine form, then the semantic one, then the operation).
-fn vnative(prog: &Program, i: &Inst) -> bool {
+pub(super) fn native(prog: &Program, i: &Inst) -> bool {
     let konst = |r| konst_of(prog, r).is_some();
     match i.aff {
         Aff::Mov { .. } | Aff::Add { .. } | Aff::Mul { .. } | Aff::MulWide { .. } => return true,
@@ -802,7 +802,7 @@ impl Lower<'_> {
 
     /// One instruction (not a branch or exit) on the four lanes.
     pub(super) fn vinst(&mut self, i: &Inst, pc: u32) {
-        if !vnative(self.prog, i) {
+        if !native(self.prog, i) {
             self.lanes(i, pc);
             self.unsplit(i);
             return;
@@ -983,7 +983,7 @@ impl Lower<'_> {
         }
     }
 
-    /// An instruction with a lane-affine form `vnative` takes, on all four lanes.
+    /// An instruction with a lane-affine form `native` takes, on all four lanes.
     fn vaffine(&mut self, i: &Inst) -> bool {
         match i.aff {
             Aff::Mov { d, a, bits } => {
@@ -1166,7 +1166,7 @@ impl Lower<'_> {
         true
     }
 
-    /// An instruction `vnative` takes, on all four lanes.
+    /// An instruction `native` takes, on all four lanes.
     fn vnative_inst(&mut self, i: &Inst, pc: u32) {
         if self.vaffine(i) {
             return;
@@ -1354,7 +1354,7 @@ impl Lower<'_> {
                 Op::Nop => {
                     self.b.ins().fence();
                 }
-                // `vnative` takes nothing else.
+                // `native` takes nothing else.
                 _ => {}
             },
         }
