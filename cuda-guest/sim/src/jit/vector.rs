@@ -33,15 +33,36 @@ pub(super) fn enabled() -> bool {
 
 /// Whether running `prog` four threads at a time pays: when at most a third of its
 /// body's instructions run lane by lane (each of those costs four one-thread ones
-/// and the moves of its lanes' values).
+/// and the moves of its lanes' values), and the kernel is not so large that its
+/// compiling time (the four-lane and the one-thread code) or the stack area its
+/// lanes part through (32 bytes per register and predicate it writes) would grow
+/// past [`MAX_LANE_INSTS`] and [`MAX_WRITTEN`].
 pub(super) fn worth_it(prog: &Program) -> bool {
     let lanes = prog
         .insts
         .iter()
         .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit) && !native(prog, i))
         .count();
-    !prog.insts.is_empty() && lanes * 3 <= prog.insts.len()
+    let mut written: Vec<bool> = vec![false; (prog.nregs + prog.npreds) as usize];
+    for i in &prog.insts {
+        for r in reads_writes(&i.op).1 {
+            written[r as usize] = true;
+        }
+        for p in preds_rw(i).1 {
+            written[(prog.nregs + p) as usize] = true;
+        }
+    }
+    let parted = written.iter().filter(|&&w| w).count();
+    !prog.insts.is_empty()
+        && prog.insts.len() <= MAX_LANE_INSTS
+        && parted <= MAX_WRITTEN
+        && lanes * 3 <= prog.insts.len()
 }
+
+/// Most instructions of a kernel run four threads at a time.
+const MAX_LANE_INSTS: usize = 1 << 13;
+/// Most registers and predicates a kernel run four threads at a time may write.
+const MAX_WRITTEN: usize = 1 << 10;
 
 /// Whether the lanes may part at instruction `i` (a branch or exit under a
 /// predicate, an access the four-lane code makes): the one-thread code has a block
