@@ -824,7 +824,13 @@ impl<'a> Lower<'a> {
         match &self.v {
             Some(v) => {
                 let (rend, vhead) = (v.rend, v.head);
+                let (rjoin, parked, alive) = (v.rjoin, v.parked, v.alive);
                 self.b.def_var(rend, zero);
+                let no = self.b.ins().iconst(I32, vector::NO_REJOIN);
+                self.b.def_var(rjoin, no);
+                let z = self.b.ins().iconst(I32, 0);
+                self.b.def_var(parked, z);
+                self.b.def_var(alive, z);
                 self.b.ins().jump(vhead, &[]);
             }
             None => {
@@ -941,6 +947,7 @@ impl<'a> Lower<'a> {
         self.b.def_var(self.t, t4);
         self.b.ins().jump(vhead, &[]);
         self.resume(specials, uniform_prologue);
+        self.park_and_rejoin(specials, uniform_prologue);
     }
 
     /// An instruction (not a branch, exit or barrier) where its guard holds.
@@ -1030,6 +1037,8 @@ impl<'a> Lower<'a> {
                 open = true;
                 if four {
                     self.vblock_start();
+                } else {
+                    self.park_check(pc);
                 }
             }
             if !open {
@@ -1090,6 +1099,10 @@ impl<'a> Lower<'a> {
             if parts && vector::may_part(self.prog, i) {
                 l[pc] = true;
             }
+        }
+        // Lanes that parted at a branch come together again where it reconverges.
+        for &r in self.v.iter().flat_map(|v| &v.rejoin_pcs) {
+            l[r as usize] = true;
         }
         l
     }

@@ -23,6 +23,10 @@ use cranelift_codegen::ir::{ConstantData, Endianness, StackSlot, StackSlotData, 
 
 /// Threads a group runs together.
 pub(super) const LANES: u64 = 4;
+/// `rjoin` when the lanes that parted do not come together again.
+pub(super) const NO_REJOIN: i64 = -1;
+/// Every lane of a group, as bits.
+const ALL_LANES: i64 = (1 << LANES) - 1;
 
 /// Whether kernels may run four threads at a time (`VMGPU_JIT_LANES=1` runs every
 /// compiled kernel one thread at a time, for comparison).
@@ -208,6 +212,17 @@ pub(super) struct VecState {
     pub resume: Block,
     /// Start of the next group (checks that four threads remain).
     pub head: Block,
+    /// Where lanes parted at a branch come together again (its reconvergence point,
+    /// `Program::ipdom`; [`NO_REJOIN`] when they do not), the lanes that have reached
+    /// it (bits), and the lanes still to go on alone (bits).
+    pub rjoin: Variable,
+    pub parked: Variable,
+    pub alive: Variable,
+    /// The reconvergence points of the body's branches (a block starts there in
+    /// both codes).
+    pub rejoin_pcs: Vec<u32>,
+    park: Block,
+    rejoin: Block,
     /// Per register, when its lanes are a uniform register plus 64-bit lanes (an
     /// address `base + offset`): the two.
     split: Vec<Option<(R, V2)>>,
@@ -323,6 +338,17 @@ impl Lower<'_> {
         let narrow = narrow_regs(prog, &uniform, uniform_prologue);
         let rpc = self.b.declare_var(I32);
         let rend = self.b.declare_var(I64);
+        let mut rejoin_pcs = vec![];
+        for (pc, i) in prog.insts.iter().enumerate() {
+            let r = prog.ipdom.get(pc).copied().unwrap_or(u32::MAX);
+            if matches!(i.op, Op::Bra { .. })
+                && i.guard.is_some()
+                && (r as usize) < prog.insts.len()
+                && !rejoin_pcs.contains(&r)
+            {
+                rejoin_pcs.push(r);
+            }
+        }
         VecState {
             regs: vec![None; prog.nregs as usize],
             preds: vec![None; prog.npreds as usize],
@@ -336,9 +362,15 @@ impl Lower<'_> {
             spill_preds,
             rpc,
             rend,
-            resume_pcs: vec![],
+            resume_pcs: rejoin_pcs.clone(),
             resume: self.b.create_block(),
             head: self.b.create_block(),
+            rjoin: self.b.declare_var(I32),
+            parked: self.b.declare_var(I32),
+            alive: self.b.declare_var(I32),
+            rejoin_pcs,
+            park: self.b.create_block(),
+            rejoin: self.b.create_block(),
             split: vec![None; prog.nregs as usize],
             consecutive: vec![],
         }
@@ -718,12 +750,22 @@ impl Lower<'_> {
         self.b.ins().brif(any, mixed, &[], if_none, &[]);
         self.b.set_cold_block(mixed);
         self.b.switch_to_block(mixed);
-        self.part(pc);
+        let r = self
+            .prog
+            .ipdom
+            .get(pc as usize)
+            .copied()
+            .unwrap_or(u32::MAX);
+        let rejoin = (matches!(self.prog.insts[pc as usize].op, Op::Bra { .. })
+            && (r as usize) < self.prog.insts.len())
+        .then_some(r);
+        self.part(pc, rejoin);
     }
 
     /// The lanes part at instruction `pc`: their registers and predicates to the
-    /// stack area, then each lane alone from `pc` (`resume`).
-    fn part(&mut self, pc: u32) {
+    /// stack area, then each lane alone from `pc` (`resume`), until it reaches
+    /// `rejoin` (`park`) or its exit.
+    fn part(&mut self, pc: u32, rejoin: Option<u32>) {
         let regs = self.vs().spill_regs.clone();
         let preds = self.vs().spill_preds.clone();
         let slot = self.vs().spill;
@@ -757,6 +799,16 @@ impl Lower<'_> {
         let (rpc, rend, resume) = (self.vs().rpc, self.vs().rend, self.vs().resume);
         let iv = self.b.ins().iconst(I32, idx as i64);
         self.b.def_var(rpc, iv);
+        let (rjoin, parked, alive) = (self.vs().rjoin, self.vs().parked, self.vs().alive);
+        let rj = self
+            .b
+            .ins()
+            .iconst(I32, rejoin.map_or(NO_REJOIN, |r| r as i64));
+        self.b.def_var(rjoin, rj);
+        let none = self.b.ins().iconst(I32, 0);
+        self.b.def_var(parked, none);
+        let all = self.b.ins().iconst(I32, ALL_LANES);
+        self.b.def_var(alive, all);
         let tv = self.tbase();
         let end = self.b.ins().iadd_imm(tv, LANES as i64);
         self.b.def_var(rend, end);
@@ -767,8 +819,29 @@ impl Lower<'_> {
     /// specials and prologue as at a thread's start, its registers and predicates
     /// from the stack area, then the one-thread code from where it parted.
     pub(super) fn resume(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
-        let resume = self.vs().resume;
+        let (resume, rend, alive, vhead) = {
+            let v = self.vs();
+            (v.resume, v.rend, v.alive, v.head)
+        };
         self.b.switch_to_block(resume);
+        // A lane that has exited, while the others go on from where they came
+        // together, is passed over.
+        let tv = self.b.use_var(self.t);
+        let end = self.b.use_var(rend);
+        let lane = self.b.ins().isub(tv, end);
+        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let lane = self.b.ins().ireduce(I32, lane);
+        let bits = self.b.use_var(alive);
+        let bit = self.b.ins().ushr(bits, lane);
+        let bit = self.b.ins().band_imm(bit, 1);
+        let (go, skip) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(bit, go, &[], skip, &[]);
+        self.b.switch_to_block(skip);
+        let t1 = self.b.ins().iadd_imm(tv, 1);
+        self.b.def_var(self.t, t1);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
+        self.b.ins().brif(more, resume, &[], vhead, &[]);
+        self.b.switch_to_block(go);
         let tv = self.b.use_var(self.t);
         self.prelude(specials, true, tv);
         for (k, i) in self.prog.prologue.iter().enumerate() {
@@ -817,6 +890,182 @@ impl Lower<'_> {
             }
         }
         if pcs.is_empty() {
+            self.b.ins().jump(self.fail_blk, &[]);
+        }
+    }
+
+    /// At the start of the one-thread code's block `pc`: a lane going on alone stops
+    /// here when this is where its group's lanes come together (`park`).
+    pub(super) fn park_check(&mut self, pc: usize) {
+        let Some(v) = self.v.as_ref() else {
+            return;
+        };
+        if !v.rejoin_pcs.contains(&(pc as u32)) {
+            return;
+        }
+        let (rjoin, park) = (v.rjoin, v.park);
+        let rj = self.b.use_var(rjoin);
+        let here = self.b.ins().icmp_imm(IntCC::Equal, rj, pc as i64);
+        let cont = self.b.create_block();
+        self.b.ins().brif(here, park, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// The byte addresses of lane `t - (rend - 4)`'s values in the stack area: those
+    /// of 4-byte values (narrow registers, predicates) and of 8-byte ones.
+    fn lane_slots(&mut self) -> (Value, Value) {
+        let (rend, slot) = (self.vs().rend, self.vs().spill);
+        let tv = self.b.use_var(self.t);
+        let end = self.b.use_var(rend);
+        let lane = self.b.ins().isub(tv, end);
+        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let base = self.b.ins().stack_addr(self.ptr, slot, 0);
+        let o4 = self.b.ins().imul_imm(lane, 4);
+        let o8 = self.b.ins().imul_imm(lane, 8);
+        (self.b.ins().iadd(base, o4), self.b.ins().iadd(base, o8))
+    }
+
+    /// A lane reaching where its group's lanes come together: its registers and
+    /// predicates back to the stack area, then the next lane; after the last, the
+    /// group goes on four lanes at a time from there when every lane has come (else
+    /// those that have go on alone from there).
+    pub(super) fn park_and_rejoin(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
+        let (park, rejoin, rend, parked, alive, rjoin, resume, rpc, slot) = {
+            let v = self.vs();
+            (
+                v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.resume, v.rpc, v.spill,
+            )
+        };
+        self.b.switch_to_block(park);
+        let (b4, b8) = self.lane_slots();
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        for (k, &r) in regs.iter().enumerate() {
+            let off = 32 * k as i32;
+            let x = self.reg(r);
+            match self.var4(r) {
+                Var4::N(_) => {
+                    let y = self.b.ins().ireduce(I32, x);
+                    self.b.ins().store(trusted(), y, b4, off);
+                }
+                Var4::W(..) => {
+                    self.b.ins().store(trusted(), x, b8, off);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            let c = self.pred(p);
+            let c = self.b.ins().uextend(I32, c);
+            let m = self.b.ins().ineg(c);
+            self.b
+                .ins()
+                .store(trusted(), m, b4, 32 * (regs.len() + k) as i32);
+        }
+        let tv = self.b.use_var(self.t);
+        let end = self.b.use_var(rend);
+        let lane = self.b.ins().isub(tv, end);
+        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let lane = self.b.ins().ireduce(I32, lane);
+        let one = self.b.ins().iconst(I32, 1);
+        let bit = self.b.ins().ishl(one, lane);
+        let p = self.b.use_var(parked);
+        let p = self.b.ins().bor(p, bit);
+        self.b.def_var(parked, p);
+        let t1 = self.b.ins().iadd_imm(tv, 1);
+        self.b.def_var(self.t, t1);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
+        self.b.ins().brif(more, resume, &[], rejoin, &[]);
+
+        self.b.switch_to_block(rejoin);
+        let end = self.b.use_var(rend);
+        let first = self.b.ins().iadd_imm(end, -(LANES as i64));
+        self.b.def_var(self.t, first);
+        let p = self.b.use_var(parked);
+        let rj = self.b.use_var(rjoin);
+        let no = self.b.ins().iconst(I32, NO_REJOIN);
+        self.b.def_var(rjoin, no);
+        let zero = self.b.ins().iconst(I32, 0);
+        self.b.def_var(parked, zero);
+        let all = self.b.ins().icmp_imm(IntCC::Equal, p, ALL_LANES);
+        let (back, rest) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(all, back, &[], rest, &[]);
+
+        // Every lane came: the group's registers from the stack area, its specials
+        // and prologue again, on four lanes at a time from there.
+        self.b.switch_to_block(back);
+        self.vprelude(specials);
+        for (k, i) in self.prog.prologue.iter().enumerate() {
+            if !uniform_prologue[k] {
+                self.vinst(i, PROLOGUE | k as u32);
+            }
+        }
+        for (k, &r) in regs.iter().enumerate() {
+            let off = 32 * k as i32;
+            match self.var4(r) {
+                Var4::N(v) => {
+                    let x = self.b.ins().stack_load(I32X4, slot, off);
+                    self.b.def_var(v, x);
+                }
+                Var4::W(lo, hi) => {
+                    let a = self.b.ins().stack_load(I64X2, slot, off);
+                    let b = self.b.ins().stack_load(I64X2, slot, off + 16);
+                    self.b.def_var(lo, a);
+                    self.b.def_var(hi, b);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            let m = self
+                .b
+                .ins()
+                .stack_load(I32X4, slot, 32 * (regs.len() + k) as i32);
+            self.vset_pred(p, m);
+        }
+        let pcs = self.vs().rejoin_pcs.clone();
+        let targets: Vec<Block> = pcs.iter().map(|&r| self.vblock_at(r as usize)).collect();
+        self.dispatch(rj, &pcs, &targets);
+
+        // Some lane exited: those that came go on alone from there.
+        self.b.switch_to_block(rest);
+        self.b.def_var(alive, p);
+        let targets: Vec<Block> = pcs
+            .iter()
+            .map(|&r| {
+                let idx = self
+                    .vs()
+                    .resume_pcs
+                    .iter()
+                    .position(|&x| x == r)
+                    .expect("every reconvergence point is a place to resume");
+                let blk = self.b.create_block();
+                let cur = self.b.current_block();
+                self.b.switch_to_block(blk);
+                let iv = self.b.ins().iconst(I32, idx as i64);
+                self.b.def_var(rpc, iv);
+                self.b.ins().jump(resume, &[]);
+                if let Some(c) = cur {
+                    self.b.switch_to_block(c);
+                }
+                blk
+            })
+            .collect();
+        self.dispatch(rj, &pcs, &targets);
+    }
+
+    /// To `targets[k]` where `x` (an i32) is `keys[k]` (a chain of comparisons; the
+    /// last taken without one).
+    fn dispatch(&mut self, x: Value, keys: &[u32], targets: &[Block]) {
+        for (k, (&key, &to)) in keys.iter().zip(targets).enumerate() {
+            if k + 1 == keys.len() {
+                self.b.ins().jump(to, &[]);
+            } else {
+                let is = self.b.ins().icmp_imm(IntCC::Equal, x, key as i64);
+                let next = self.b.create_block();
+                self.b.ins().brif(is, to, &[], next, &[]);
+                self.b.switch_to_block(next);
+            }
+        }
+        if keys.is_empty() {
             self.b.ins().jump(self.fail_blk, &[]);
         }
     }
@@ -1542,7 +1791,7 @@ impl Lower<'_> {
         }
         self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);
-        self.part(pc);
+        self.part(pc, None);
         self.b.switch_to_block(done);
     }
 }
