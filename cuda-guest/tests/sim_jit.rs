@@ -1206,6 +1206,79 @@ $F:
     }
 }
 
+/// Lanes that part come together again where their branch reconverges, and go on four
+/// at a time: nested if/else on the loaded word's bits (the inner one inside one arm),
+/// a loop of per-thread length before a join, then 64-bit values and a predicate set
+/// before the branches and used after them, and a uniform loop after the joins. The
+/// four-lane code, the interpreter and the values computed here agree.
+#[test]
+fn four_lanes_come_together_where_branches_reconverge() {
+    let ptx = elementwise(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<10> %r<16> %p<8>",
+        "  ld.global.u32 %r6, [%rd4];
+  cvt.u64.u32 %rd6, %r6;
+  shl.b64 %rd7, %rd6, 20;
+  setp.gt.u32 %p5, %r6, 2147483647;
+  and.b32 %r7, %r6, 3;
+  mov.u32 %r8, 0;
+  setp.eq.u32 %p2, %r7, 0;
+  @%p2 bra $A;
+  and.b32 %r9, %r6, 4;
+  setp.ne.u32 %p3, %r9, 0;
+  @%p3 bra $B;
+  add.u32 %r8, %r8, 11;
+  bra $C;
+$B:
+  add.u32 %r8, %r8, 13;
+$C:
+  add.u32 %r8, %r8, 100;
+  bra $J;
+$A:
+  shr.u32 %r10, %r6, 28;
+$L:
+  setp.eq.u32 %p4, %r10, 0;
+  @%p4 bra $J;
+  add.u32 %r8, %r8, %r10;
+  sub.u32 %r10, %r10, 1;
+  bra $L;
+$J:
+  mov.u32 %r11, 0;
+  mov.u32 %r12, 0;
+$U:
+  add.u32 %r11, %r11, %r8;
+  add.u32 %r12, %r12, 1;
+  setp.lt.u32 %p6, %r12, 3;
+  @%p6 bra $U;
+  add.s64 %rd8, %rd7, %rd6;
+  shr.u64 %rd9, %rd8, 17;
+  cvt.u32.u64 %r13, %rd9;
+  selp.u32 %r14, 1000000, 0, %p5;
+  add.u32 %r15, %r11, %r13;
+  add.u32 %r15, %r15, %r14;
+  st.global.u32 [%rd5], %r15;",
+    );
+    let mut rng = Rng(0x5eed_0009);
+    let n = 1000u32;
+    let x = rng.words(n as usize);
+    let want: Vec<u32> = x
+        .iter()
+        .map(|&v| {
+            let r8 = if v & 3 != 0 {
+                100 + if v & 4 != 0 { 13 } else { 11 }
+            } else {
+                (1..=v >> 28).sum::<u32>()
+            };
+            let r13 = ((((v as u64) << 20) + v as u64) >> 17) as u32;
+            let r14 = if v > 0x7fff_ffff { 1_000_000 } else { 0 };
+            (3 * r8).wrapping_add(r13).wrapping_add(r14)
+        })
+        .collect();
+    for (grid, block) in [(4, 256), (9, 117)] {
+        assert_eq!(agree_xy(&ptx, grid, block, &x, n), want, "block {block}");
+    }
+}
+
 /// Loops whose trip counts differ between threads: one the same for a group's four
 /// lanes (`(tid / 4) % 4 + 1` iterations, each loading a word), one of `tid % 7`
 /// iterations (the lanes part at its branch), and one as long as the loaded word's

@@ -823,14 +823,8 @@ impl<'a> Lower<'a> {
         let head = self.b.create_block();
         match &self.v {
             Some(v) => {
-                let (rend, vhead) = (v.rend, v.head);
-                let (rjoin, parked, alive) = (v.rjoin, v.parked, v.alive);
-                self.b.def_var(rend, zero);
-                let no = self.b.ins().iconst(I32, vector::NO_REJOIN);
-                self.b.def_var(rjoin, no);
-                let z = self.b.ins().iconst(I32, 0);
-                self.b.def_var(parked, z);
-                self.b.def_var(alive, z);
+                let vhead = v.head;
+                self.vs_reset();
                 self.b.ins().jump(vhead, &[]);
             }
             None => {
@@ -929,8 +923,13 @@ impl<'a> Lower<'a> {
             .b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, end, self.f.nthreads);
-        let start = self.b.create_block();
-        self.b.ins().brif(fits, start, &[], head, &[]);
+        let (start, to_head) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(fits, start, &[], to_head, &[]);
+        // The threads past the last group run one at a time, none of them a lane
+        // that parted (and no state of parted lanes lives across the groups' loop).
+        self.b.switch_to_block(to_head);
+        self.vs_reset();
+        self.b.ins().jump(head, &[]);
         self.b.switch_to_block(start);
         self.vprelude(specials);
         for (k, i) in prog.prologue.iter().enumerate() {

@@ -340,10 +340,14 @@ impl Lower<'_> {
         let rend = self.b.declare_var(I64);
         let mut rejoin_pcs = vec![];
         for (pc, i) in prog.insts.iter().enumerate() {
+            // (Not where the lanes would only exit together.)
             let r = prog.ipdom.get(pc).copied().unwrap_or(u32::MAX);
             if matches!(i.op, Op::Bra { .. })
                 && i.guard.is_some()
-                && (r as usize) < prog.insts.len()
+                && prog
+                    .insts
+                    .get(r as usize)
+                    .is_some_and(|j| !(matches!(j.op, Op::Exit) && j.guard.is_none()))
                 && !rejoin_pcs.contains(&r)
             {
                 rejoin_pcs.push(r);
@@ -750,15 +754,8 @@ impl Lower<'_> {
         self.b.ins().brif(any, mixed, &[], if_none, &[]);
         self.b.set_cold_block(mixed);
         self.b.switch_to_block(mixed);
-        let r = self
-            .prog
-            .ipdom
-            .get(pc as usize)
-            .copied()
-            .unwrap_or(u32::MAX);
-        let rejoin = (matches!(self.prog.insts[pc as usize].op, Op::Bra { .. })
-            && (r as usize) < self.prog.insts.len())
-        .then_some(r);
+        let r = self.prog.ipdom.get(pc as usize).copied();
+        let rejoin = r.filter(|r| self.v.as_ref().is_some_and(|v| v.rejoin_pcs.contains(r)));
         self.part(pc, rejoin);
     }
 
@@ -894,6 +891,22 @@ impl Lower<'_> {
         }
     }
 
+    /// No lanes parted: what `part` sets, as it is before any group.
+    pub(super) fn vs_reset(&mut self) {
+        let (rend, rjoin, parked, alive, rpc) = {
+            let v = self.vs();
+            (v.rend, v.rjoin, v.parked, v.alive, v.rpc)
+        };
+        let zero = self.b.ins().iconst(I64, 0);
+        self.b.def_var(rend, zero);
+        let no = self.b.ins().iconst(I32, NO_REJOIN);
+        self.b.def_var(rjoin, no);
+        let z = self.b.ins().iconst(I32, 0);
+        for v in [parked, alive, rpc] {
+            self.b.def_var(v, z);
+        }
+    }
+
     /// At the start of the one-thread code's block `pc`: a lane going on alone stops
     /// here when this is where its group's lanes come together (`park`).
     pub(super) fn park_check(&mut self, pc: usize) {
@@ -936,6 +949,9 @@ impl Lower<'_> {
                 v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.resume, v.rpc, v.spill,
             )
         };
+        if self.vs().rejoin_pcs.is_empty() {
+            return;
+        }
         self.b.switch_to_block(park);
         let (b4, b8) = self.lane_slots();
         let regs = self.vs().spill_regs.clone();
