@@ -875,20 +875,9 @@ impl Lower<'_> {
         let pcs = self.vs().resume_pcs.clone();
         let rpc = self.vs().rpc;
         let rpc = self.b.use_var(rpc);
-        for (k, &pc) in pcs.iter().enumerate() {
-            let to = self.block_at(pc as usize);
-            if k + 1 == pcs.len() {
-                self.b.ins().jump(to, &[]);
-            } else {
-                let is = self.b.ins().icmp_imm(IntCC::Equal, rpc, k as i64);
-                let next = self.b.create_block();
-                self.b.ins().brif(is, to, &[], next, &[]);
-                self.b.switch_to_block(next);
-            }
-        }
-        if pcs.is_empty() {
-            self.b.ins().jump(self.fail_blk, &[]);
-        }
+        let keys: Vec<u32> = (0..pcs.len() as u32).collect();
+        let targets: Vec<Block> = pcs.iter().map(|&pc| self.block_at(pc as usize)).collect();
+        self.dispatch(rpc, &keys, &targets);
     }
 
     /// No lanes parted: what `part` sets, as it is before any group.
