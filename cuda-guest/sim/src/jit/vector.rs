@@ -1710,12 +1710,15 @@ impl Lower<'_> {
         );
         self.b.ins().brif(fast_ok, fast, &[], other, &[]);
 
+        // The host address of the first lane's access, in the allocation the slot holds.
+        let host = |l: &mut Self| {
+            let hp =
+                l.b.ins()
+                    .load(I64, trusted(), cache, slot + offset_of!(Slot, ptr) as i32);
+            l.b.ins().iadd(hp, ofs)
+        };
         self.b.switch_to_block(fast);
-        let hp = self
-            .b
-            .ins()
-            .load(I64, trusted(), cache, slot + offset_of!(Slot, ptr) as i32);
-        let p = self.b.ins().iadd(hp, ofs);
+        let p = host(self);
         let flags = MemFlags::new();
         match &i.op {
             Op::Ld { d, sext, dmask, .. } => {
@@ -1771,11 +1774,7 @@ impl Lower<'_> {
             let ok = self.b.ins().band(all_same, first_in);
             self.b.ins().brif(ok, same, &[], slow, &[]);
             self.b.switch_to_block(same);
-            let hp = self
-                .b
-                .ins()
-                .load(I64, trusted(), cache, slot + offset_of!(Slot, ptr) as i32);
-            let p = self.b.ins().iadd(hp, ofs);
+            let p = host(self);
             let x = self.load_sized(p, 0, size as u8, *sext);
             let x = if *dmask == u64::MAX {
                 x
