@@ -825,8 +825,7 @@ impl Lower<'_> {
         // together, is passed over.
         let tv = self.b.use_var(self.t);
         let end = self.b.use_var(rend);
-        let lane = self.b.ins().isub(tv, end);
-        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let lane = self.lane();
         let lane = self.b.ins().ireduce(I32, lane);
         let bits = self.b.use_var(alive);
         let bit = self.b.ins().ushr(bits, lane);
@@ -846,14 +845,7 @@ impl Lower<'_> {
                 self.inst(i, PROLOGUE | k as u32);
             }
         }
-        let (rend, slot) = (self.vs().rend, self.vs().spill);
-        let end = self.b.use_var(rend);
-        let lane = self.b.ins().isub(tv, end);
-        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
-        let base = self.b.ins().stack_addr(self.ptr, slot, 0);
-        let o4 = self.b.ins().imul_imm(lane, 4);
-        let o8 = self.b.ins().imul_imm(lane, 8);
-        let (b4, b8) = (self.b.ins().iadd(base, o4), self.b.ins().iadd(base, o8));
+        let (b4, b8) = self.lane_slots();
         let regs = self.vs().spill_regs.clone();
         let preds = self.vs().spill_preds.clone();
         for (k, &r) in regs.iter().enumerate() {
@@ -913,14 +905,20 @@ impl Lower<'_> {
         self.b.switch_to_block(cont);
     }
 
-    /// The byte addresses of lane `t - (rend - 4)`'s values in the stack area: those
-    /// of 4-byte values (narrow registers, predicates) and of 8-byte ones.
-    fn lane_slots(&mut self) -> (Value, Value) {
-        let (rend, slot) = (self.vs().rend, self.vs().spill);
+    /// The lane of a parted group thread `t` is: `t - (rend - 4)`.
+    fn lane(&mut self) -> Value {
+        let rend = self.vs().rend;
         let tv = self.b.use_var(self.t);
         let end = self.b.use_var(rend);
         let lane = self.b.ins().isub(tv, end);
-        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        self.b.ins().iadd_imm(lane, LANES as i64)
+    }
+
+    /// The byte addresses of lane `t - (rend - 4)`'s values in the stack area: those
+    /// of 4-byte values (narrow registers, predicates) and of 8-byte ones.
+    fn lane_slots(&mut self) -> (Value, Value) {
+        let slot = self.vs().spill;
+        let lane = self.lane();
         let base = self.b.ins().stack_addr(self.ptr, slot, 0);
         let o4 = self.b.ins().imul_imm(lane, 4);
         let o8 = self.b.ins().imul_imm(lane, 8);
@@ -968,8 +966,7 @@ impl Lower<'_> {
         }
         let tv = self.b.use_var(self.t);
         let end = self.b.use_var(rend);
-        let lane = self.b.ins().isub(tv, end);
-        let lane = self.b.ins().iadd_imm(lane, LANES as i64);
+        let lane = self.lane();
         let lane = self.b.ins().ireduce(I32, lane);
         let one = self.b.ins().iconst(I32, 1);
         let bit = self.b.ins().ishl(one, lane);
@@ -1033,28 +1030,20 @@ impl Lower<'_> {
         // Some lane exited: those that came go on alone from there.
         self.b.switch_to_block(rest);
         self.b.def_var(alive, p);
-        let targets: Vec<Block> = pcs
-            .iter()
-            .map(|&r| {
-                let idx = self
-                    .vs()
-                    .resume_pcs
-                    .iter()
-                    .position(|&x| x == r)
-                    .expect("every reconvergence point is a place to resume");
-                let blk = self.b.create_block();
-                let cur = self.b.current_block();
-                self.b.switch_to_block(blk);
-                let iv = self.b.ins().iconst(I32, idx as i64);
-                self.b.def_var(rpc, iv);
-                self.b.ins().jump(resume, &[]);
-                if let Some(c) = cur {
-                    self.b.switch_to_block(c);
-                }
-                blk
-            })
-            .collect();
+        let targets: Vec<Block> = pcs.iter().map(|_| self.b.create_block()).collect();
         self.dispatch(rj, &pcs, &targets);
+        for (&r, &blk) in pcs.iter().zip(&targets) {
+            let idx = self
+                .vs()
+                .resume_pcs
+                .iter()
+                .position(|&x| x == r)
+                .expect("every reconvergence point is a place to resume");
+            self.b.switch_to_block(blk);
+            let iv = self.b.ins().iconst(I32, idx as i64);
+            self.b.def_var(rpc, iv);
+            self.b.ins().jump(resume, &[]);
+        }
     }
 
     /// To `targets[k]` where `x` (an i32) is `keys[k]` (a chain of comparisons; the
@@ -1294,12 +1283,13 @@ impl Lower<'_> {
                 }
             }
             Aff::Mul { d, a, b, c, bits } => {
-                let uniform = self.is_uniform(a) && self.is_uniform(b);
+                // (`%ctaid.x * %ntid.x` of a global index: once, not per lane.)
+                let uniform = (self.is_uniform(a) && self.is_uniform(b)).then(|| {
+                    let (x, y) = (self.reg(a), self.reg(b));
+                    self.b.ins().imul(x, y)
+                });
                 if bits <= 32 {
-                    let mut r = if uniform {
-                        // (`%ctaid.x * %ntid.x` of a global index: once, not per lane.)
-                        let (x, y) = (self.reg(a), self.reg(b));
-                        let p = self.b.ins().imul(x, y);
+                    let mut r = if let Some(p) = uniform {
                         let p = self.b.ins().ireduce(I32, p);
                         self.b.ins().splat(I32X4, p)
                     } else {
@@ -1314,9 +1304,7 @@ impl Lower<'_> {
                     let r = self.nmasked(r, bits as u32);
                     self.set_n(d, r);
                 } else {
-                    let mut r = if uniform {
-                        let (x, y) = (self.reg(a), self.reg(b));
-                        let p = self.b.ins().imul(x, y);
+                    let mut r = if let Some(p) = uniform {
                         let s = self.b.ins().splat(I64X2, p);
                         (s, s)
                     } else {
