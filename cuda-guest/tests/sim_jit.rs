@@ -120,7 +120,7 @@ fn same_on_both(ptx: &str, grid: u32, block: u32, n: usize, extra: &[KernelArg])
 }
 
 #[test]
-fn the_jit_takes_kernels_without_barriers_and_leaves_the_rest() {
+fn the_jit_takes_the_bench_kernels_and_leaves_the_rest() {
     let mut s = sim(Engine::Jit, 1);
     let m = s.load_module("bench.ptx", BENCH_PTX).unwrap();
     let n = 4096u32;
@@ -145,8 +145,8 @@ fn the_jit_takes_kernels_without_barriers_and_leaves_the_rest() {
     );
     assert_eq!(
         launch(&mut s, "reduce_sum", 8, &[p(0), p(1), ni.clone()]),
-        Engine::Interpreter,
-        "a kernel with barriers is interpreted"
+        Engine::Jit,
+        "a kernel whose barriers every thread reaches is compiled"
     );
     // Global atomics: compiled on one host thread; on several compiled too when they are
     // reductions the engine combines per host thread (the histogram's), else
@@ -230,7 +230,10 @@ fn code_that_needs_lanes_together_is_interpreted() {
             "  shfl.sync.down.b32 %r2, %r1, 1, 31, -1;",
             "a warp-wide operation (PTX line 12)",
         ),
-        ("  bar.sync 0;", "a barrier (PTX line 12)"),
+        (
+            "  .reg .pred %p<2>;\n  setp.lt.u32 %p1, %r1, 32;\n  @%p1 bra $X;\n  bar.sync 0;\n$X:",
+            "a barrier inside a branch that may differ between threads (PTX line 15)",
+        ),
         (
             "  activemask.b32 %r2;",
             "a warp-wide operation (PTX line 12)",
@@ -2066,4 +2069,310 @@ fn four_lanes_run_atomics_with_results_lane_by_lane() {
             "blocks of {block}: the counts each thread saw"
         );
     }
+}
+
+/// `BENCH_PTX`'s kernel `name` as kernel `k` (what [`Launch`] runs).
+fn bench_kernel(name: &str) -> String {
+    BENCH_PTX.replace(&format!(".entry {name}("), ".entry k(")
+}
+
+/// f32 values of small integers (sums and products of them are exact in any order).
+fn small_floats(rng: &mut Rng, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| (rng.below(16) as f32 - 7.0).to_bits())
+        .collect()
+}
+
+/// The bench's kernels with barriers run four threads at a time, phase by phase: the
+/// block reduction (a tree of barriers in a loop, threads past the end reading
+/// nothing), the tiled matmul (two tiles through shared memory per step, one read
+/// along a row by every lane, one along a column) and the shared-memory transpose
+/// (the tile read across its rows: one access per lane), with partial tiles. Each
+/// agrees with the interpreter and with the values computed here.
+#[test]
+fn four_lanes_run_the_bench_kernels_with_barriers() {
+    let mut rng = Rng(0x5eed_0011);
+    // Block reduction: each block of 256 threads sums 512 elements.
+    let n = 5000u32;
+    let x = small_floats(&mut rng, n as usize);
+    let blocks = n.div_ceil(512);
+    let out = agree(
+        &bench_kernel("reduce_sum"),
+        cfg(blocks, 256),
+        &[x.clone(), vec![0; blocks as usize]],
+        &[KernelArg::U32(n)],
+    )
+    .unwrap();
+    for b in 0..blocks as usize {
+        let want: f32 = x[b * 512..((b + 1) * 512).min(n as usize)]
+            .iter()
+            .map(|&w| f32::from_bits(w))
+            .sum();
+        assert_eq!(f32::from_bits(out[1][b]), want, "block {b}");
+    }
+
+    // Tiled matmul of 40 x 40 matrices (16 x 16 tiles, the last ones partial).
+    let m = 40usize;
+    let a = small_floats(&mut rng, m * m);
+    let bm = small_floats(&mut rng, m * m);
+    let tiles = (m as u32).div_ceil(16);
+    let ni = KernelArg::I32(m as i32);
+    let out = agree(
+        &bench_kernel("matmul"),
+        cfg3([tiles, tiles, 1], [16, 16, 1]),
+        &[a.clone(), bm.clone(), vec![0; m * m]],
+        &[ni.clone(), ni.clone(), ni.clone()],
+    )
+    .unwrap();
+    let f = |v: &[u32], i: usize| f32::from_bits(v[i]);
+    for r in 0..m {
+        for c in 0..m {
+            let want: f32 = (0..m).map(|k| f(&a, r * m + k) * f(&bm, k * m + c)).sum();
+            assert_eq!(f(&out[2], r * m + c), want, "C[{r}][{c}]");
+        }
+    }
+
+    // Shared-memory transpose of 80 x 80 (32 x 32 tiles through blocks of 32 x 8).
+    let t = 80usize;
+    let x = rng.words(t * t);
+    let tiles = (t as u32).div_ceil(32);
+    let ti = KernelArg::I32(t as i32);
+    let out = agree(
+        &bench_kernel("transpose_shared"),
+        cfg3([tiles, tiles, 1], [32, 8, 1]),
+        &[x.clone(), vec![0; t * t]],
+        &[ti.clone(), ti],
+    )
+    .unwrap();
+    for r in 0..t {
+        for c in 0..t {
+            assert_eq!(out[1][c * t + r], x[r * t + c], "element ({r}, {c})");
+        }
+    }
+}
+
+/// A block reduction whose threads past the end exit before the first barrier (so a
+/// group may wait at a barrier with some of its lanes gone), a predicate and a tree
+/// of sums live across the barriers, and every thread's load of one word that all
+/// share; on blocks of 256 and of 64 threads.
+#[test]
+fn four_lanes_wait_at_barriers_with_lanes_that_exited() {
+    let ptx = kernel_of(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<12> %r<16> %p<8>",
+        &format!(
+            "  .shared .align 4 .b32 s[256];
+{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 ret;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  mov.u64 %rd5, s;
+  mul.wide.u32 %rd6, %r4, 4;
+  add.s64 %rd7, %rd5, %rd6;
+  st.shared.u32 [%rd7], %r6;
+  and.b32 %r14, %r6, 1;
+  setp.eq.u32 %p5, %r14, 1;
+  bar.sync 0;
+  shr.u32 %r7, %r3, 1;
+$L:
+  setp.ge.u32 %p2, %r4, %r7;
+  @%p2 bra $S;
+  add.u32 %r9, %r5, %r7;
+  setp.ge.u32 %p3, %r9, %r1;
+  @%p3 bra $S;
+  add.u32 %r8, %r4, %r7;
+  mul.wide.u32 %rd8, %r8, 4;
+  add.s64 %rd9, %rd5, %rd8;
+  ld.shared.u32 %r10, [%rd9];
+  ld.shared.u32 %r11, [%rd7];
+  add.u32 %r11, %r11, %r10;
+  st.shared.u32 [%rd7], %r11;
+$S:
+  bar.sync 0;
+  shr.u32 %r7, %r7, 1;
+  setp.ne.u32 %p4, %r7, 0;
+  @%p4 bra $L;
+  ld.shared.u32 %r12, [s];
+  selp.u32 %r13, 1, 0, %p5;
+  add.u32 %r12, %r12, %r13;
+  add.s64 %rd10, %rd2, %rd3;
+  st.global.u32 [%rd10], %r12;
+  ret;"
+        ),
+    );
+    let mut rng = Rng(0x5eed_0012);
+    for (block, n) in [(256u32, 998u32), (64, 998), (256, 1024), (64, 61)] {
+        let x = rng.words(n as usize);
+        let y = agree_xy(&ptx, n.div_ceil(block), block, &x, n);
+        for i in 0..n as usize {
+            let b = i / block as usize * block as usize;
+            let sum = x[b..(b + block as usize).min(n as usize)]
+                .iter()
+                .fold(0u32, |s, &v| s.wrapping_add(v));
+            assert_eq!(
+                y[i],
+                sum.wrapping_add(x[i] & 1),
+                "element {i}, blocks of {block}"
+            );
+        }
+    }
+}
+
+/// Lanes that part on their data before a barrier wait there alone and go on four at a
+/// time after it; a 64-bit value per thread lives across two barriers a round, three
+/// rounds of a loop, each thread reading its mirror's (one shared access per lane).
+#[test]
+fn four_lanes_part_before_a_barrier_and_come_together_after_it() {
+    let ptx = kernel_of(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<20> %r<16> %p<8>",
+        &format!(
+            "  .shared .align 8 .b64 t[128];
+{GID}
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  cvt.u64.u32 %rd5, %r6;
+  shl.b64 %rd6, %rd5, 24;
+  and.b32 %r7, %r6, 7;
+  setp.lt.u32 %p1, %r7, 3;
+  @%p1 bra $A;
+  add.u32 %r6, %r6, 1000;
+$A:
+  mov.u32 %r8, 0;
+  mov.u64 %rd7, t;
+  mul.wide.u32 %rd8, %r4, 8;
+  add.s64 %rd9, %rd7, %rd8;
+  sub.u32 %r9, %r3, 1;
+  sub.u32 %r9, %r9, %r4;
+  mul.wide.u32 %rd10, %r9, 8;
+  add.s64 %rd11, %rd7, %rd10;
+  cvt.u64.u32 %rd12, %r6;
+  add.s64 %rd12, %rd12, %rd6;
+$R:
+  st.shared.u64 [%rd9], %rd12;
+  bar.sync 0;
+  ld.shared.u64 %rd13, [%rd11];
+  bar.sync 0;
+  add.s64 %rd12, %rd13, %rd12;
+  add.u32 %r8, %r8, 1;
+  setp.lt.u32 %p2, %r8, 3;
+  @%p2 bra $R;
+  mul.wide.u32 %rd14, %r5, 8;
+  add.s64 %rd15, %rd2, %rd14;
+  st.global.u64 [%rd15], %rd12;
+  ret;"
+        ),
+    );
+    let mut rng = Rng(0x5eed_0013);
+    for block in [128u32, 32, 4] {
+        let n = block * 6;
+        let x = rng.words(n as usize);
+        let out = agree(
+            &ptx,
+            cfg(6, block),
+            &[x.clone(), vec![0; 2 * n as usize]],
+            &[KernelArg::U32(n)],
+        )
+        .unwrap();
+        let mut v: Vec<u64> = x
+            .iter()
+            .map(|&w| {
+                let bumped = if w & 7 < 3 { w } else { w.wrapping_add(1000) };
+                (bumped as u64).wrapping_add((w as u64) << 24)
+            })
+            .collect();
+        for _ in 0..3 {
+            v = (0..n as usize)
+                .map(|i| {
+                    let (b, t) = (i / block as usize * block as usize, i % block as usize);
+                    v[b + block as usize - 1 - t].wrapping_add(v[i])
+                })
+                .collect();
+        }
+        assert_eq!(out[1], pairs(&v), "blocks of {block}");
+    }
+}
+
+/// A shared access outside the block's shared memory by one lane is reported as the
+/// interpreter reports it; a barrier only some threads may reach, and blocks whose
+/// size is not a multiple of four, are the interpreter's.
+#[test]
+fn four_lanes_leave_divergent_barriers_and_odd_blocks_to_the_interpreter() {
+    let body = |skip: &str, off: &str| {
+        kernel_of(
+            "ptr px %rd1; ptr py %rd2; u32 n %r1",
+            "%rd<12> %r<16> %p<8>",
+            &format!(
+                "  .shared .align 4 .b32 s[64];
+{GID}
+  mov.u64 %rd5, s;
+  mul.wide.u32 %rd6, %r4, 4;
+  add.s64 %rd7, %rd5, %rd6;
+  setp.eq.u32 %p2, %r5, {off};
+  @%p2 add.s64 %rd7, %rd7, 4096;
+  st.shared.u32 [%rd7], %r5;
+  {skip}
+  @%p1 bra $E;
+  bar.sync 0;
+$E:
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  st.global.u32 [%rd4], %r4;
+  ret;"
+            ),
+        )
+    };
+    // The barrier is skipped by no thread (`n > 100000` never holds, and is the same
+    // in every thread): compiled. A lane's shared store past the end faults as
+    // interpreted.
+    let never = "setp.gt.u32 %p1, %r1, 100000;";
+    let fault = agree(
+        &body(never, "37"),
+        cfg(2, 64),
+        &[vec![0; 128], vec![0; 128]],
+        &[KernelArg::U32(128)],
+    )
+    .unwrap_err();
+    assert!(fault.contains("shared"), "{fault}");
+    let ok = agree(
+        &body(never, "1000"),
+        cfg(2, 64),
+        &[vec![0; 128], vec![0; 128]],
+        &[KernelArg::U32(128)],
+    )
+    .unwrap();
+    let want: Vec<u32> = (0..128).map(|i| i % 64).collect();
+    assert_eq!(ok[1], want);
+    // Threads 0-7 skip the barrier: the interpreter's (which reports it).
+    let ptx = body("setp.lt.u32 %p1, %r4, 8;", "1000");
+    let m = sim(Engine::Jit, 1).load_module("d.ptx", &ptx).unwrap();
+    let why = m.kernel("k").unwrap().jit().unwrap_err();
+    assert!(
+        why.starts_with("a barrier inside a branch that may differ between threads"),
+        "{why}"
+    );
+    let launch = Launch {
+        ptx: &ptx,
+        config: cfg(2, 64),
+        bufs: &[vec![0; 128], vec![0; 128]],
+        extra: &[KernelArg::U32(128)],
+    };
+    let (ri, _) = launch.on(Engine::Interpreter, 1);
+    let (rj, _) = launch.on(Engine::Jit, 1);
+    assert!(ri.as_ref().unwrap_err().contains("bar.sync"), "{ri:?}");
+    assert_eq!(rj, ri);
+    // Blocks of 30 threads: the compiled kernel runs whole groups of four only.
+    let odd = Launch {
+        ptx: &body(never, "1000"),
+        config: cfg(2, 30),
+        bufs: &[vec![0; 60], vec![0; 60]],
+        extra: &[KernelArg::U32(60)],
+    };
+    let (rj, bj) = odd.on(Engine::Jit, 1);
+    assert_eq!(rj, Ok((Engine::Interpreter, 32)));
+    let want: Vec<u32> = (0..60).map(|i| i % 30).collect();
+    assert_eq!(bj[1], want);
 }

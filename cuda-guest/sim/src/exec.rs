@@ -3662,13 +3662,15 @@ pub(crate) fn launch(
     };
     // The JIT's code when it takes the kernel (a cooperative grid's blocks wait for
     // each other: those are the interpreter's; so are global atomics on several host
-    // threads, see `jit::Kernel::global_atomics`).
+    // threads, see `jit::Kernel::global_atomics`, and blocks its barriers' code does
+    // not run, `jit::Kernel::runs_block`).
     let compiled = (config.engine == crate::Engine::Jit
         && workspace == 0
         && params.len() >= prog.param_size as usize)
         .then(|| jitrun::kernel(prog).ok())
         .flatten()
-        .filter(|k| workers == 1 || !k.global_atomics || prog.combine_reds);
+        .filter(|k| workers == 1 || !k.global_atomics || prog.combine_reds)
+        .filter(|k| k.runs_block(nthreads));
     let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
         Some(k) => jitrun::worker(l, k, next, total, id),
         None => worker(l, next, total, id),

@@ -1,7 +1,9 @@
 //! The compiling engine: a kernel's decoded instructions ([`Program`]) to native code
 //! through Cranelift, with the interpreter (`exec.rs`) kept as the reference and as the
 //! engine for every kernel this one does not take. `VMGPU_JIT_DUMP` (set to anything)
-//! prints each compiled kernel's Cranelift IR and machine code on standard error.
+//! prints each compiled kernel's Cranelift IR and machine code on standard error (and
+//! the instructions its four-lane code runs lane by lane); `VMGPU_JIT_BIN=FILE` writes
+//! the last compiled kernel's machine code to FILE (for a profiler's offsets).
 //!
 //! One function per kernel runs a whole block: its threads four at a time where that
 //! pays ([`vector`]: each register a vector of four lanes, the lanes going on one at a
@@ -40,6 +42,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module};
 use std::mem::offset_of;
 
+mod phases;
 mod vector;
 
 /// Thread instructions between two checks of the budget, the time limit and
@@ -82,6 +85,9 @@ pub(crate) struct Ctx {
     /// The host thread's held reductions ([`RedSlot::SLOTS`] slots; used when the
     /// kernel's are combined, `Program::combine_reds`).
     pub reds: *mut RedSlot,
+    /// A kernel with barriers: per group of four threads, [`Kernel::frame`] bytes
+    /// (16-byte aligned) where its registers wait at a barrier (`jit::phases`).
+    pub frames: *mut u8,
 }
 
 /// A reduction a host thread holds back (`exec::Reds`, when the launch combines them):
@@ -197,6 +203,9 @@ pub(crate) struct Kernel {
     pub global_atomics: bool,
     /// Threads its code runs together: [`vector::LANES`], or 1.
     pub lanes: u32,
+    /// It has barriers: the bytes of `Ctx::frames` per group of four threads (0
+    /// without barriers). Its code runs blocks of a multiple of four threads only.
+    pub frame: usize,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -224,7 +233,18 @@ impl Drop for Kernel {
     }
 }
 
+/// Threads a group of the four-lane code runs together.
+pub(crate) fn vector_lanes() -> usize {
+    vector::LANES as usize
+}
+
 impl Kernel {
+    /// Whether its code runs blocks of `nthreads` threads: a kernel with barriers
+    /// runs its blocks in whole groups of four ([`phases`]).
+    pub fn runs_block(&self, nthreads: u32) -> bool {
+        self.frame == 0 || (nthreads as usize).is_multiple_of(vector_lanes())
+    }
+
     /// Runs the block described by `ctx`: 0, or 1 when a helper recorded an error.
     ///
     /// # Safety
@@ -264,7 +284,7 @@ fn unsupported(op: &Op) -> Option<&'static str> {
         | Op::Exit
         | Op::Nop => return None,
         Op::Ld { .. } | Op::St { .. } | Op::Atom { .. } => return None,
-        Op::Bar { .. } => "a barrier",
+        Op::Bar { .. } => return None,
         Op::Shfl { .. } | Op::Vote { .. } | Op::Activemask(_) | Op::Redux { .. } => {
             "a warp-wide operation"
         }
@@ -306,6 +326,14 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
     // Four lanes at a time where that pays: their float operations run on the four
     // lanes at once, so only those run lane by lane count towards the density.
     let four = vector::enabled() && vector::worth_it(prog);
+    let barrier = prog.insts.iter().find(|i| matches!(i.op, Op::Bar { .. }));
+    if let Some(i) = barrier {
+        // Only the four-lane code runs barriers, and only those every thread reaches.
+        if !four {
+            return Err(format!("a barrier (PTX line {})", i.line));
+        }
+        phases::aligned(prog, &uniform_regs(prog).0)?;
+    }
     let (dense, memory) = arithmetic_density(prog, four);
     if dense > DENSE_PER_ACCESS * memory.max(1) {
         return Err(format!(
@@ -328,9 +356,9 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
                 eprintln!("; {}: four lanes at a time: {e}", prog.name)
             }
             // One thread at a time where the code generator lacks a vector operation
-            // on this CPU, unless the kernel is too dense for that.
+            // on this CPU, unless the kernel is too dense for that or has barriers.
             let (dense, memory) = arithmetic_density(prog, false);
-            if dense > DENSE_PER_ACCESS * memory.max(1) {
+            if dense > DENSE_PER_ACCESS * memory.max(1) || barrier.is_some() {
                 return Err(e);
             }
             try_build(false)
@@ -367,28 +395,12 @@ fn arithmetic_density(prog: &Program, four: bool) -> (usize, usize) {
     (dense, memory)
 }
 
-fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
-    let err = |e: &dyn std::fmt::Display| format!("code generation: {e}");
-    let mut flags = settings::builder();
-    flags.set("opt_level", "speed").map_err(|e| err(&e))?;
-    flags.set("is_pic", "false").map_err(|e| err(&e))?;
-    let isa = cranelift_native::builder()
-        .map_err(|e| err(&e))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| err(&e))?;
-    let mut module = JITModule::new(JITBuilder::with_isa(
-        isa,
-        cranelift_module::default_libcall_names(),
-    ));
-    let ptr = module.target_config().pointer_type();
-    let mut ctx = module.make_context();
-    ctx.func.signature.params.push(AbiParam::new(ptr));
-    ctx.func.signature.returns.push(AbiParam::new(I32));
-
-    // Registers the same in every thread of a block, defined once per call before the
-    // thread loop (the body never writes them): constants, the specials but the
-    // per-thread ones, and the prologue's instructions computed from them alone (the
-    // prologue is pure register arithmetic and parameter loads: no predicates).
+/// Registers the same in every thread of a block, defined once per call before the
+/// thread loop (the body never writes them): constants, the specials but the
+/// per-thread ones, and the prologue's instructions computed from them alone (the
+/// prologue is pure register arithmetic and parameter loads: no predicates). Also
+/// which of the prologue's instructions compute them.
+fn uniform_regs(prog: &Program) -> (Vec<bool>, Vec<bool>) {
     let mut uniform = vec![false; prog.nregs as usize];
     for r in (0..NSPECIAL.min(prog.nregs)).filter(|r| !PER_THREAD.contains(r)) {
         uniform[r as usize] = true;
@@ -406,6 +418,33 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
             }
         }
     }
+    (uniform, uniform_prologue)
+}
+
+fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
+    let err = |e: &dyn std::fmt::Display| format!("code generation: {e}");
+    let mut flags = settings::builder();
+    flags
+        .set(
+            "opt_level",
+            std::env::var("VMGPU_OPT").as_deref().unwrap_or("speed"),
+        )
+        .map_err(|e| err(&e))?;
+    flags.set("is_pic", "false").map_err(|e| err(&e))?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| err(&e))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| err(&e))?;
+    let mut module = JITModule::new(JITBuilder::with_isa(
+        isa,
+        cranelift_module::default_libcall_names(),
+    ));
+    let ptr = module.target_config().pointer_type();
+    let mut ctx = module.make_context();
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    ctx.func.signature.returns.push(AbiParam::new(I32));
+
+    let (uniform, uniform_prologue) = uniform_regs(prog);
     let mut used_specials: Vec<u32> = vec![];
     for i in prog.prologue.iter().chain(&prog.insts) {
         for r in reads_writes(&i.op).0 {
@@ -427,6 +466,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     } else {
         1
     };
+    let frame = l.v.as_ref().and_then(|v| v.frame).unwrap_or(0) as usize;
     l.kernel(&used_specials, &uniform_prologue);
     l.b.seal_all_blocks();
     l.b.finalize();
@@ -442,6 +482,9 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     module
         .define_function(id, &mut ctx)
         .map_err(|e| format!("code generation: {e:?}"))?;
+    if let (Some(path), Some(c)) = (std::env::var_os("VMGPU_JIT_BIN"), ctx.compiled_code()) {
+        let _ = std::fs::write(path, c.code_buffer());
+    }
     if dump {
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
             eprintln!("; machine code of {}\n{v}", prog.name);
@@ -458,6 +501,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
         module: Some(module),
         entry,
         lanes,
+        frame,
         global_atomics: prog.insts.iter().any(|i| {
             matches!(
                 i.op,
@@ -543,6 +587,7 @@ struct Fields {
     tids: Value,
     uniform: Value,
     cache: Value,
+    frames: Value,
 }
 
 struct Lower<'a> {
@@ -615,6 +660,7 @@ impl<'a> Lower<'a> {
             tids: field(offset_of!(Ctx, tids), ptr),
             uniform: field(offset_of!(Ctx, uniform), ptr),
             cache: field(offset_of!(Ctx, cache), ptr),
+            frames: field(offset_of!(Ctx, frames), ptr),
         };
         let exit_blk = b.create_block();
         let next_blk = b.create_block();
@@ -825,6 +871,7 @@ impl<'a> Lower<'a> {
             Some(v) => {
                 let vhead = v.head;
                 self.vs_reset();
+                self.phases_reset();
                 self.b.ins().jump(vhead, &[]);
             }
             None => {
@@ -927,10 +974,24 @@ impl<'a> Lower<'a> {
         self.b.ins().brif(fits, start, &[], to_head, &[]);
         // The threads past the last group run one at a time, none of them a lane
         // that parted (and no state of parted lanes lives across the groups' loop).
+        // With barriers (a block of whole groups), the next phase starts here.
         self.b.switch_to_block(to_head);
-        self.vs_reset();
-        self.b.ins().jump(head, &[]);
+        let barriers = self.v.as_ref().is_some_and(|v| v.frame.is_some());
+        if barriers {
+            self.phase_end(head);
+        } else {
+            self.vs_reset();
+            self.b.ins().jump(head, &[]);
+        }
         self.b.switch_to_block(start);
+        let resumed = self.b.create_block();
+        if barriers {
+            let phase = self.vs().phase;
+            let ph = self.b.use_var(phase);
+            let fresh = self.b.create_block();
+            self.b.ins().brif(ph, resumed, &[], fresh, &[]);
+            self.b.switch_to_block(fresh);
+        }
         self.vprelude(specials);
         for (k, i) in prog.prologue.iter().enumerate() {
             if !uniform_prologue[k] {
@@ -939,6 +1000,12 @@ impl<'a> Lower<'a> {
         }
         self.vbody(leaders);
         self.b.switch_to_block(vexit);
+        if barriers {
+            // A group that exited waits at no barrier.
+            let tv = self.b.use_var(self.t);
+            let area = self.area(tv);
+            self.set_header(area, 0);
+        }
         self.count((prog.insts.len() + prog.prologue.len()) as u64 * vector::LANES);
         self.tick_check(u32::MAX);
         let tv = self.b.use_var(self.t);
@@ -947,6 +1014,9 @@ impl<'a> Lower<'a> {
         self.b.ins().jump(vhead, &[]);
         self.resume(specials, uniform_prologue);
         self.park_and_rejoin(specials, uniform_prologue);
+        if barriers {
+            self.phase_resume(resumed, specials, uniform_prologue);
+        }
     }
 
     /// An instruction (not a branch, exit or barrier) where its guard holds.
@@ -1046,6 +1116,16 @@ impl<'a> Lower<'a> {
             }
             let pcu = pc as u32;
             let (taken, fall) = match i.op {
+                // (Only in the four-lane code of a kernel whose barriers it runs.)
+                Op::Bar { .. } => {
+                    if four {
+                        self.vbarrier(pcu);
+                    } else {
+                        self.lane_barrier(pcu);
+                    }
+                    open = false;
+                    continue;
+                }
                 Op::Bra { target } => (
                     self.branch_target(pcu, target, four),
                     self.block_of(pc + 1, four),
@@ -1076,8 +1156,8 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// Instructions starting a block: pc 0, branch targets, those after a branch or an
-    /// exit.
+    /// Instructions starting a block: pc 0, branch targets, those after a branch, an
+    /// exit or a barrier.
     /// (`parts`: also where four lanes may part, [`vector::may_part`].)
     fn leaders(&self, parts: bool) -> Vec<bool> {
         let n = self.prog.insts.len();
@@ -1091,7 +1171,7 @@ impl<'a> Lower<'a> {
                     l[(target as usize).min(n)] = true;
                     l[pc + 1] = true;
                 }
-                Op::Exit => l[pc + 1] = true,
+                Op::Exit | Op::Bar { .. } => l[pc + 1] = true,
                 _ => {}
             }
             // Four lanes that part go on alone from that instruction itself.

@@ -270,6 +270,8 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
     let mut uniform = special_values(l, 0, id).to_vec();
     let mut cache = vec![Slot::default(); prog.insts.len()];
     let mut local = vec![0u8; n.div_ceil(32) * 32 * ls];
+    // (16-byte aligned: the frames hold four-lane vectors.)
+    let mut frames = vec![0u128; (n / jit::vector_lanes()) * k.frame / 16];
     let mut ctx = Ctx {
         params: l.params.as_ptr(),
         shared: std::ptr::null_mut(),
@@ -285,6 +287,7 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         ret: 0,
         host: std::ptr::null_mut(),
         reds: ex.red_table(),
+        frames: frames.as_mut_ptr() as *mut u8,
     };
     let mut host = Host {
         ex: &mut ex,

@@ -42,10 +42,20 @@ pub(super) fn enabled() -> bool {
 /// lanes part through (32 bytes per register and predicate it writes) would grow
 /// past [`MAX_LANE_INSTS`] and [`MAX_WRITTEN`].
 pub(super) fn worth_it(prog: &Program) -> bool {
+    if std::env::var_os("VMGPU_JIT_DUMP").is_some() {
+        for (pc, i) in prog.insts.iter().enumerate() {
+            if !matches!(i.op, Op::Bra { .. } | Op::Exit | Op::Bar { .. }) && !native(prog, i) {
+                eprintln!(
+                    "; {}: lane by lane: pc {pc} (PTX line {}) {:?}",
+                    prog.name, i.line, i.op
+                );
+            }
+        }
+    }
     let lanes = prog
         .insts
         .iter()
-        .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit) && !native(prog, i))
+        .filter(|i| !matches!(i.op, Op::Bra { .. } | Op::Exit | Op::Bar { .. }) && !native(prog, i))
         .count();
     let mut written: Vec<bool> = vec![false; (prog.nregs + prog.npreds) as usize];
     for i in &prog.insts {
@@ -167,7 +177,7 @@ pub(super) fn native(prog: &Program, i: &Inst) -> bool {
         | Op::Nop => true,
         Op::Ld { sp, n, size, .. } | Op::St { sp, n, size, .. } => {
             i.guard.is_none()
-                && matches!(sp, Sp::Global | Sp::Generic)
+                && matches!(sp, Sp::Global | Sp::Generic | Sp::Shared)
                 && *n == 1
                 && matches!(size, 4 | 8)
         }
@@ -222,6 +232,9 @@ pub(super) struct VecState {
     /// both codes).
     pub rejoin_pcs: Vec<u32>,
     park: Block,
+    /// Per reconvergence point, where a lane parks there (stores what is live there,
+    /// then `park`).
+    parks: Vec<Block>,
     rejoin: Block,
     /// Per register, when its lanes are a uniform register plus 64-bit lanes (an
     /// address `base + offset`): the two.
@@ -229,7 +242,23 @@ pub(super) struct VecState {
     /// Lanes found consecutive (of a step) in this basic block: the lanes' first half
     /// and the step, the answer.
     consecutive: Vec<(Value, u64, Value)>,
+    /// In a kernel with barriers ([`phases`]): the bytes of a group's frame (its area
+    /// in `Ctx::frames`), and the barriers' instructions.
+    pub frame: Option<u32>,
+    pub bars: Vec<u32>,
+    /// Per instruction (and the end), which of `spill_regs` then `spill_preds` are
+    /// live there (bits, `phases::live_in`): what a group's area holds when its
+    /// lanes part, wait at a barrier or come together there.
+    live: Vec<Vec<u64>>,
+    /// The phase the groups run: 0 from the start, `k + 1` from after barrier
+    /// `bars[k]`; and the barrier the groups have reached in this one (its index,
+    /// [`NO_BARRIER`] while none has).
+    pub phase: Variable,
+    pub bar_at: Variable,
 }
+
+/// `bar_at` before any group has reached a barrier in a phase.
+pub(super) const NO_BARRIER: i64 = -1;
 
 /// The most bits of the value instruction `i` writes to its registers, where what
 /// it computes says so (the one-thread lowering masks its result to them).
@@ -353,7 +382,24 @@ impl Lower<'_> {
                 rejoin_pcs.push(r);
             }
         }
+        let bars = phases::barriers(prog);
+        let mut vars: Vec<u32> = spill_regs.clone();
+        vars.extend(spill_preds.iter().map(|p| prog.nregs + p));
+        let live = phases::live_in(prog, &vars);
+        let parks = rejoin_pcs.iter().map(|_| self.b.create_block()).collect();
+        // Parted lanes go on from after a barrier.
+        let mut resume_pcs = rejoin_pcs.clone();
+        resume_pcs.extend(
+            bars.iter()
+                .map(|&b| b + 1)
+                .filter(|r| !rejoin_pcs.contains(r)),
+        );
         VecState {
+            frame: (!bars.is_empty()).then_some(size + 16),
+            bars,
+            live,
+            phase: self.b.declare_var(I32),
+            bar_at: self.b.declare_var(I32),
             regs: vec![None; prog.nregs as usize],
             preds: vec![None; prog.npreds as usize],
             uniform,
@@ -366,7 +412,7 @@ impl Lower<'_> {
             spill_preds,
             rpc,
             rend,
-            resume_pcs: rejoin_pcs.clone(),
+            resume_pcs,
             resume: self.b.create_block(),
             head: self.b.create_block(),
             rjoin: self.b.declare_var(I32),
@@ -374,13 +420,14 @@ impl Lower<'_> {
             alive: self.b.declare_var(I32),
             rejoin_pcs,
             park: self.b.create_block(),
+            parks,
             rejoin: self.b.create_block(),
             split: vec![None; prog.nregs as usize],
             consecutive: vec![],
         }
     }
 
-    fn vs(&mut self) -> &mut VecState {
+    pub(super) fn vs(&mut self) -> &mut VecState {
         self.v.as_mut().expect("four-lane state")
     }
 
@@ -763,36 +810,33 @@ impl Lower<'_> {
     /// stack area, then each lane alone from `pc` (`resume`), until it reaches
     /// `rejoin` (`park`) or its exit.
     fn part(&mut self, pc: u32, rejoin: Option<u32>) {
-        let regs = self.vs().spill_regs.clone();
-        let preds = self.vs().spill_preds.clone();
-        let slot = self.vs().spill;
-        for (k, &r) in regs.iter().enumerate() {
-            let off = 32 * k as i32;
-            match self.var4(r) {
-                Var4::N(v) => {
-                    let x = self.b.use_var(v);
-                    self.b.ins().stack_store(x, slot, off);
-                }
-                Var4::W(lo, hi) => {
-                    let (a, b) = (self.b.use_var(lo), self.b.use_var(hi));
-                    self.b.ins().stack_store(a, slot, off);
-                    self.b.ins().stack_store(b, slot, off + 16);
-                }
-            }
+        let tv = self.tbase();
+        let area = self.area(tv);
+        let live = self.live_at(pc);
+        self.group_store(area, &live);
+        if self.vs().frame.is_some() {
+            // Its lanes that reach a barrier say so again.
+            self.set_header(area, 0);
         }
-        for (k, &p) in preds.iter().enumerate() {
-            let m = self.vpred(p);
-            self.b
-                .ins()
-                .stack_store(m, slot, 32 * (regs.len() + k) as i32);
-        }
-        let idx = match self.vs().resume_pcs.iter().position(|&x| x == pc) {
+        let idx = self.resume_index(pc);
+        let all = self.b.ins().iconst(I32, ALL_LANES);
+        self.start_parted(idx, rejoin, all);
+    }
+
+    /// The index in `resume_pcs` of instruction `pc` (added if it is not there).
+    fn resume_index(&mut self, pc: u32) -> usize {
+        match self.vs().resume_pcs.iter().position(|&x| x == pc) {
             Some(i) => i,
             None => {
                 self.vs().resume_pcs.push(pc);
                 self.vs().resume_pcs.len() - 1
             }
-        };
+        }
+    }
+
+    /// The lanes `alive_bits` of the group starting at thread `t`, their values in
+    /// its area, go on alone from `resume_pcs[idx]` until `rejoin` (or their exit).
+    fn start_parted(&mut self, idx: usize, rejoin: Option<u32>, alive_bits: Value) {
         let (rpc, rend, resume) = (self.vs().rpc, self.vs().rend, self.vs().resume);
         let iv = self.b.ins().iconst(I32, idx as i64);
         self.b.def_var(rpc, iv);
@@ -804,12 +848,155 @@ impl Lower<'_> {
         self.b.def_var(rjoin, rj);
         let none = self.b.ins().iconst(I32, 0);
         self.b.def_var(parked, none);
-        let all = self.b.ins().iconst(I32, ALL_LANES);
-        self.b.def_var(alive, all);
+        self.b.def_var(alive, alive_bits);
         let tv = self.tbase();
         let end = self.b.ins().iadd_imm(tv, LANES as i64);
         self.b.def_var(rend, end);
         self.b.ins().jump(resume, &[]);
+    }
+
+    /// The area of the group starting at thread `first`: its registers and predicates
+    /// when its lanes part (32 bytes each, `spill_regs` then `spill_preds`: lane k's
+    /// at 4 k, or 8 k for a wide register), then, in a kernel with barriers, its header
+    /// (the lanes waiting at a barrier, bits). The stack area, or with barriers the
+    /// group's frame in `Ctx::frames` (which lives from one phase to the next).
+    pub(super) fn area(&mut self, first: Value) -> Value {
+        match self.vs().frame {
+            Some(size) => {
+                let g = self.b.ins().ushr_imm(first, 2);
+                let o = self.b.ins().imul_imm(g, size as i64);
+                self.b.ins().iadd(self.f.frames, o)
+            }
+            None => {
+                let slot = self.vs().spill;
+                self.b.ins().stack_addr(self.ptr, slot, 0)
+            }
+        }
+    }
+
+    /// The offset of the header in a group's area.
+    fn header_off(&mut self) -> i32 {
+        let v = self.vs();
+        32 * (v.spill_regs.len() + v.spill_preds.len()) as i32
+    }
+
+    pub(super) fn set_header(&mut self, area: Value, bits: i64) {
+        let off = self.header_off();
+        let x = self.b.ins().iconst(I32, bits);
+        self.b.ins().store(trusted(), x, area, off);
+    }
+
+    /// Which of the four-lane state's values (`spill_regs` then `spill_preds`) are
+    /// live at instruction `pc`.
+    fn live_at(&mut self, pc: u32) -> Vec<u64> {
+        let v = self.vs();
+        v.live[(pc as usize).min(v.live.len() - 1)].clone()
+    }
+
+    /// Whether the `k`-th value of the four-lane state is in `live`.
+    fn in_live(live: &[u64], k: usize) -> bool {
+        live[k / 64] >> (k % 64) & 1 == 1
+    }
+
+    /// The group's registers and predicates (those `live`) to `area`, four lanes each.
+    fn group_store(&mut self, area: Value, live: &[u64]) {
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        for (k, &r) in regs.iter().enumerate() {
+            if !Self::in_live(live, k) {
+                continue;
+            }
+            let off = 32 * k as i32;
+            match self.var4(r) {
+                Var4::N(v) => {
+                    let x = self.b.use_var(v);
+                    self.b.ins().store(trusted(), x, area, off);
+                }
+                Var4::W(lo, hi) => {
+                    let (a, b) = (self.b.use_var(lo), self.b.use_var(hi));
+                    self.b.ins().store(trusted(), a, area, off);
+                    self.b.ins().store(trusted(), b, area, off + 16);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            if !Self::in_live(live, regs.len() + k) {
+                continue;
+            }
+            let m = self.vpred(p);
+            self.b
+                .ins()
+                .store(trusted(), m, area, 32 * (regs.len() + k) as i32);
+        }
+    }
+
+    /// The group's registers and predicates (those `live`) from `area`.
+    fn group_load(&mut self, area: Value, live: &[u64]) {
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        for (k, &r) in regs.iter().enumerate() {
+            if !Self::in_live(live, k) {
+                continue;
+            }
+            let off = 32 * k as i32;
+            match self.var4(r) {
+                Var4::N(v) => {
+                    let x = self.b.ins().load(I32X4, trusted(), area, off);
+                    self.b.def_var(v, x);
+                }
+                Var4::W(lo, hi) => {
+                    let a = self.b.ins().load(I64X2, trusted(), area, off);
+                    let b = self.b.ins().load(I64X2, trusted(), area, off + 16);
+                    self.b.def_var(lo, a);
+                    self.b.def_var(hi, b);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            if !Self::in_live(live, regs.len() + k) {
+                continue;
+            }
+            let m = self
+                .b
+                .ins()
+                .load(I32X4, trusted(), area, 32 * (regs.len() + k) as i32);
+            self.vset_pred(p, m);
+        }
+    }
+
+    /// A parted lane's registers and predicates (those `live`) to its place in its
+    /// group's area.
+    fn lane_store(&mut self, live: &[u64]) {
+        let (b4, b8) = self.lane_slots();
+        let regs = self.vs().spill_regs.clone();
+        let preds = self.vs().spill_preds.clone();
+        for (k, &r) in regs.iter().enumerate() {
+            if !Self::in_live(live, k) {
+                continue;
+            }
+            let off = 32 * k as i32;
+            let x = self.reg(r);
+            match self.var4(r) {
+                Var4::N(_) => {
+                    let y = self.b.ins().ireduce(I32, x);
+                    self.b.ins().store(trusted(), y, b4, off);
+                }
+                Var4::W(..) => {
+                    self.b.ins().store(trusted(), x, b8, off);
+                }
+            }
+        }
+        for (k, &p) in preds.iter().enumerate() {
+            if !Self::in_live(live, regs.len() + k) {
+                continue;
+            }
+            let c = self.pred(p);
+            let c = self.b.ins().uextend(I32, c);
+            let m = self.b.ins().ineg(c);
+            self.b
+                .ins()
+                .store(trusted(), m, b4, 32 * (regs.len() + k) as i32);
+        }
     }
 
     /// A lane going on alone (thread `t`, of the group ending before `rend`): its
@@ -897,12 +1084,28 @@ impl Lower<'_> {
         if !v.rejoin_pcs.contains(&(pc as u32)) {
             return;
         }
-        let (rjoin, park) = (v.rjoin, v.park);
+        let k = v.rejoin_pcs.iter().position(|&r| r == pc as u32);
+        let (rjoin, park) = (v.rjoin, v.parks[k.expect("a reconvergence point")]);
         let rj = self.b.use_var(rjoin);
         let here = self.b.ins().icmp_imm(IntCC::Equal, rj, pc as i64);
         let cont = self.b.create_block();
         self.b.ins().brif(here, park, &[], cont, &[]);
         self.b.switch_to_block(cont);
+    }
+
+    /// The bit of a parted thread's lane (an i32).
+    fn lane_bit(&mut self) -> Value {
+        let lane = self.lane();
+        let lane = self.b.ins().ireduce(I32, lane);
+        let one = self.b.ins().iconst(I32, 1);
+        self.b.ins().ishl(one, lane)
+    }
+
+    /// The first thread of the group whose lanes parted: `rend - 4`.
+    fn group_first(&mut self) -> Value {
+        let rend = self.vs().rend;
+        let end = self.b.use_var(rend);
+        self.b.ins().iadd_imm(end, -(LANES as i64))
     }
 
     /// The lane of a parted group thread `t` is: `t - (rend - 4)`.
@@ -917,9 +1120,9 @@ impl Lower<'_> {
     /// The byte addresses of lane `t - (rend - 4)`'s values in the stack area: those
     /// of 4-byte values (narrow registers, predicates) and of 8-byte ones.
     fn lane_slots(&mut self) -> (Value, Value) {
-        let slot = self.vs().spill;
         let lane = self.lane();
-        let base = self.b.ins().stack_addr(self.ptr, slot, 0);
+        let first = self.group_first();
+        let base = self.area(first);
         let o4 = self.b.ins().imul_imm(lane, 4);
         let o8 = self.b.ins().imul_imm(lane, 8);
         (self.b.ins().iadd(base, o4), self.b.ins().iadd(base, o8))
@@ -930,46 +1133,28 @@ impl Lower<'_> {
     /// group goes on four lanes at a time from there when every lane has come (else
     /// those that have go on alone from there).
     pub(super) fn park_and_rejoin(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
-        let (park, rejoin, rend, parked, alive, rjoin, resume, rpc, slot) = {
+        let (park, rejoin, rend, parked, alive, rjoin, resume, rpc) = {
             let v = self.vs();
             (
-                v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.resume, v.rpc, v.spill,
+                v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.resume, v.rpc,
             )
         };
         if self.vs().rejoin_pcs.is_empty() {
             return;
         }
+        // A lane stores what is live where it parks.
+        let pcs = self.vs().rejoin_pcs.clone();
+        let parks = self.vs().parks.clone();
+        for (&r, &blk) in pcs.iter().zip(&parks) {
+            self.b.switch_to_block(blk);
+            let live = self.live_at(r);
+            self.lane_store(&live);
+            self.b.ins().jump(park, &[]);
+        }
         self.b.switch_to_block(park);
-        let (b4, b8) = self.lane_slots();
-        let regs = self.vs().spill_regs.clone();
-        let preds = self.vs().spill_preds.clone();
-        for (k, &r) in regs.iter().enumerate() {
-            let off = 32 * k as i32;
-            let x = self.reg(r);
-            match self.var4(r) {
-                Var4::N(_) => {
-                    let y = self.b.ins().ireduce(I32, x);
-                    self.b.ins().store(trusted(), y, b4, off);
-                }
-                Var4::W(..) => {
-                    self.b.ins().store(trusted(), x, b8, off);
-                }
-            }
-        }
-        for (k, &p) in preds.iter().enumerate() {
-            let c = self.pred(p);
-            let c = self.b.ins().uextend(I32, c);
-            let m = self.b.ins().ineg(c);
-            self.b
-                .ins()
-                .store(trusted(), m, b4, 32 * (regs.len() + k) as i32);
-        }
         let tv = self.b.use_var(self.t);
         let end = self.b.use_var(rend);
-        let lane = self.lane();
-        let lane = self.b.ins().ireduce(I32, lane);
-        let one = self.b.ins().iconst(I32, 1);
-        let bit = self.b.ins().ishl(one, lane);
+        let bit = self.lane_bit();
         let p = self.b.use_var(parked);
         let p = self.b.ins().bor(p, bit);
         self.b.def_var(parked, p);
@@ -1001,31 +1186,17 @@ impl Lower<'_> {
                 self.vinst(i, PROLOGUE | k as u32);
             }
         }
-        for (k, &r) in regs.iter().enumerate() {
-            let off = 32 * k as i32;
-            match self.var4(r) {
-                Var4::N(v) => {
-                    let x = self.b.ins().stack_load(I32X4, slot, off);
-                    self.b.def_var(v, x);
-                }
-                Var4::W(lo, hi) => {
-                    let a = self.b.ins().stack_load(I64X2, slot, off);
-                    let b = self.b.ins().stack_load(I64X2, slot, off + 16);
-                    self.b.def_var(lo, a);
-                    self.b.def_var(hi, b);
-                }
-            }
-        }
-        for (k, &p) in preds.iter().enumerate() {
-            let m = self
-                .b
-                .ins()
-                .stack_load(I32X4, slot, 32 * (regs.len() + k) as i32);
-            self.vset_pred(p, m);
-        }
-        let pcs = self.vs().rejoin_pcs.clone();
-        let targets: Vec<Block> = pcs.iter().map(|&r| self.vblock_at(r as usize)).collect();
+        let first = self.tbase();
+        let area = self.area(first);
+        let targets: Vec<Block> = pcs.iter().map(|_| self.b.create_block()).collect();
         self.dispatch(rj, &pcs, &targets);
+        for (&r, &blk) in pcs.iter().zip(&targets) {
+            self.b.switch_to_block(blk);
+            let live = self.live_at(r);
+            self.group_load(area, &live);
+            let to = self.vblock_at(r as usize);
+            self.b.ins().jump(to, &[]);
+        }
 
         // Some lane exited: those that came go on alone from there.
         self.b.switch_to_block(rest);
@@ -1653,10 +1824,19 @@ impl Lower<'_> {
     /// code's checks, the engine's resolver and its fault reports). No call is made
     /// from the four-lane code: values live across one would be spilled.
     fn vmem(&mut self, i: &Inst, pc: u32) {
-        let (size, a, off) = match &i.op {
-            Op::Ld { size, a, off, .. } | Op::St { size, a, off, .. } => (*size as u64, *a, *off),
+        let (size, a, off, sp) = match &i.op {
+            Op::Ld {
+                size, a, off, sp, ..
+            }
+            | Op::St {
+                size, a, off, sp, ..
+            } => (*size as u64, *a, *off, *sp),
             _ => return,
         };
+        if sp == Sp::Shared {
+            self.vshared(i, pc, size, a, off);
+            return;
+        }
         let av = self.vw(a);
         let addr = if off == 0 {
             av
@@ -1707,41 +1887,7 @@ impl Lower<'_> {
         };
         self.b.switch_to_block(fast);
         let p = host(self);
-        let flags = MemFlags::new();
-        match &i.op {
-            Op::Ld { d, sext, dmask, .. } => {
-                let d = d[0];
-                if size == 4 {
-                    let x = self.b.ins().load(I32X4, flags, p, 0);
-                    if self.is_narrow(d) {
-                        let x = self.nmasked(x, dmask.count_ones().min(32));
-                        self.set_n(d, x);
-                    } else {
-                        let v = self.widen(x, *sext);
-                        let v = self.wmasked(v, dmask.count_ones());
-                        self.set_w(d, v);
-                    }
-                } else {
-                    let v = (
-                        self.b.ins().load(I64X2, flags, p, 0),
-                        self.b.ins().load(I64X2, flags, p, 16),
-                    );
-                    let v = self.wmasked(v, dmask.count_ones());
-                    self.set_w(d, v);
-                }
-            }
-            Op::St { s, .. } => {
-                if size == 4 {
-                    let x = self.vn(s[0]);
-                    self.b.ins().store(flags, x, p, 0);
-                } else {
-                    let v = self.vw(s[0]);
-                    self.b.ins().store(flags, v.0, p, 0);
-                    self.b.ins().store(flags, v.1, p, 16);
-                }
-            }
-            _ => {}
-        }
+        self.vaccess(i, p);
         self.b.ins().jump(done, &[]);
 
         self.b.set_cold_block(other);
@@ -1781,6 +1927,409 @@ impl Lower<'_> {
         } else {
             self.b.ins().jump(slow, &[]);
         }
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        self.part(pc, None);
+        self.b.switch_to_block(done);
+    }
+
+    /// Before the first phase: from the start, no barrier reached.
+    pub(super) fn phases_reset(&mut self) {
+        let Some(v) = self.v.as_ref() else { return };
+        let (phase, bar_at) = (v.phase, v.bar_at);
+        let z = self.b.ins().iconst(I32, 0);
+        self.b.def_var(phase, z);
+        let none = self.b.ins().iconst(I32, NO_BARRIER);
+        self.b.def_var(bar_at, none);
+    }
+
+    /// Every group has run the phase: the block's threads are done when none reached
+    /// a barrier (on to `done`), else the groups go on from after it.
+    pub(super) fn phase_end(&mut self, done: Block) {
+        let (phase, bar_at, vhead) = {
+            let v = self.vs();
+            (v.phase, v.bar_at, v.head)
+        };
+        self.vs_reset();
+        let x = self.b.use_var(bar_at);
+        let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
+        let next = self.b.create_block();
+        self.b.ins().brif(none, done, &[], next, &[]);
+        self.b.switch_to_block(next);
+        let p = self.b.ins().iadd_imm(x, 1);
+        self.b.def_var(phase, p);
+        let none = self.b.ins().iconst(I32, NO_BARRIER);
+        self.b.def_var(bar_at, none);
+        let zero = self.b.ins().iconst(I64, 0);
+        self.b.def_var(self.t, zero);
+        self.b.ins().jump(vhead, &[]);
+    }
+
+    /// A group starting a phase after a barrier (`resumed`): passed over when it has
+    /// exited; on four lanes at a time from after the barrier when all four wait
+    /// there; else those that wait go on alone from there.
+    pub(super) fn phase_resume(
+        &mut self,
+        resumed: Block,
+        specials: &[u32],
+        uniform_prologue: &[bool],
+    ) {
+        let (phase, vhead) = (self.vs().phase, self.vs().head);
+        let bars = self.vs().bars.clone();
+        let keys: Vec<u32> = (1..=bars.len() as u32).collect();
+        self.b.switch_to_block(resumed);
+        let tv = self.tbase();
+        let area = self.area(tv);
+        let off = self.header_off();
+        let h = self.b.ins().load(I32, trusted(), area, off);
+        let (skip, some, all, partial) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(h, some, &[], skip, &[]);
+        self.b.switch_to_block(skip);
+        let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
+        self.b.def_var(self.t, t4);
+        self.b.ins().jump(vhead, &[]);
+        self.b.switch_to_block(some);
+        let every = self.b.ins().icmp_imm(IntCC::Equal, h, ALL_LANES);
+        self.b.ins().brif(every, all, &[], partial, &[]);
+
+        self.b.switch_to_block(all);
+        self.vprelude(specials);
+        for (k, i) in self.prog.prologue.iter().enumerate() {
+            if !uniform_prologue[k] {
+                self.vinst(i, PROLOGUE | k as u32);
+            }
+        }
+        let ph = self.b.use_var(phase);
+        let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
+        self.dispatch(ph, &keys, &targets);
+        for (&pc, &blk) in bars.iter().zip(&targets) {
+            self.b.switch_to_block(blk);
+            let live = self.live_at(pc + 1);
+            self.group_load(area, &live);
+            let to = self.vblock_at(pc as usize + 1);
+            self.b.ins().jump(to, &[]);
+        }
+
+        self.b.switch_to_block(partial);
+        self.set_header(area, 0);
+        let ph = self.b.use_var(phase);
+        let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
+        self.dispatch(ph, &keys, &targets);
+        for (&pc, &blk) in bars.iter().zip(&targets) {
+            self.b.switch_to_block(blk);
+            let idx = self.resume_index(pc + 1);
+            self.start_parted(idx, None, h);
+        }
+    }
+
+    /// The group reaching barrier `pc` on four lanes: its values live after it to
+    /// its frame, then the next group.
+    pub(super) fn vbarrier(&mut self, pc: u32) {
+        let k = self.bar_index(pc);
+        let tv = self.tbase();
+        let area = self.area(tv);
+        let live = self.live_at(pc + 1);
+        self.group_store(area, &live);
+        self.set_header(area, ALL_LANES);
+        self.arrive(k);
+        let vhead = self.vs().head;
+        let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
+        self.b.def_var(self.t, t4);
+        self.b.ins().jump(vhead, &[]);
+    }
+
+    /// A lane going on alone reaching barrier `pc`: its values live after it to its
+    /// place in its group's frame, the lane marked as waiting there, then the next
+    /// lane (or group).
+    pub(super) fn lane_barrier(&mut self, pc: u32) {
+        let k = self.bar_index(pc);
+        let live = self.live_at(pc + 1);
+        self.lane_store(&live);
+        let first = self.group_first();
+        let area = self.area(first);
+        let off = self.header_off();
+        let h = self.b.ins().load(I32, trusted(), area, off);
+        let bit = self.lane_bit();
+        let h = self.b.ins().bor(h, bit);
+        self.b.ins().store(trusted(), h, area, off);
+        self.arrive(k);
+        let (rend, resume, vhead) = (self.vs().rend, self.vs().resume, self.vs().head);
+        let tv = self.b.use_var(self.t);
+        let t1 = self.b.ins().iadd_imm(tv, 1);
+        self.b.def_var(self.t, t1);
+        let end = self.b.use_var(rend);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
+        self.b.ins().brif(more, resume, &[], vhead, &[]);
+    }
+
+    fn bar_index(&mut self, pc: u32) -> usize {
+        self.vs()
+            .bars
+            .iter()
+            .position(|&b| b == pc)
+            .expect("every barrier is in `bars`")
+    }
+
+    /// Barrier `k` reached in this phase: every group must reach the same one
+    /// (`phases::aligned` proved it; the function fails if not).
+    fn arrive(&mut self, k: usize) {
+        let bar_at = self.vs().bar_at;
+        let x = self.b.use_var(bar_at);
+        let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
+        let same = self.b.ins().icmp_imm(IntCC::Equal, x, k as i64);
+        let ok = self.b.ins().bor(none, same);
+        let cont = self.b.create_block();
+        self.b.ins().brif(ok, cont, &[], self.fail_blk, &[]);
+        self.b.switch_to_block(cont);
+        let kv = self.b.ins().iconst(I32, k as i64);
+        self.b.def_var(bar_at, kv);
+    }
+
+    /// Load or store `i` of the four lanes' consecutive values at host address `p`.
+    fn vaccess(&mut self, i: &Inst, p: Value) {
+        let flags = MemFlags::new();
+        match &i.op {
+            Op::Ld {
+                d,
+                sext,
+                dmask,
+                size,
+                ..
+            } => {
+                if *size == 4 {
+                    let x = self.b.ins().load(I32X4, flags, p, 0);
+                    self.vset_loaded(d[0], *sext, *dmask, Ok(x));
+                } else {
+                    let v = (
+                        self.b.ins().load(I64X2, flags, p, 0),
+                        self.b.ins().load(I64X2, flags, p, 16),
+                    );
+                    self.vset_loaded(d[0], *sext, *dmask, Err(v));
+                }
+            }
+            Op::St { s, size, .. } => {
+                if *size == 4 {
+                    let x = self.vn(s[0]);
+                    self.b.ins().store(flags, x, p, 0);
+                } else {
+                    let v = self.vw(s[0]);
+                    self.b.ins().store(flags, v.0, p, 0);
+                    self.b.ins().store(flags, v.1, p, 16);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Register `d` of a load from its four lanes' values: 4-byte ones as an `i32x4`
+    /// (`Ok`), 8-byte ones as two `i64x2` (`Err`); sign-extended (`sext`) and masked
+    /// (`dmask`) as the one-thread code does.
+    fn vset_loaded(&mut self, d: R, sext: bool, dmask: u64, x: Result<Value, V2>) {
+        match x {
+            Ok(x) if self.is_narrow(d) => {
+                let x = self.nmasked(x, dmask.count_ones().min(32));
+                self.set_n(d, x);
+            }
+            Ok(x) => {
+                let v = self.widen(x, sext);
+                let v = self.wmasked(v, dmask.count_ones());
+                self.set_w(d, v);
+            }
+            Err(v) => {
+                let v = self.wmasked(v, dmask.count_ones());
+                self.set_w(d, v);
+            }
+        }
+    }
+
+    /// A shared-memory load or store of one 4- or 8-byte value per lane (at `a + off`,
+    /// each lane's address a shared window address or an offset, as the one-thread
+    /// code takes them): when every lane's access is inside the block's shared memory
+    /// and aligned, one access of the four values where they are consecutive, else
+    /// one per lane; when not, the lanes part here (the one-thread code reports the
+    /// fault).
+    fn vshared(&mut self, i: &Inst, pc: u32, size: u64, a: R, off: i64) {
+        let av = self.vw(a);
+        let addr = if off == 0 {
+            av
+        } else {
+            let o = self.vsplat(off as u64);
+            self.both(av, |l, x| l.b.ins().iadd(x, o))
+        };
+        // Whether the lanes are consecutive, or all the same (found once for the
+        // accesses of a block that share them: the same register, or the same
+        // offsets from a register the same in every lane, whatever the immediate).
+        let lanes = match self.vs().split[a as usize] {
+            Some((_, o)) => o,
+            None => av,
+        };
+        let consecutive = self.consecutive(lanes, size);
+        let same = self.consecutive(lanes, 0);
+        // The first lane's offset in shared memory: its address's in the window, or
+        // the address itself; the group's accesses fit when it is below the window's
+        // size (no overflow below) and they end inside the block's shared memory.
+        let a0 = self.b.ins().extractlane(addr.0, 0);
+        let d = self
+            .b
+            .ins()
+            .iadd_imm(a0, SHARED_WINDOW.wrapping_neg() as i64);
+        let in_win = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::UnsignedLessThan, d, WINDOW_SIZE as i64);
+        let o0 = self.b.ins().select(in_win, d, a0);
+        let small = self
+            .b
+            .ins()
+            .icmp_imm(IntCC::UnsignedLessThan, o0, WINDOW_SIZE as i64);
+        let misaligned = self.b.ins().band_imm(a0, (size - 1) as i64);
+        let aligned = self.b.ins().icmp_imm(IntCC::Equal, misaligned, 0);
+        let ok0 = self.b.ins().band(small, aligned);
+        let fits = |l: &mut Self, bytes: u64| {
+            let e = l.b.ins().iadd_imm(o0, bytes as i64);
+            let f =
+                l.b.ins()
+                    .icmp(IntCC::UnsignedLessThanOrEqual, e, l.f.shared_len);
+            l.b.ins().band(ok0, f)
+        };
+        let (fast, other, bcast, general, gather, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let group_fits = fits(self, LANES * size);
+        let fast_ok = self.b.ins().band(consecutive, group_fits);
+        self.b.ins().brif(fast_ok, fast, &[], other, &[]);
+
+        self.b.switch_to_block(fast);
+        let p = self.b.ins().iadd(self.f.shared, o0);
+        self.vaccess(i, p);
+        self.b.ins().jump(done, &[]);
+
+        // Every lane the same address: a load loads once (a store stores the last
+        // lane's value, as lanes in order do).
+        self.b.switch_to_block(other);
+        let one_fits = fits(self, size);
+        let bcast_ok = self.b.ins().band(same, one_fits);
+        self.b.ins().brif(bcast_ok, bcast, &[], general, &[]);
+        self.b.switch_to_block(bcast);
+        let p = self.b.ins().iadd(self.f.shared, o0);
+        let flags = MemFlags::new();
+        match &i.op {
+            Op::Ld { d, sext, dmask, .. } => {
+                if size == 4 {
+                    let y = self.b.ins().load(I32, flags, p, 0);
+                    let x = self.b.ins().splat(I32X4, y);
+                    self.vset_loaded(d[0], *sext, *dmask, Ok(x));
+                } else {
+                    let y = self.b.ins().load(I64, flags, p, 0);
+                    let x = self.b.ins().splat(I64X2, y);
+                    self.vset_loaded(d[0], *sext, *dmask, Err((x, x)));
+                }
+            }
+            Op::St { s, .. } => {
+                if size == 4 {
+                    let x = self.vn(s[0]);
+                    let y = self.b.ins().extractlane(x, LANES as u8 - 1);
+                    self.b.ins().store(flags, y, p, 0);
+                } else {
+                    let v = self.vw(s[0]);
+                    let y = self.b.ins().extractlane(v.1, 1);
+                    self.b.ins().store(flags, y, p, 0);
+                }
+            }
+            _ => {}
+        }
+        self.b.ins().jump(done, &[]);
+
+        // Else each lane's offset (negative or past the end when its address is
+        // neither a window address nor an offset), all checked at once.
+        self.b.switch_to_block(general);
+        let win = self.vsplat(SHARED_WINDOW);
+        let wsize = self.vsplat(WINDOW_SIZE);
+        let ofs = self.both(addr, |l, x| {
+            let d = l.b.ins().isub(x, win);
+            let in_win = l.b.ins().icmp(IntCC::UnsignedLessThan, d, wsize);
+            l.b.ins().bitselect(in_win, d, x)
+        });
+        let lim = self.b.ins().iadd_imm(self.f.shared_len, 1 - size as i64);
+        let lim = self.b.ins().splat(I64X2, lim);
+        let neg = self.vsplat(u64::MAX);
+        let align = self.vsplat(size - 1);
+        let zero = self.vsplat(0);
+        let ok = self.both2(ofs, addr, |l, o, x| {
+            let nonneg = l.b.ins().icmp(IntCC::SignedGreaterThan, o, neg);
+            let below = l.b.ins().icmp(IntCC::SignedLessThan, o, lim);
+            let m = l.b.ins().band(x, align);
+            let aligned = l.b.ins().icmp(IntCC::Equal, m, zero);
+            let ok = l.b.ins().band(nonneg, below);
+            l.b.ins().band(ok, aligned)
+        });
+        let ok = self.b.ins().band(ok.0, ok.1);
+        let all_ok = self.b.ins().vall_true(ok);
+        self.b.ins().brif(all_ok, gather, &[], slow, &[]);
+
+        // One access per lane.
+        self.b.switch_to_block(gather);
+        let ps: Vec<Value> = (0..LANES as u8)
+            .map(|k| {
+                let half = if k < 2 { ofs.0 } else { ofs.1 };
+                let o = self.b.ins().extractlane(half, k % 2);
+                self.b.ins().iadd(self.f.shared, o)
+            })
+            .collect();
+        let flags = MemFlags::new();
+        match &i.op {
+            Op::Ld { d, sext, dmask, .. } => {
+                if size == 4 {
+                    let mut x = self.nsplat(0);
+                    for (k, &p) in ps.iter().enumerate() {
+                        let y = self.b.ins().load(I32, flags, p, 0);
+                        x = self.b.ins().insertlane(x, y, k as u8);
+                    }
+                    self.vset_loaded(d[0], *sext, *dmask, Ok(x));
+                } else {
+                    let mut v = (self.vsplat(0), self.vsplat(0));
+                    for (k, &p) in ps.iter().enumerate() {
+                        let y = self.b.ins().load(I64, flags, p, 0);
+                        if k < 2 {
+                            v.0 = self.b.ins().insertlane(v.0, y, k as u8);
+                        } else {
+                            v.1 = self.b.ins().insertlane(v.1, y, k as u8 - 2);
+                        }
+                    }
+                    self.vset_loaded(d[0], *sext, *dmask, Err(v));
+                }
+            }
+            Op::St { s, .. } => {
+                if size == 4 {
+                    let x = self.vn(s[0]);
+                    for (k, &p) in ps.iter().enumerate() {
+                        let y = self.b.ins().extractlane(x, k as u8);
+                        self.b.ins().store(flags, y, p, 0);
+                    }
+                } else {
+                    let v = self.vw(s[0]);
+                    for (k, &p) in ps.iter().enumerate() {
+                        let half = if k < 2 { v.0 } else { v.1 };
+                        let y = self.b.ins().extractlane(half, k as u8 % 2);
+                        self.b.ins().store(flags, y, p, 0);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.b.ins().jump(done, &[]);
+
         self.b.set_cold_block(slow);
         self.b.switch_to_block(slow);
         self.part(pc, None);
