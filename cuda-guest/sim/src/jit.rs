@@ -10,12 +10,13 @@
 //! time from where they disagree), else each thread in turn, from its start to its
 //! exit, its registers Cranelift variables (machine registers). Threads do not run a
 //! warp's 32 together, so the kernels taken are those whose result cannot depend on a
-//! warp's lanes running together or on other threads' progress (see [`compile`]'s
-//! refusals): no barriers, no warp-wide operations or `bar.warp.sync`, no loads or
-//! stores with a memory order (spin waits, warp-synchronous exchanges through
-//! `volatile`). Kernels with barriers stay the interpreter's: run a thread at a time,
-//! each phase between barriers pays per thread what the interpreter pays per warp
-//! (measured: a block reduction and a tiled matmul ran 1.7x and 1.9x slower compiled).
+//! warp's lanes running together (see [`compile`]'s refusals): no warp-wide operations
+//! or `bar.warp.sync`, no loads or stores with a memory order (spin waits,
+//! warp-synchronous exchanges through `volatile`). Barriers are taken where every
+//! thread that has not exited reaches them ([`phases`]): the four-lane code runs the
+//! block phase by phase, each group to the barrier and then the next, as the
+//! interpreter runs warp after warp; other barriers stay the interpreter's, which
+//! reports a divergent one.
 //!
 //! What stays the interpreter's: every memory access is checked (the fast path compares
 //! the address with the allocation its instruction hit last, anything else asks the
@@ -330,7 +331,11 @@ pub(crate) fn compile(prog: &Program, h: &Helpers) -> Result<Kernel, String> {
     if let Some(i) = barrier {
         // Only the four-lane code runs barriers, and only those every thread reaches.
         if !four {
-            return Err(format!("a barrier (PTX line {})", i.line));
+            return Err(format!(
+                "a barrier (PTX line {}) in a kernel not run four threads at a time (only \
+                 that code runs barriers)",
+                i.line
+            ));
         }
         phases::aligned(prog, &uniform_regs(prog).0)?;
     }

@@ -5,7 +5,9 @@
 //! integer, float and comparison operations run on the four lanes at once. A global load
 //! or store whose four addresses are consecutive, and inside the allocation the
 //! instruction hit last, is checked once and moves the four values together (a load
-//! whose lanes share one address loads once). Other instructions run lane by lane
+//! whose lanes share one address loads once); a shared-memory one is checked against
+//! the block's shared memory, and made once, or once per lane. Barriers: see
+//! [`super::phases`]. Other instructions run lane by lane
 //! through the one-thread code's own lowering (`Lower::guarded`, the lanes' values moved
 //! in and out), so this adds no semantics of its own.
 //!
