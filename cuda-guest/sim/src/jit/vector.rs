@@ -195,6 +195,14 @@ enum Var4 {
     W(Variable, Variable),
 }
 
+/// A value of the four-lane state a group's area holds: a register (and how its lanes
+/// are held), or a predicate (an `i32x4` lane mask; 0 or -1 per lane).
+#[derive(Clone, Copy)]
+enum Held {
+    Reg(R, Var4),
+    Pred(u32),
+}
+
 /// Four 64-bit lanes (`i64x2` each half).
 type V2 = (Value, Value);
 
@@ -895,109 +903,89 @@ impl Lower<'_> {
         v.live[(pc as usize).min(v.live.len() - 1)].clone()
     }
 
-    /// Whether the `k`-th value of the four-lane state is in `live`.
-    fn in_live(live: &[u64], k: usize) -> bool {
-        live[k / 64] >> (k % 64) & 1 == 1
-    }
-
-    /// The group's registers and predicates (those `live`) to `area`, four lanes each.
-    fn group_store(&mut self, area: Value, live: &[u64]) {
+    /// The values of the four-lane state in a group's area, those `live` (bits by
+    /// index, `live_at`) or, without it, all, with their offsets there: 32 bytes each,
+    /// `spill_regs` then `spill_preds`.
+    fn held(&mut self, live: Option<&[u64]>) -> Vec<(Held, i32)> {
         let regs = self.vs().spill_regs.clone();
         let preds = self.vs().spill_preds.clone();
-        for (k, &r) in regs.iter().enumerate() {
-            if !Self::in_live(live, k) {
-                continue;
-            }
-            let off = 32 * k as i32;
-            match self.var4(r) {
-                Var4::N(v) => {
-                    let x = self.b.use_var(v);
-                    self.b.ins().store(trusted(), x, area, off);
-                }
-                Var4::W(lo, hi) => {
-                    let (a, b) = (self.b.use_var(lo), self.b.use_var(hi));
-                    self.b.ins().store(trusted(), a, area, off);
-                    self.b.ins().store(trusted(), b, area, off + 16);
-                }
-            }
+        let keep = |k: usize| live.is_none_or(|l| l[k / 64] >> (k % 64) & 1 == 1);
+        let mut out = vec![];
+        for (k, &r) in regs.iter().enumerate().filter(|(k, _)| keep(*k)) {
+            out.push((Held::Reg(r, self.var4(r)), 32 * k as i32));
         }
         for (k, &p) in preds.iter().enumerate() {
-            if !Self::in_live(live, regs.len() + k) {
-                continue;
+            if keep(regs.len() + k) {
+                out.push((Held::Pred(p), 32 * (regs.len() + k) as i32));
             }
-            let m = self.vpred(p);
-            self.b
-                .ins()
-                .store(trusted(), m, area, 32 * (regs.len() + k) as i32);
+        }
+        out
+    }
+
+    /// The group's values `live` to `area`, four lanes each.
+    fn group_store(&mut self, area: Value, live: &[u64]) {
+        for (h, off) in self.held(Some(live)) {
+            let store = |l: &mut Self, v: Variable, off: i32| {
+                let x = l.b.use_var(v);
+                l.b.ins().store(trusted(), x, area, off);
+            };
+            match h {
+                Held::Reg(_, Var4::N(v)) => store(self, v, off),
+                Held::Reg(_, Var4::W(lo, hi)) => {
+                    store(self, lo, off);
+                    store(self, hi, off + 16);
+                }
+                Held::Pred(p) => {
+                    let m = self.vpred(p);
+                    self.b.ins().store(trusted(), m, area, off);
+                }
+            }
         }
     }
 
-    /// The group's registers and predicates (those `live`) from `area`.
+    /// The group's values `live` from `area`.
     fn group_load(&mut self, area: Value, live: &[u64]) {
-        let regs = self.vs().spill_regs.clone();
-        let preds = self.vs().spill_preds.clone();
-        for (k, &r) in regs.iter().enumerate() {
-            if !Self::in_live(live, k) {
-                continue;
-            }
-            let off = 32 * k as i32;
-            match self.var4(r) {
-                Var4::N(v) => {
-                    let x = self.b.ins().load(I32X4, trusted(), area, off);
+        for (h, off) in self.held(Some(live)) {
+            let load = |l: &mut Self, ty: Type, off: i32| l.b.ins().load(ty, trusted(), area, off);
+            match h {
+                Held::Reg(_, Var4::N(v)) => {
+                    let x = load(self, I32X4, off);
                     self.b.def_var(v, x);
                 }
-                Var4::W(lo, hi) => {
-                    let a = self.b.ins().load(I64X2, trusted(), area, off);
-                    let b = self.b.ins().load(I64X2, trusted(), area, off + 16);
+                Held::Reg(_, Var4::W(lo, hi)) => {
+                    let (a, b) = (load(self, I64X2, off), load(self, I64X2, off + 16));
                     self.b.def_var(lo, a);
                     self.b.def_var(hi, b);
                 }
+                Held::Pred(p) => {
+                    let m = load(self, I32X4, off);
+                    self.vset_pred(p, m);
+                }
             }
-        }
-        for (k, &p) in preds.iter().enumerate() {
-            if !Self::in_live(live, regs.len() + k) {
-                continue;
-            }
-            let m = self
-                .b
-                .ins()
-                .load(I32X4, trusted(), area, 32 * (regs.len() + k) as i32);
-            self.vset_pred(p, m);
         }
     }
 
-    /// A parted lane's registers and predicates (those `live`) to its place in its
-    /// group's area.
+    /// A parted lane's values `live` to its place in its group's area.
     fn lane_store(&mut self, live: &[u64]) {
         let (b4, b8) = self.lane_slots();
-        let regs = self.vs().spill_regs.clone();
-        let preds = self.vs().spill_preds.clone();
-        for (k, &r) in regs.iter().enumerate() {
-            if !Self::in_live(live, k) {
-                continue;
-            }
-            let off = 32 * k as i32;
-            let x = self.reg(r);
-            match self.var4(r) {
-                Var4::N(_) => {
+        for (h, off) in self.held(Some(live)) {
+            match h {
+                Held::Reg(r, Var4::N(_)) => {
+                    let x = self.reg(r);
                     let y = self.b.ins().ireduce(I32, x);
                     self.b.ins().store(trusted(), y, b4, off);
                 }
-                Var4::W(..) => {
+                Held::Reg(r, Var4::W(..)) => {
+                    let x = self.reg(r);
                     self.b.ins().store(trusted(), x, b8, off);
                 }
+                Held::Pred(p) => {
+                    let c = self.pred(p);
+                    let c = self.b.ins().uextend(I32, c);
+                    let m = self.b.ins().ineg(c);
+                    self.b.ins().store(trusted(), m, b4, off);
+                }
             }
-        }
-        for (k, &p) in preds.iter().enumerate() {
-            if !Self::in_live(live, regs.len() + k) {
-                continue;
-            }
-            let c = self.pred(p);
-            let c = self.b.ins().uextend(I32, c);
-            let m = self.b.ins().ineg(c);
-            self.b
-                .ins()
-                .store(trusted(), m, b4, 32 * (regs.len() + k) as i32);
         }
     }
 
@@ -1035,21 +1023,22 @@ impl Lower<'_> {
             }
         }
         let (b4, b8) = self.lane_slots();
-        let regs = self.vs().spill_regs.clone();
-        let preds = self.vs().spill_preds.clone();
-        for (k, &r) in regs.iter().enumerate() {
-            let off = 32 * k as i32;
-            let x = match self.var4(r) {
-                Var4::N(_) => self.b.ins().uload32(trusted(), b4, off),
-                Var4::W(..) => self.b.ins().load(I64, trusted(), b8, off),
-            };
-            self.set(r, x);
-        }
-        for (k, &p) in preds.iter().enumerate() {
-            let off = 32 * (regs.len() + k) as i32;
-            let x = self.b.ins().load(I32, trusted(), b4, off);
-            let c = self.b.ins().icmp_imm(IntCC::NotEqual, x, 0);
-            self.set_pred(p, c);
+        for (h, off) in self.held(None) {
+            match h {
+                Held::Reg(r, Var4::N(_)) => {
+                    let x = self.b.ins().uload32(trusted(), b4, off);
+                    self.set(r, x);
+                }
+                Held::Reg(r, Var4::W(..)) => {
+                    let x = self.b.ins().load(I64, trusted(), b8, off);
+                    self.set(r, x);
+                }
+                Held::Pred(p) => {
+                    let x = self.b.ins().load(I32, trusted(), b4, off);
+                    let c = self.b.ins().icmp_imm(IntCC::NotEqual, x, 0);
+                    self.set_pred(p, c);
+                }
+            }
         }
         // To where it parted (a chain of comparisons: a jump table's edges would
         // carry the restored values through blocks of their own).
