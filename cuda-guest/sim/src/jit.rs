@@ -1,7 +1,7 @@
 //! The compiling engine: a kernel's decoded instructions ([`Program`]) to native code
 //! through Cranelift, with the interpreter (`exec.rs`) kept as the reference and as the
 //! engine for every kernel this one does not take. `VMGPU_JIT_DUMP` (set to anything)
-//! prints each compiled kernel's Cranelift IR and machine code on standard error (and
+//! prints each compiled kernel's Cranelift IR (as built and optimized) and machine code on standard error (and
 //! the instructions its four-lane code runs lane by lane); `VMGPU_JIT_BIN=FILE` writes
 //! the last compiled kernel's machine code to FILE (for a profiler's offsets).
 //!
@@ -491,6 +491,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
         let _ = std::fs::write(path, c.code_buffer());
     }
     if dump {
+        eprintln!("; optimized IR of {}\n{}", prog.name, ctx.func.display());
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
             eprintln!("; machine code of {}\n{v}", prog.name);
         }

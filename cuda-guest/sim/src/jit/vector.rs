@@ -22,6 +22,7 @@
 use super::*;
 use cranelift_codegen::ir::types::{F32X4, F64X2, I32X4, I64X2, I8X16};
 use cranelift_codegen::ir::{ConstantData, Endianness, StackSlot, StackSlotData, StackSlotKind};
+use cranelift_frontend::Switch;
 
 /// Threads a group runs together.
 pub(super) const LANES: u64 = 4;
@@ -800,9 +801,8 @@ impl Lower<'_> {
         };
         // (One mask move: all four lanes' bits, or none.)
         let m = self.vpred(p);
-        let bits = self.b.ins().vhigh_bits(I32, m);
-        let all = self.b.ins().icmp_imm(IntCC::Equal, bits, 0b1111);
-        let any = self.b.ins().icmp_imm(IntCC::NotEqual, bits, 0);
+        let all = self.b.ins().vall_true(m);
+        let any = self.b.ins().vany_true(m);
         // With `neg`, the branch is taken where the predicate is false.
         let (if_all, if_none) = if neg { (fall, taken) } else { (taken, fall) };
         let (mixed, some) = (self.b.create_block(), self.b.create_block());
@@ -1208,22 +1208,19 @@ impl Lower<'_> {
         }
     }
 
-    /// To `targets[k]` where `x` (an i32) is `keys[k]` (a chain of comparisons; the
-    /// last taken without one).
+    /// To `targets[k]` where `x` (an i32) is `keys[k]` (the last taken for any other
+    /// value): a jump table where the keys are dense, else a search
+    /// (`cranelift_frontend::Switch`).
     fn dispatch(&mut self, x: Value, keys: &[u32], targets: &[Block]) {
-        for (k, (&key, &to)) in keys.iter().zip(targets).enumerate() {
-            if k + 1 == keys.len() {
-                self.b.ins().jump(to, &[]);
-            } else {
-                let is = self.b.ins().icmp_imm(IntCC::Equal, x, key as i64);
-                let next = self.b.create_block();
-                self.b.ins().brif(is, to, &[], next, &[]);
-                self.b.switch_to_block(next);
-            }
-        }
-        if keys.is_empty() {
+        let Some((&last, rest)) = targets.split_last() else {
             self.b.ins().jump(self.fail_blk, &[]);
+            return;
+        };
+        let mut sw = Switch::new();
+        for (&key, &to) in keys.iter().zip(rest) {
+            sw.set_entry(u128::from(key), to);
         }
+        sw.emit(&mut self.b, x, last);
     }
 
     /// One instruction (not a branch or exit) on the four lanes.
@@ -1802,8 +1799,7 @@ impl Lower<'_> {
         let m0 = self.b.ins().icmp(IntCC::Equal, v.0, e0);
         let m1 = self.b.ins().icmp(IntCC::Equal, v.1, e1);
         let m = self.b.ins().band(m0, m1);
-        let bits = self.b.ins().vhigh_bits(I32, m);
-        let c = self.b.ins().icmp_imm(IntCC::Equal, bits, 0b11);
+        let c = self.b.ins().vall_true(m);
         self.vs().consecutive.push((v.0, step, c));
         c
     }
