@@ -1,9 +1,10 @@
 //! The compiling engine: a kernel's decoded instructions ([`Program`]) to native code
 //! through Cranelift, with the interpreter (`exec.rs`) kept as the reference and as the
 //! engine for every kernel this one does not take. `VMGPU_JIT_DUMP` (set to anything)
-//! prints each compiled kernel's Cranelift IR (as built and optimized) and machine code on standard error (and
-//! the instructions its four-lane code runs lane by lane); `VMGPU_JIT_BIN=FILE` writes
-//! the last compiled kernel's machine code to FILE (for a profiler's offsets).
+//! prints each compiled kernel's Cranelift IR (as built, then optimized, with the loops
+//! Cranelift found) and machine code on standard error (and the instructions its
+//! four-lane code runs lane by lane); `VMGPU_JIT_BIN=FILE` writes the last compiled
+//! kernel's machine code to FILE (for a profiler's offsets).
 //!
 //! One function per kernel runs a whole block: its threads four at a time where that
 //! pays ([`vector`]: each register a vector of four lanes, the lanes going on one at a
@@ -492,6 +493,14 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     }
     if dump {
         eprintln!("; optimized IR of {}\n{}", prog.name, ctx.func.display());
+        // The loops Cranelift found (what it moves code out of, and where to).
+        for lp in ctx.loop_analysis.loops() {
+            let (h, parent) = (
+                ctx.loop_analysis.loop_header(lp),
+                ctx.loop_analysis.loop_parent(lp),
+            );
+            eprintln!("; {lp}: header {h}, in {parent:?}");
+        }
         if let Some(v) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
             eprintln!("; machine code of {}\n{v}", prog.name);
         }
