@@ -571,6 +571,15 @@ fn trusted() -> MemFlags {
     MemFlags::trusted()
 }
 
+/// A load of the threads' indices (`Ctx::tids`, written before the kernel runs, never
+/// while it runs): a pure value, which Cranelift drops where nothing uses it (a group
+/// resuming after a barrier) and may share. Its address depends on the thread index,
+/// which every pass of the groups' and threads' loops changes, so no code motion moves
+/// it out of them to where the index is past the block's threads.
+fn tids_flags() -> MemFlags {
+    MemFlags::trusted().with_readonly().with_can_move()
+}
+
 /// The width mask of `bits` bits.
 fn mask(bits: u32) -> u64 {
     if bits >= 64 {
@@ -827,7 +836,7 @@ impl<'a> Lower<'a> {
                     let p = *packed.get_or_insert_with(|| {
                         let a = self.b.ins().imul_imm(tv, 8);
                         let a = self.b.ins().iadd(tids, a);
-                        self.b.ins().load(I64, trusted(), a, 0)
+                        self.b.ins().load(I64, tids_flags(), a, 0)
                     });
                     let s = self.b.ins().ushr_imm(p, 16 * k as i64);
                     self.b.ins().band_imm(s, 0xffff)

@@ -21,7 +21,10 @@
 
 use super::*;
 use cranelift_codegen::ir::types::{F32X4, F64X2, I32X4, I64X2, I8X16};
-use cranelift_codegen::ir::{ConstantData, Endianness, StackSlot, StackSlotData, StackSlotKind};
+use cranelift_codegen::ir::{
+    ConstantData, Endianness, InstructionData, Opcode, StackSlot, StackSlotData, StackSlotKind,
+    ValueDef,
+};
 use cranelift_frontend::Switch;
 
 /// Threads a group runs together.
@@ -713,8 +716,8 @@ impl Lower<'_> {
                         let a = self.b.ins().imul_imm(tv, 8);
                         let a = self.b.ins().iadd(self.f.tids, a);
                         (
-                            self.b.ins().load(I64X2, trusted(), a, 0),
-                            self.b.ins().load(I64X2, trusted(), a, 16),
+                            self.b.ins().load(I64X2, tids_flags(), a, 0),
+                            self.b.ins().load(I64X2, tids_flags(), a, 16),
                         )
                     });
                     let pair = if k == 2 {
@@ -799,21 +802,51 @@ impl Lower<'_> {
             self.b.ins().jump(taken, &[]);
             return;
         };
-        // (One mask move: all four lanes' bits, or none.)
         let m = self.vpred(p);
-        let all = self.b.ins().vall_true(m);
-        let any = self.b.ins().vany_true(m);
         // With `neg`, the branch is taken where the predicate is false.
         let (if_all, if_none) = if neg { (fall, taken) } else { (taken, fall) };
         let (mixed, some) = (self.b.create_block(), self.b.create_block());
-        self.b.ins().brif(all, if_all, &[], some, &[]);
-        self.b.switch_to_block(some);
-        self.b.ins().brif(any, mixed, &[], if_none, &[]);
+        match self.not_equal_args(m) {
+            // Lanes that differ: tested through the lanes that are equal (x86 makes
+            // `icmp ne` of vectors as the complement of `icmp eq`, and the test of
+            // all or none then complements it again).
+            Some((a, b)) => {
+                let eq = self.b.ins().icmp(IntCC::Equal, a, b);
+                let any_eq = self.b.ins().vany_true(eq);
+                self.b.ins().brif(any_eq, some, &[], if_all, &[]);
+                self.b.switch_to_block(some);
+                let all_eq = self.b.ins().vall_true(eq);
+                self.b.ins().brif(all_eq, if_none, &[], mixed, &[]);
+            }
+            None => {
+                let all = self.b.ins().vall_true(m);
+                self.b.ins().brif(all, if_all, &[], some, &[]);
+                self.b.switch_to_block(some);
+                let any = self.b.ins().vany_true(m);
+                self.b.ins().brif(any, mixed, &[], if_none, &[]);
+            }
+        }
         self.b.set_cold_block(mixed);
         self.b.switch_to_block(mixed);
         let r = self.prog.ipdom.get(pc as usize).copied();
         let rejoin = r.filter(|r| self.v.as_ref().is_some_and(|v| v.rejoin_pcs.contains(r)));
         self.part(pc, rejoin);
+    }
+
+    /// The operands of `m` when it is a vector `icmp ne`.
+    fn not_equal_args(&self, m: Value) -> Option<(Value, Value)> {
+        let dfg = &self.b.func.dfg;
+        let ValueDef::Result(inst, _) = dfg.value_def(m) else {
+            return None;
+        };
+        match dfg.insts[inst] {
+            InstructionData::IntCompare {
+                opcode: Opcode::Icmp,
+                cond: IntCC::NotEqual,
+                args,
+            } if dfg.value_type(m).is_vector() => Some((args[0], args[1])),
+            _ => None,
+        }
     }
 
     /// The lanes part at instruction `pc`: their registers and predicates to the
@@ -1969,20 +2002,20 @@ impl Lower<'_> {
         let area = self.area(tv);
         let off = self.header_off();
         let h = self.b.ins().load(I32, trusted(), area, off);
-        let (skip, some, all, partial) = (
+        let (skip, other, all, partial) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        self.b.ins().brif(h, some, &[], skip, &[]);
+        let every = self.b.ins().icmp_imm(IntCC::Equal, h, ALL_LANES);
+        self.b.ins().brif(every, all, &[], other, &[]);
+        self.b.switch_to_block(other);
+        self.b.ins().brif(h, partial, &[], skip, &[]);
         self.b.switch_to_block(skip);
         let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
         self.b.def_var(self.t, t4);
         self.b.ins().jump(vhead, &[]);
-        self.b.switch_to_block(some);
-        let every = self.b.ins().icmp_imm(IntCC::Equal, h, ALL_LANES);
-        self.b.ins().brif(every, all, &[], partial, &[]);
 
         self.b.switch_to_block(all);
         self.vprelude(specials);
@@ -2067,11 +2100,13 @@ impl Lower<'_> {
     fn arrive(&mut self, k: usize) {
         let bar_at = self.vs().bar_at;
         let x = self.b.use_var(bar_at);
-        let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
+        // Every group after the phase's first finds it there.
         let same = self.b.ins().icmp_imm(IntCC::Equal, x, k as i64);
-        let ok = self.b.ins().bor(none, same);
-        let cont = self.b.create_block();
-        self.b.ins().brif(ok, cont, &[], self.fail_blk, &[]);
+        let (first, cont) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(same, cont, &[], first, &[]);
+        self.b.switch_to_block(first);
+        let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
+        self.b.ins().brif(none, cont, &[], self.fail_blk, &[]);
         self.b.switch_to_block(cont);
         let kv = self.b.ins().iconst(I32, k as i64);
         self.b.def_var(bar_at, kv);
