@@ -946,10 +946,8 @@ impl<'a> Lower<'a> {
         match &self.v {
             // The next lane of a group whose lanes parted, else the next group.
             Some(v) => {
-                let (rend, resume, vhead) = (v.rend, v.resume, v.head);
-                let end = self.b.use_var(rend);
-                let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
-                self.b.ins().brif(more, resume, &[], vhead, &[]);
+                let vhead = v.head;
+                self.b.ins().jump(vhead, &[]);
             }
             None => {
                 self.b.ins().jump(head, &[]);
@@ -987,8 +985,21 @@ impl<'a> Lower<'a> {
             let v = self.v.as_ref().expect("four-lane state");
             (v.head, v.exit)
         };
+        // Every way from one lane or group to the next comes here: the lanes of a
+        // group that parted, each in turn (`resume`), then the next group. So the
+        // groups' loop is the one loop around the code (besides the kernel's own), and
+        // Cranelift computes what no group changes before it, not in it.
         self.b.switch_to_block(vhead);
         let tv = self.b.use_var(self.t);
+        let (rend, resume) = {
+            let v = self.v.as_ref().expect("four-lane state");
+            (v.rend, v.resume)
+        };
+        let lanes_end = self.b.use_var(rend);
+        let lanes_left = self.b.ins().icmp(IntCC::UnsignedLessThan, tv, lanes_end);
+        let group = self.b.create_block();
+        self.b.ins().brif(lanes_left, resume, &[], group, &[]);
+        self.b.switch_to_block(group);
         let end = self.b.ins().iadd_imm(tv, vector::LANES as i64);
         let fits = self
             .b

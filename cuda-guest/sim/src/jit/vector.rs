@@ -880,7 +880,7 @@ impl Lower<'_> {
     /// The lanes `alive_bits` of the group starting at thread `t`, their values in
     /// its area, go on alone from `resume_pcs[idx]` until `rejoin` (or their exit).
     fn start_parted(&mut self, idx: usize, rejoin: Option<u32>, alive_bits: Value) {
-        let (rpc, rend, resume) = (self.vs().rpc, self.vs().rend, self.vs().resume);
+        let (rpc, rend, vhead) = (self.vs().rpc, self.vs().rend, self.vs().head);
         let iv = self.b.ins().iconst(I32, idx as i64);
         self.b.def_var(rpc, iv);
         let (rjoin, parked, alive) = (self.vs().rjoin, self.vs().parked, self.vs().alive);
@@ -895,7 +895,7 @@ impl Lower<'_> {
         let tv = self.tbase();
         let end = self.b.ins().iadd_imm(tv, LANES as i64);
         self.b.def_var(rend, end);
-        self.b.ins().jump(resume, &[]);
+        self.b.ins().jump(vhead, &[]);
     }
 
     /// The area of the group starting at thread `first`: its registers and predicates
@@ -1026,15 +1026,14 @@ impl Lower<'_> {
     /// specials and prologue as at a thread's start, its registers and predicates
     /// from the stack area, then the one-thread code from where it parted.
     pub(super) fn resume(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
-        let (resume, rend, alive, vhead) = {
+        let (resume, alive, vhead) = {
             let v = self.vs();
-            (v.resume, v.rend, v.alive, v.head)
+            (v.resume, v.alive, v.head)
         };
         self.b.switch_to_block(resume);
         // A lane that has exited, while the others go on from where they came
         // together, is passed over.
         let tv = self.b.use_var(self.t);
-        let end = self.b.use_var(rend);
         let lane = self.lane();
         let lane = self.b.ins().ireduce(I32, lane);
         let bits = self.b.use_var(alive);
@@ -1045,8 +1044,7 @@ impl Lower<'_> {
         self.b.switch_to_block(skip);
         let t1 = self.b.ins().iadd_imm(tv, 1);
         self.b.def_var(self.t, t1);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
-        self.b.ins().brif(more, resume, &[], vhead, &[]);
+        self.b.ins().jump(vhead, &[]);
         self.b.switch_to_block(go);
         let tv = self.b.use_var(self.t);
         self.prelude(specials, true, tv);
@@ -1157,10 +1155,10 @@ impl Lower<'_> {
     /// group goes on four lanes at a time from there when every lane has come (else
     /// those that have go on alone from there).
     pub(super) fn park_and_rejoin(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
-        let (park, rejoin, rend, parked, alive, rjoin, resume, rpc) = {
+        let (park, rejoin, rend, parked, alive, rjoin, vhead, rpc) = {
             let v = self.vs();
             (
-                v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.resume, v.rpc,
+                v.park, v.rejoin, v.rend, v.parked, v.alive, v.rjoin, v.head, v.rpc,
             )
         };
         if self.vs().rejoin_pcs.is_empty() {
@@ -1185,7 +1183,7 @@ impl Lower<'_> {
         let t1 = self.b.ins().iadd_imm(tv, 1);
         self.b.def_var(self.t, t1);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
-        self.b.ins().brif(more, resume, &[], rejoin, &[]);
+        self.b.ins().brif(more, vhead, &[], rejoin, &[]);
 
         self.b.switch_to_block(rejoin);
         let end = self.b.use_var(rend);
@@ -1237,7 +1235,7 @@ impl Lower<'_> {
             self.b.switch_to_block(blk);
             let iv = self.b.ins().iconst(I32, idx as i64);
             self.b.def_var(rpc, iv);
-            self.b.ins().jump(resume, &[]);
+            self.b.ins().jump(vhead, &[]);
         }
     }
 
@@ -2078,13 +2076,11 @@ impl Lower<'_> {
         let h = self.b.ins().bor(h, bit);
         self.b.ins().store(trusted(), h, area, off);
         self.arrive(k);
-        let (rend, resume, vhead) = (self.vs().rend, self.vs().resume, self.vs().head);
+        let vhead = self.vs().head;
         let tv = self.b.use_var(self.t);
         let t1 = self.b.ins().iadd_imm(tv, 1);
         self.b.def_var(self.t, t1);
-        let end = self.b.use_var(rend);
-        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, t1, end);
-        self.b.ins().brif(more, resume, &[], vhead, &[]);
+        self.b.ins().jump(vhead, &[]);
     }
 
     fn bar_index(&mut self, pc: u32) -> usize {
