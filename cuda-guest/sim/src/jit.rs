@@ -995,7 +995,7 @@ impl<'a> Lower<'a> {
             let v = self.v.as_ref().expect("four-lane state");
             (v.rend, v.resume)
         };
-        let lanes_end = self.b.use_var(rend);
+        let lanes_end = self.get(rend);
         let lanes_left = self.b.ins().icmp(IntCC::UnsignedLessThan, tv, lanes_end);
         let group = self.b.create_block();
         self.b.ins().brif(lanes_left, resume, &[], group, &[]);
