@@ -1022,7 +1022,7 @@ impl<'a> Lower<'a> {
         let resumed = self.b.create_block();
         if barriers {
             let phase = self.vs().phase;
-            let ph = self.b.use_var(phase);
+            let ph = self.get(phase);
             let fresh = self.b.create_block();
             self.b.ins().brif(ph, resumed, &[], fresh, &[]);
             self.b.switch_to_block(fresh);

@@ -267,14 +267,15 @@ pub(super) struct VecState {
     /// The phase the groups run: 0 from the start, `k + 1` from after barrier
     /// `bars[k]`; and the barrier the groups have reached in this one (its index,
     /// [`NO_BARRIER`] while none has).
-    pub phase: Variable,
-    pub bar_at: Variable,
+    pub phase: Cell,
+    pub bar_at: Cell,
 }
 
 /// `bar_at` before any group has reached a barrier in a phase.
 pub(super) const NO_BARRIER: i64 = -1;
 
-/// A value of the parted lanes' state (`rpc`, `rend`, `rjoin`, `parked`, `alive`): a
+/// A value of the parted lanes' state (`rpc`, `rend`, `rjoin`, `parked`, `alive`) or of
+/// the phases (`phase`, `bar_at`): a
 /// Cranelift variable, or in a kernel with barriers a place in the function's stack
 /// frame. There a group passes the groups' loop head once per phase, and as variables
 /// the loop carried them and the register allocator moved them on every pass, though
@@ -393,16 +394,26 @@ impl Lower<'_> {
         let narrow = narrow_regs(prog, &uniform, uniform_prologue);
         let bars = phases::barriers(prog);
         // (Measured: in the memory with barriers, in variables without.)
+        const CELLS: u32 = 7;
         let parted = (!bars.is_empty()).then(|| {
-            self.b
-                .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 24, 3))
+            self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                8 * CELLS,
+                3,
+            ))
         });
-        let mut cell = |off: i32, ty: Type| match parted {
-            Some(slot) => Cell::Mem { slot, off, ty },
-            None => Cell::Var(self.b.declare_var(ty)),
+        // Cell `k` at 8 k bytes.
+        let mut cell = |k: u32, ty: Type| match parted {
+            Some(slot) if k < CELLS => Cell::Mem {
+                slot,
+                off: 8 * k as i32,
+                ty,
+            },
+            _ => Cell::Var(self.b.declare_var(ty)),
         };
-        let (rend, rpc) = (cell(0, I64), cell(8, I32));
-        let (rjoin, parked, alive) = (cell(12, I32), cell(16, I32), cell(20, I32));
+        let (rend, rpc) = (cell(0, I64), cell(1, I32));
+        let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
+        let (phase, bar_at) = (cell(5, I32), cell(6, I32));
         let mut rejoin_pcs = vec![];
         for (pc, i) in prog.insts.iter().enumerate() {
             // (Not where the lanes would only exit together.)
@@ -433,8 +444,8 @@ impl Lower<'_> {
             frame: (!bars.is_empty()).then_some(size + 16),
             bars,
             live,
-            phase: self.b.declare_var(I32),
-            bar_at: self.b.declare_var(I32),
+            phase,
+            bar_at,
             regs: vec![None; prog.nregs as usize],
             preds: vec![None; prog.npreds as usize],
             uniform,
@@ -1992,9 +2003,9 @@ impl Lower<'_> {
         let Some(v) = self.v.as_ref() else { return };
         let (phase, bar_at) = (v.phase, v.bar_at);
         let z = self.b.ins().iconst(I32, 0);
-        self.b.def_var(phase, z);
+        self.put(phase, z);
         let none = self.b.ins().iconst(I32, NO_BARRIER);
-        self.b.def_var(bar_at, none);
+        self.put(bar_at, none);
     }
 
     /// Every group has run the phase: the block's threads are done when none reached
@@ -2005,15 +2016,15 @@ impl Lower<'_> {
             (v.phase, v.bar_at, v.head)
         };
         self.vs_reset();
-        let x = self.b.use_var(bar_at);
+        let x = self.get(bar_at);
         let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
         let next = self.b.create_block();
         self.b.ins().brif(none, done, &[], next, &[]);
         self.b.switch_to_block(next);
         let p = self.b.ins().iadd_imm(x, 1);
-        self.b.def_var(phase, p);
+        self.put(phase, p);
         let none = self.b.ins().iconst(I32, NO_BARRIER);
-        self.b.def_var(bar_at, none);
+        self.put(bar_at, none);
         let zero = self.b.ins().iconst(I64, 0);
         self.b.def_var(self.t, zero);
         self.b.ins().jump(vhead, &[]);
@@ -2058,7 +2069,7 @@ impl Lower<'_> {
                 self.vinst(i, PROLOGUE | k as u32);
             }
         }
-        let ph = self.b.use_var(phase);
+        let ph = self.get(phase);
         let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
         self.dispatch(ph, &keys, &targets);
         for (&pc, &blk) in bars.iter().zip(&targets) {
@@ -2071,7 +2082,7 @@ impl Lower<'_> {
 
         self.b.switch_to_block(partial);
         self.set_header(area, 0);
-        let ph = self.b.use_var(phase);
+        let ph = self.get(phase);
         let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
         self.dispatch(ph, &keys, &targets);
         for (&pc, &blk) in bars.iter().zip(&targets) {
@@ -2131,17 +2142,17 @@ impl Lower<'_> {
     /// (`phases::aligned` proved it; the function fails if not).
     fn arrive(&mut self, k: usize) {
         let bar_at = self.vs().bar_at;
-        let x = self.b.use_var(bar_at);
+        let x = self.get(bar_at);
         // Every group after the phase's first finds it there.
         let same = self.b.ins().icmp_imm(IntCC::Equal, x, k as i64);
         let (first, cont) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(same, cont, &[], first, &[]);
         self.b.switch_to_block(first);
+        let kv = self.b.ins().iconst(I32, k as i64);
+        self.put(bar_at, kv);
         let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
         self.b.ins().brif(none, cont, &[], self.fail_blk, &[]);
         self.b.switch_to_block(cont);
-        let kv = self.b.ins().iconst(I32, k as i64);
-        self.b.def_var(bar_at, kv);
     }
 
     /// Load or store `i` of the four lanes' consecutive values at host address `p`.
