@@ -981,9 +981,9 @@ impl<'a> Lower<'a> {
         head: Block,
     ) {
         let prog = self.prog;
-        let (vhead, vexit) = {
+        let (vhead, vexit, rend, resume) = {
             let v = self.v.as_ref().expect("four-lane state");
-            (v.head, v.exit)
+            (v.head, v.exit, v.rend, v.resume)
         };
         // Every way from one lane or group to the next comes here: the lanes of a
         // group that parted, each in turn (`resume`), then the next group. So the
@@ -991,10 +991,6 @@ impl<'a> Lower<'a> {
         // Cranelift computes what no group changes before it, not in it.
         self.b.switch_to_block(vhead);
         let tv = self.b.use_var(self.t);
-        let (rend, resume) = {
-            let v = self.v.as_ref().expect("four-lane state");
-            (v.rend, v.resume)
-        };
         let lanes_end = self.get(rend);
         let lanes_left = self.b.ins().icmp(IntCC::UnsignedLessThan, tv, lanes_end);
         let group = self.b.create_block();

@@ -2039,9 +2039,7 @@ impl Lower<'_> {
         specials: &[u32],
         uniform_prologue: &[bool],
     ) {
-        let (phase, vhead) = (self.vs().phase, self.vs().head);
-        let bars = self.vs().bars.clone();
-        let keys: Vec<u32> = (1..=bars.len() as u32).collect();
+        let vhead = self.vs().head;
         self.b.switch_to_block(resumed);
         let tv = self.tbase();
         let area = self.area(tv);
@@ -2069,26 +2067,33 @@ impl Lower<'_> {
                 self.vinst(i, PROLOGUE | k as u32);
             }
         }
-        let ph = self.get(phase);
-        let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
-        self.dispatch(ph, &keys, &targets);
-        for (&pc, &blk) in bars.iter().zip(&targets) {
-            self.b.switch_to_block(blk);
-            let live = self.live_at(pc + 1);
-            self.group_load(area, &live);
-            let to = self.vblock_at(pc as usize + 1);
-            self.b.ins().jump(to, &[]);
-        }
+        self.by_phase(|l, pc| {
+            let live = l.live_at(pc + 1);
+            l.group_load(area, &live);
+            let to = l.vblock_at(pc as usize + 1);
+            l.b.ins().jump(to, &[]);
+        });
 
         self.b.switch_to_block(partial);
         self.set_header(area, 0);
+        self.by_phase(|l, pc| {
+            let idx = l.resume_index(pc + 1);
+            l.start_parted(idx, None, h);
+        });
+    }
+
+    /// On to one block per barrier, the one the phase starts after (phase k: after
+    /// barrier k - 1), each filled by `then(self, the barrier's pc)`.
+    fn by_phase(&mut self, mut then: impl FnMut(&mut Self, u32)) {
+        let bars = self.vs().bars.clone();
+        let keys: Vec<u32> = (1..=bars.len() as u32).collect();
+        let phase = self.vs().phase;
         let ph = self.get(phase);
         let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
         self.dispatch(ph, &keys, &targets);
         for (&pc, &blk) in bars.iter().zip(&targets) {
             self.b.switch_to_block(blk);
-            let idx = self.resume_index(pc + 1);
-            self.start_parted(idx, None, h);
+            then(self, pc);
         }
     }
 
