@@ -973,6 +973,8 @@ impl<'a> Lower<'a> {
     /// Four threads at a time ([`vector`]): a group starts when four threads remain
     /// (else the one-thread loop at `head` runs the rest), runs the body on its four
     /// lanes, and at its exit counts their instructions and goes on with the next.
+    /// With barriers, the body is built once per phase, each with its own loop over
+    /// the groups ([`vector::PhaseCode`]).
     fn groups(
         &mut self,
         specials: &[u32],
@@ -981,73 +983,68 @@ impl<'a> Lower<'a> {
         head: Block,
     ) {
         let prog = self.prog;
-        let (vhead, vexit, rend, resume) = {
+        let (vhead, rend, resume, phase) = {
             let v = self.v.as_ref().expect("four-lane state");
-            (v.head, v.exit, v.rend, v.resume)
+            (v.head, v.rend, v.resume, v.phase)
         };
-        // Every way from one lane or group to the next comes here: the lanes of a
-        // group that parted, each in turn (`resume`), then the next group. So the
-        // groups' loop is the one loop around the code (besides the kernel's own), and
-        // Cranelift computes what no group changes before it, not in it.
+        let heads: Vec<Block> = self.vs().codes.iter().map(|c| c.head).collect();
+        let barriers = self.vs().frame.is_some();
+        // Where a parted group's lanes go, each in turn (`resume`), then the phase's
+        // next group.
         self.b.switch_to_block(vhead);
         let tv = self.b.use_var(self.t);
         let lanes_end = self.get(rend);
         let lanes_left = self.b.ins().icmp(IntCC::UnsignedLessThan, tv, lanes_end);
-        let group = self.b.create_block();
-        self.b.ins().brif(lanes_left, resume, &[], group, &[]);
-        self.b.switch_to_block(group);
-        let end = self.b.ins().iadd_imm(tv, vector::LANES as i64);
-        let fits = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, end, self.f.nthreads);
-        let (start, to_head) = (self.b.create_block(), self.b.create_block());
-        self.b.ins().brif(fits, start, &[], to_head, &[]);
-        // The threads past the last group run one at a time, none of them a lane
-        // that parted (and no state of parted lanes lives across the groups' loop).
-        // With barriers (a block of whole groups), the next phase starts here.
-        self.b.switch_to_block(to_head);
-        let barriers = self.v.as_ref().is_some_and(|v| v.frame.is_some());
+        let next = self.b.create_block();
+        self.b.ins().brif(lanes_left, resume, &[], next, &[]);
+        self.b.switch_to_block(next);
+        if barriers {
+            let ph = self.get(phase);
+            let keys: Vec<u32> = (0..heads.len() as u32).collect();
+            self.dispatch(ph, &keys, &heads);
+        } else {
+            self.b.ins().jump(heads[0], &[]);
+        }
+        // Past the last group: the threads past the last full group run one at a
+        // time, none of them a lane that parted (and no state of parted lanes lives
+        // across the groups' loop). With barriers (a block of whole groups), the next
+        // phase starts.
+        let end = self.b.create_block();
+        for (e, &h) in heads.iter().enumerate() {
+            self.vs().cur = e;
+            self.b.switch_to_block(h);
+            let tv = self.b.use_var(self.t);
+            let last = self.b.ins().iadd_imm(tv, vector::LANES as i64);
+            let fits = self
+                .b
+                .ins()
+                .icmp(IntCC::UnsignedLessThanOrEqual, last, self.f.nthreads);
+            let start = self.b.create_block();
+            self.b.ins().brif(fits, start, &[], end, &[]);
+            self.b.switch_to_block(start);
+            self.phase_start(specials, uniform_prologue);
+            self.walk(leaders, true);
+            let exit = self.vs().codes[e].exit;
+            self.b.switch_to_block(exit);
+            if barriers {
+                // A group that exited waits at no barrier.
+                let tv = self.b.use_var(self.t);
+                let area = self.area(tv);
+                self.set_header(area, 0);
+            }
+            self.count((prog.insts.len() + prog.prologue.len()) as u64 * vector::LANES);
+            self.tick_check(u32::MAX);
+            self.next_group();
+        }
+        self.b.switch_to_block(end);
         if barriers {
             self.phase_end(head);
         } else {
             self.vs_reset();
             self.b.ins().jump(head, &[]);
         }
-        self.b.switch_to_block(start);
-        let resumed = self.b.create_block();
-        if barriers {
-            let phase = self.vs().phase;
-            let ph = self.get(phase);
-            let fresh = self.b.create_block();
-            self.b.ins().brif(ph, resumed, &[], fresh, &[]);
-            self.b.switch_to_block(fresh);
-        }
-        self.vprelude(specials);
-        for (k, i) in prog.prologue.iter().enumerate() {
-            if !uniform_prologue[k] {
-                self.vinst(i, PROLOGUE | k as u32);
-            }
-        }
-        self.vbody(leaders);
-        self.b.switch_to_block(vexit);
-        if barriers {
-            // A group that exited waits at no barrier.
-            let tv = self.b.use_var(self.t);
-            let area = self.area(tv);
-            self.set_header(area, 0);
-        }
-        self.count((prog.insts.len() + prog.prologue.len()) as u64 * vector::LANES);
-        self.tick_check(u32::MAX);
-        let tv = self.b.use_var(self.t);
-        let t4 = self.b.ins().iadd_imm(tv, vector::LANES as i64);
-        self.b.def_var(self.t, t4);
-        self.b.ins().jump(vhead, &[]);
         self.resume(specials, uniform_prologue);
         self.park_and_rejoin(specials, uniform_prologue);
-        if barriers {
-            self.phase_resume(resumed, specials, uniform_prologue);
-        }
     }
 
     /// An instruction (not a branch, exit or barrier) where its guard holds.
@@ -1129,6 +1126,11 @@ impl<'a> Lower<'a> {
         let mut open = false;
         for (pc, i) in prog.insts.iter().enumerate() {
             if leaders[pc] {
+                if four && !self.in_phase(pc) {
+                    // Not the phase's code.
+                    open = false;
+                    continue;
+                }
                 let blk = self.block_of(pc, four);
                 if open {
                     self.b.ins().jump(blk, &[]);

@@ -7,6 +7,11 @@
 //! cannot depend on which thread runs ([`aligned`]: not inside a branch whose
 //! condition differs between the block's threads). Any other is the interpreter's,
 //! which reports a divergent one.
+//!
+//! The four-lane body is built once per phase: from pc 0, and from after each barrier,
+//! what a group may run until it reaches a barrier ([`reach`]), each with a loop over
+//! the groups of its own. A phase's loop then dispatches on nothing, and the register
+//! allocator keeps its values apart from the other phases'.
 
 use super::*;
 
@@ -116,6 +121,23 @@ pub(super) fn aligned(prog: &Program, uniform: &[bool]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The instructions of `prog`'s body a thread may run from `from` before it reaches a
+/// barrier (the barriers it reaches included): one phase's code.
+pub(super) fn reach(prog: &Program, from: usize) -> Vec<bool> {
+    let n = prog.insts.len();
+    let mut seen = vec![false; n];
+    let mut todo = vec![from];
+    while let Some(pc) = todo.pop() {
+        if pc >= n || std::mem::replace(&mut seen[pc], true) {
+            continue;
+        }
+        if !matches!(prog.insts[pc].op, Op::Bar { .. }) {
+            todo.extend(succs(prog, pc));
+        }
+    }
+    seen
 }
 
 /// The instructions of `prog`'s body that are barriers.

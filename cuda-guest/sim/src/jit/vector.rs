@@ -221,8 +221,10 @@ pub(super) struct VecState {
     narrow: Vec<bool>,
     /// Constant registers' values.
     konst: Vec<Option<u64>>,
-    blocks: Vec<Option<Block>>,
-    pub exit: Block,
+    /// The four-lane body once per phase (one phase without barriers), and the one
+    /// being built.
+    pub codes: Vec<PhaseCode>,
+    pub cur: usize,
     /// Lanes' registers and predicates when a group's lanes part (`spill_regs` then
     /// `spill_preds`, 32 bytes each: lane k at 4 k, or 8 k for a wide register).
     spill: StackSlot,
@@ -269,6 +271,20 @@ pub(super) struct VecState {
     /// [`NO_BARRIER`] while none has).
     pub phase: Cell,
     pub bar_at: Cell,
+}
+
+/// The four-lane code of one phase: what the groups run from its start (pc 0, or
+/// after a barrier) until each reaches a barrier or exits, in a loop of its own over
+/// the groups (`head`), so that the phase's loop passes no dispatch on the phase and
+/// the values it keeps stay its own.
+pub(super) struct PhaseCode {
+    /// Where the phase starts, and the instructions it may run (`phases::reach`).
+    pub entry: u32,
+    pub reach: Vec<bool>,
+    blocks: Vec<Option<Block>>,
+    /// Where a group starts, and where it has exited.
+    pub head: Block,
+    pub exit: Block,
 }
 
 /// `bar_at` before any group has reached a barrier in a phase.
@@ -440,6 +456,16 @@ impl Lower<'_> {
                 .map(|&b| b + 1)
                 .filter(|r| !rejoin_pcs.contains(r)),
         );
+        let entries = std::iter::once(0).chain(bars.iter().map(|&b| b + 1));
+        let codes = entries
+            .map(|entry| PhaseCode {
+                entry,
+                reach: phases::reach(prog, entry as usize),
+                blocks: vec![None; prog.insts.len() + 1],
+                head: self.b.create_block(),
+                exit: self.b.create_block(),
+            })
+            .collect();
         VecState {
             frame: (!bars.is_empty()).then_some(size + 16),
             bars,
@@ -451,8 +477,8 @@ impl Lower<'_> {
             uniform,
             narrow,
             konst,
-            blocks: vec![None; prog.insts.len() + 1],
-            exit: self.b.create_block(),
+            codes,
+            cur: 0,
             spill,
             spill_regs,
             spill_preds,
@@ -810,22 +836,23 @@ impl Lower<'_> {
 
     /// The four-lane block of instruction `pc`.
     pub(super) fn vblock_at(&mut self, pc: usize) -> Block {
+        let v = self.v.as_mut().expect("four-lane state");
+        let code = &mut v.codes[v.cur];
         if pc >= self.prog.insts.len() {
-            return self.vs().exit;
+            return code.exit;
         }
-        if let Some(b) = self.vs().blocks[pc] {
+        if let Some(b) = code.blocks[pc] {
             return b;
         }
         let b = self.b.create_block();
-        self.vs().blocks[pc] = Some(b);
+        code.blocks[pc] = Some(b);
         b
     }
 
-    /// The body, four lanes at a time (`leaders`: the blocks of the CFG alone).
-    pub(super) fn vbody(&mut self, leaders: &[bool]) {
-        let first = self.vblock_at(0);
-        self.b.ins().jump(first, &[]);
-        self.walk(leaders, true);
+    /// Whether the phase being built may run instruction `pc`.
+    pub(super) fn in_phase(&self, pc: usize) -> bool {
+        let v = self.v.as_ref().expect("four-lane state");
+        v.codes[v.cur].reach.get(pc).copied().unwrap_or(false)
     }
 
     /// A new basic block of the four-lane code: what was found in a block that need
@@ -876,7 +903,10 @@ impl Lower<'_> {
         self.b.set_cold_block(mixed);
         self.b.switch_to_block(mixed);
         let r = self.prog.ipdom.get(pc as usize).copied();
-        let rejoin = r.filter(|r| self.v.as_ref().is_some_and(|v| v.rejoin_pcs.contains(r)));
+        // (Lanes come together in the phase they parted in.)
+        let rejoin = r.filter(|&r| {
+            self.v.as_ref().is_some_and(|v| v.rejoin_pcs.contains(&r)) && self.in_phase(r as usize)
+        });
         self.part(pc, rejoin);
     }
 
@@ -1257,14 +1287,36 @@ impl Lower<'_> {
         }
         let first = self.tbase();
         let area = self.area(first);
-        let targets: Vec<Block> = pcs.iter().map(|_| self.b.create_block()).collect();
-        self.dispatch(rj, &pcs, &targets);
-        for (&r, &blk) in pcs.iter().zip(&targets) {
-            self.b.switch_to_block(blk);
+        // To the point in the phase's code: keyed by the phase and the point where
+        // there are phases.
+        let stride = self.prog.insts.len() as u32 + 1;
+        let ncodes = self.vs().codes.len();
+        let key = if ncodes > 1 {
+            let phase = self.vs().phase;
+            let ph = self.get(phase);
+            let k = self.b.ins().imul_imm(ph, i64::from(stride));
+            self.b.ins().iadd(k, rj)
+        } else {
+            rj
+        };
+        let mut to = vec![];
+        for e in 0..ncodes {
+            self.vs().cur = e;
+            for &r in &pcs {
+                if self.in_phase(r as usize) {
+                    to.push((e as u32 * stride + r, r, self.vblock_at(r as usize)));
+                }
+            }
+        }
+        let keys: Vec<u32> = to.iter().map(|x| x.0).collect();
+        let targets: Vec<Block> = to.iter().map(|_| self.b.create_block()).collect();
+        // (No other key: lanes park only where their phase's code goes on.)
+        self.dispatch(key, &keys, &targets);
+        for (&(_, r, blk), &t) in to.iter().zip(&targets) {
+            self.b.switch_to_block(t);
             let live = self.live_at(r);
             self.group_load(area, &live);
-            let to = self.vblock_at(r as usize);
-            self.b.ins().jump(to, &[]);
+            self.b.ins().jump(blk, &[]);
         }
 
         // Some lane exited: those that came go on alone from there.
@@ -1289,7 +1341,7 @@ impl Lower<'_> {
     /// To `targets[k]` where `x` (an i32) is `keys[k]` (the last taken for any other
     /// value): a jump table where the keys are dense, else a search
     /// (`cranelift_frontend::Switch`).
-    fn dispatch(&mut self, x: Value, keys: &[u32], targets: &[Block]) {
+    pub(super) fn dispatch(&mut self, x: Value, keys: &[u32], targets: &[Block]) {
         let Some((&last, rest)) = targets.split_last() else {
             self.b.ins().jump(self.fail_blk, &[]);
             return;
@@ -2009,11 +2061,12 @@ impl Lower<'_> {
     }
 
     /// Every group has run the phase: the block's threads are done when none reached
-    /// a barrier (on to `done`), else the groups go on from after it.
+    /// a barrier (on to `done`), else the groups go on from after it (its phase's
+    /// code).
     pub(super) fn phase_end(&mut self, done: Block) {
-        let (phase, bar_at, vhead) = {
+        let (phase, bar_at) = {
             let v = self.vs();
-            (v.phase, v.bar_at, v.head)
+            (v.phase, v.bar_at)
         };
         self.vs_reset();
         let x = self.get(bar_at);
@@ -2027,38 +2080,47 @@ impl Lower<'_> {
         self.put(bar_at, none);
         let zero = self.b.ins().iconst(I64, 0);
         self.b.def_var(self.t, zero);
-        self.b.ins().jump(vhead, &[]);
+        let heads: Vec<Block> = self.vs().codes[1..].iter().map(|c| c.head).collect();
+        let keys: Vec<u32> = (0..heads.len() as u32).collect();
+        self.dispatch(x, &keys, &heads);
     }
 
-    /// A group starting a phase after a barrier (`resumed`): passed over when it has
-    /// exited; on four lanes at a time from after the barrier when all four wait
-    /// there; else those that wait go on alone from there.
-    pub(super) fn phase_resume(
-        &mut self,
-        resumed: Block,
-        specials: &[u32],
-        uniform_prologue: &[bool],
-    ) {
-        let vhead = self.vs().head;
-        self.b.switch_to_block(resumed);
+    /// A group starting the phase being built: on four lanes from its start when it
+    /// is pc 0; after a barrier, passed over when it has exited, on four lanes at a
+    /// time from after the barrier when all four wait there, else those that wait go
+    /// on alone from there.
+    pub(super) fn phase_start(&mut self, specials: &[u32], uniform_prologue: &[bool]) {
+        let (entry, head) = {
+            let v = self.vs();
+            (v.codes[v.cur].entry, v.codes[v.cur].head)
+        };
+        let all = self.b.create_block();
         let tv = self.tbase();
-        let area = self.area(tv);
-        let off = self.header_off();
-        let h = self.b.ins().load(I32, trusted(), area, off);
-        let (skip, other, all, partial) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        let every = self.b.ins().icmp_imm(IntCC::Equal, h, ALL_LANES);
-        self.b.ins().brif(every, all, &[], other, &[]);
-        self.b.switch_to_block(other);
-        self.b.ins().brif(h, partial, &[], skip, &[]);
-        self.b.switch_to_block(skip);
-        let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
-        self.b.def_var(self.t, t4);
-        self.b.ins().jump(vhead, &[]);
+        let area = (entry > 0).then(|| self.area(tv));
+        if let Some(area) = area {
+            let off = self.header_off();
+            let h = self.b.ins().load(I32, trusted(), area, off);
+            let (skip, other, partial) = (
+                self.b.create_block(),
+                self.b.create_block(),
+                self.b.create_block(),
+            );
+            let every = self.b.ins().icmp_imm(IntCC::Equal, h, ALL_LANES);
+            self.b.ins().brif(every, all, &[], other, &[]);
+            self.b.switch_to_block(other);
+            self.b.ins().brif(h, partial, &[], skip, &[]);
+            self.b.switch_to_block(skip);
+            let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
+            self.b.def_var(self.t, t4);
+            self.b.ins().jump(head, &[]);
+
+            self.b.switch_to_block(partial);
+            self.set_header(area, 0);
+            let idx = self.resume_index(entry);
+            self.start_parted(idx, None, h);
+        } else {
+            self.b.ins().jump(all, &[]);
+        }
 
         self.b.switch_to_block(all);
         self.vprelude(specials);
@@ -2067,34 +2129,24 @@ impl Lower<'_> {
                 self.vinst(i, PROLOGUE | k as u32);
             }
         }
-        self.by_phase(|l, pc| {
-            let live = l.live_at(pc + 1);
-            l.group_load(area, &live);
-            let to = l.vblock_at(pc as usize + 1);
-            l.b.ins().jump(to, &[]);
-        });
-
-        self.b.switch_to_block(partial);
-        self.set_header(area, 0);
-        self.by_phase(|l, pc| {
-            let idx = l.resume_index(pc + 1);
-            l.start_parted(idx, None, h);
-        });
+        if let Some(area) = area {
+            let live = self.live_at(entry);
+            self.group_load(area, &live);
+        }
+        let to = self.vblock_at(entry as usize);
+        self.b.ins().jump(to, &[]);
     }
 
-    /// On to one block per barrier, the one the phase starts after (phase k: after
-    /// barrier k - 1), each filled by `then(self, the barrier's pc)`.
-    fn by_phase(&mut self, mut then: impl FnMut(&mut Self, u32)) {
-        let bars = self.vs().bars.clone();
-        let keys: Vec<u32> = (1..=bars.len() as u32).collect();
-        let phase = self.vs().phase;
-        let ph = self.get(phase);
-        let targets: Vec<Block> = bars.iter().map(|_| self.b.create_block()).collect();
-        self.dispatch(ph, &keys, &targets);
-        for (&pc, &blk) in bars.iter().zip(&targets) {
-            self.b.switch_to_block(blk);
-            then(self, pc);
-        }
+    /// A group's next (the phase's next group): the loop head of the phase's code.
+    pub(super) fn next_group(&mut self) {
+        let head = {
+            let v = self.vs();
+            v.codes[v.cur].head
+        };
+        let tv = self.tbase();
+        let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
+        self.b.def_var(self.t, t4);
+        self.b.ins().jump(head, &[]);
     }
 
     /// The group reaching barrier `pc` on four lanes: its values live after it to
@@ -2107,10 +2159,7 @@ impl Lower<'_> {
         self.group_store(area, &live);
         self.set_header(area, ALL_LANES);
         self.arrive(k);
-        let vhead = self.vs().head;
-        let t4 = self.b.ins().iadd_imm(tv, LANES as i64);
-        self.b.def_var(self.t, t4);
-        self.b.ins().jump(vhead, &[]);
+        self.next_group();
     }
 
     /// A lane going on alone reaching barrier `pc`: its values live after it to its
