@@ -619,6 +619,47 @@ fn compiled_loops_stop_at_the_budget_the_time_limit_and_cancellation() {
         "{warp_instructions}"
     );
     assert_eq!(*line, 12, "the loop's branch, where compiled code checks");
+    // A loop each round of which waits at a barrier (in the four-lane code, a phase a
+    // round): the budget is checked as each phase ends.
+    let bars = kernel(
+        ".param .u64 p",
+        "  .reg .b32 %r<3>;\n  .reg .pred %p<2>;\n  mov.u32 %r1, 1;\nL:\n  bar.sync 0;\n  add.u32 %r1, %r1, 2;\n  setp.ne.u32 %p1, %r1, 0;\n  @%p1 bra L;\n  ret;",
+    );
+    let mut s = Simulator::new(SimConfig {
+        threads: 1,
+        instruction_budget: 200_000,
+        time_limit: None,
+        engine: Engine::Jit,
+        ..SimConfig::default()
+    });
+    let m = s.load_module("bars.ptx", &bars).unwrap();
+    let b = s.malloc(4).unwrap();
+    let e = s
+        .launch(&m, "k", cfg(1, 64), &[KernelArg::Ptr(b)])
+        .unwrap_err();
+    let SimError::Timeout {
+        reason,
+        warp_instructions,
+        line,
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(*reason, "instruction budget");
+    assert!(
+        *warp_instructions > 200_000 && *warp_instructions <= 200_000 + 4096 + 256,
+        "{warp_instructions}"
+    );
+    assert_eq!(*line, 0, "{e}");
+    // (The compiled code's: ten rounds of the same loop run there.)
+    s.reset();
+    let b = s.malloc(4).unwrap();
+    let m = s
+        .load_module("bars10.ptx", &bars.replace("%r1, 0;", "%r1, 21;"))
+        .unwrap();
+    let r = s.launch(&m, "k", cfg(1, 64), &[KernelArg::Ptr(b)]).unwrap();
+    assert_eq!(r.engine, Engine::Jit);
     // The time limit, on two threads with several blocks.
     let mut s = Simulator::new(SimConfig {
         threads: 2,

@@ -632,7 +632,7 @@ struct Lower<'a> {
     sigs: Sigs,
     /// Backward branches' budget checks: their block, pc, destination and the loop's
     /// length in instructions.
-    back_edges: Vec<(Block, u32, Block, u64)>,
+    back_edges: Vec<(Block, u32, Block, u64, bool)>,
     /// The four-lane code's state, when the kernel runs four threads at a time
     /// ([`vector`]).
     v: Option<vector::VecState>,
@@ -1069,10 +1069,12 @@ impl<'a> Lower<'a> {
 
     /// The backward branches' blocks: their count and budget check.
     fn back_edge_checks(&mut self) {
-        for (tb, pc, to, len) in std::mem::take(&mut self.back_edges) {
+        for (tb, pc, to, len, tick) in std::mem::take(&mut self.back_edges) {
             self.b.switch_to_block(tb);
             self.count(len);
-            self.tick_check(pc);
+            if tick {
+                self.tick_check(pc);
+            }
             self.b.ins().jump(to, &[]);
         }
     }
@@ -1104,8 +1106,12 @@ impl<'a> Lower<'a> {
         }
         let tb = self.b.create_block();
         let lanes = if four { vector::LANES } else { 1 };
+        // A loop with a barrier in it is no loop of a phase's code (the group stops at
+        // the barrier): the phase's end checks the budget (`phase_end`).
+        let barriers = four && self.vs().frame.is_some();
+        let tick = !barriers || self.in_phase_from(target, pc);
         self.back_edges
-            .push((tb, pc, to, (pc - target + 1) as u64 * lanes));
+            .push((tb, pc, to, (pc - target + 1) as u64 * lanes, tick));
         tb
     }
 

@@ -281,6 +281,10 @@ pub(super) struct PhaseCode {
     /// Where the phase starts, and the instructions it may run (`phases::reach`).
     pub entry: u32,
     pub reach: Vec<bool>,
+    /// Of the values a group's frame holds (bits, as `live`), those the phase loads
+    /// at its start and never writes: the frame keeps them, and a barrier need not
+    /// store them again.
+    kept: Vec<u64>,
     blocks: Vec<Option<Block>>,
     /// Where a group starts, and where it has exited.
     pub head: Block,
@@ -388,7 +392,17 @@ impl Lower<'_> {
         let prog = self.prog;
         let mut spill_regs = vec![];
         let mut spill_preds = vec![];
-        for i in &prog.insts {
+        let bars = phases::barriers(prog);
+        // With barriers, what the prologue computes per thread waits in the frames
+        // too: a group starting a phase after a barrier loads it (one load per
+        // register) rather than computing it again (the thread indices' table).
+        let per_thread_prologue = prog
+            .prologue
+            .iter()
+            .zip(uniform_prologue)
+            .filter(|(_, &u)| !bars.is_empty() && !u)
+            .map(|(i, _)| i);
+        for i in per_thread_prologue.chain(&prog.insts) {
             for r in reads_writes(&i.op).1 {
                 if !uniform[r as usize] && !spill_regs.contains(&r) {
                     spill_regs.push(r);
@@ -408,7 +422,6 @@ impl Lower<'_> {
         ));
         let konst = (0..prog.nregs).map(|r| konst_of(prog, r)).collect();
         let narrow = narrow_regs(prog, &uniform, uniform_prologue);
-        let bars = phases::barriers(prog);
         // (Measured: in the memory with barriers, in variables without.)
         const CELLS: u32 = 7;
         let parted = (!bars.is_empty()).then(|| {
@@ -458,12 +471,33 @@ impl Lower<'_> {
         );
         let entries = std::iter::once(0).chain(bars.iter().map(|&b| b + 1));
         let codes = entries
-            .map(|entry| PhaseCode {
-                entry,
-                reach: phases::reach(prog, entry as usize),
-                blocks: vec![None; prog.insts.len() + 1],
-                head: self.b.create_block(),
-                exit: self.b.create_block(),
+            .map(|entry| {
+                let reach = phases::reach(prog, entry as usize);
+                let mut kept = vec![0; live[0].len()];
+                if entry > 0 {
+                    let written: Vec<u32> = (0..prog.insts.len())
+                        .filter(|&pc| reach[pc])
+                        .flat_map(|pc| {
+                            let i = &prog.insts[pc];
+                            let regs = reads_writes(&i.op).1.into_iter();
+                            regs.chain(preds_rw(i).1.into_iter().map(|p| prog.nregs + p))
+                        })
+                        .collect();
+                    for (k, x) in vars.iter().enumerate() {
+                        let at_entry = live[entry as usize][k / 64] >> (k % 64) & 1 == 1;
+                        if at_entry && !written.contains(x) {
+                            kept[k / 64] |= 1 << (k % 64);
+                        }
+                    }
+                }
+                PhaseCode {
+                    entry,
+                    reach,
+                    kept,
+                    blocks: vec![None; prog.insts.len() + 1],
+                    head: self.b.create_block(),
+                    exit: self.b.create_block(),
+                }
             })
             .collect();
         VecState {
@@ -847,6 +881,12 @@ impl Lower<'_> {
         let b = self.b.create_block();
         code.blocks[pc] = Some(b);
         b
+    }
+
+    /// Whether a group may run instruction `pc` from instruction `from` before it
+    /// reaches a barrier.
+    pub(super) fn in_phase_from(&self, from: u32, pc: u32) -> bool {
+        phases::reach(self.prog, from as usize)[pc as usize]
     }
 
     /// Whether the phase being built may run instruction `pc`.
@@ -2069,6 +2109,7 @@ impl Lower<'_> {
             (v.phase, v.bar_at)
         };
         self.vs_reset();
+        self.tick_check(u32::MAX);
         let x = self.get(bar_at);
         let none = self.b.ins().icmp_imm(IntCC::Equal, x, NO_BARRIER);
         let next = self.b.create_block();
@@ -2124,14 +2165,19 @@ impl Lower<'_> {
 
         self.b.switch_to_block(all);
         self.vprelude(specials);
-        for (k, i) in self.prog.prologue.iter().enumerate() {
-            if !uniform_prologue[k] {
-                self.vinst(i, PROLOGUE | k as u32);
+        match area {
+            // (The prologue's values among them.)
+            Some(area) => {
+                let live = self.live_at(entry);
+                self.group_load(area, &live);
             }
-        }
-        if let Some(area) = area {
-            let live = self.live_at(entry);
-            self.group_load(area, &live);
+            None => {
+                for (k, i) in self.prog.prologue.iter().enumerate() {
+                    if !uniform_prologue[k] {
+                        self.vinst(i, PROLOGUE | k as u32);
+                    }
+                }
+            }
         }
         let to = self.vblock_at(entry as usize);
         self.b.ins().jump(to, &[]);
@@ -2155,10 +2201,16 @@ impl Lower<'_> {
         let k = self.bar_index(pc);
         let tv = self.tbase();
         let area = self.area(tv);
-        let live = self.live_at(pc + 1);
+        let mut live = self.live_at(pc + 1);
+        let v = self.vs();
+        for (w, k) in live.iter_mut().zip(&v.codes[v.cur].kept) {
+            *w &= !k;
+        }
         self.group_store(area, &live);
         self.set_header(area, ALL_LANES);
-        self.arrive(k);
+        // (Every group reaching one reaches this one: `phases::aligned`.)
+        let (bar_at, kv) = (self.vs().bar_at, self.b.ins().iconst(I32, k as i64));
+        self.put(bar_at, kv);
         self.next_group();
     }
 
