@@ -88,9 +88,14 @@ pub(crate) struct Ctx {
     /// kernel's are combined, `Program::combine_reds`).
     pub reds: *mut RedSlot,
     /// A kernel with barriers: per group of four threads, [`Kernel::frame`] bytes
-    /// (16-byte aligned) where its registers wait at a barrier (`jit::phases`).
+    /// (16-byte aligned) where its registers wait at a barrier (`jit::phases`), and
+    /// before the first, [`FRAME_CELLS`] bytes of the four-lane code's own state.
     pub frames: *mut u8,
 }
+
+/// The bytes before `Ctx::frames` where the four-lane code of a kernel with barriers
+/// keeps its phases' and parted lanes' state (`vector::Cell`).
+pub const FRAME_CELLS: usize = 64;
 
 /// A reduction a host thread holds back (`exec::Reds`, when the launch combines them):
 /// the global word's device address (`FREE`'s when the slot is free), the operation

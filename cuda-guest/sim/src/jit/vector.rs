@@ -296,15 +296,15 @@ pub(super) const NO_BARRIER: i64 = -1;
 
 /// A value of the parted lanes' state (`rpc`, `rend`, `rjoin`, `parked`, `alive`) or of
 /// the phases (`phase`, `bar_at`): a
-/// Cranelift variable, or in a kernel with barriers a place in the function's stack
-/// frame. There a group passes the groups' loop head once per phase, and as variables
+/// Cranelift variable, or in a kernel with barriers a place in memory (before
+/// `Ctx::frames`, [`super::FRAME_CELLS`]). There a group passes the groups' loop head once per phase, and as variables
 /// the loop carried them and the register allocator moved them on every pass, though
 /// only a group whose lanes part uses them (reduce_sum: 11% fewer instructions); in a
 /// kernel without barriers, the variables measured faster (vector_add: 9% fewer).
 #[derive(Clone, Copy)]
 pub(super) enum Cell {
     Var(Variable),
-    Mem { slot: StackSlot, off: i32, ty: Type },
+    Mem { off: i32, ty: Type },
 }
 
 /// The most bits of the value instruction `i` writes to its registers, where what
@@ -422,23 +422,19 @@ impl Lower<'_> {
         ));
         let konst = (0..prog.nregs).map(|r| konst_of(prog, r)).collect();
         let narrow = narrow_regs(prog, &uniform, uniform_prologue);
-        // (Measured: in the memory with barriers, in variables without.)
-        const CELLS: u32 = 7;
-        let parted = (!bars.is_empty()).then(|| {
-            self.b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                8 * CELLS,
-                3,
-            ))
-        });
-        // Cell `k` at 8 k bytes.
-        let mut cell = |k: u32, ty: Type| match parted {
-            Some(slot) if k < CELLS => Cell::Mem {
-                slot,
-                off: 8 * k as i32,
-                ty,
-            },
-            _ => Cell::Var(self.b.declare_var(ty)),
+        // (Measured: in the memory with barriers, in variables without.) Cell `k`
+        // at 8 k bytes of the `FRAME_CELLS` before the frames, whose address the code
+        // holds anyway (a stack slot's address Cranelift hoists and spills).
+        let barriers = !bars.is_empty();
+        let mut cell = |k: u32, ty: Type| {
+            if barriers {
+                Cell::Mem {
+                    off: 8 * k as i32 - super::FRAME_CELLS as i32,
+                    ty,
+                }
+            } else {
+                Cell::Var(self.b.declare_var(ty))
+            }
         };
         let (rend, rpc) = (cell(0, I64), cell(1, I32));
         let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
@@ -788,14 +784,14 @@ impl Lower<'_> {
     pub(super) fn get(&mut self, c: Cell) -> Value {
         match c {
             Cell::Var(v) => self.b.use_var(v),
-            Cell::Mem { slot, off, ty } => self.b.ins().stack_load(ty, slot, off),
+            Cell::Mem { off, ty } => self.b.ins().load(ty, trusted(), self.f.frames, off),
         }
     }
     fn put(&mut self, c: Cell, x: Value) {
         match c {
             Cell::Var(v) => self.b.def_var(v, x),
-            Cell::Mem { slot, off, .. } => {
-                self.b.ins().stack_store(x, slot, off);
+            Cell::Mem { off, .. } => {
+                self.b.ins().store(trusted(), x, self.f.frames, off);
             }
         }
     }
@@ -1022,9 +1018,9 @@ impl Lower<'_> {
     /// group's frame in `Ctx::frames` (which lives from one phase to the next).
     pub(super) fn area(&mut self, first: Value) -> Value {
         match self.vs().frame {
+            // (`first` is a multiple of four, the frame's size of 16.)
             Some(size) => {
-                let g = self.b.ins().ushr_imm(first, 2);
-                let o = self.b.ins().imul_imm(g, size as i64);
+                let o = self.b.ins().imul_imm(first, i64::from(size) / LANES as i64);
                 self.b.ins().iadd(self.f.frames, o)
             }
             None => {
