@@ -1729,10 +1729,12 @@ fn four_lanes_report_a_single_lanes_fault_as_the_interpreter_does() {
     }
 }
 
-/// Blocks of two and three dimensions whose x extent is not a multiple of four (so a
-/// group of four spans rows): each thread's index from %tid.x/y/z, %ntid.x/y and
-/// %ctaid.x/y, guarded against the array's width and height. The four-lane code, the
-/// interpreter and the values computed here agree.
+/// Blocks of two and three dimensions, whose x extent is a multiple of four (a group
+/// of four is one row's: the four-lane code takes its addresses for consecutive) or
+/// not (a group would span rows: the compiled code runs one thread at a time): each
+/// thread's index from %tid.x/y/z, %ntid.x/y and %ctaid.x/y, guarded against the
+/// array's width and height. The compiled code, the interpreter and the values
+/// computed here agree.
 #[test]
 fn four_lanes_in_blocks_of_two_and_three_dimensions() {
     let ptx = kernel_of(
@@ -1775,6 +1777,8 @@ $END:
         ([4, 2, 1], [3, 5, 1], 11, 10),
         ([3, 4, 1], [3, 2, 3], 8, 7),
         ([2, 3, 1], [7, 3, 1], 14, 9),
+        ([2, 2, 1], [8, 3, 1], 13, 5),
+        ([3, 2, 1], [4, 2, 3], 10, 4),
     ] {
         let len = (w * h * block[2]) as usize;
         let x = rng.words(len);
@@ -1793,6 +1797,60 @@ $END:
         let args = [KernelArg::U32(w), KernelArg::U32(h)];
         let out = agree(&ptx, cfg3(grid, block), &[x, vec![0; len]], &args).unwrap();
         assert_eq!(out[1], want, "blocks of {block:?}");
+    }
+}
+
+/// An index `%tid.x + ctaid * ntid + k` (32 bits) widened by `mul.wide` (unsigned, or
+/// signed) makes consecutive addresses the four-lane code takes without testing them
+/// at the access, once it has tested at the `mul.wide` that no lane's index wrapped
+/// past 32 bits: with `k` far from the edge the result is every element's; where a
+/// group's index wraps (unsigned past 2^32, signed past 2^31), its lanes' addresses
+/// are no longer consecutive and the fault reports are the interpreter's.
+#[test]
+fn four_lanes_test_widened_indices_for_wrapping() {
+    for (wide, edge) in [("u32", 1u64 << 32), ("s32", 1 << 31)] {
+        let ptx = kernel_of(
+            "u64 px %rd1; u64 py %rd2; u32 k %r1; u64 back %rd3",
+            "%rd<11> %r<8> %p<2>",
+            &format!(
+                "  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r5, %r3, %r4, %r2;
+  setp.ge.u32 %p1, %r5, 100000;
+  @%p1 bra $END;
+  add.s32 %r6, %r5, %r1;
+  mul.wide.{wide} %rd4, %r6, 4;
+  sub.s64 %rd5, %rd4, %rd3;
+  cvta.to.global.u64 %rd9, %rd1;
+  add.s64 %rd6, %rd9, %rd5;
+  ld.global.u32 %r7, [%rd6];
+  cvta.to.global.u64 %rd10, %rd2;
+  add.s64 %rd7, %rd10, %rd5;
+  xor.b32 %r7, %r7, %r5;
+  st.global.u32 [%rd7], %r7;
+$END:
+  ret;"
+            ),
+        );
+        let mut rng = Rng(0x5eed_0015);
+        let (grid, block) = (3u32, 64u32);
+        let n = (grid * block) as usize;
+        let x = rng.words(n);
+        // Far from the edge: every thread's element (the index less `back`).
+        let k = 0x1000_0000u32;
+        let args = [KernelArg::U32(k), KernelArg::U64(4 * u64::from(k))];
+        let out = agree(&ptx, cfg(grid, block), &[x.clone(), vec![0; n]], &args).unwrap();
+        let want: Vec<u32> = x.iter().enumerate().map(|(i, &v)| v ^ i as u32).collect();
+        assert_eq!(out[1], want, "mul.wide.{wide}");
+        // The index reaches the edge at thread 70's lane 2 (its group: 68..71): the
+        // threads from there fault, as the interpreter reports it.
+        let k = (edge - 70) as u32;
+        let back = 4 * u64::from(k);
+        let args = [KernelArg::U32(k), KernelArg::U64(back)];
+        let e = agree(&ptx, cfg(grid, block), &[x.clone(), vec![0; n]], &args)
+            .expect_err("a wrapped index");
+        assert!(!e.is_empty(), "mul.wide.{wide}");
     }
 }
 
@@ -2416,4 +2474,24 @@ $E:
     assert_eq!(rj, Ok((Engine::Interpreter, 32)));
     let want: Vec<u32> = (0..60).map(|i| i % 30).collect();
     assert_eq!(bj[1], want);
+    // The bench's shared-memory transpose takes a group's four threads for one row's
+    // consecutive %tid.x: blocks of 4 x 8 run compiled, of 2 x 16 (whole groups that
+    // span rows) interpreted; the words written are the interpreter's.
+    let t = 32usize;
+    let x: Vec<u32> = (0..(t * t) as u32).collect();
+    let ti = KernelArg::I32(t as i32);
+    for (block, engine) in [([4, 8, 1], Engine::Jit), ([2, 16, 1], Engine::Interpreter)] {
+        let tiles = (t / 32) as u32;
+        let rows = Launch {
+            ptx: &bench_kernel("transpose_shared"),
+            config: cfg3([tiles, tiles, 1], block),
+            bufs: &[x.clone(), vec![0; t * t]],
+            extra: &[ti.clone(), ti.clone()],
+        };
+        let (rj, bj) = rows.on(Engine::Jit, 1);
+        assert_eq!(rj.map(|r| r.0), Ok(engine), "blocks of {block:?}");
+        let (ri, bi) = rows.on(Engine::Interpreter, 1);
+        assert!(ri.is_ok());
+        assert_eq!(bj, bi, "blocks of {block:?}");
+    }
 }

@@ -3670,7 +3670,7 @@ pub(crate) fn launch(
         .then(|| jitrun::kernel(prog).ok())
         .flatten()
         .filter(|k| workers == 1 || !k.global_atomics || prog.combine_reds)
-        .filter(|k| k.runs_block(nthreads));
+        .filter(|k| k.runs_block(cfg.block));
     let work = |l: &Launch, next: &AtomicU64, id: u32| match compiled {
         Some(k) => jitrun::worker(l, k, next, total, id),
         None => worker(l, next, total, id),

@@ -213,6 +213,10 @@ pub(crate) struct Kernel {
     /// It has barriers: the bytes of `Ctx::frames` per group of four threads (0
     /// without barriers). Its code runs blocks of a multiple of four threads only.
     pub frame: usize,
+    /// Its four-lane code takes a group's threads for one row's consecutive
+    /// `%tid.x` (`vector::Lin`): it runs them where the block's x size is a multiple
+    /// of four (else one thread at a time, or with barriers not at all).
+    pub rows: bool,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -248,8 +252,10 @@ pub(crate) fn vector_lanes() -> usize {
 impl Kernel {
     /// Whether its code runs blocks of `nthreads` threads: a kernel with barriers
     /// runs its blocks in whole groups of four ([`phases`]).
-    pub fn runs_block(&self, nthreads: u32) -> bool {
-        self.frame == 0 || (nthreads as usize).is_multiple_of(vector_lanes())
+    pub fn runs_block(&self, block: [u32; 3]) -> bool {
+        let nthreads = block.iter().product::<u32>() as usize;
+        let whole = |n: usize| n.is_multiple_of(vector_lanes());
+        self.frame == 0 || (whole(nthreads) && (!self.rows || whole(block[0] as usize)))
     }
 
     /// Runs the block described by `ctx`: 0, or 1 when a helper recorded an error.
@@ -269,6 +275,8 @@ impl Kernel {
 /// Special registers whose value differs between the threads of a block: `%tid.x/y/z`,
 /// `%laneid`, `%warpid`, `%lanemask_eq/lt/le/gt/ge`.
 const PER_THREAD: [u32; 10] = [0, 1, 2, 12, 13, 17, 18, 19, 20, 21];
+/// The special `%ntid.x` (its index in the specials and the uniform values).
+const NTID_X: u32 = 3;
 
 /// Why the JIT does not take an operation, if it does not.
 fn unsupported(op: &Op) -> Option<&'static str> {
@@ -479,6 +487,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
     };
     let frame = l.v.as_ref().and_then(|v| v.frame).unwrap_or(0) as usize;
     l.kernel(&used_specials, &uniform_prologue);
+    let rows = l.v.as_ref().is_some_and(|v| v.rows);
     l.b.seal_all_blocks();
     l.b.finalize();
 
@@ -522,6 +531,7 @@ fn build(prog: &Program, h: &Helpers, lanes: bool) -> Result<Kernel, String> {
         entry,
         lanes,
         frame,
+        rows,
         global_atomics: prog.insts.iter().any(|i| {
             matches!(
                 i.op,
@@ -896,12 +906,13 @@ impl<'a> Lower<'a> {
         self.b.def_var(self.t, zero);
         self.b.def_var(self.cnt, zero);
         let head = self.b.create_block();
+        // (Four lanes at a time or one, `Kernel::rows`: chosen at the end.)
+        let pick = self.b.create_block();
         match &self.v {
-            Some(v) => {
-                let vhead = v.head;
+            Some(_) => {
                 self.vs_reset();
                 self.phases_reset();
-                self.b.ins().jump(vhead, &[]);
+                self.b.ins().jump(pick, &[]);
             }
             None => {
                 self.b.ins().jump(head, &[]);
@@ -962,6 +973,22 @@ impl<'a> Lower<'a> {
             let vleaders = self.leaders(false);
             self.groups(specials, uniform_prologue, &vleaders, head);
             self.back_edge_checks();
+            // Where the four-lane code took a group's threads for one row's
+            // consecutive `%tid.x`, a block whose x size is not a multiple of four runs
+            // one thread at a time (with barriers, the interpreter runs it:
+            // `Kernel::runs_block`).
+            self.b.switch_to_block(pick);
+            let vhead = self.vs().head;
+            if self.vs().rows {
+                let ntx = self
+                    .b
+                    .ins()
+                    .load(I64, trusted(), self.f.uniform, NTID_X as i32 * 8);
+                let odd = self.b.ins().band_imm(ntx, vector::LANES as i64 - 1);
+                self.b.ins().brif(odd, head, &[], vhead, &[]);
+            } else {
+                self.b.ins().jump(vhead, &[]);
+            }
         }
 
         for (blk, rc) in [(ret_blk, 0), (self.fail_blk, 1)] {
@@ -1028,6 +1055,7 @@ impl<'a> Lower<'a> {
             self.b.ins().brif(fits, start, &[], end, &[]);
             self.b.switch_to_block(start);
             self.phase_start(specials, uniform_prologue);
+            self.lin_reset();
             self.walk(leaders, true);
             let exit = self.vs().codes[e].exit;
             self.b.switch_to_block(exit);
@@ -1144,12 +1172,15 @@ impl<'a> Lower<'a> {
                 }
                 let blk = self.block_of(pc, four);
                 if open {
+                    if four {
+                        self.lin_edge(pc);
+                    }
                     self.b.ins().jump(blk, &[]);
                 }
                 self.b.switch_to_block(blk);
                 open = true;
                 if four {
-                    self.vblock_start();
+                    self.vblock_start(pc);
                 } else {
                     self.park_check(pc);
                 }
@@ -1188,6 +1219,12 @@ impl<'a> Lower<'a> {
                 }
             };
             if four {
+                if let Op::Bra { target } = i.op {
+                    self.lin_edge(target as usize);
+                }
+                if i.guard.is_some() {
+                    self.lin_edge(pc + 1);
+                }
                 self.vbranch(pcu, i.guard, taken, fall);
             } else {
                 self.branch(i.guard, taken, fall);

@@ -85,13 +85,15 @@ const MAX_LANE_INSTS: usize = 1 << 13;
 const MAX_WRITTEN: usize = 1 << 10;
 
 /// Whether the lanes may part at instruction `i` (a branch or exit under a
-/// predicate, an access the four-lane code makes): the one-thread code has a block
+/// predicate, an access the four-lane code makes, a `mul.wide` whose lanes it
+/// tests): the one-thread code has a block
 /// starting there.
 pub(super) fn may_part(prog: &Program, i: &Inst) -> bool {
     match i.op {
         Op::Bra { .. } | Op::Exit => i.guard.is_some(),
         Op::Ld { .. } | Op::St { .. } => native(prog, i),
-        _ => false,
+        // (`Lower::widen_test`.)
+        _ => matches!(i.aff, Aff::MulWide { bits: 32, .. }) && i.guard.is_none(),
     }
 }
 
@@ -271,6 +273,21 @@ pub(super) struct VecState {
     /// [`NO_BARRIER`] while none has).
     pub phase: Cell,
     pub bar_at: Cell,
+    /// Per register, its lanes' progression where known ([`Lin`]): in the basic block
+    /// being built, and (`lin_base`) from every block's start (registers the body
+    /// never writes).
+    lin: Vec<Option<Lin>>,
+    lin_base: Vec<Option<Lin>>,
+    /// Per instruction starting a block, the progressions its four-lane ways in so
+    /// far bring (those the block starts with: where none differ), and whether it
+    /// starts with `lin_base` alone (a loop's head, where lanes come together, where a
+    /// phase starts: ways in whose progressions are not all known when it is built).
+    lin_in: Vec<Option<Vec<Option<Lin>>>>,
+    lin_fresh: Vec<bool>,
+    /// The `mul.wide` being built tests its operand `.0`'s lanes (stride `.1`).
+    widen_test: Option<(R, i64)>,
+    /// Some access relied on a progression of `%tid.x` (or the same `%tid.y`).
+    pub rows: bool,
 }
 
 /// The four-lane code of one phase: what the groups run from its start (pc 0, or
@@ -305,6 +322,185 @@ pub(super) const NO_BARRIER: i64 = -1;
 pub(super) enum Cell {
     Var(Variable),
     Mem { off: i32, ty: Type },
+}
+
+/// What is known of a register's four lanes when the code is built: lane `i` is lane
+/// 0's value plus `s * i` modulo 2^`m`, every lane below 2^`small` when that is known,
+/// and (`row`) only where a group's four threads are one row's consecutive `%tid.x`
+/// (a block whose x size is a multiple of four: `Kernel::rows`). Such an address needs
+/// no test that its lanes are consecutive: a global or shared access of four values
+/// with none, where `vmem` tested them on every group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Lin {
+    s: i64,
+    m: u8,
+    small: Option<u8>,
+    row: bool,
+}
+
+impl Lin {
+    /// Every lane the same.
+    const SAME: Lin = Lin {
+        s: 0,
+        m: 64,
+        small: None,
+        row: false,
+    };
+
+    /// The lanes of a per-thread special register, if they are a progression.
+    fn special(k: u32) -> Option<Lin> {
+        let (s, small, row) = match k {
+            0 => (1, 16, true),
+            1 | 2 => (0, 16, true),
+            12 => (1, 5, false),
+            13 => (0, 27, false),
+            _ => return None,
+        };
+        Some(Lin {
+            s,
+            m: 64,
+            small: Some(small),
+            row,
+        })
+    }
+
+    fn reduce(self, bits: u8) -> Lin {
+        match self.small {
+            Some(b) if b <= bits => self,
+            _ => Lin {
+                m: self.m.min(bits),
+                small: None,
+                ..self
+            },
+        }
+    }
+
+    fn add(self, o: Lin, bits: u8, sub: bool) -> Lin {
+        let small = match (self.small, o.small) {
+            (Some(a), Some(b)) if !sub && a.max(b) < bits => Some(a.max(b) + 1),
+            _ => None,
+        };
+        Lin {
+            s: if sub {
+                self.s.wrapping_sub(o.s)
+            } else {
+                self.s.wrapping_add(o.s)
+            },
+            m: self.m.min(o.m).min(bits),
+            small,
+            row: self.row || o.row,
+        }
+    }
+
+    /// Times constant `k`.
+    fn scale(self, k: u64, bits: u8) -> Lin {
+        let small = self
+            .small
+            .filter(|_| k <= 1 << 32)
+            .map(|b| b + (64 - k.saturating_sub(1).leading_zeros()) as u8)
+            .filter(|&b| b <= bits);
+        Lin {
+            s: self.s.wrapping_mul(k as i64),
+            m: self.m.min(bits),
+            small,
+            row: self.row,
+        }
+    }
+}
+
+/// The register an affine form writes.
+fn aff_dest(aff: &Aff) -> Option<R> {
+    match *aff {
+        Aff::Mov { d, .. }
+        | Aff::Add { d, .. }
+        | Aff::Mul { d, .. }
+        | Aff::MulWide { d, .. }
+        | Aff::Shl { d, .. }
+        | Aff::Shr { d, .. } => Some(d),
+        _ => None,
+    }
+}
+
+/// What `aff` makes of its operands' progressions (`lin`), and whether it holds only
+/// once the four lanes are tested (`mul.wide` of lanes that might wrap below their
+/// width); `None` where the result is no known progression. Every lane the same in,
+/// every lane the same out.
+fn lin_step(
+    aff: &Aff,
+    lin: impl Fn(R) -> Option<Lin>,
+    konst: impl Fn(R) -> Option<u64>,
+) -> Option<(Lin, bool)> {
+    let scaled = |a: R, b: R, bits: u8| -> Option<Lin> {
+        let (fa, fb) = (lin(a)?, lin(b)?);
+        if fa.s == 0 && fb.s == 0 {
+            return Some(Lin {
+                row: fa.row || fb.row,
+                ..Lin::SAME
+            });
+        }
+        match (konst(a), konst(b)) {
+            (_, Some(k)) => Some(fa.scale(k, bits)),
+            (Some(k), _) => Some(fb.scale(k, bits)),
+            _ => None,
+        }
+    };
+    match *aff {
+        Aff::Mov { a, bits, .. } => Some((lin(a)?.reduce(bits), false)),
+        Aff::Add {
+            a, b, bits, sub, ..
+        } => Some((lin(a)?.add(lin(b)?, bits, sub), false)),
+        Aff::Mul { a, b, c, bits, .. } => {
+            let x = scaled(a, b, bits)?;
+            let x = match c {
+                Some(c) => x.add(lin(c)?, bits, false),
+                None => x,
+            };
+            Some((x, false))
+        }
+        Aff::Shl { a, b, bits, .. } => {
+            let n = konst(b).filter(|&n| n < u64::from(bits))?;
+            Some((lin(a)?.scale(1 << n, bits), false))
+        }
+        Aff::MulWide {
+            a, b, bits, signed, ..
+        } => {
+            // The operands as `bits`-bit values, extended: a progression below 2^bits
+            // (or 2^(bits - 1), signed) stays one; any other, if the lanes are tested.
+            let (fa, fb) = (lin(a)?, lin(b)?);
+            if fa.m < bits || fb.m < bits {
+                return None;
+            }
+            let fits = |f: Lin| f.s == 0 || f.small.is_some_and(|b| b < bits - u8::from(signed));
+            let wide = |f: Lin| Lin {
+                m: 2 * bits,
+                small: f.small.filter(|&b| b < bits - u8::from(signed)),
+                ..f
+            };
+            let ext = |k: u64| {
+                let sh = 64 - u32::from(bits);
+                if signed {
+                    ((k << sh) as i64 >> sh) as u64
+                } else {
+                    k & mask(u32::from(bits))
+                }
+            };
+            let (ka, kb) = (konst(a).map(ext), konst(b).map(ext));
+            let x = if fa.s == 0 && fb.s == 0 {
+                Lin {
+                    row: fa.row || fb.row,
+                    ..Lin::SAME
+                }
+            } else if let Some(k) = kb.filter(|_| fb.s == 0) {
+                wide(fa).scale(k, 2 * bits)
+            } else if let Some(k) = ka.filter(|_| fa.s == 0) {
+                wide(fb).scale(k, 2 * bits)
+            } else {
+                return None;
+            };
+            Some((x, x.s != 0 && !(fits(fa) && fits(fb))))
+        }
+        _ => None,
+    }
 }
 
 /// The most bits of the value instruction `i` writes to its registers, where what
@@ -496,7 +692,53 @@ impl Lower<'_> {
                 }
             })
             .collect();
+        // The progressions every block starts with.
+        let mut written = vec![false; prog.nregs as usize];
+        for i in &prog.insts {
+            for r in reads_writes(&i.op).1 {
+                written[r as usize] = true;
+            }
+        }
+        let mut lin_base: Vec<Option<Lin>> = (0..prog.nregs)
+            .map(|r| {
+                if uniform[r as usize] {
+                    Some(Lin::SAME)
+                } else if PER_THREAD.contains(&r) && !written[r as usize] {
+                    Lin::special(r)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (k, i) in prog.prologue.iter().enumerate() {
+            let Some(d) =
+                aff_dest(&i.aff).filter(|&d| !uniform_prologue[k] && !written[d as usize])
+            else {
+                continue;
+            };
+            let step = lin_step(&i.aff, |r| lin_base[r as usize], |r| konst_of(prog, r));
+            lin_base[d as usize] = step.filter(|x| !x.1 && i.guard.is_none()).map(|x| x.0);
+        }
+        let n = prog.insts.len();
+        let mut lin_fresh = vec![false; n + 1];
+        lin_fresh[0] = true;
+        for (pc, i) in prog.insts.iter().enumerate() {
+            match i.op {
+                Op::Bra { target } if target as usize <= pc => lin_fresh[target as usize] = true,
+                Op::Bar { .. } => lin_fresh[pc + 1] = true,
+                _ => {}
+            }
+        }
+        for &r in &rejoin_pcs {
+            lin_fresh[r as usize] = true;
+        }
         VecState {
+            lin_in: vec![None; n + 1],
+            lin_fresh,
+            lin: lin_base.clone(),
+            lin_base,
+            widen_test: None,
+            rows: false,
             frame: (!bars.is_empty()).then_some(size + 16),
             bars,
             live,
@@ -879,6 +1121,29 @@ impl Lower<'_> {
         b
     }
 
+    /// A four-lane way from here to the block at `pc`: what it brings in.
+    pub(super) fn lin_edge(&mut self, pc: usize) {
+        let v = self.vs();
+        let Some(slot) = v.lin_in.get_mut(pc) else {
+            return;
+        };
+        match slot {
+            None => *slot = Some(v.lin.clone()),
+            Some(x) => {
+                for (a, b) in x.iter_mut().zip(&v.lin) {
+                    if *a != *b {
+                        *a = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets what ways into the phase's blocks brought (the next phase's code).
+    pub(super) fn lin_reset(&mut self) {
+        self.vs().lin_in.iter_mut().for_each(|x| *x = None);
+    }
+
     /// Whether a group may run instruction `pc` from instruction `from` before it
     /// reaches a barrier.
     pub(super) fn in_phase_from(&self, from: u32, pc: u32) -> bool {
@@ -894,7 +1159,12 @@ impl Lower<'_> {
     /// A new basic block of the four-lane code: what was found in a block that need
     /// not dominate this one, or of a register another way into this block may define
     /// otherwise, is forgotten.
-    pub(super) fn vblock_start(&mut self) {
+    pub(super) fn vblock_start(&mut self, pc: usize) {
+        let v = self.vs();
+        match v.lin_in[pc].take() {
+            Some(lin) if !v.lin_fresh[pc] => v.lin = lin,
+            _ => v.lin.clone_from(&v.lin_base),
+        }
         self.vs().consecutive.clear();
         self.vs().split.iter_mut().for_each(|x| *x = None);
     }
@@ -1389,8 +1659,82 @@ impl Lower<'_> {
         sw.emit(&mut self.b, x, last);
     }
 
+    /// Before a `mul.wide` whose product's lanes are taken for a progression: its
+    /// 32-bit operand `r`'s lanes, extended, are one of `stride` (none wrapped past
+    /// its width); else the lanes part here.
+    fn widen_test(&mut self, pc: u32, r: R, stride: i64, signed: bool) {
+        let x = self.noperand(r, 32, signed);
+        let ext = |l: &mut Self, k: u8| {
+            let y = l.b.ins().extractlane(x, k);
+            if signed {
+                l.b.ins().sextend(I64, y)
+            } else {
+                l.b.ins().uextend(I64, y)
+            }
+        };
+        let (x0, x3) = (ext(self, 0), ext(self, LANES as u8 - 1));
+        let want = self
+            .b
+            .ins()
+            .iadd_imm(x0, stride.wrapping_mul(LANES as i64 - 1));
+        let ok = self.b.ins().icmp(IntCC::Equal, x3, want);
+        let (slow, cont) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(ok, cont, &[], slow, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(slow);
+        self.part(pc, None);
+        self.b.switch_to_block(cont);
+    }
+
+    /// The progression of register `a`'s lanes, when it makes an access of `size`
+    /// bytes per lane consecutive (`Some(true)`) or the same in every lane
+    /// (`Some(false)`).
+    fn lin_access(&mut self, a: R, size: u64) -> Option<bool> {
+        let f = self.vs().lin[a as usize].filter(|f| f.m == 64)?;
+        let r = if f.s == size as i64 {
+            true
+        } else if f.s == 0 {
+            false
+        } else {
+            return None;
+        };
+        self.vs().rows |= f.row;
+        Some(r)
+    }
+
     /// One instruction (not a branch or exit) on the four lanes.
     pub(super) fn vinst(&mut self, i: &Inst, pc: u32) {
+        // The progression it makes (the lanes all run it: no guard).
+        let prog = self.prog;
+        let step = match aff_dest(&i.aff) {
+            Some(d) if i.guard.is_none() && native(prog, i) => {
+                let lin = &self.vs().lin;
+                lin_step(&i.aff, |r| lin[r as usize], |r| konst_of(prog, r)).map(|x| (d, x))
+            }
+            _ => None,
+        };
+        let widen = match (i.aff, step) {
+            // (A test only where the product is 64-bit lanes.)
+            (Aff::MulWide { a, b, bits: 32, .. }, Some((_, (_, true)))) => {
+                let lin = &self.vs().lin;
+                let sa = lin[a as usize].map_or(0, |x| x.s);
+                let sb = lin[b as usize].map_or(0, |x| x.s);
+                Some(if sa != 0 { (a, sa) } else { (b, sb) })
+            }
+            _ => None,
+        };
+        for r in reads_writes(&i.op).1 {
+            self.vs().lin[r as usize] = None;
+        }
+        if let Some((d, (f, test))) = step {
+            if !test || widen.is_some() {
+                self.vs().widen_test = widen;
+                self.vnative_inst(i, pc);
+                self.vs().widen_test = None;
+                self.vs().lin[d as usize] = Some(f);
+                return;
+            }
+        }
         if !native(self.prog, i) {
             self.lanes(i, pc);
             self.unsplit(i);
@@ -1573,7 +1917,7 @@ impl Lower<'_> {
     }
 
     /// An instruction with a lane-affine form `native` takes, on all four lanes.
-    fn vaffine(&mut self, i: &Inst) -> bool {
+    fn vaffine(&mut self, i: &Inst, pc: u32) -> bool {
         match i.aff {
             Aff::Mov { d, a, bits } => {
                 if bits <= 32 {
@@ -1662,6 +2006,9 @@ impl Lower<'_> {
                     let r = self.nmasked(r, 2 * bits);
                     self.set_n(d, r);
                 } else {
+                    if let Some((r, stride)) = self.vs().widen_test {
+                        self.widen_test(pc, r, stride, signed);
+                    }
                     let x = self.noperand(a, bits, signed);
                     let x = self.widen(x, signed);
                     let y = match kb {
@@ -1756,7 +2103,7 @@ impl Lower<'_> {
 
     /// An instruction `native` takes, on all four lanes.
     fn vnative_inst(&mut self, i: &Inst, pc: u32) {
-        if self.vaffine(i) {
+        if self.vaffine(i, pc) {
             return;
         }
         match (i.sem, &i.op) {
@@ -2000,11 +2347,16 @@ impl Lower<'_> {
         let a0 = self.b.ins().extractlane(addr.0, 0);
         // An address `base + offset` is consecutive when the offsets are (found once
         // for the accesses of a block that share them).
-        let lanes = match self.vs().split[a as usize] {
-            Some((_, o)) => o,
-            None => addr,
+        let consecutive = match self.lin_access(a, size) {
+            Some(c) => self.b.ins().iconst(I8, i64::from(c)),
+            None => {
+                let lanes = match self.vs().split[a as usize] {
+                    Some((_, o)) => o,
+                    None => addr,
+                };
+                self.consecutive(lanes, size)
+            }
         };
-        let consecutive = self.consecutive(lanes, size);
         // The first lane's offset in the allocation, in units of `size`: the four
         // accesses fit when the last one's unit is inside it.
         let cache = self.f.cache;
@@ -2331,12 +2683,19 @@ impl Lower<'_> {
         // Whether the lanes are consecutive, or all the same (found once for the
         // accesses of a block that share them: the same register, or the same
         // offsets from a register the same in every lane, whatever the immediate).
-        let lanes = match self.vs().split[a as usize] {
-            Some((_, o)) => o,
-            None => av,
+        let (consecutive, same) = match self.lin_access(a, size) {
+            Some(c) => (
+                self.b.ins().iconst(I8, i64::from(c)),
+                self.b.ins().iconst(I8, i64::from(!c)),
+            ),
+            None => {
+                let lanes = match self.vs().split[a as usize] {
+                    Some((_, o)) => o,
+                    None => av,
+                };
+                (self.consecutive(lanes, size), self.consecutive(lanes, 0))
+            }
         };
-        let consecutive = self.consecutive(lanes, size);
-        let same = self.consecutive(lanes, 0);
         // The first lane's offset in shared memory: its address's in the window, or
         // the address itself; the group's accesses fit when it is below the window's
         // size (no overflow below) and they end inside the block's shared memory.
