@@ -1834,7 +1834,8 @@ $END:
             ),
         );
         let mut rng = Rng(0x5eed_0015);
-        let (grid, block) = (3u32, 64u32);
+        // (Two blocks: one faults, so that the report is the same on two host threads.)
+        let (grid, block) = (2u32, 64u32);
         let n = (grid * block) as usize;
         let x = rng.words(n);
         // Far from the edge: every thread's element (the index less `back`).
@@ -1852,6 +1853,53 @@ $END:
             .expect_err("a wrapped index");
         assert!(!e.is_empty(), "mul.wide.{wide}");
     }
+}
+
+/// An index each lane may change on its own (in a branch that depends on its data,
+/// before the lanes come together again) is no progression the four-lane code may
+/// take for consecutive, even where the lanes' first and last still are: each thread
+/// reads its own element, or the one 64 past it where its element is odd.
+#[test]
+fn four_lanes_take_no_progression_a_lane_changed_alone() {
+    let ptx = kernel_of(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<8> %r<10> %p<2>",
+        "  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r5, %r3, %r4, %r2;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r6, [%rd4];
+  mov.u32 %r7, %r5;
+  and.b32 %r8, %r6, 1;
+  setp.eq.u32 %p1, %r8, 0;
+  @%p1 bra $L;
+  add.u32 %r7, %r7, 64;
+$L:
+  mul.wide.u32 %rd5, %r7, 4;
+  add.s64 %rd6, %rd1, %rd5;
+  ld.global.u32 %r9, [%rd6];
+  add.s64 %rd7, %rd2, %rd3;
+  st.global.u32 [%rd7], %r9;
+  ret;",
+    );
+    let n = 128usize;
+    // Lanes 1 and 2 of each group odd: its first and last lanes read their own.
+    let x: Vec<u32> = (0..n as u32 + 64)
+        .map(|i| (i << 4) | u32::from(matches!(i % 4, 1 | 2)))
+        .collect();
+    let out = agree(
+        &ptx,
+        cfg(2, 64),
+        &[x.clone(), vec![0; n]],
+        &[KernelArg::U32(n as u32)],
+    )
+    .unwrap();
+    let want: Vec<u32> = (0..n)
+        .map(|i| if x[i] & 1 == 1 { x[i + 64] } else { x[i] })
+        .collect();
+    assert_eq!(out[1], want);
 }
 
 /// 64-bit integer arithmetic (add, sub, mul.lo, mad.lo, shifts by constants and by a

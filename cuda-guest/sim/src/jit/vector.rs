@@ -408,6 +408,93 @@ impl Lin {
     }
 }
 
+/// The progressions that hold wherever the four-lane code reads the register (what a
+/// block starts with; `base` for registers the body never writes): those of the
+/// registers every write of which the four lanes make together, with the same
+/// progression. A write qualifies where it is unguarded, needs no test of its lanes
+/// (`lin_step`), and no lane may run it apart from the others before they come
+/// together again (it is not between a branch whose condition may differ between
+/// threads and its reconvergence point, where they meet: `phases::divergence`); a
+/// register the body may read before writing it also holds its first value, zero.
+fn stable_lins(
+    prog: &Program,
+    uniform: &[bool],
+    base: Vec<Option<Lin>>,
+    written: &[bool],
+) -> Vec<Option<Lin>> {
+    let n = prog.insts.len();
+    let d = phases::divergence(prog, uniform);
+    let mut apart = vec![false; n];
+    for (pc, i) in prog.insts.iter().enumerate() {
+        let Some((p, _)) = i.guard else { continue };
+        let r = prog.ipdom.get(pc).map_or(n, |&r| r as usize);
+        let meets = prog
+            .insts
+            .get(r)
+            .is_some_and(|j| !(matches!(j.op, Op::Exit) && j.guard.is_none()));
+        if !matches!(i.op, Op::Bra { .. }) || !d.preds[p as usize] || !meets {
+            continue;
+        }
+        let mut todo: Vec<usize> = phases::succs(prog, pc).collect();
+        while let Some(x) = todo.pop() {
+            if x == r || std::mem::replace(&mut apart[x], true) {
+                continue;
+            }
+            todo.extend(phases::succs(prog, x));
+        }
+    }
+    let regs: Vec<u32> = (0..prog.nregs).filter(|&r| written[r as usize]).collect();
+    let live = phases::live_in(prog, &regs);
+    // `None` while no write is seen; `Some(None)` where no progression holds.
+    let mut lin: Vec<Option<Option<Lin>>> = base
+        .iter()
+        .enumerate()
+        .map(|(r, b)| (!written[r]).then_some(*b))
+        .collect();
+    for (k, &r) in regs.iter().enumerate() {
+        if live[0][k / 64] >> (k % 64) & 1 == 1 {
+            lin[r as usize] = Some(Some(Lin::SAME));
+        }
+    }
+    loop {
+        let mut changed = false;
+        for (pc, i) in prog.insts.iter().enumerate() {
+            for dst in reads_writes(&i.op).1 {
+                let step = match aff_dest(&i.aff) {
+                    // (A kernel parameter: the same in every thread.)
+                    _ if i.guard.is_none() && matches!(i.op, Op::LdParam { .. }) => Some(Lin::SAME),
+                    Some(x) if x == dst && i.guard.is_none() && !apart[pc] => {
+                        // (An operand no write of which is seen yet: later.)
+                        if reads_writes(&i.op)
+                            .0
+                            .iter()
+                            .any(|&r| lin[r as usize].is_none())
+                        {
+                            continue;
+                        }
+                        lin_step(&i.aff, |r| lin[r as usize].flatten(), |r| konst_of(prog, r))
+                            .filter(|x| !x.1)
+                            .map(|x| x.0)
+                    }
+                    _ => None,
+                };
+                let old = lin[dst as usize];
+                let new = match old {
+                    None => Some(step),
+                    Some(o) => Some(if o == step { o } else { None }),
+                };
+                if new != old {
+                    lin[dst as usize] = new;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return lin.into_iter().map(Option::flatten).collect();
+        }
+    }
+}
+
 /// The register an affine form writes.
 fn aff_dest(aff: &Aff) -> Option<R> {
     match *aff {
@@ -719,6 +806,7 @@ impl Lower<'_> {
             let step = lin_step(&i.aff, |r| lin_base[r as usize], |r| konst_of(prog, r));
             lin_base[d as usize] = step.filter(|x| !x.1 && i.guard.is_none()).map(|x| x.0);
         }
+        let lin_base = stable_lins(prog, &uniform, lin_base, &written);
         let n = prog.insts.len();
         let mut lin_fresh = vec![false; n + 1];
         lin_fresh[0] = true;
@@ -1723,8 +1811,9 @@ impl Lower<'_> {
             }
             _ => None,
         };
+        let param = i.guard.is_none() && matches!(i.op, Op::LdParam { .. });
         for r in reads_writes(&i.op).1 {
-            self.vs().lin[r as usize] = None;
+            self.vs().lin[r as usize] = param.then_some(Lin::SAME);
         }
         if let Some((d, (f, test))) = step {
             if !test || widen.is_some() {
