@@ -1286,8 +1286,11 @@ impl Lower<'_> {
                 let all_eq = self.b.ins().vall_true(eq);
                 self.b.ins().brif(all_eq, if_none, &[], mixed, &[]);
             }
+            // All four through the lanes' sign bits (x86: `movmskps` and a compare,
+            // where `vall_true` compares the vector with zero and tests that).
             None => {
-                let all = self.b.ins().vall_true(m);
+                let bits = self.b.ins().vhigh_bits(I32, m);
+                let all = self.b.ins().icmp_imm(IntCC::Equal, bits, ALL_LANES);
                 self.b.ins().brif(all, if_all, &[], some, &[]);
                 self.b.switch_to_block(some);
                 let any = self.b.ins().vany_true(m);
@@ -2426,22 +2429,39 @@ impl Lower<'_> {
             self.vshared(i, pc, size, a, off);
             return;
         }
-        let av = self.vw(a);
-        let addr = if off == 0 {
-            av
-        } else {
-            let o = self.vsplat(off as u64);
-            self.both(av, |l, x| l.b.ins().iadd(x, o))
+        // The lanes' addresses (made where needed).
+        let addr = |l: &mut Self| {
+            let av = l.vw(a);
+            if off == 0 {
+                av
+            } else {
+                let o = l.vsplat(off as u64);
+                l.both(av, |l, x| l.b.ins().iadd(x, o))
+            }
         };
-        let a0 = self.b.ins().extractlane(addr.0, 0);
+        // The first lane's: of an address `base + offsets`, the base plus the first
+        // offset (which the accesses of a block that share the offsets extract once).
+        let split = self.vs().split[a as usize];
+        let a0 = match split {
+            Some((u, o)) => {
+                let o0 = self.b.ins().extractlane(o.0, 0);
+                let u = self.reg(u);
+                let x = self.b.ins().iadd(u, o0);
+                self.b.ins().iadd_imm(x, off)
+            }
+            None => {
+                let v = addr(self);
+                self.b.ins().extractlane(v.0, 0)
+            }
+        };
         // An address `base + offset` is consecutive when the offsets are (found once
         // for the accesses of a block that share them).
         let consecutive = match self.lin_access(a, size) {
             Some(c) => self.b.ins().iconst(I8, i64::from(c)),
             None => {
-                let lanes = match self.vs().split[a as usize] {
+                let lanes = match split {
                     Some((_, o)) => o,
-                    None => addr,
+                    None => addr(self),
                 };
                 self.consecutive(lanes, size)
             }
@@ -2489,6 +2509,7 @@ impl Lower<'_> {
         if let Op::Ld { d, sext, dmask, .. } = &i.op {
             // Every lane the same address (a loop's broadcast operand): one load.
             let same = self.b.create_block();
+            let addr = addr(self);
             let s0 = self.b.ins().splat(I64X2, a0);
             let n0 = self.b.ins().icmp(IntCC::Equal, addr.0, s0);
             let n1 = self.b.ins().icmp(IntCC::Equal, addr.1, s0);
