@@ -1065,8 +1065,9 @@ impl<'a> Lower<'a> {
                 let area = self.area(tv);
                 self.set_header(area, 0);
             }
+            // (The budget is checked once the groups are done: a loop of the body
+            // checks it at its backward branch, and the groups are finite.)
             self.count((prog.insts.len() + prog.prologue.len()) as u64 * vector::LANES);
-            self.tick_check(u32::MAX);
             self.next_group();
         }
         self.b.switch_to_block(end);
@@ -1074,6 +1075,7 @@ impl<'a> Lower<'a> {
             self.phase_end(head);
         } else {
             self.vs_reset();
+            self.tick_check(u32::MAX);
             self.b.ins().jump(head, &[]);
         }
         self.resume(specials, uniform_prologue);

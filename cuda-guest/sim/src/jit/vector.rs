@@ -6,7 +6,9 @@
 //! or store whose four addresses are consecutive, and inside the allocation the
 //! instruction hit last, is checked once and moves the four values together (a load
 //! whose lanes share one address loads once); a shared-memory one is checked against
-//! the block's shared memory, and made once, or once per lane. Barriers: see
+//! the block's shared memory, and made once, or once per lane. Whether the four
+//! addresses are consecutive is known when the code is built where the address is a
+//! progression of `%tid.x` ([`Lin`]), else tested per group. Barriers: see
 //! [`super::phases`]. Other instructions run lane by lane
 //! through the one-thread code's own lowering (`Lower::guarded`, the lanes' values moved
 //! in and out), so this adds no semantics of its own.
