@@ -584,6 +584,35 @@ fn compiled_faults_are_reported_as_the_interpreter_reports_them() {
     }
 }
 
+/// `ptx`'s kernel `k` on one block of `block` threads, compiled, with a budget of
+/// 200,000 warp instructions it exceeds: the instructions counted and the PTX line
+/// where it stopped (and the simulator, its error sticky until reset).
+fn budget_stop(ptx: &str, block: u32) -> (u64, u32, Simulator) {
+    let mut s = Simulator::new(SimConfig {
+        threads: 1,
+        instruction_budget: 200_000,
+        time_limit: None,
+        engine: Engine::Jit,
+        ..SimConfig::default()
+    });
+    let m = s.load_module("spin.ptx", ptx).unwrap();
+    let b = s.malloc(4).unwrap();
+    let e = s
+        .launch(&m, "k", cfg(1, block), &[KernelArg::Ptr(b)])
+        .unwrap_err();
+    let SimError::Timeout {
+        reason,
+        warp_instructions,
+        line,
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(*reason, "instruction budget");
+    (*warp_instructions, *line, s)
+}
+
 /// A compiled loop that never ends stops at the budget, the time limit or a
 /// cancellation, as an interpreted one does.
 #[test]
@@ -592,66 +621,24 @@ fn compiled_loops_stop_at_the_budget_the_time_limit_and_cancellation() {
         ".param .u64 p",
         "  .reg .b32 %r<3>;\n  .reg .pred %p<2>;\n  mov.u32 %r1, 1;\nL:\n  add.u32 %r1, %r1, 2;\n  setp.ne.u32 %p1, %r1, 0;\n  @%p1 bra L;\n  ret;",
     );
-    let mut s = Simulator::new(SimConfig {
-        threads: 1,
-        instruction_budget: 200_000,
-        time_limit: None,
-        engine: Engine::Jit,
-        ..SimConfig::default()
-    });
-    let m = s.load_module("spin.ptx", &ptx).unwrap();
-    let b = s.malloc(4).unwrap();
-    let e = s
-        .launch(&m, "k", cfg(1, 32), &[KernelArg::Ptr(b)])
-        .unwrap_err();
-    let SimError::Timeout {
-        reason,
-        warp_instructions,
-        line,
-        ..
-    } = &e
-    else {
-        panic!("{e}")
-    };
-    assert_eq!(*reason, "instruction budget");
+    let (warp_instructions, line, _) = budget_stop(&ptx, 32);
     assert!(
-        *warp_instructions > 200_000 && *warp_instructions <= 200_000 + 4096 + 32,
+        warp_instructions > 200_000 && warp_instructions <= 200_000 + 4096 + 32,
         "{warp_instructions}"
     );
-    assert_eq!(*line, 12, "the loop's branch, where compiled code checks");
+    assert_eq!(line, 12, "the loop's branch, where compiled code checks");
     // A loop each round of which waits at a barrier (in the four-lane code, a phase a
     // round): the budget is checked as each phase ends.
     let bars = kernel(
         ".param .u64 p",
         "  .reg .b32 %r<3>;\n  .reg .pred %p<2>;\n  mov.u32 %r1, 1;\nL:\n  bar.sync 0;\n  add.u32 %r1, %r1, 2;\n  setp.ne.u32 %p1, %r1, 0;\n  @%p1 bra L;\n  ret;",
     );
-    let mut s = Simulator::new(SimConfig {
-        threads: 1,
-        instruction_budget: 200_000,
-        time_limit: None,
-        engine: Engine::Jit,
-        ..SimConfig::default()
-    });
-    let m = s.load_module("bars.ptx", &bars).unwrap();
-    let b = s.malloc(4).unwrap();
-    let e = s
-        .launch(&m, "k", cfg(1, 64), &[KernelArg::Ptr(b)])
-        .unwrap_err();
-    let SimError::Timeout {
-        reason,
-        warp_instructions,
-        line,
-        ..
-    } = &e
-    else {
-        panic!("{e}")
-    };
-    assert_eq!(*reason, "instruction budget");
+    let (warp_instructions, line, mut s) = budget_stop(&bars, 64);
     assert!(
-        *warp_instructions > 200_000 && *warp_instructions <= 200_000 + 4096 + 256,
+        warp_instructions > 200_000 && warp_instructions <= 200_000 + 4096 + 256,
         "{warp_instructions}"
     );
-    assert_eq!(*line, 0, "{e}");
+    assert_eq!(line, 0, "the phase's end, where compiled code checks");
     // (The compiled code's: ten rounds of the same loop run there.)
     s.reset();
     let b = s.malloc(4).unwrap();
