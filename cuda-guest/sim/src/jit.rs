@@ -250,8 +250,9 @@ pub(crate) fn vector_lanes() -> usize {
 }
 
 impl Kernel {
-    /// Whether its code runs blocks of `nthreads` threads: a kernel with barriers
-    /// runs its blocks in whole groups of four ([`phases`]).
+    /// Whether its code runs blocks of `block` threads: a kernel with barriers runs
+    /// its blocks in whole groups of four ([`phases`]), each one row's when its
+    /// four-lane code takes `%tid.x` for consecutive ([`Kernel::rows`]).
     pub fn runs_block(&self, block: [u32; 3]) -> bool {
         let nthreads = block.iter().product::<u32>() as usize;
         let whole = |n: usize| n.is_multiple_of(vector_lanes());

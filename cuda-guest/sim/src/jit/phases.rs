@@ -85,19 +85,41 @@ pub(super) fn divergence(prog: &Program, uniform: &[bool]) -> Divergence {
                 continue;
             }
             let stop = prog.ipdom.get(pc).map_or(usize::MAX, |&r| r as usize);
-            let mut todo: Vec<usize> = succs(prog, pc).collect();
-            while let Some(x) = todo.pop() {
-                if x == stop || std::mem::replace(&mut d.region[x], true) {
-                    continue;
-                }
-                changed = true;
-                todo.extend(succs(prog, x));
-            }
+            changed |= mark_between(prog, pc, stop, &mut d.region);
         }
         if !changed {
             return d;
         }
     }
+}
+
+/// Marks in `marks` what is reachable from branch `pc` before `stop` (its
+/// reconvergence point); whether it marked any instruction not marked before.
+pub(super) fn mark_between(prog: &Program, pc: usize, stop: usize, marks: &mut [bool]) -> bool {
+    let mut changed = false;
+    let mut todo: Vec<usize> = succs(prog, pc).collect();
+    while let Some(x) = todo.pop() {
+        if x == stop || std::mem::replace(&mut marks[x], true) {
+            continue;
+        }
+        changed = true;
+        todo.extend(succs(prog, x));
+    }
+    changed
+}
+
+/// Where the lanes that part at instruction `pc` (a branch under a predicate) meet
+/// again: its reconvergence point, unless there they would only exit together.
+pub(super) fn meeting_point(prog: &Program, pc: usize) -> Option<u32> {
+    let i = &prog.insts[pc];
+    if !matches!(i.op, Op::Bra { .. }) || i.guard.is_none() {
+        return None;
+    }
+    let r = *prog.ipdom.get(pc)?;
+    prog.insts
+        .get(r as usize)
+        .is_some_and(|j| !(matches!(j.op, Op::Exit) && j.guard.is_none()))
+        .then_some(r)
 }
 
 /// Why the four-lane code cannot run `prog`'s barriers, if it cannot: one that is

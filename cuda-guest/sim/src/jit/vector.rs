@@ -314,12 +314,12 @@ pub(super) struct PhaseCode {
 pub(super) const NO_BARRIER: i64 = -1;
 
 /// A value of the parted lanes' state (`rpc`, `rend`, `rjoin`, `parked`, `alive`) or of
-/// the phases (`phase`, `bar_at`): a
-/// Cranelift variable, or in a kernel with barriers a place in memory (before
-/// `Ctx::frames`, [`super::FRAME_CELLS`]). There a group passes the groups' loop head once per phase, and as variables
-/// the loop carried them and the register allocator moved them on every pass, though
-/// only a group whose lanes part uses them (reduce_sum: 11% fewer instructions); in a
-/// kernel without barriers, the variables measured faster (vector_add: 9% fewer).
+/// the phases (`phase`, `bar_at`): a Cranelift variable, or in a kernel with barriers
+/// a place in memory (before `Ctx::frames`, [`super::FRAME_CELLS`]). There a group
+/// passes the groups' loop head once per phase, and as variables the loop carried
+/// them and the register allocator moved them on every pass, though only a group
+/// whose lanes part uses them (reduce_sum: 11% fewer instructions); in a kernel
+/// without barriers, the variables measured faster (vector_add: 9% fewer).
 #[derive(Clone, Copy)]
 pub(super) enum Cell {
     Var(Variable),
@@ -428,21 +428,9 @@ fn stable_lins(
     let d = phases::divergence(prog, uniform);
     let mut apart = vec![false; n];
     for (pc, i) in prog.insts.iter().enumerate() {
-        let Some((p, _)) = i.guard else { continue };
-        let r = prog.ipdom.get(pc).map_or(n, |&r| r as usize);
-        let meets = prog
-            .insts
-            .get(r)
-            .is_some_and(|j| !(matches!(j.op, Op::Exit) && j.guard.is_none()));
-        if !matches!(i.op, Op::Bra { .. }) || !d.preds[p as usize] || !meets {
-            continue;
-        }
-        let mut todo: Vec<usize> = phases::succs(prog, pc).collect();
-        while let Some(x) = todo.pop() {
-            if x == r || std::mem::replace(&mut apart[x], true) {
-                continue;
-            }
-            todo.extend(phases::succs(prog, x));
+        let differs = i.guard.is_some_and(|(p, _)| d.preds[p as usize]);
+        if let Some(r) = phases::meeting_point(prog, pc).filter(|_| differs) {
+            phases::mark_between(prog, pc, r as usize, &mut apart);
         }
     }
     let regs: Vec<u32> = (0..prog.nregs).filter(|&r| written[r as usize]).collect();
@@ -725,17 +713,8 @@ impl Lower<'_> {
         let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
         let (phase, bar_at) = (cell(5, I32), cell(6, I32));
         let mut rejoin_pcs = vec![];
-        for (pc, i) in prog.insts.iter().enumerate() {
-            // (Not where the lanes would only exit together.)
-            let r = prog.ipdom.get(pc).copied().unwrap_or(u32::MAX);
-            if matches!(i.op, Op::Bra { .. })
-                && i.guard.is_some()
-                && prog
-                    .insts
-                    .get(r as usize)
-                    .is_some_and(|j| !(matches!(j.op, Op::Exit) && j.guard.is_none()))
-                && !rejoin_pcs.contains(&r)
-            {
+        for pc in 0..prog.insts.len() {
+            if let Some(r) = phases::meeting_point(prog, pc).filter(|r| !rejoin_pcs.contains(r)) {
                 rejoin_pcs.push(r);
             }
         }
