@@ -1800,10 +1800,7 @@ fn four_lanes_test_widened_indices_for_wrapping() {
             "u64 px %rd1; u64 py %rd2; u32 k %r1; u64 back %rd3",
             "%rd<11> %r<8> %p<2>",
             &format!(
-                "  mov.u32 %r2, %tid.x;
-  mov.u32 %r3, %ctaid.x;
-  mov.u32 %r4, %ntid.x;
-  mad.lo.s32 %r5, %r3, %r4, %r2;
+                "{GID}
   setp.ge.u32 %p1, %r5, 100000;
   @%p1 bra $END;
   add.s32 %r6, %r5, %r1;
@@ -1848,28 +1845,20 @@ $END:
 /// reads its own element, or the one 64 past it where its element is odd.
 #[test]
 fn four_lanes_take_no_progression_a_lane_changed_alone() {
-    let ptx = kernel_of(
+    let ptx = elementwise(
         "ptr px %rd1; ptr py %rd2; u32 n %r1",
-        "%rd<8> %r<10> %p<2>",
-        "  mov.u32 %r2, %tid.x;
-  mov.u32 %r3, %ctaid.x;
-  mov.u32 %r4, %ntid.x;
-  mad.lo.s32 %r5, %r3, %r4, %r2;
-  mul.wide.u32 %rd3, %r5, 4;
-  add.s64 %rd4, %rd1, %rd3;
-  ld.global.u32 %r6, [%rd4];
+        "%rd<8> %r<10> %p<3>",
+        "  ld.global.u32 %r6, [%rd4];
   mov.u32 %r7, %r5;
   and.b32 %r8, %r6, 1;
-  setp.eq.u32 %p1, %r8, 0;
-  @%p1 bra $L;
+  setp.eq.u32 %p2, %r8, 0;
+  @%p2 bra $L;
   add.u32 %r7, %r7, 64;
 $L:
-  mul.wide.u32 %rd5, %r7, 4;
-  add.s64 %rd6, %rd1, %rd5;
-  ld.global.u32 %r9, [%rd6];
-  add.s64 %rd7, %rd2, %rd3;
-  st.global.u32 [%rd7], %r9;
-  ret;",
+  mul.wide.u32 %rd6, %r7, 4;
+  add.s64 %rd7, %rd1, %rd6;
+  ld.global.u32 %r9, [%rd7];
+  st.global.u32 [%rd5], %r9;",
     );
     let n = 128usize;
     // Lanes 1 and 2 of each group odd: its first and last lanes read their own.
