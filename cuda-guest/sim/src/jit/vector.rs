@@ -1130,8 +1130,8 @@ impl Lower<'_> {
                         let a = self.b.ins().imul_imm(tv, 8);
                         let a = self.b.ins().iadd(self.f.tids, a);
                         (
-                            self.b.ins().load(I64X2, tids_flags(), a, 0),
-                            self.b.ins().load(I64X2, tids_flags(), a, 16),
+                            self.b.ins().load(I64X2, pure_load(), a, 0),
+                            self.b.ins().load(I64X2, pure_load(), a, 16),
                         )
                     });
                     let pair = if k == 2 {
@@ -1431,10 +1431,10 @@ impl Lower<'_> {
         }
     }
 
-    /// The group's values `live` from `area`.
-    fn group_load(&mut self, area: Value, live: &[u64]) {
+    /// The group's values `live` from `area`, with `flags`.
+    fn group_load(&mut self, area: Value, live: &[u64], flags: MemFlags) {
         for (h, off) in self.held(Some(live)) {
-            let load = |l: &mut Self, ty: Type, off: i32| l.b.ins().load(ty, trusted(), area, off);
+            let load = |l: &mut Self, ty: Type, off: i32| l.b.ins().load(ty, flags, area, off);
             match h {
                 Held::Reg(_, Var4::N(v)) => {
                     let x = load(self, I32X4, off);
@@ -1693,7 +1693,7 @@ impl Lower<'_> {
         for (&(_, r, blk), &t) in to.iter().zip(&targets) {
             self.b.switch_to_block(t);
             let live = self.live_at(r);
-            self.group_load(area, &live);
+            self.group_load(area, &live, trusted());
             self.b.ins().jump(blk, &[]);
         }
 
@@ -2605,10 +2605,12 @@ impl Lower<'_> {
         self.b.switch_to_block(all);
         self.vprelude(specials);
         match area {
-            // (The prologue's values among them.)
+            // (The prologue's values among them.) Pure loads: each where the phase's
+            // code first uses it, none where nothing does; the frame changes only
+            // where the four-lane code stops using them (`super::pure_load`).
             Some(area) => {
                 let live = self.live_at(entry);
-                self.group_load(area, &live);
+                self.group_load(area, &live, pure_load());
             }
             None => {
                 for (k, i) in self.prog.prologue.iter().enumerate() {
