@@ -2343,6 +2343,52 @@ $S:
     }
 }
 
+/// Registers every thread computes alike right after a barrier (a count the loop
+/// steps, set after a barrier of its own; a product of it and `%ntid.x`) are computed
+/// once per phase: read by groups on four lanes, by lanes gone alone on a branch, and
+/// by lanes going alone after a barrier where the others of their group exited. Even
+/// threads sum the product (30 times the block size), odd ones the count (30).
+#[test]
+fn four_lanes_compute_once_per_phase_what_every_thread_computes_alike() {
+    let ptx = kernel_of(
+        "ptr px %rd1; ptr py %rd2; u32 n %r1",
+        "%rd<8> %r<16> %p<8>",
+        &format!(
+            "{GID}
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 ret;
+  mov.u32 %r9, 0;
+  and.b32 %r10, %r5, 1;
+  setp.eq.u32 %p2, %r10, 1;
+  bar.sync 0;
+  mov.u32 %r7, 0;
+$L:
+  bar.sync 0;
+  add.u32 %r7, %r7, 3;
+  mul.lo.u32 %r8, %r7, %r3;
+  @%p2 bra $ODD;
+  add.u32 %r9, %r9, %r8;
+  bra $J;
+$ODD:
+  add.u32 %r9, %r9, %r7;
+$J:
+  setp.lt.u32 %p3, %r7, 12;
+  @%p3 bra $L;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  st.global.u32 [%rd4], %r9;
+  ret;"
+        ),
+    );
+    for (block, n) in [(64u32, 200u32), (32, 90), (128, 128)] {
+        let y = agree_xy(&ptx, n.div_ceil(block), block, &vec![0; n as usize], n);
+        for (i, &v) in y.iter().enumerate() {
+            let want = if i % 2 == 1 { 30 } else { 30 * block };
+            assert_eq!(v, want, "element {i}, blocks of {block}");
+        }
+    }
+}
+
 /// Lanes that part on their data before a barrier wait there alone and go on four at a
 /// time after it; a 64-bit value per thread lives across two barriers a round, three
 /// rounds of a loop, each thread reading its mirror's (one shared access per lane).

@@ -94,8 +94,9 @@ pub(crate) struct Ctx {
 }
 
 /// The bytes before `Ctx::frames` where the four-lane code of a kernel with barriers
-/// keeps its phases' and parted lanes' state (`vector::Cell`).
-pub const FRAME_CELLS: usize = 64;
+/// keeps its phases' and parted lanes' state (`vector::Cell`) and the registers it
+/// computes once per phase (`phases::phase_uniform`).
+pub const FRAME_CELLS: usize = 256;
 
 /// A reduction a host thread holds back (`exec::Reds`, when the launch combines them):
 /// the global word's device address (`FREE`'s when the slot is free), the operation
@@ -747,10 +748,17 @@ impl<'a> Lower<'a> {
         v
     }
     fn reg(&mut self, r: u32) -> Value {
+        if let Some(off) = self.ucell(r) {
+            return self.b.ins().load(I64, trusted(), self.f.frames, off);
+        }
         let v = self.reg_var(r);
         self.b.use_var(v)
     }
     fn set(&mut self, r: u32, x: Value) {
+        if let Some(off) = self.ucell(r) {
+            self.b.ins().store(trusted(), x, self.f.frames, off);
+            return;
+        }
         let v = self.reg_var(r);
         self.b.def_var(v, x);
     }
@@ -1216,6 +1224,8 @@ impl<'a> Lower<'a> {
                     self.block_of(prog.insts.len(), four),
                     self.block_of(pc + 1, four),
                 ),
+                // (Computed once as the phase starts.)
+                _ if self.v.as_ref().is_some_and(|v| v.hoisted[pc]) => continue,
                 _ if four => {
                     self.vinst(i, pcu);
                     continue;

@@ -11,7 +11,9 @@
 //! The four-lane body is built once per phase: from pc 0, and from after each barrier,
 //! what a group may run until it reaches a barrier ([`reach`]), each with a loop over
 //! the groups of its own. A phase's loop then dispatches on nothing, and the register
-//! allocator keeps its values apart from the other phases'.
+//! allocator keeps its values apart from the other phases'. What every thread computes
+//! alike right after a barrier is computed once, before the phase's groups start
+//! ([`phase_uniform`]).
 
 use super::*;
 
@@ -225,5 +227,99 @@ pub(super) fn live_in(prog: &Program, vars: &[u32]) -> Vec<Vec<u64>> {
         if !changed {
             return live;
         }
+    }
+}
+
+/// Registers the same in every thread of the block that the body computes once per
+/// phase, as it starts (from after a barrier), and which instructions compute them
+/// (`hoisted`). Such a register is written only by the first instructions after a
+/// barrier, unguarded register arithmetic on constants, what is the same in every
+/// thread before the body (`uniform`) and such registers; no branch goes to them, so
+/// every thread that runs them has passed the barrier, and every thread passes it the
+/// same number of times (`aligned`), each computing the same value. The four-lane code
+/// keeps one value of each for the block (`vector::VecState::ucell`, at most `most`)
+/// and runs those instructions once before the phase's groups start, where each group
+/// ran them on its four lanes (reduce_sum's halving stride: its loop's groups, nearly
+/// all of them past the threads that add, run only a comparison).
+pub(super) fn phase_uniform(
+    prog: &Program,
+    uniform: &[bool],
+    bars: &[u32],
+    most: usize,
+) -> (Vec<bool>, Vec<bool>) {
+    let n = prog.insts.len();
+    let nregs = prog.nregs as usize;
+    let mut target = vec![false; n + 1];
+    for i in &prog.insts {
+        if let Op::Bra { target: t } = i.op {
+            target[(t as usize).min(n)] = true;
+        }
+    }
+    let dest = |i: &Inst| -> Option<R> {
+        let (_, w) = reads_writes(&i.op);
+        let (pr, pw) = vector::preds_rw(i);
+        let arithmetic = matches!(
+            i.op,
+            Op::Bin(..)
+                | Op::Un(..)
+                | Op::Ter(..)
+                | Op::Mov(..)
+                | Op::Bfi { .. }
+                | Op::Prmt(..)
+                | Op::Lop3 { .. }
+                | Op::Cvt { .. }
+        );
+        (arithmetic && i.guard.is_none() && pr.is_empty() && pw.is_empty() && w.len() == 1)
+            .then(|| w[0])
+    };
+    // The first instructions after each barrier that may be computed once.
+    let runs: Vec<Vec<usize>> = bars
+        .iter()
+        .map(|&b| {
+            (b as usize + 1..n)
+                .take_while(|&pc| !target[pc] && dest(&prog.insts[pc]).is_some())
+                .collect()
+        })
+        .collect();
+    let mut touched = vec![false; nregs];
+    for i in &prog.prologue {
+        let (r, w) = reads_writes(&i.op);
+        for x in r.into_iter().chain(w) {
+            touched[x as usize] = true;
+        }
+    }
+    let mut regs = vec![false; nregs];
+    for i in &prog.insts {
+        for r in reads_writes(&i.op).1 {
+            regs[r as usize] = !uniform[r as usize] && !touched[r as usize];
+        }
+    }
+    loop {
+        let mut hoisted = vec![false; n];
+        for run in &runs {
+            for &pc in run.iter() {
+                if !dest(&prog.insts[pc]).is_some_and(|d| regs[d as usize]) {
+                    break;
+                }
+                hoisted[pc] = true;
+            }
+        }
+        let mut next = regs.clone();
+        for (pc, i) in prog.insts.iter().enumerate() {
+            let (r, w) = reads_writes(&i.op);
+            let ok = hoisted[pc] && r.iter().all(|&x| uniform[x as usize] || regs[x as usize]);
+            for d in w.into_iter().filter(|_| !ok) {
+                next[d as usize] = false;
+            }
+        }
+        // (The first `most`, by register.)
+        let over: Vec<usize> = (0..nregs).filter(|&r| next[r]).skip(most).collect();
+        for r in over {
+            next[r] = false;
+        }
+        if next == regs {
+            return (regs, hoisted);
+        }
+        regs = next;
     }
 }

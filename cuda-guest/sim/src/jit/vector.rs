@@ -217,6 +217,12 @@ type V2 = (Value, Value);
 /// What the four-lane code needs beside the one-thread code's state.
 pub(super) struct VecState {
     regs: Vec<Option<Var4>>,
+    /// Per register computed once per phase ([`phases::phase_uniform`]), its cell's
+    /// offset from `Ctx::frames` (an `i64`: both codes read it there, and only the
+    /// phases' starts write it); per instruction, whether it is one that computes them
+    /// (neither code runs it: `phase_end` does, once).
+    ucell: Vec<Option<i32>>,
+    pub hoisted: Vec<bool>,
     /// Predicates: an `i32x4` lane mask each.
     preds: Vec<Option<Variable>>,
     /// Registers the same in every thread of the block (one-thread variables, splatted
@@ -309,6 +315,10 @@ pub(super) struct PhaseCode {
     pub head: Block,
     pub exit: Block,
 }
+
+/// The cells of the parted lanes' and the phases' state (`rend` to `bar_at`); the
+/// registers computed once per phase follow.
+const FIXED_CELLS: u32 = 7;
 
 /// `bar_at` before any group has reached a barrier in a phase.
 pub(super) const NO_BARRIER: i64 = -1;
@@ -661,11 +671,28 @@ fn le() -> MemFlags {
 
 impl Lower<'_> {
     /// Sets up the four-lane state (before the body is lowered).
-    pub(super) fn vec_state(&mut self, uniform: Vec<bool>, uniform_prologue: &[bool]) -> VecState {
+    pub(super) fn vec_state(
+        &mut self,
+        mut uniform: Vec<bool>,
+        uniform_prologue: &[bool],
+    ) -> VecState {
         let prog = self.prog;
         let mut spill_regs = vec![];
         let mut spill_preds = vec![];
         let bars = phases::barriers(prog);
+        // Registers computed once per phase: the same in every thread from then on,
+        // each in a cell after the fixed ones.
+        let (once, hoisted) = if bars.is_empty() {
+            (vec![false; uniform.len()], vec![false; prog.insts.len()])
+        } else {
+            let most = super::FRAME_CELLS / 8 - FIXED_CELLS as usize;
+            phases::phase_uniform(prog, &uniform, &bars, most)
+        };
+        let mut ucell = vec![None; uniform.len()];
+        for (k, r) in (0..uniform.len()).filter(|&r| once[r]).enumerate() {
+            uniform[r] = true;
+            ucell[r] = Some(8 * (FIXED_CELLS + k as u32) as i32 - super::FRAME_CELLS as i32);
+        }
         // With barriers, what the prologue computes per thread waits in the frames
         // too: a group starting a phase after a barrier loads it (one load per
         // register) rather than computing it again (the thread indices' table).
@@ -712,6 +739,7 @@ impl Lower<'_> {
         let (rend, rpc) = (cell(0, I64), cell(1, I32));
         let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
         let (phase, bar_at) = (cell(5, I32), cell(6, I32));
+        // (`FIXED_CELLS` of them.)
         let mut rejoin_pcs = vec![];
         for pc in 0..prog.insts.len() {
             if let Some(r) = phases::meeting_point(prog, pc).filter(|r| !rejoin_pcs.contains(r)) {
@@ -787,7 +815,12 @@ impl Lower<'_> {
             let step = lin_step(&i.aff, |r| lin_base[r as usize], |r| konst_of(prog, r));
             lin_base[d as usize] = step.filter(|x| !x.1 && i.guard.is_none()).map(|x| x.0);
         }
-        let lin_base = stable_lins(prog, &uniform, lin_base, &written);
+        let mut lin_base = stable_lins(prog, &uniform, lin_base, &written);
+        for (r, l) in lin_base.iter_mut().enumerate() {
+            if once[r] {
+                *l = Some(Lin::SAME);
+            }
+        }
         let n = prog.insts.len();
         let mut lin_fresh = vec![false; n + 1];
         lin_fresh[0] = true;
@@ -802,6 +835,8 @@ impl Lower<'_> {
             lin_fresh[r as usize] = true;
         }
         VecState {
+            ucell,
+            hoisted,
             lin_in: vec![None; n + 1],
             lin_fresh,
             lin: lin_base.clone(),
@@ -865,6 +900,10 @@ impl Lower<'_> {
         v
     }
 
+    /// The cell of register `r` when the four-lane code computes it once per phase.
+    pub(super) fn ucell(&self, r: R) -> Option<i32> {
+        self.v.as_ref().and_then(|v| v.ucell[r as usize])
+    }
     fn is_uniform(&self, r: R) -> bool {
         self.v.as_ref().is_some_and(|v| v.uniform[r as usize])
     }
@@ -2537,11 +2576,17 @@ impl Lower<'_> {
         self.put(phase, z);
         let none = self.b.ins().iconst(I32, NO_BARRIER);
         self.put(bar_at, none);
+        // Registers computed once per phase start at zero, as every thread's.
+        let zero = self.b.ins().iconst(I64, 0);
+        let cells: Vec<i32> = self.vs().ucell.iter().flatten().copied().collect();
+        for off in cells {
+            self.b.ins().store(trusted(), zero, self.f.frames, off);
+        }
     }
 
     /// Every group has run the phase: the block's threads are done when none reached
     /// a barrier (on to `done`), else the groups go on from after it (its phase's
-    /// code).
+    /// code, once what the phase computes once as it starts is: `hoisted`).
     pub(super) fn phase_end(&mut self, done: Block) {
         let (phase, bar_at) = {
             let v = self.vs();
@@ -2560,9 +2605,35 @@ impl Lower<'_> {
         self.put(bar_at, none);
         let zero = self.b.ins().iconst(I64, 0);
         self.b.def_var(self.t, zero);
-        let heads: Vec<Block> = self.vs().codes[1..].iter().map(|c| c.head).collect();
-        let keys: Vec<u32> = (0..heads.len() as u32).collect();
-        self.dispatch(x, &keys, &heads);
+        // Each phase's code, after what it computes once as it starts
+        // (`phases::phase_uniform`).
+        let (prog, v) = (self.prog, self.v.as_ref().expect("four-lane state"));
+        let starts: Vec<(Block, Vec<usize>)> = v.codes[1..]
+            .iter()
+            .map(|c| {
+                let once = (c.entry as usize..prog.insts.len()).take_while(|&pc| v.hoisted[pc]);
+                (c.head, once.collect())
+            })
+            .collect();
+        let targets: Vec<Block> = starts
+            .iter()
+            .map(|(head, once)| match once.is_empty() {
+                true => *head,
+                false => self.b.create_block(),
+            })
+            .collect();
+        let keys: Vec<u32> = (0..targets.len() as u32).collect();
+        self.dispatch(x, &keys, &targets);
+        for ((head, once), blk) in starts.into_iter().zip(targets) {
+            if once.is_empty() {
+                continue;
+            }
+            self.b.switch_to_block(blk);
+            for pc in once {
+                self.inst(&prog.insts[pc], pc as u32);
+            }
+            self.b.ins().jump(head, &[]);
+        }
     }
 
     /// A group starting the phase being built: on four lanes from its start when it
