@@ -66,9 +66,12 @@ fn run_on(
     (r, out)
 }
 
+/// How far below a buffer a wild address is still named from it.
+const NEAR: u64 = 1 << 40;
+
 /// A fault report with the simulator's own address tag (that of `buf`) named TAG, and
-/// a wild address past it (the tag plus a distance) written as `BUF+` its distance
-/// from `buf`.
+/// a wild address past it or below it in another window (the tag plus or less a
+/// distance) written as `BUF+` or `BUF-` its distance from `buf`.
 fn normalise(e: &str, buf: DevicePtr) -> String {
     // Each simulator's addresses carry its own tag: reports name it as TAG.
     let tag = format!("{:#x}", buf.0)[..6].to_string();
@@ -84,6 +87,10 @@ fn normalise(e: &str, buf: DevicePtr) -> String {
         match u64::from_str_radix(&hex[2..], 16) {
             Ok(a) if a > buf.0 && !hex.starts_with(&tag) => {
                 out += &format!("BUF+{:#x}", a - buf.0);
+            }
+            // (Below it, within the reach of a 32-bit index scaled by up to 256.)
+            Ok(a) if (buf.0.saturating_sub(NEAR)..buf.0).contains(&a) && !hex.starts_with(&tag) => {
+                out += &format!("BUF-{:#x}", buf.0 - a);
             }
             _ => out += hex,
         }
