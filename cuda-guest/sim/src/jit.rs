@@ -644,7 +644,9 @@ struct Lower<'a> {
     regs: Vec<Option<Variable>>,
     preds: Vec<Option<Variable>>,
     t: Variable,
-    cnt: Variable,
+    /// Thread instructions counted since the last check (`Ctx::count` as the function
+    /// returns).
+    cnt: vector::Cell,
     ctx: Value,
     blocks: Vec<Option<Block>>,
     exit_blk: Block,
@@ -689,7 +691,7 @@ impl<'a> Lower<'a> {
             atom: sig(&[I32, I64, I64, I64], I32),
         };
         let t = b.declare_var(I64);
-        let cnt = b.declare_var(I64);
+        let cnt = vector::Cell::Var(b.declare_var(I64));
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -813,14 +815,14 @@ impl<'a> Lower<'a> {
 
     /// Counts `n` more thread instructions.
     fn count(&mut self, n: u64) {
-        let c = self.b.use_var(self.cnt);
+        let c = self.get(self.cnt);
         let c = self.b.ins().iadd_imm(c, n as i64);
-        self.b.def_var(self.cnt, c);
+        self.put(self.cnt, c);
     }
 
     /// Checks the budget when the count has reached [`TICK`].
     fn tick_check(&mut self, pc: u32) {
-        let cnt = self.b.use_var(self.cnt);
+        let cnt = self.get(self.cnt);
         let due = self
             .b
             .ins()
@@ -831,7 +833,7 @@ impl<'a> Lower<'a> {
         let pcv = self.b.ins().iconst(I32, pc as i64);
         let rc = self.call(self.sigs.tick, self.h.tick, &[self.ctx, pcv, cnt]);
         let zero = self.iconst(0);
-        self.b.def_var(self.cnt, zero);
+        self.put(self.cnt, zero);
         self.b.ins().brif(rc, self.fail_blk, &[], cont, &[]);
         self.b.switch_to_block(cont);
     }
@@ -917,7 +919,7 @@ impl<'a> Lower<'a> {
             }
         }
         self.b.def_var(self.t, zero);
-        self.b.def_var(self.cnt, zero);
+        self.put(self.cnt, zero);
         let head = self.b.create_block();
         // (Four lanes at a time or one, `Kernel::rows`: chosen at the end.)
         let pick = self.b.create_block();
@@ -1006,7 +1008,7 @@ impl<'a> Lower<'a> {
 
         for (blk, rc) in [(ret_blk, 0), (self.fail_blk, 1)] {
             self.b.switch_to_block(blk);
-            let c = self.b.use_var(self.cnt);
+            let c = self.get(self.cnt);
             self.b
                 .ins()
                 .store(trusted(), c, self.ctx, offset_of!(Ctx, count) as i32);

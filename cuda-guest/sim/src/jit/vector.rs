@@ -24,8 +24,8 @@
 use super::*;
 use cranelift_codegen::ir::types::{F32X4, F64X2, I32X4, I64X2, I8X16};
 use cranelift_codegen::ir::{
-    ConstantData, Endianness, InstructionData, Opcode, StackSlot, StackSlotData, StackSlotKind,
-    ValueDef,
+    AliasRegion, ConstantData, Endianness, InstructionData, Opcode, StackSlot, StackSlotData,
+    StackSlotKind, ValueDef,
 };
 use cranelift_frontend::Switch;
 
@@ -316,9 +316,9 @@ pub(super) struct PhaseCode {
     pub exit: Block,
 }
 
-/// The cells of the parted lanes' and the phases' state (`rend` to `bar_at`); the
-/// registers computed once per phase follow.
-const FIXED_CELLS: u32 = 7;
+/// The cells of the parted lanes' and the phases' state (`rend` to `bar_at`) and of
+/// the instruction count; the registers computed once per phase follow.
+const FIXED_CELLS: u32 = 8;
 
 /// `bar_at` before any group has reached a barrier in a phase.
 pub(super) const NO_BARRIER: i64 = -1;
@@ -333,7 +333,7 @@ pub(super) const NO_BARRIER: i64 = -1;
 #[derive(Clone, Copy)]
 pub(super) enum Cell {
     Var(Variable),
-    Mem { off: i32, ty: Type },
+    Mem { off: i32, ty: Type, flags: MemFlags },
 }
 
 /// What is known of a register's four lanes when the code is built: lane `i` is lane
@@ -731,6 +731,7 @@ impl Lower<'_> {
                 Cell::Mem {
                     off: 8 * k as i32 - super::FRAME_CELLS as i32,
                     ty,
+                    flags: trusted(),
                 }
             } else {
                 Cell::Var(self.b.declare_var(ty))
@@ -739,7 +740,12 @@ impl Lower<'_> {
         let (rend, rpc) = (cell(0, I64), cell(1, I32));
         let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
         let (phase, bar_at) = (cell(5, I32), cell(6, I32));
-        // (`FIXED_CELLS` of them.)
+        // The instruction count too (`FIXED_CELLS` cells), in an alias region of its
+        // own: no load of the code's other state waits on its stores.
+        if let Cell::Mem { off, ty, .. } = cell(7, I64) {
+            let flags = trusted().with_alias_region(Some(AliasRegion::Table));
+            self.cnt = Cell::Mem { off, ty, flags };
+        }
         let mut rejoin_pcs = vec![];
         for pc in 0..prog.insts.len() {
             if let Some(r) = phases::meeting_point(prog, pc).filter(|r| !rejoin_pcs.contains(r)) {
@@ -1134,14 +1140,14 @@ impl Lower<'_> {
     pub(super) fn get(&mut self, c: Cell) -> Value {
         match c {
             Cell::Var(v) => self.b.use_var(v),
-            Cell::Mem { off, ty } => self.b.ins().load(ty, trusted(), self.f.frames, off),
+            Cell::Mem { off, ty, flags } => self.b.ins().load(ty, flags, self.f.frames, off),
         }
     }
-    fn put(&mut self, c: Cell, x: Value) {
+    pub(super) fn put(&mut self, c: Cell, x: Value) {
         match c {
             Cell::Var(v) => self.b.def_var(v, x),
-            Cell::Mem { off, .. } => {
-                self.b.ins().store(trusted(), x, self.f.frames, off);
+            Cell::Mem { off, flags, .. } => {
+                self.b.ins().store(flags, x, self.f.frames, off);
             }
         }
     }
