@@ -1710,6 +1710,11 @@ impl Lower<'_> {
         }
         let first = self.tbase();
         let area = self.area(first);
+        if self.vs().frame.is_some() {
+            // Its four lanes together again, as when a phase after a barrier starts
+            // them: the header says so, and a barrier they reach need not.
+            self.set_header(area, ALL_LANES);
+        }
         // To the point in the phase's code: keyed by the phase and the point where
         // there are phases.
         let stride = self.prog.insts.len() as u32 + 1;
@@ -2725,7 +2730,13 @@ impl Lower<'_> {
             *w &= !k;
         }
         self.group_store(area, &live);
-        self.set_header(area, ALL_LANES);
+        // (After a barrier, the four lanes' header says they all wait already: a
+        // phase's code starts four lanes only where it does, and lanes coming
+        // together set it. From pc 0, the frame holds the last block's.)
+        let v = self.vs();
+        if v.codes[v.cur].entry == 0 {
+            self.set_header(area, ALL_LANES);
+        }
         // (Every group reaching one reaches this one: `phases::aligned`.)
         let (bar_at, kv) = (self.vs().bar_at, self.b.ins().iconst(I32, k as i64));
         self.put(bar_at, kv);
