@@ -89,7 +89,8 @@ pub(crate) struct Ctx {
     pub reds: *mut RedSlot,
     /// A kernel with barriers: per group of four threads, [`Kernel::frame`] bytes
     /// (16-byte aligned) where its registers wait at a barrier (`jit::phases`), and
-    /// before the first, [`FRAME_CELLS`] bytes of the four-lane code's own state.
+    /// before the first, [`FRAME_CELLS`] bytes of the four-lane code's own state, and
+    /// before those its uniform registers' lanes ([`SPLATS`] of 16 bytes).
     pub frames: *mut u8,
 }
 
@@ -97,6 +98,10 @@ pub(crate) struct Ctx {
 /// keeps its phases' and parted lanes' state (`vector::Cell`) and the registers it
 /// computes once per phase (`phases::phase_uniform`).
 pub const FRAME_CELLS: usize = 256;
+
+/// Uniform registers' lanes the four-lane code keeps (16 bytes each, before the
+/// cells): `vector::Lower::uniform_lanes`.
+pub const SPLATS: usize = 48;
 
 /// A reduction a host thread holds back (`exec::Reds`, when the launch combines them):
 /// the global word's device address (`FREE`'s when the slot is free), the operation
@@ -591,12 +596,15 @@ fn trusted() -> MemFlags {
 /// A load of memory that does not change while the code using the loaded value runs:
 /// the threads' indices (`Ctx::tids`, written before the kernel runs, never while it
 /// runs), and a group's frame where a phase starts (written again only where the group
-/// parts, waits at a barrier or exits, after which nothing uses what it loaded). A
-/// pure value: Cranelift drops it where nothing uses it (a group resuming after a
-/// barrier), computes it where it is used (a value only a branch reads: reduce_sum's
-/// loop, 11% fewer instructions) and may share it. Its address depends on the thread
-/// index, which every pass of the groups' and threads' loops changes, so no code motion
-/// moves it out of them to where the index is past the block's threads.
+/// parts, waits at a barrier or exits, after which nothing uses what it loaded), and
+/// the uniform registers' lanes (written as the function starts, before any loop,
+/// `vector::Lower::fill_splats`). A pure value: Cranelift drops it where nothing uses
+/// it (a group resuming after a barrier), computes it where it is used (a value only a
+/// branch reads: reduce_sum's loop, 11% fewer instructions) and may share it. A
+/// thread's or group's address depends on the thread index, which every pass of the
+/// groups' and threads' loops changes, so no code motion moves it out of them to where
+/// the index is past the block's threads; the lanes' loads move at most out of a loop,
+/// which starts after they are written.
 fn pure_load() -> MemFlags {
     MemFlags::trusted().with_readonly().with_can_move()
 }
@@ -920,6 +928,10 @@ impl<'a> Lower<'a> {
         }
         self.b.def_var(self.t, zero);
         self.put(self.cnt, zero);
+        // (The four-lane code's splats of them, once it is built.)
+        let (splats, after) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(splats, &[]);
+        self.b.switch_to_block(after);
         let head = self.b.create_block();
         // (Four lanes at a time or one, `Kernel::rows`: chosen at the end.)
         let pick = self.b.create_block();
@@ -1004,6 +1016,13 @@ impl<'a> Lower<'a> {
             } else {
                 self.b.ins().jump(vhead, &[]);
             }
+        }
+
+        if self.v.is_some() {
+            self.fill_splats(splats, after);
+        } else {
+            self.b.switch_to_block(splats);
+            self.b.ins().jump(after, &[]);
         }
 
         for (blk, rc) in [(ret_blk, 0), (self.fail_blk, 1)] {

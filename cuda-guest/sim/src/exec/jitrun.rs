@@ -271,7 +271,8 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
     let mut cache = vec![Slot::default(); prog.insts.len()];
     let mut local = vec![0u8; n.div_ceil(32) * 32 * ls];
     // (16-byte aligned: the frames hold four-lane vectors.)
-    let mut frames = vec![0u128; (jit::FRAME_CELLS + (n / jit::vector_lanes()) * k.frame) / 16];
+    let before = jit::FRAME_CELLS + 16 * jit::SPLATS;
+    let mut frames = vec![0u128; (before + (n / jit::vector_lanes()) * k.frame) / 16];
     let mut ctx = Ctx {
         params: l.params.as_ptr(),
         shared: std::ptr::null_mut(),
@@ -287,10 +288,10 @@ pub(super) fn worker(l: &Launch, k: &Kernel, next: &AtomicU64, total: u64, id: u
         ret: 0,
         host: std::ptr::null_mut(),
         reds: ex.red_table(),
-        // SAFETY: `frames` holds at least `FRAME_CELLS` bytes (a multiple of 16), so
+        // SAFETY: `frames` holds at least `before` bytes (a multiple of 16), so
         // the pointer stays inside its allocation or one past its end; the vector is
         // neither resized nor dropped while the kernel runs.
-        frames: unsafe { (frames.as_mut_ptr() as *mut u8).add(jit::FRAME_CELLS) },
+        frames: unsafe { (frames.as_mut_ptr() as *mut u8).add(before) },
     };
     let mut host = Host {
         ex: &mut ex,
