@@ -89,8 +89,9 @@ pub(crate) struct Ctx {
     pub reds: *mut RedSlot,
     /// A kernel with barriers: per group of four threads, [`Kernel::frame`] bytes
     /// (16-byte aligned) where its registers wait at a barrier (`jit::phases`), and
-    /// before the first, [`FRAME_CELLS`] bytes of the four-lane code's own state, and
-    /// before those its uniform registers' lanes ([`SPLATS`] of 16 bytes).
+    /// before the first, [`FRAME_CELLS`] bytes of the four-lane code's own state. Any
+    /// four-lane code: before those, its uniform registers' lanes ([`SPLATS`] of 16
+    /// bytes).
     pub frames: *mut u8,
 }
 

@@ -324,6 +324,11 @@ pub(super) struct PhaseCode {
 /// the instruction count; the registers computed once per phase follow.
 const FIXED_CELLS: u32 = 8;
 
+/// Where cell `k` is from `Ctx::frames`: 8 bytes each, in the `FRAME_CELLS` before it.
+fn cell_offset(k: u32) -> i32 {
+    8 * k as i32 - super::FRAME_CELLS as i32
+}
+
 /// `bar_at` before any group has reached a barrier in a phase.
 pub(super) const NO_BARRIER: i64 = -1;
 
@@ -695,7 +700,7 @@ impl Lower<'_> {
         let mut ucell = vec![None; uniform.len()];
         for (k, r) in (0..uniform.len()).filter(|&r| once[r]).enumerate() {
             uniform[r] = true;
-            ucell[r] = Some(8 * (FIXED_CELLS + k as u32) as i32 - super::FRAME_CELLS as i32);
+            ucell[r] = Some(cell_offset(FIXED_CELLS + k as u32));
         }
         // With barriers, what the prologue computes per thread waits in the frames
         // too: a group starting a phase after a barrier loads it (one load per
@@ -733,7 +738,7 @@ impl Lower<'_> {
         let mut cell = |k: u32, ty: Type| {
             if barriers {
                 Cell::Mem {
-                    off: 8 * k as i32 - super::FRAME_CELLS as i32,
+                    off: cell_offset(k),
                     ty,
                     flags: trusted(),
                 }
@@ -931,15 +936,8 @@ impl Lower<'_> {
     /// 8% fewer instructions, reduce_sum 7%, transpose 4%. A register computed once
     /// per phase is splatted where used.
     fn uniform_lanes(&mut self, r: R, wide: bool) -> Value {
-        let ty = if wide { I64X2 } else { I32X4 };
         if self.ucell(r).is_some() {
-            let x = self.reg(r);
-            let x = if wide {
-                x
-            } else {
-                self.b.ins().ireduce(I32, x)
-            };
-            return self.b.ins().splat(ty, x);
+            return self.splat_reg(r, wide);
         }
         let found = self.vs().splats.iter().find(|s| s.0 == r && s.1 == wide);
         let off = match found.map(|s| s.2) {
@@ -950,17 +948,22 @@ impl Lower<'_> {
                 self.vs().splats.push((r, wide, off));
                 off
             }
-            None => {
-                let x = self.reg(r);
-                let x = if wide {
-                    x
-                } else {
-                    self.b.ins().ireduce(I32, x)
-                };
-                return self.b.ins().splat(ty, x);
-            }
+            None => return self.splat_reg(r, wide),
         };
+        let ty = if wide { I64X2 } else { I32X4 };
         self.b.ins().load(ty, pure_load(), self.f.frames, off)
+    }
+
+    /// Register `r`'s one-thread value in every lane (`wide`: as 64-bit lanes, else its
+    /// low 32 bits).
+    fn splat_reg(&mut self, r: R, wide: bool) -> Value {
+        let x = self.reg(r);
+        if wide {
+            self.b.ins().splat(I64X2, x)
+        } else {
+            let x = self.b.ins().ireduce(I32, x);
+            self.b.ins().splat(I32X4, x)
+        }
     }
 
     /// At the kernel's entry (`block`, then on to `to`): the splats `uniform_lanes`
@@ -968,13 +971,7 @@ impl Lower<'_> {
     pub(super) fn fill_splats(&mut self, block: Block, to: Block) {
         self.b.switch_to_block(block);
         for (r, wide, off) in self.vs().splats.clone() {
-            let x = self.reg(r);
-            let v = if wide {
-                self.b.ins().splat(I64X2, x)
-            } else {
-                let x = self.b.ins().ireduce(I32, x);
-                self.b.ins().splat(I32X4, x)
-            };
+            let v = self.splat_reg(r, wide);
             self.b.ins().store(trusted(), v, self.f.frames, off);
         }
         self.b.ins().jump(to, &[]);
