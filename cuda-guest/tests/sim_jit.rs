@@ -2396,6 +2396,99 @@ $J:
     }
 }
 
+/// A loop whose test sends the threads at or past a bound of `%tid.x` straight to the
+/// barrier (a tree reduction's `if (tid < s)`): in a block of one row the four-lane
+/// code runs only the groups below the bound. Each way to write the test; the bound
+/// (computed once per phase) starts past the block and falls by 3 a round to below
+/// zero, so neither it nor where the groups stop is a multiple of four, and unsigned
+/// tests take the negative bounds for large ones. Blocks of one row (the last with
+/// threads that exited at the start: groups past the bound with none left, or some),
+/// and of two and four rows, where `%tid.x` is no thread's index and every group runs.
+/// Each thread sums the bounds it was below.
+#[test]
+fn four_lanes_pass_over_the_groups_past_a_bound_of_tid_x() {
+    // (Each test, and whether thread `t` is below bound `b` by it.)
+    type Below = fn(u32, i32) -> bool;
+    let tests: [(&str, Below); 6] = [
+        ("setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", |t, b| {
+            t < b as u32
+        }),
+        ("setp.lt.u32 %p2, %r4, %r7;\n  @!%p2 bra $B;", |t, b| {
+            t < b as u32
+        }),
+        ("setp.le.u32 %p2, %r7, %r4;\n  @%p2 bra $B;", |t, b| {
+            t < b as u32
+        }),
+        ("setp.gt.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", |t, b| {
+            t <= b as u32
+        }),
+        ("setp.ge.s32 %p2, %r4, %r7;\n  @%p2 bra $B;", |t, b| {
+            (t as i32) < b
+        }),
+        ("setp.lt.s32 %p2, %r7, %r4;\n  @%p2 bra $B;", |t, b| {
+            t as i32 <= b
+        }),
+    ];
+    for (test, below) in tests {
+        let ptx = kernel_of(
+            "ptr px %rd1; ptr py %rd2; u32 n %r1",
+            "%rd<8> %r<16> %p<4>",
+            &format!(
+                "  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mov.u32 %r10, %ntid.y;
+  mov.u32 %r11, %tid.y;
+  mul.lo.u32 %r12, %r3, %r10;
+  mad.lo.u32 %r13, %r11, %r3, %r4;
+  mad.lo.u32 %r5, %r2, %r12, %r13;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 ret;
+  mov.u32 %r9, 0;
+  bar.sync 0;
+  add.u32 %r7, %r12, 1;
+$L:
+  {test}
+  add.u32 %r9, %r9, %r7;
+$B:
+  bar.sync 0;
+  sub.u32 %r7, %r7, 3;
+  setp.gt.s32 %p3, %r7, -7;
+  @%p3 bra $L;
+  mul.wide.u32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  st.global.u32 [%rd4], %r9;
+  ret;"
+            ),
+        );
+        let shapes = [
+            ([64u32, 1], 192u32),
+            ([100, 1], 250),
+            ([64, 1], 138),
+            ([24, 1], 48),
+            ([4, 1], 12),
+            ([256, 1], 292),
+            ([8, 4], 96),
+            ([12, 2], 60),
+        ];
+        for ([bx, by], n) in shapes {
+            let size = bx * by;
+            let bufs = [vec![0; n as usize], vec![0; n as usize]];
+            let config = cfg3([n.div_ceil(size), 1, 1], [bx, by, 1]);
+            let out = agree(&ptx, config, &bufs, &[KernelArg::U32(n)]).unwrap();
+            for (i, &v) in out[1].iter().enumerate() {
+                let t = (i as u32 % size) % bx;
+                let bounds = std::iter::successors(Some(size as i32 + 1), |b| Some(b - 3))
+                    .take_while(|&b| b > -7);
+                let want = bounds
+                    .filter(|&b| below(t, b))
+                    .fold(0u32, |s, b| s.wrapping_add(b as u32));
+                assert_eq!(v, want, "thread {i}, blocks of {bx}x{by}: {test}");
+            }
+        }
+    }
+}
+
 /// Lanes that part on their data before a barrier wait there alone and go on four at a
 /// time after it; a 64-bit value per thread lives across two barriers a round, three
 /// rounds of a loop, each thread reading its mirror's (one shared access per lane).

@@ -1082,12 +1082,26 @@ impl<'a> Lower<'a> {
             self.b.switch_to_block(h);
             let tv = self.b.use_var(self.t);
             let last = self.b.ins().iadd_imm(tv, vector::LANES as i64);
+            // (A phase with a tail stops before it, `vector::PhaseCode::tail`.)
+            let tail = self.vs().codes[e].tail.clone();
+            let limit = match &tail {
+                Some(_) => {
+                    let limit = self.vs().limit;
+                    self.get(limit)
+                }
+                None => self.f.nthreads,
+            };
             let fits = self
                 .b
                 .ins()
-                .icmp(IntCC::UnsignedLessThanOrEqual, last, self.f.nthreads);
-            let start = self.b.create_block();
-            self.b.ins().brif(fits, start, &[], end, &[]);
+                .icmp(IntCC::UnsignedLessThanOrEqual, last, limit);
+            let (start, past) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(fits, start, &[], past, &[]);
+            self.b.switch_to_block(past);
+            if let Some(t) = &tail {
+                self.tail_end(t);
+            }
+            self.b.ins().jump(end, &[]);
             self.b.switch_to_block(start);
             self.phase_start(specials, uniform_prologue);
             self.lin_reset();

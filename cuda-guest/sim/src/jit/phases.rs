@@ -323,3 +323,345 @@ pub(super) fn phase_uniform(
         regs = next;
     }
 }
+
+/// A phase whose threads from some `%tid.x` on go straight to a barrier, doing
+/// nothing else: a tree reduction's `if (tid < s)` after its `__syncthreads()`, nearly
+/// every group idle in its last steps. In a block of one row, the groups past the
+/// bound need not run: their frames and headers already say what running them would
+/// (they wait at `bar`, with the values they came with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Tail {
+    /// The way from the phase's start to the test: each comparison of values the
+    /// same in every thread it depends on (pc of the `setp`) and what it must give.
+    pub conds: Vec<(usize, bool)>,
+    /// The value compared with `%tid.x` (the same in every thread), and the test:
+    /// a thread goes to the barrier when its `%tid.x` is at least it (`strict`: past
+    /// it), compared on `bits` (`signed` or not).
+    pub bound: R,
+    pub strict: bool,
+    pub bits: u8,
+    pub signed: bool,
+    /// The barrier, and the thread instructions counted on the way (its backward
+    /// branches' loops, as the code counts them).
+    pub bar: u32,
+    pub count: u64,
+    /// The predicates the way writes, in order, each with its `setp`'s pc (each dead
+    /// after the barrier).
+    pub preds: Vec<(u32, usize)>,
+}
+
+/// The phase from `entry`'s [`Tail`], if it has one: from its start, past what it
+/// computes once (`hoisted`), comparisons of `uniform` values and branches on them,
+/// to `setp` of `%tid.x` against a `uniform` value and a branch on it to a barrier.
+pub(super) fn tail(prog: &Program, uniform: &[bool], hoisted: &[bool], entry: u32) -> Option<Tail> {
+    let way = Tail {
+        conds: vec![],
+        bound: 0,
+        strict: false,
+        bits: 0,
+        signed: false,
+        bar: 0,
+        count: 0,
+        preds: vec![],
+    };
+    let mut seen = vec![false; prog.insts.len()];
+    let t = tail_from(prog, uniform, hoisted, entry as usize, &mut seen, way)?;
+    // (The groups passed over keep what the way writes only where it is dead after
+    // the barrier: they store nothing there.)
+    let preds: Vec<u32> = t.preds.iter().map(|&(p, _)| prog.nregs + p).collect();
+    let live = live_in(prog, &preds);
+    live[t.bar as usize + 1]
+        .iter()
+        .all(|&w| w == 0)
+        .then_some(t)
+}
+
+fn tail_from(
+    prog: &Program,
+    uniform: &[bool],
+    hoisted: &[bool],
+    mut pc: usize,
+    seen: &mut [bool],
+    mut way: Tail,
+) -> Option<Tail> {
+    let cmp = |i: &Inst| match (&i.op, i.aff) {
+        (
+            &Op::Setp {
+                d,
+                dn: None,
+                a,
+                b,
+                comb: None,
+                ..
+            },
+            Aff::Cmp { bits, signed, code },
+        ) if i.guard.is_none() => Some((d, a, b, bits, signed, code)),
+        _ => None,
+    };
+    loop {
+        if pc >= prog.insts.len() || std::mem::replace(&mut seen[pc], true) {
+            return None;
+        }
+        let i = &prog.insts[pc];
+        if hoisted[pc] {
+            pc += 1;
+            continue;
+        }
+        if let Some((d, a, b, bits, signed, code)) = cmp(i) {
+            if uniform[a as usize] && uniform[b as usize] {
+                way.preds.push((d, pc));
+                pc += 1;
+                continue;
+            }
+            // `%tid.x` against a uniform value, and a branch to a barrier on it.
+            let (bound, code) = match (tid_x(prog, a), tid_x(prog, b)) {
+                (true, false) if uniform[b as usize] => (b, code),
+                // (`u < tid` is `tid > u`.)
+                (false, true) if uniform[a as usize] => (a, [0, 1, 4, 5, 2, 3][code as usize]),
+                _ => return None,
+            };
+            let next = prog.insts.get(pc + 1)?;
+            let (Op::Bra { target }, Some((p, neg))) = (&next.op, next.guard) else {
+                return None;
+            };
+            let bar = prog.insts.get(*target as usize)?;
+            if p != d
+                || bits < 16
+                || bar.guard.is_some()
+                || !matches!(bar.op, Op::Bar { red: None })
+            {
+                return None;
+            }
+            // Taken when `tid code bound` holds, or (`neg`) fails.
+            let code = if neg {
+                [1, 0, 5, 4, 3, 2][code as usize]
+            } else {
+                code
+            };
+            way.strict = match code {
+                4 => true,
+                5 => false,
+                _ => return None,
+            };
+            way.preds.push((d, pc));
+            (way.bound, way.bits, way.signed, way.bar) = (bound, bits, signed, *target);
+            return Some(way);
+        }
+        let Op::Bra { target } = i.op else {
+            return None;
+        };
+        let target = target as usize;
+        let back = |from: usize, to: usize| {
+            if to <= from {
+                (from - to + 1) as u64
+            } else {
+                0
+            }
+        };
+        let Some((p, neg)) = i.guard else {
+            way.count += back(pc, target);
+            pc = target;
+            continue;
+        };
+        // On a comparison of the way's (the last to write `p`): each side in turn.
+        let &(_, at) = way.preds.iter().rev().find(|&&(q, _)| q == p)?;
+        for (to, taken) in [(target, true), (pc + 1, false)] {
+            let mut w = way.clone();
+            w.conds.push((at, taken != neg));
+            if taken {
+                w.count += back(pc, target);
+            }
+            if let Some(t) = tail_from(prog, uniform, hoisted, to, seen, w) {
+                return Some(t);
+            }
+        }
+        return None;
+    }
+}
+
+/// Whether register `r` is `%tid.x` wherever the body reads it: the special itself,
+/// or what the prologue alone writes, once, with a `mov` of it.
+fn tid_x(prog: &Program, r: R) -> bool {
+    if r == 0 {
+        return true;
+    }
+    let writes = |i: &&Inst| reads_writes(&i.op).1.contains(&r);
+    let mut defs = prog.prologue.iter().filter(writes);
+    let once = matches!(
+        (defs.next(), defs.next()),
+        (Some(i), None) if i.guard.is_none() && matches!(i.aff, Aff::Mov { a: 0, bits, .. } if bits >= 16)
+    );
+    once && !prog.insts.iter().any(|i| writes(&i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{bench::BENCH_PTX, SimConfig, Simulator};
+
+    /// Kernel `k` of `ptx`'s barriers and their phases' [`Tail`]s, found as the
+    /// four-lane code finds them (`vector::Lower::vec_state`).
+    fn tails(ptx: &str, k: &str) -> (Vec<u32>, Vec<Option<Tail>>) {
+        let mut s = Simulator::new(SimConfig::default());
+        let m = s.load_module("tails.ptx", ptx).unwrap();
+        let prog = &m.kernels[k].prog;
+        let (mut uniform, _) = super::super::uniform_regs(prog);
+        let bars = barriers(prog);
+        let (once, hoisted) = phase_uniform(prog, &uniform, &bars, 8);
+        for (u, o) in uniform.iter_mut().zip(once) {
+            *u |= o;
+        }
+        let t = bars
+            .iter()
+            .map(|&b| tail(prog, &uniform, &hoisted, b + 1))
+            .collect();
+        (bars, t)
+    }
+
+    /// The bench's block reduction: after its first barrier the halving stride is
+    /// computed (once per phase); where it is not zero, a test sends the threads at or
+    /// past it to the loop's barrier. After the loop's barrier the same, on the way of
+    /// the loop's branch back (13 instructions a round).
+    #[test]
+    fn a_tree_reductions_steps_have_tails() {
+        let (bars, t) = tails(BENCH_PTX, "reduce_sum");
+        let t: Vec<Tail> = t.into_iter().map(|t| t.expect("a tail")).collect();
+        assert_eq!(bars.len(), 2);
+        for (k, (t, (cond, count))) in t.iter().zip([(false, 0), (true, 13)]).enumerate() {
+            assert_eq!(
+                (t.strict, t.bits, t.signed),
+                (false, 32, false),
+                "{k}: {t:?}"
+            );
+            assert_eq!((t.bar, t.count), (bars[1], count), "{k}: {t:?}");
+            assert_eq!(t.conds.len(), 1, "{k}: {t:?}");
+            assert_eq!(t.conds[0].1, cond, "{k}: {t:?}");
+            assert_eq!(t.preds.len(), 2, "{k}: {t:?}");
+            assert_ne!(t.bound, 0, "{k}: {t:?}");
+        }
+        assert_eq!(t[0].bound, t[1].bound);
+    }
+
+    /// A loop of `test` (threads it sends to `$B` idle), the bound `%r7` computed
+    /// after each barrier; `after` right after the loop's barrier's computation.
+    fn looped(test: &str, after: &str) -> String {
+        format!(
+            ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 p)\n{{
+  .reg .b32 %r<16>;
+  .reg .b64 %rd<4>;
+  .reg .pred %p<4>;
+  ld.param.u64 %rd1, [p];
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mov.u32 %r9, 0;
+  ld.global.u32 %r10, [%rd1];
+  bar.sync 0;
+  add.u32 %r7, %r3, 1;
+$L:
+  {test}
+  add.u32 %r9, %r9, %r7;
+$B:
+  bar.sync 0;
+  sub.u32 %r7, %r7, 3;
+  {after}
+  setp.gt.s32 %p3, %r7, -7;
+  @%p3 bra $L;
+  st.global.u32 [%rd1], %r9;
+  ret;
+}}
+"
+        )
+    }
+
+    /// What is a tail and what is not: each way to write the test, and where the
+    /// threads it sends on do more than wait, or the test is of another value.
+    #[test]
+    fn tails_are_threads_past_a_bound_of_tid_x_that_only_wait() {
+        let cases = [
+            (
+                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
+                "",
+                Some((false, false)),
+            ),
+            (
+                "setp.lt.u32 %p2, %r4, %r7;\n  @!%p2 bra $B;",
+                "",
+                Some((false, false)),
+            ),
+            (
+                "setp.le.u32 %p2, %r7, %r4;\n  @%p2 bra $B;",
+                "",
+                Some((false, false)),
+            ),
+            (
+                "setp.gt.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
+                "",
+                Some((true, false)),
+            ),
+            (
+                "setp.ge.s32 %p2, %r4, %r7;\n  @%p2 bra $B;",
+                "",
+                Some((false, true)),
+            ),
+            (
+                "setp.lt.s32 %p2, %r7, %r4;\n  @%p2 bra $B;",
+                "",
+                Some((true, true)),
+            ),
+            // Threads below the bound are the idle ones.
+            ("setp.lt.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", "", None),
+            ("setp.ne.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", "", None),
+            // The test's predicate read after the barrier.
+            (
+                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
+                "@%p2 add.u32 %r9, %r9, 1;",
+                None,
+            ),
+            // Another index, a value that differs between threads, a guarded test.
+            (
+                "mov.u32 %r5, %tid.y;\n  setp.ge.u32 %p2, %r5, %r7;\n  @%p2 bra $B;",
+                "",
+                None,
+            ),
+            ("setp.ge.u32 %p2, %r4, %r10;\n  @%p2 bra $B;", "", None),
+            ("setp.ge.u32 %p2, %r9, %r7;\n  @%p2 bra $B;", "", None),
+            (
+                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $L;\n  bra $B;",
+                "",
+                None,
+            ),
+            // The threads it sends on write something first.
+            (
+                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 add.u32 %r9, %r9, 5;\n  @%p2 bra $B;",
+                "",
+                None,
+            ),
+        ];
+        for (test, after, want) in cases {
+            let ptx = looped(test, after);
+            let (bars, t) = tails(&ptx, "k");
+            let got: Vec<Option<(bool, bool)>> = t
+                .iter()
+                .map(|t| t.as_ref().map(|t| (t.strict, t.signed)))
+                .collect();
+            assert_eq!(got, vec![want; 2], "{test} / {after}");
+            for t in t.iter().flatten() {
+                assert_eq!((t.bar, t.bits), (bars[1], 32), "{test}");
+            }
+            // (After the first barrier the way is straight; after the loop's, it
+            // takes the loop's branch back, 7 instructions a round, on its condition.)
+            if want.is_some() {
+                let (a, b) = (t[0].as_ref().unwrap(), t[1].as_ref().unwrap());
+                assert_eq!((a.count, a.conds.len()), (0, 0), "{test}");
+                assert_eq!((b.count, b.conds.len()), (7, 1), "{test}");
+                assert!(b.conds[0].1, "{test}");
+            }
+        }
+        // A barrier that reduces (every thread's value counts) is no tail's.
+        let red = looped("setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", "").replace(
+            "$B:\n  bar.sync 0;",
+            "$B:\n  bar.red.popc.u32 %r11, 0, %p2;",
+        );
+        assert_eq!(tails(&red, "k").1, vec![None, None]);
+    }
+}

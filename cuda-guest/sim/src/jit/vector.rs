@@ -285,6 +285,8 @@ pub(super) struct VecState {
     /// [`NO_BARRIER`] while none has).
     pub phase: Cell,
     pub bar_at: Cell,
+    /// The phase's groups' end where it has a [`phases::Tail`] (`PhaseCode::tail`).
+    pub limit: Cell,
     /// Per register, its lanes' progression where known ([`Lin`]): in the basic block
     /// being built, and (`lin_base`) from every block's start (registers the body
     /// never writes).
@@ -318,11 +320,14 @@ pub(super) struct PhaseCode {
     /// Where a group starts, and where it has exited.
     pub head: Block,
     pub exit: Block,
+    /// Groups past a bound of `%tid.x` that go straight to a barrier, where it has
+    /// them: its groups' loop stops before them (`tail_limit`, `tail_end`).
+    pub tail: Option<phases::Tail>,
 }
 
-/// The cells of the parted lanes' and the phases' state (`rend` to `bar_at`) and of
-/// the instruction count; the registers computed once per phase follow.
-const FIXED_CELLS: u32 = 8;
+/// The cells of the parted lanes' and the phases' state (`rend` to `bar_at`, `limit`)
+/// and of the instruction count; the registers computed once per phase follow.
+const FIXED_CELLS: u32 = 9;
 
 /// Where cell `k` is from `Ctx::frames`: 8 bytes each, in the `FRAME_CELLS` before it.
 fn cell_offset(k: u32) -> i32 {
@@ -749,6 +754,7 @@ impl Lower<'_> {
         let (rend, rpc) = (cell(0, I64), cell(1, I32));
         let (rjoin, parked, alive) = (cell(2, I32), cell(3, I32), cell(4, I32));
         let (phase, bar_at) = (cell(5, I32), cell(6, I32));
+        let limit = cell(8, I64);
         // The instruction count too (`FIXED_CELLS` cells), in an alias region of its
         // own: no load of the code's other state waits on its stores.
         if let Cell::Mem { off, ty, .. } = cell(7, I64) {
@@ -793,6 +799,9 @@ impl Lower<'_> {
                         }
                     }
                 }
+                let tail = (entry > 0)
+                    .then(|| phases::tail(prog, &uniform, &hoisted, entry))
+                    .flatten();
                 PhaseCode {
                     entry,
                     reach,
@@ -800,6 +809,7 @@ impl Lower<'_> {
                     blocks: vec![None; prog.insts.len() + 1],
                     head: self.b.create_block(),
                     exit: self.b.create_block(),
+                    tail,
                 }
             })
             .collect();
@@ -864,6 +874,7 @@ impl Lower<'_> {
             live,
             phase,
             bar_at,
+            limit,
             regs: vec![None; prog.nregs as usize],
             preds: vec![None; prog.npreds as usize],
             uniform,
@@ -2676,32 +2687,109 @@ impl Lower<'_> {
         // Each phase's code, after what it computes once as it starts
         // (`phases::phase_uniform`).
         let (prog, v) = (self.prog, self.v.as_ref().expect("four-lane state"));
-        let starts: Vec<(Block, Vec<usize>)> = v.codes[1..]
+        type Start = (Block, Vec<usize>, Option<phases::Tail>);
+        let starts: Vec<Start> = v.codes[1..]
             .iter()
             .map(|c| {
                 let once = (c.entry as usize..prog.insts.len()).take_while(|&pc| v.hoisted[pc]);
-                (c.head, once.collect())
+                (c.head, once.collect(), c.tail.clone())
             })
             .collect();
         let targets: Vec<Block> = starts
             .iter()
-            .map(|(head, once)| match once.is_empty() {
-                true => *head,
-                false => self.b.create_block(),
-            })
+            .map(
+                |(head, once, tail)| match once.is_empty() && tail.is_none() {
+                    true => *head,
+                    false => self.b.create_block(),
+                },
+            )
             .collect();
         let keys: Vec<u32> = (0..targets.len() as u32).collect();
         self.dispatch(x, &keys, &targets);
-        for ((head, once), blk) in starts.into_iter().zip(targets) {
-            if once.is_empty() {
+        for ((head, once, tail), blk) in starts.into_iter().zip(targets) {
+            if blk == head {
                 continue;
             }
             self.b.switch_to_block(blk);
             for pc in once {
                 self.inst(&prog.insts[pc], pc as u32);
             }
+            if let Some(t) = tail {
+                self.tail_limit(&t);
+            }
             self.b.ins().jump(head, &[]);
         }
+    }
+
+    /// Where the groups of a phase with a [`phases::Tail`] stop (`limit`): past the
+    /// last with a thread below the bound, when the block is one row (`%tid.x` is the
+    /// thread's index) and the way to the test holds; else past the last group.
+    fn tail_limit(&mut self, t: &phases::Tail) {
+        let n = self.f.nthreads;
+        let limit = self.vs().limit;
+        let ntx = self
+            .b
+            .ins()
+            .load(I64, trusted(), self.f.uniform, super::NTID_X as i32 * 8);
+        let mut ok = self.b.ins().icmp(IntCC::Equal, ntx, n);
+        for &(pc, want) in &t.conds {
+            let i = &self.prog.insts[pc];
+            let (&Op::Setp { a, b, .. }, Aff::Cmp { bits, signed, code }) = (&i.op, i.aff) else {
+                unreachable!("a tail's conditions are integer comparisons")
+            };
+            let (av, bv) = (self.reg(a), self.reg(b));
+            let (x, y) = self.operands(av, bv, bits as u32, signed);
+            let c = self.b.ins().icmp(super::int_cc(code, signed), x, y);
+            let c = self.b.ins().bxor_imm(c, i64::from(!want));
+            ok = self.b.ins().band(ok, c);
+        }
+        let u = self.reg(t.bound);
+        let (bits, strict) = (t.bits as u32, i64::from(t.strict));
+        let first = match t.signed {
+            true => {
+                let x = self.sext(u, bits);
+                let x = self.b.ins().iadd_imm(x, strict);
+                let zero = self.iconst(0);
+                self.b.ins().smax(x, zero)
+            }
+            false => {
+                let x = self.masked(u, bits);
+                self.b.ins().iadd_imm(x, strict)
+            }
+        };
+        // (Whole groups: the first past the bound.)
+        let end = self.b.ins().iadd_imm(first, LANES as i64 - 1);
+        let end = self.b.ins().band_imm(end, -(LANES as i64));
+        let end = self.b.ins().umin(end, n);
+        let end = self.b.ins().select(ok, end, n);
+        self.put(limit, end);
+    }
+
+    /// The groups of a phase with a [`phases::Tail`] past its `limit`: counted, and
+    /// waiting at its barrier. (Some thread of the block is: the phase started, so
+    /// one waited at a barrier, and every thread that did takes the way to the test,
+    /// then the barrier, directly or after the test's branch's code, which cannot exit
+    /// without passing the barrier where it is aligned (`phases::aligned`: the
+    /// barrier is where the test's threads come together again). Groups whose lanes
+    /// exited earlier are passed over as they would be.)
+    pub(super) fn tail_end(&mut self, t: &phases::Tail) {
+        let limit = self.vs().limit;
+        let end = self.get(limit);
+        let left = self.b.ins().isub(self.f.nthreads, end);
+        let (some, cont) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(left, some, &[], cont, &[]);
+        self.b.switch_to_block(some);
+        if t.count > 0 {
+            // (`left` is whole groups: the count of `LANES` threads each.)
+            let c = self.get(self.cnt);
+            let n = self.b.ins().imul_imm(left, t.count as i64);
+            let c = self.b.ins().iadd(c, n);
+            self.put(self.cnt, c);
+        }
+        let k = self.bar_index(t.bar);
+        self.arrive(k);
+        self.b.ins().jump(cont, &[]);
+        self.b.switch_to_block(cont);
     }
 
     /// A group starting the phase being built: on four lanes from its start when it
