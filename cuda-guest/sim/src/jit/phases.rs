@@ -553,6 +553,7 @@ mod tests {
   ld.param.u64 %rd1, [p];
   mov.u32 %r3, %ntid.x;
   mov.u32 %r4, %tid.x;
+  mov.u32 %r5, %tid.y;
   mov.u32 %r9, 0;
   ld.global.u32 %r10, [%rd1];
   bar.sync 0;
@@ -577,68 +578,55 @@ $B:
     /// threads it sends on do more than wait, or the test is of another value.
     #[test]
     fn tails_are_threads_past_a_bound_of_tid_x_that_only_wait() {
-        let cases = [
-            (
-                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
-                "",
-                Some((false, false)),
-            ),
-            (
-                "setp.lt.u32 %p2, %r4, %r7;\n  @!%p2 bra $B;",
-                "",
-                Some((false, false)),
-            ),
-            (
-                "setp.le.u32 %p2, %r7, %r4;\n  @%p2 bra $B;",
-                "",
-                Some((false, false)),
-            ),
-            (
-                "setp.gt.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
-                "",
-                Some((true, false)),
-            ),
-            (
-                "setp.ge.s32 %p2, %r4, %r7;\n  @%p2 bra $B;",
-                "",
-                Some((false, true)),
-            ),
-            (
-                "setp.lt.s32 %p2, %r7, %r4;\n  @%p2 bra $B;",
-                "",
-                Some((true, true)),
-            ),
-            // Threads below the bound are the idle ones.
-            ("setp.lt.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", "", None),
-            ("setp.ne.u32 %p2, %r4, %r7;\n  @%p2 bra $B;", "", None),
+        // (Each test, the branch, whether it is `strict` and `signed`.)
+        let ge = [
+            "ge.u32 %p2, %r4, %r7",
+            "ge.s32 %p2, %r4, %r7",
+            "le.u32 %p2, %r7, %r4",
+        ];
+        let gt = [
+            "gt.u32 %p2, %r4, %r7",
+            "lt.s32 %p2, %r7, %r4",
+            "lt.u32 %p2, %r4, %r7",
+        ];
+        let tests = [
+            (ge[0], "@%p2", Some((false, false))),
+            (gt[2], "@!%p2", Some((false, false))),
+            (ge[2], "@%p2", Some((false, false))),
+            (gt[0], "@%p2", Some((true, false))),
+            (ge[1], "@%p2", Some((false, true))),
+            (gt[1], "@%p2", Some((true, true))),
+            // Threads below the bound are the idle ones; a test of not equal.
+            (gt[2], "@%p2", None),
+            ("ne.u32 %p2, %r4, %r7", "@%p2", None),
+            // Another index, a value that differs between threads, a value of the
+            // thread's own.
+            ("ge.u32 %p2, %r5, %r7", "@%p2", None),
+            ("ge.u32 %p2, %r4, %r10", "@%p2", None),
+            ("ge.u32 %p2, %r9, %r7", "@%p2", None),
+        ];
+        let mut cases: Vec<(String, &str, _)> = tests
+            .iter()
+            .map(|(t, b, want)| (format!("setp.{t};\n  {b} bra $B;"), "", *want))
+            .collect();
+        let ge = "setp.ge.u32 %p2, %r4, %r7;\n ";
+        cases.extend([
             // The test's predicate read after the barrier.
             (
-                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $B;",
+                format!("{ge} @%p2 bra $B;"),
                 "@%p2 add.u32 %r9, %r9, 1;",
                 None,
             ),
-            // Another index, a value that differs between threads, a guarded test.
+            // The threads it sends on go elsewhere first, or write something first.
+            (format!("{ge} @%p2 bra $L;\n  bra $B;"), "", None),
             (
-                "mov.u32 %r5, %tid.y;\n  setp.ge.u32 %p2, %r5, %r7;\n  @%p2 bra $B;",
+                format!("{ge} @%p2 add.u32 %r9, %r9, 5;\n  @%p2 bra $B;"),
                 "",
                 None,
             ),
-            ("setp.ge.u32 %p2, %r4, %r10;\n  @%p2 bra $B;", "", None),
-            ("setp.ge.u32 %p2, %r9, %r7;\n  @%p2 bra $B;", "", None),
-            (
-                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 bra $L;\n  bra $B;",
-                "",
-                None,
-            ),
-            // The threads it sends on write something first.
-            (
-                "setp.ge.u32 %p2, %r4, %r7;\n  @%p2 add.u32 %r9, %r9, 5;\n  @%p2 bra $B;",
-                "",
-                None,
-            ),
-        ];
+        ]);
         for (test, after, want) in cases {
-            let ptx = looped(test, after);
+            let ptx = looped(&test, after);
             let (bars, t) = tails(&ptx, "k");
             let got: Vec<Option<(bool, bool)>> = t
                 .iter()
