@@ -89,6 +89,10 @@ pub struct BenchResult {
     /// The interpreter's time on the first thread count, measured in the same run, when
     /// the JIT ran the kernel (the baseline of its speed-up).
     pub interpreted: Option<Duration>,
+    /// The plain loop on each thread count, each thread a share of the elements
+    /// (vector_add's; empty for the others): what the machine gives a memory-bound
+    /// loop on more cores, the reference for the simulator's scaling.
+    pub native_threads: Vec<(usize, Duration)>,
 }
 
 impl BenchResult {
@@ -111,9 +115,54 @@ impl BenchResult {
     }
     /// Speed-up from the first thread count measured (1 by default) to `threads`.
     pub fn scaling(&self, threads: usize) -> Option<f64> {
-        let &(_, first) = self.sim.first()?;
-        Some(first.as_secs_f64() / self.time(threads)?.as_secs_f64())
+        speedup(&self.sim, threads)
     }
+    /// The plain loop's speed-up from the first thread count to `threads`, where
+    /// measured ([`BenchResult::native_threads`]).
+    pub fn native_scaling(&self, threads: usize) -> Option<f64> {
+        speedup(&self.native_threads, threads)
+    }
+}
+
+/// The first time of `times` over the one on `threads`.
+fn speedup(times: &[(usize, Duration)], threads: usize) -> Option<f64> {
+    let &(_, first) = times.first()?;
+    let &(_, d) = times.iter().find(|(t, _)| *t == threads)?;
+    Some(first.as_secs_f64() / d.as_secs_f64())
+}
+
+/// vector_add's plain loop on each of `threads` host threads, each a share of the
+/// elements (the best of `repeats` runs).
+fn native_threads(
+    (a, b, c): (&[f32], &[f32], &mut [f32]),
+    threads: &[usize],
+    repeats: usize,
+) -> Result<Vec<(usize, Duration)>, SimError> {
+    let mut out = vec![];
+    for &t in threads {
+        let share = c.len().div_ceil(t.max(1)).max(1);
+        let d = best(repeats, || {
+            Ok(timed(|| {
+                std::thread::scope(|s| {
+                    let parts = c
+                        .chunks_mut(share)
+                        .zip(a.chunks(share))
+                        .zip(b.chunks(share));
+                    for ((c, a), b) in parts {
+                        s.spawn(move || {
+                            let (a, b) = (black_box(a), black_box(b));
+                            for i in 0..c.len() {
+                                c[i] = a[i] + b[i];
+                            }
+                            black_box(c);
+                        });
+                    }
+                });
+            }))
+        })?;
+        out.push((t, d));
+    }
+    Ok(out)
 }
 
 fn best(
@@ -265,6 +314,7 @@ fn measure(case: Case, sims: &mut [Simulator], repeats: usize) -> Result<BenchRe
         warp_instructions: wi,
         engine,
         interpreted,
+        native_threads: vec![],
     })
 }
 
@@ -392,6 +442,11 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
         &mut sims,
         reps,
     )?);
+    let mut c = vec![0f32; n];
+    let on = native_threads((&a, &b, &mut c), &sizes.threads, reps)?;
+    if let Some(r) = out.last_mut() {
+        r.native_threads = on;
+    }
 
     // saxpy (y = a*x + y; the simulated kernel's fma.rn.f32 is compared with f32::mul_add)
     let k = SAXPY_A;

@@ -190,6 +190,24 @@ fn sim_figures(rows: &[BenchResult], figures: &mut Vec<Figure>) {
                 goal,
                 goal_met,
             });
+            // What the machine gives the plain loop, where measured: the reference.
+            if let Some(native) = r.native_scaling(threads) {
+                figures.push(Figure {
+                    set: "sim",
+                    name: format!("{}_native_scaling_{threads}t", r.name),
+                    what: format!(
+                        "{}: the plain loop's speed-up from {first} to {threads} threads / \
+                         {ideal} (this machine's, for a memory-bound loop)",
+                        r.name
+                    ),
+                    unit: "x",
+                    value: native,
+                    baseline: ideal,
+                    ratio: native / ideal,
+                    goal: None,
+                    goal_met: None,
+                });
+            }
         }
     }
 }
