@@ -4,8 +4,10 @@
 //! transpose of 4096x4096 f32 and a global-atomic histogram of 2^24 words into 256
 //! bins; each on 1, 2, 4, ... host threads up to every core. The kernels are NVRTC 12.9
 //! builds of `tests/ptx/basic.cu` (`bench.ptx`). A kernel the JIT runs is measured on
-//! the interpreter too (first thread count), the JIT's baseline in the same run. This
-//! is what `vmgpu cuda bench` reports; nothing here asserts a time.
+//! the interpreter too (first thread count), the JIT's baseline in the same run, and
+//! vector_add's loop on each thread count too, the machine's own scaling for
+//! memory-bound code (`BenchResult::native_threads`). This is what `vmgpu cuda bench`
+//! reports; nothing here asserts a time.
 
 use super::{DevicePtr, Engine, KernelArg, LaunchConfig, SimConfig, SimError, Simulator};
 use std::hint::black_box;
