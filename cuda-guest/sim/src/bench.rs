@@ -100,10 +100,7 @@ pub struct BenchResult {
 impl BenchResult {
     /// The simulator's time on `threads` threads, if measured.
     pub fn time(&self, threads: usize) -> Option<Duration> {
-        self.sim
-            .iter()
-            .find(|(t, _)| *t == threads)
-            .map(|&(_, d)| d)
+        time_on(&self.sim, threads)
     }
     /// Simulator time on `threads` threads over the native time.
     pub fn ratio(&self, threads: usize) -> Option<f64> {
@@ -126,11 +123,24 @@ impl BenchResult {
     }
 }
 
+/// The time of `times` on `threads` threads.
+fn time_on(times: &[(usize, Duration)], threads: usize) -> Option<Duration> {
+    times.iter().find(|(t, _)| *t == threads).map(|&(_, d)| d)
+}
+
 /// The first time of `times` over the one on `threads`.
 fn speedup(times: &[(usize, Duration)], threads: usize) -> Option<f64> {
     let &(_, first) = times.first()?;
-    let &(_, d) = times.iter().find(|(t, _)| *t == threads)?;
-    Some(first.as_secs_f64() / d.as_secs_f64())
+    Some(first.as_secs_f64() / time_on(times, threads)?.as_secs_f64())
+}
+
+/// vector_add's plain loop: `c = a + b`, each read and the result kept opaque.
+fn add_into(a: &[f32], b: &[f32], c: &mut [f32]) {
+    let (a, b) = (black_box(a), black_box(b));
+    for i in 0..c.len() {
+        c[i] = a[i] + b[i];
+    }
+    black_box(c);
 }
 
 /// vector_add's plain loop on each of `threads` host threads, each a share of the
@@ -151,13 +161,7 @@ fn native_threads(
                         .zip(a.chunks(share))
                         .zip(b.chunks(share));
                     for ((c, a), b) in parts {
-                        s.spawn(move || {
-                            let (a, b) = (black_box(a), black_box(b));
-                            for i in 0..c.len() {
-                                c[i] = a[i] + b[i];
-                            }
-                            black_box(c);
-                        });
+                        s.spawn(move || add_into(a, b, c));
                     }
                 });
             }))
@@ -415,15 +419,7 @@ pub fn run(sizes: &BenchSizes) -> Result<Vec<BenchResult>, SimError> {
 
     // vector_add
     let mut c = vec![0f32; n];
-    let native = best(reps, || {
-        Ok(timed(|| {
-            let (a, b) = (black_box(&a), black_box(&b));
-            for i in 0..n {
-                c[i] = a[i] + b[i];
-            }
-            black_box(&c);
-        }))
-    })?;
+    let native = best(reps, || Ok(timed(|| add_into(&a, &b, &mut c))))?;
     out.push(measure(
         Case {
             name: "vector_add",

@@ -822,6 +822,17 @@ impl<'a> Lower<'a> {
         self.b.switch_to_block(ok);
     }
 
+    /// Integer `setp` `i`'s comparison of its operands (`Aff::Cmp`), before its
+    /// predicates are combined or written.
+    fn int_cmp(&mut self, i: &Inst) -> Option<Value> {
+        let (Op::Setp { a, b, .. }, Aff::Cmp { bits, signed, code }) = (&i.op, i.aff) else {
+            return None;
+        };
+        let (av, bv) = (self.reg(*a), self.reg(*b));
+        let (x, y) = self.operands(av, bv, bits as u32, signed);
+        Some(self.b.ins().icmp(int_cc(code, signed), x, y))
+    }
+
     /// Counts `n` more thread instructions.
     fn count(&mut self, n: u64) {
         let c = self.get(self.cnt);
@@ -1913,17 +1924,10 @@ impl<'a> Lower<'a> {
                 };
                 self.set(d, r);
             }
-            Aff::Cmp { bits, signed, code } => {
-                let Op::Setp {
-                    d, dn, a, b, comb, ..
-                } = &i.op
-                else {
+            Aff::Cmp { .. } => {
+                let (Some(r), Op::Setp { d, dn, comb, .. }) = (self.int_cmp(i), &i.op) else {
                     return false;
                 };
-                let (av, bv) = (self.reg(*a), self.reg(*b));
-                let (x, y) = self.operands(av, bv, bits as u32, signed);
-                let cc = int_cc(code, signed);
-                let r = self.b.ins().icmp(cc, x, y);
                 self.setp(r, *d, *dn, *comb);
             }
             Aff::None | Aff::Mem { .. } => return false,

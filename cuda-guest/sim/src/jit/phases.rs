@@ -16,6 +16,7 @@
 //! ([`phase_uniform`]).
 
 use super::*;
+use cranelift_codegen::ir::condcodes::CondCode;
 
 /// The instructions control may go to after instruction `pc` of the body.
 pub(super) fn succs(prog: &Program, pc: usize) -> impl Iterator<Item = usize> {
@@ -414,10 +415,11 @@ fn tail_from(
                 continue;
             }
             // `%tid.x` against a uniform value, and a branch to a barrier on it.
-            let (bound, code) = match (tid_x(prog, a), tid_x(prog, b)) {
-                (true, false) if uniform[b as usize] => (b, code),
+            let cc = int_cc(code, signed);
+            let (bound, cc) = match (tid_x(prog, a), tid_x(prog, b)) {
+                (true, false) if uniform[b as usize] => (b, cc),
                 // (`u < tid` is `tid > u`.)
-                (false, true) if uniform[a as usize] => (a, [0, 1, 4, 5, 2, 3][code as usize]),
+                (false, true) if uniform[a as usize] => (a, cc.swap_args()),
                 _ => return None,
             };
             let next = prog.insts.get(pc + 1)?;
@@ -432,15 +434,11 @@ fn tail_from(
             {
                 return None;
             }
-            // Taken when `tid code bound` holds, or (`neg`) fails.
-            let code = if neg {
-                [1, 0, 5, 4, 3, 2][code as usize]
-            } else {
-                code
-            };
-            way.strict = match code {
-                4 => true,
-                5 => false,
+            // Taken when `tid cc bound` holds, or (`neg`) fails.
+            let cc = if neg { cc.complement() } else { cc };
+            way.strict = match cc {
+                IntCC::SignedGreaterThan | IntCC::UnsignedGreaterThan => true,
+                IntCC::SignedGreaterThanOrEqual | IntCC::UnsignedGreaterThanOrEqual => false,
                 _ => return None,
             };
             way.preds.push((d, pc));

@@ -2732,14 +2732,10 @@ impl Lower<'_> {
             .ins()
             .load(I64, trusted(), self.f.uniform, super::NTID_X as i32 * 8);
         let mut ok = self.b.ins().icmp(IntCC::Equal, ntx, n);
+        let prog = self.prog;
         for &(pc, want) in &t.conds {
-            let i = &self.prog.insts[pc];
-            let (&Op::Setp { a, b, .. }, Aff::Cmp { bits, signed, code }) = (&i.op, i.aff) else {
-                unreachable!("a tail's conditions are integer comparisons")
-            };
-            let (av, bv) = (self.reg(a), self.reg(b));
-            let (x, y) = self.operands(av, bv, bits as u32, signed);
-            let c = self.b.ins().icmp(super::int_cc(code, signed), x, y);
+            let c = (self.int_cmp(&prog.insts[pc]))
+                .expect("a tail's conditions are integer comparisons");
             let c = self.b.ins().bxor_imm(c, i64::from(!want));
             ok = self.b.ins().band(ok, c);
         }
